@@ -1,0 +1,226 @@
+//! Argument shape (WIRE6 §8, "Shape"): numbers that parse, options that exist, once each,
+//! with their values. Pure functions over byte slices; ranges are checked later, in the
+//! domain step, so a shape error always wins over a range error.
+
+use crate::errors::Refusal;
+
+/// A strict decimal integer: optional `-`, digits only, fits in an i64.
+pub fn int(arg: &[u8]) -> Option<i64> {
+    let (neg, digits) = match arg.strip_prefix(b"-") {
+        Some(d) => (true, d),
+        None => (false, arg),
+    };
+    if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for &d in digits {
+        v = v.checked_mul(10)?.checked_add(i64::from(d - b'0'))?;
+    }
+    Some(if neg { -v } else { v })
+}
+
+pub fn number(arg: &[u8], what: &str) -> Result<i64, Refusal> {
+    int(arg).ok_or_else(|| Refusal::Shape(format!("{what} is not an integer")))
+}
+
+/// A `when`: digits are an absolute time in ms, `+digits` ms from the server clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    At(i64),
+    In(i64),
+}
+
+pub fn when(arg: &[u8]) -> Result<When, Refusal> {
+    let bad = || Refusal::Shape("when must be <ms> or +<ms>".into());
+    match arg.strip_prefix(b"+") {
+        Some(rest) if !rest.starts_with(b"-") => int(rest).map(When::In).ok_or_else(bad),
+        Some(_) => Err(bad()),
+        None if !arg.starts_with(b"-") => int(arg).map(When::At).ok_or_else(bad),
+        None => Err(bad()),
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backoff {
+    Fixed(i64),
+    Exp(i64),
+}
+
+/// The options a verb may take. Each is parsed by name, case-insensitively.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Opt {
+    Priority,
+    Attempts,
+    Backoff,
+    Opts,
+    Lifo,
+    Keep,
+    Age,
+    Final,
+    Count,
+    MaxStalls,
+    MaxLen,
+    Ttl,
+}
+
+impl Opt {
+    const fn word(self) -> &'static str {
+        match self {
+            Opt::Priority => "PRIORITY",
+            Opt::Attempts => "ATTEMPTS",
+            Opt::Backoff => "BACKOFF",
+            Opt::Opts => "OPTS",
+            Opt::Lifo => "LIFO",
+            Opt::Keep => "KEEP",
+            Opt::Age => "AGE",
+            Opt::Final => "FINAL",
+            Opt::Count => "COUNT",
+            Opt::MaxStalls => "MAXSTALLS",
+            Opt::MaxLen => "MAXLEN",
+            Opt::Ttl => "TTL",
+        }
+    }
+}
+
+/// What the options of one call said. Absent options are `None`/`false`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options<'a> {
+    pub priority: Option<i64>,
+    pub attempts: Option<i64>,
+    pub backoff: Option<Backoff>,
+    pub opts: Option<&'a [u8]>,
+    pub lifo: bool,
+    pub keep: Option<i64>,
+    pub age: Option<i64>,
+    pub final_: bool,
+    pub count: Option<i64>,
+    pub max_stalls: Option<i64>,
+    pub max_len: Option<i64>,
+    pub ttl: Option<i64>,
+}
+
+/// Parse `args` as options from `allowed`: an unknown or repeated option, an option without
+/// its value or a value that does not parse is a shape error.
+pub fn options<'a>(args: &[&'a [u8]], allowed: &[Opt]) -> Result<Options<'a>, Refusal> {
+    let mut o = Options::default();
+    let mut seen: u16 = 0;
+    let mut i = 0;
+    while let Some(word) = args.get(i) {
+        let opt = allowed
+            .iter()
+            .copied()
+            .find(|opt| word.eq_ignore_ascii_case(opt.word().as_bytes()))
+            .ok_or_else(|| Refusal::Shape(format!("unknown option {}", crate::errors::printable(word))))?;
+        let bit = 1u16 << (opt as u16);
+        if seen & bit != 0 {
+            return Err(Refusal::Shape(format!("option {} given twice", opt.word())));
+        }
+        seen |= bit;
+        let at = i;
+        let value = |k: usize| -> Result<&'a [u8], Refusal> {
+            args.get(at + k).copied().ok_or_else(|| Refusal::Shape(format!("option {} needs a value", opt.word())))
+        };
+        let num = |k: usize| -> Result<i64, Refusal> { number(value(k)?, opt.word()) };
+        i = at + 1;
+        match opt {
+            Opt::Lifo => o.lifo = true,
+            Opt::Final => o.final_ = true,
+            Opt::Opts => {
+                o.opts = Some(value(0)?);
+                i += 1;
+            }
+            Opt::Backoff => {
+                let kind = value(0)?;
+                let ms = num(1)?;
+                o.backoff = Some(if kind.eq_ignore_ascii_case(b"FIXED") {
+                    Backoff::Fixed(ms)
+                } else if kind.eq_ignore_ascii_case(b"EXP") {
+                    Backoff::Exp(ms)
+                } else {
+                    return Err(Refusal::Shape("BACKOFF takes FIXED or EXP".into()));
+                });
+                i += 2;
+            }
+            Opt::Priority | Opt::Attempts | Opt::Keep | Opt::Age | Opt::Count | Opt::MaxStalls | Opt::MaxLen | Opt::Ttl => {
+                let v = Some(num(0)?);
+                match opt {
+                    Opt::Priority => o.priority = v,
+                    Opt::Attempts => o.attempts = v,
+                    Opt::Keep => o.keep = v,
+                    Opt::Age => o.age = v,
+                    Opt::Count => o.count = v,
+                    Opt::MaxStalls => o.max_stalls = v,
+                    Opt::MaxLen => o.max_len = v,
+                    _ => o.ttl = v,
+                }
+                i += 1;
+            }
+        }
+    }
+    Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn integers() {
+        assert_eq!(int(b"0"), Some(0));
+        assert_eq!(int(b"-1"), Some(-1));
+        assert_eq!(int(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(int(b"9223372036854775808"), None);
+        assert_eq!(int(b"-9223372036854775808"), None, "i64::MIN is refused: no value range needs it");
+        for bad in [&b""[..], b"-", b"+1", b" 1", b"1 ", b"1.0", b"0x1", b"1e3", b"\xff"] {
+            assert_eq!(int(bad), None);
+        }
+    }
+
+    #[test]
+    fn whens() {
+        assert_eq!(when(b"123"), Ok(When::At(123)));
+        assert_eq!(when(b"+5"), Ok(When::In(5)));
+        for bad in [&b"+"[..], b"-5", b"+-5", b"++5", b"x", b""] {
+            assert!(matches!(when(bad), Err(Refusal::Shape(_))));
+        }
+    }
+
+    #[test]
+    fn option_rules() {
+        let all = [Opt::Priority, Opt::Backoff, Opt::Lifo, Opt::Opts];
+        let o = options(&[b"priority", b"7", b"BACKOFF", b"exp", b"100", b"lifo", b"OPTS", b"x y"], &all).unwrap();
+        assert_eq!(o.priority, Some(7));
+        assert_eq!(o.backoff, Some(Backoff::Exp(100)));
+        assert!(o.lifo);
+        assert_eq!(o.opts, Some(&b"x y"[..]));
+        for bad in [
+            &[&b"PRIORITY"[..]][..],
+            &[b"PRIORITY", b"x"],
+            &[b"PRIORITY", b"1", b"PRIORITY", b"2"],
+            &[b"NOPE"],
+            &[b"BACKOFF", b"LINEAR", b"1"],
+            &[b"BACKOFF", b"FIXED"],
+            &[b"ATTEMPTS", b"1"],
+        ] {
+            assert!(matches!(options(bad, &all), Err(Refusal::Shape(_))), "{bad:?}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn int_agrees_with_std(s in "-?[0-9]{1,20}") {
+            let std = s.parse::<i64>().ok().filter(|v| *v != i64::MIN);
+            prop_assert_eq!(int(s.as_bytes()), std);
+        }
+
+        #[test]
+        fn options_never_panic(args in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..12), 0..8)) {
+            let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+            let all = [Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts, Opt::Lifo, Opt::Keep, Opt::Age,
+                       Opt::Final, Opt::Count, Opt::MaxStalls, Opt::MaxLen, Opt::Ttl];
+            let _ = options(&refs, &all);
+        }
+    }
+}

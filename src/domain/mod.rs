@@ -1,0 +1,270 @@
+//! Pure decisions: no server types, each a plain function with its unit tests. The verbs ask
+//! these; the host carries out what they decide.
+
+pub mod args;
+pub mod id;
+
+use crate::errors::{self, Refusal};
+use crate::keyspace;
+pub use args::{Backoff, When};
+
+/// The value ranges of WIRE6 §8.
+pub const PRIORITY_MAX: i64 = (1 << 21) - 1;
+pub const ATTEMPTS_MAX: i64 = 1_000_000;
+pub const BACKOFF_MAX: i64 = 1 << 31;
+pub const LEASE_MAX: i64 = 1 << 31;
+pub const CLAIM_COUNT_MAX: i64 = 1000;
+pub const STALLED_COUNT_MAX: i64 = 10_000;
+pub const MAX_STALLS_MAX: i64 = 1000;
+pub const EXTENDS_PAIRS_MAX: usize = 1000;
+pub const TOKEN_MAX: usize = 128;
+pub const NAME_MAX: usize = 256;
+/// Times are ms in a double's exact range.
+pub const TIME_MAX: i64 = (1 << 53) - 1;
+
+/// `lo..=hi`, or the EMQARG naming the argument.
+pub fn range(v: i64, lo: i64, hi: i64, what: &str) -> Result<i64, Refusal> {
+    if (lo..=hi).contains(&v) {
+        Ok(v)
+    } else {
+        Err(Refusal::Arg(format!("{what} must be {lo}..={hi}")))
+    }
+}
+
+pub fn bytes_len(b: &[u8], lo: usize, hi: usize, what: &str) -> Result<(), Refusal> {
+    if (lo..=hi).contains(&b.len()) {
+        Ok(())
+    } else {
+        Err(Refusal::Arg(format!("{what} must be {lo}..={hi} bytes")))
+    }
+}
+
+pub fn token(t: &[u8]) -> Result<(), Refusal> {
+    bytes_len(t, 1, TOKEN_MAX, "token")
+}
+
+pub fn payload(b: &[u8], max: usize, what: &str) -> Result<(), Refusal> {
+    bytes_len(b, 0, max, what)
+}
+
+pub fn job_id(id: &[u8]) -> Result<(), Refusal> {
+    if id::is_job_id(id) {
+        Ok(())
+    } else {
+        Err(Refusal::Id(format!("malformed job id {}", errors::printable(id))))
+    }
+}
+
+pub fn message_id(id: &[u8]) -> Result<(), Refusal> {
+    if id::is_message_id(id) {
+        Ok(())
+    } else {
+        Err(Refusal::Id(format!("malformed message id {}", errors::printable(id))))
+    }
+}
+
+/// The due time of a `when` at server time `now`: a time in the past is due now.
+pub fn due(when: When, now: i64) -> Result<i64, Refusal> {
+    let at = match when {
+        When::At(t) => t,
+        When::In(d) => now.saturating_add(d),
+    };
+    let t = range(at, 0, TIME_MAX, "when")?;
+    Ok(t.max(now))
+}
+
+/// A lease's deadline: `now + lease_ms`, both already range-checked.
+pub fn deadline(now: i64, lease_ms: i64) -> i64 {
+    now.saturating_add(lease_ms).min(TIME_MAX)
+}
+
+pub fn backoff(b: Backoff) -> Result<Backoff, Refusal> {
+    match b {
+        Backoff::Fixed(ms) => range(ms, 0, BACKOFF_MAX, "backoff").map(Backoff::Fixed),
+        Backoff::Exp(ms) => range(ms, 0, BACKOFF_MAX, "backoff").map(Backoff::Exp),
+    }
+}
+
+/// The delay before the next attempt, after `made` finished attempts (made >= 1):
+/// FIXED d, or EXP d·2^(made−1), saturating at the time range.
+pub fn backoff_delay(b: Option<Backoff>, made: i64) -> i64 {
+    match b {
+        None => 0,
+        Some(Backoff::Fixed(d)) => d,
+        Some(Backoff::Exp(d)) => {
+            let shift = made.saturating_sub(1).clamp(0, 63) as u32;
+            let factor = 1i64.checked_shl(shift).filter(|f| *f > 0).unwrap_or(i64::MAX);
+            d.saturating_mul(factor).min(TIME_MAX)
+        }
+    }
+}
+
+/// The row's stored form of a backoff: `f<ms>` or `e<ms>`.
+pub fn backoff_encode(b: Backoff) -> String {
+    match b {
+        Backoff::Fixed(ms) => format!("f{ms}"),
+        Backoff::Exp(ms) => format!("e{ms}"),
+    }
+}
+
+pub fn backoff_decode(s: &[u8]) -> Option<Backoff> {
+    match s.split_first()? {
+        (b'f', ms) => args::int(ms).map(Backoff::Fixed),
+        (b'e', ms) => args::int(ms).map(Backoff::Exp),
+        _ => None,
+    }
+}
+
+/// What FAIL does with a held job after counting the attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AfterFail {
+    /// Ready again now.
+    Retry,
+    /// Delayed by this many ms.
+    Delay(i64),
+    /// Failed for good.
+    Fail,
+}
+
+pub fn after_fail(made: i64, attempts: i64, final_: bool, b: Option<Backoff>) -> AfterFail {
+    if final_ || made >= attempts {
+        return AfterFail::Fail;
+    }
+    match backoff_delay(b, made) {
+        0 => AfterFail::Retry,
+        d => AfterFail::Delay(d),
+    }
+}
+
+/// Retention: `KEEP` -1 keeps everything, 0 deletes the finished job at once, n keeps the n
+/// newest of the finished set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keep {
+    All,
+    None,
+    Newest(u64),
+}
+
+pub fn keep(v: i64) -> Result<Keep, Refusal> {
+    match v {
+        -1 => Ok(Keep::All),
+        0 => Ok(Keep::None),
+        n if n > 0 => Ok(Keep::Newest(n.unsigned_abs())),
+        _ => Err(Refusal::Arg("KEEP must be -1, 0 or a count".into())),
+    }
+}
+
+/// How many of the oldest entries to drop from a finished set holding `len` entries (the
+/// finished job included) under `keep`, at most `batch` in one call.
+pub fn trim_count(len: u64, keep: Keep, batch: u64) -> u64 {
+    match keep {
+        Keep::All | Keep::None => 0,
+        Keep::Newest(n) => len.saturating_sub(n).min(batch),
+    }
+}
+
+/// What a read of `{emq}:version` found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stored<'a> {
+    Absent,
+    Value(&'a [u8]),
+    OtherType,
+}
+
+/// The fence's verdict over its one read: only the module's identity passes.
+pub fn fence(stored: Stored<'_>) -> Result<(), Refusal> {
+    match stored {
+        Stored::Value(v) if v == keyspace::EPOCH => Ok(()),
+        Stored::Value(v) => Err(errors::wire_found(v)),
+        Stored::Absent => Err(errors::wire_absent()),
+        Stored::OtherType => Err(Refusal::WrongType),
+    }
+}
+
+/// EMQ.INSTALL's decision, before its single write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Install {
+    /// Absent: one SET of the constant, reply 1.
+    Write,
+    /// Already the module's value: nothing written, reply 0.
+    Equal,
+}
+
+pub fn install(stored: Stored<'_>) -> Result<Install, Refusal> {
+    match stored {
+        Stored::Absent => Ok(Install::Write),
+        Stored::Value(v) if v == keyspace::EPOCH => Ok(Install::Equal),
+        Stored::Value(v) => Err(errors::wire_found(v)),
+        Stored::OtherType => Err(Refusal::WrongType),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn fence_and_install_lanes() {
+        assert_eq!(fence(Stored::Value(b"echomq:6.0.0")), Ok(()));
+        assert_eq!(fence(Stored::Absent), Err(errors::wire_absent()));
+        assert_eq!(fence(Stored::Value(b"echomq:4.0.0")), Err(errors::wire_found(b"echomq:4.0.0")));
+        assert_eq!(fence(Stored::OtherType), Err(Refusal::WrongType));
+        assert_eq!(install(Stored::Absent), Ok(Install::Write));
+        assert_eq!(install(Stored::Value(keyspace::EPOCH)), Ok(Install::Equal));
+        assert_eq!(install(Stored::Value(b"echomq:6.0.0 ")), Err(errors::wire_found(b"echomq:6.0.0 ")));
+        assert_eq!(install(Stored::OtherType), Err(Refusal::WrongType));
+    }
+
+    #[test]
+    fn backoff_math() {
+        assert_eq!(backoff_delay(None, 3), 0);
+        assert_eq!(backoff_delay(Some(Backoff::Fixed(50)), 9), 50);
+        assert_eq!(backoff_delay(Some(Backoff::Exp(100)), 1), 100);
+        assert_eq!(backoff_delay(Some(Backoff::Exp(100)), 2), 200);
+        assert_eq!(backoff_delay(Some(Backoff::Exp(100)), 4), 800);
+        assert_eq!(backoff_delay(Some(Backoff::Exp(BACKOFF_MAX)), 1_000_000), TIME_MAX);
+        assert_eq!(backoff_delay(Some(Backoff::Exp(0)), 64), 0);
+        assert_eq!(after_fail(1, 3, false, None), AfterFail::Retry);
+        assert_eq!(after_fail(1, 3, false, Some(Backoff::Exp(10))), AfterFail::Delay(10));
+        assert_eq!(after_fail(3, 3, false, None), AfterFail::Fail);
+        assert_eq!(after_fail(1, 3, true, None), AfterFail::Fail);
+        assert_eq!(backoff_decode(backoff_encode(Backoff::Exp(7)).as_bytes()), Some(Backoff::Exp(7)));
+        assert_eq!(backoff_decode(b"x1"), None);
+    }
+
+    #[test]
+    fn times() {
+        assert_eq!(due(When::At(5), 10), Ok(10), "past is due now");
+        assert_eq!(due(When::At(50), 10), Ok(50));
+        assert_eq!(due(When::In(5), 10), Ok(15));
+        assert!(matches!(due(When::At(TIME_MAX + 1), 10), Err(Refusal::Arg(_))));
+        assert!(matches!(due(When::In(i64::MAX), 10), Err(Refusal::Arg(_))));
+    }
+
+    #[test]
+    fn retention() {
+        assert_eq!(keep(-1), Ok(Keep::All));
+        assert_eq!(keep(0), Ok(Keep::None));
+        assert_eq!(keep(3), Ok(Keep::Newest(3)));
+        assert!(keep(-2).is_err());
+        assert_eq!(trim_count(10, Keep::Newest(3), 1000), 7);
+        assert_eq!(trim_count(10, Keep::Newest(3), 5), 5);
+        assert_eq!(trim_count(2, Keep::Newest(3), 5), 0);
+        assert_eq!(trim_count(2, Keep::All, 5), 0);
+    }
+
+    proptest! {
+        #[test]
+        fn backoff_never_overflows(d in 0..=BACKOFF_MAX, made in any::<i64>()) {
+            let v = backoff_delay(Some(Backoff::Exp(d)), made);
+            prop_assert!((0..=TIME_MAX).contains(&v));
+        }
+
+        #[test]
+        fn due_is_never_before_now(t in any::<i64>(), now in 0..TIME_MAX, rel in any::<bool>()) {
+            let w = if rel { When::In(t.saturating_abs()) } else { When::At(t.saturating_abs()) };
+            if let Ok(d) = due(w, now) { prop_assert!(d >= now && d <= TIME_MAX); }
+        }
+    }
+}

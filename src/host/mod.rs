@@ -1,0 +1,269 @@
+//! The server glue and nothing else: how a call is served (the order of checks), the fence,
+//! the caller, the clock, the key API with its effects, replies and registration. The verbs
+//! above it are written in the wire's terms.
+
+/// A server API function pointer. The crate keeps them in `static mut`s written once at
+/// load, before any command runs; reading one is a plain copy.
+macro_rules! api {
+    ($name:ident) => {
+        {
+            // SAFETY: written once by the module's init, only read afterwards.
+            #[allow(unused_unsafe)]
+            let f = unsafe { valkey_module::raw::$name };
+            f
+        }
+    };
+}
+
+pub mod caller;
+pub mod register;
+pub mod reply;
+pub mod store;
+pub mod strings;
+
+use std::os::raw::c_int;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use valkey_module::raw::{self, RedisModuleCtx, RedisModuleString};
+
+pub use caller::{Access, Caller};
+pub use reply::Reply;
+pub use store::{Key, Kind, Name};
+pub use strings::{bytes_of, Str};
+
+use crate::domain::{self, Stored};
+use crate::errors::{self, Refusal};
+use crate::keyspace::{self, Role};
+use crate::metrics;
+use crate::table::{self, Command, Form};
+
+/// A verb in the wire's terms: its argument shape, then its domain step. `drive` runs them
+/// in the order of WIRE6 §4 around the host's own checks.
+pub trait Verb {
+    type Args<'a>;
+    /// Shape: the arguments after the keys; no server access, no range checks.
+    fn shape<'a>(args: &[&'a [u8]]) -> Result<Self::Args<'a>, Refusal>;
+    /// Domain: runs after layout and fence; reads and checks everything before it writes.
+    fn run<'a>(x: &mut Exec<'a>, args: Self::Args<'a>) -> Result<Reply, Refusal>;
+}
+
+/// shape → layout → fence → domain, for every verb in the table.
+pub fn drive<'a, V: Verb>(x: &mut Exec<'a>, cmd: &'static Command) -> Result<Reply, Refusal> {
+    x.numkeys(cmd)?;
+    let rest = x.rest();
+    let args = V::shape(&rest)?;
+    x.layout(cmd)?;
+    if cmd.fenced {
+        x.fence()?;
+    }
+    V::run(x, args)
+}
+
+/// One call in progress.
+pub struct Exec<'a> {
+    ctx: *mut RedisModuleCtx,
+    argv: &'a [*mut RedisModuleString],
+    /// Index in argv of the first argument after the keys.
+    first_arg: usize,
+    /// The queue all declared keys share, and the suffix of the `job:`/`fails:` key.
+    pub queue: &'a [u8],
+    pub id: &'a [u8],
+    now: Option<i64>,
+    caller: Option<Caller>,
+}
+
+impl<'a> Exec<'a> {
+    fn new(ctx: *mut RedisModuleCtx, argv: &'a [*mut RedisModuleString]) -> Exec<'a> {
+        Exec { ctx, argv, first_arg: 1, queue: b"", id: b"", now: None, caller: None }
+    }
+
+    pub fn ctx(&self) -> *mut RedisModuleCtx {
+        self.ctx
+    }
+
+    fn arg(&self, i: usize) -> &'a [u8] {
+        self.argv.get(i).map_or(&[][..], |&p| bytes_of(p))
+    }
+
+    /// The arguments after the declared keys.
+    fn rest(&self) -> Vec<&'a [u8]> {
+        self.argv.iter().skip(self.first_arg).map(|&p| bytes_of(p)).collect()
+    }
+
+    /// Argument `i` after the keys, as the server string it arrived in (no copy).
+    pub fn arg_str(&self, i: usize) -> *mut RedisModuleString {
+        self.argv.get(self.first_arg + i).copied().unwrap_or(std::ptr::null_mut())
+    }
+
+    /// Declared key `i` (0-based), as the server string it arrived in.
+    pub fn key_name(&self, i: usize) -> *mut RedisModuleString {
+        self.argv.get(2 + i).copied().unwrap_or(std::ptr::null_mut())
+    }
+
+    pub fn open(&self, i: usize, write: bool) -> Key {
+        Key::open(self.ctx, Name::Arg(self.key_name(i)), write)
+    }
+
+    /// A key of this queue the caller did not declare: ACL-checked as the caller, then opened.
+    pub fn open_undeclared(&mut self, role: Role, suffix: &[u8], access: Access) -> Result<Key, Refusal> {
+        let name = self.string(&keyspace::key(self.queue, role, suffix))?;
+        self.caller()?.key(name.ptr(), access)?;
+        Ok(Key::open(self.ctx, Name::Own(name), access != Access::Read))
+    }
+
+    pub fn string(&self, b: &[u8]) -> Result<Str, Refusal> {
+        Str::new(self.ctx, b).ok_or_else(errors::host_reply)
+    }
+
+    pub fn int(&self, v: i64) -> Result<Str, Refusal> {
+        Str::int(self.ctx, v).ok_or_else(errors::host_reply)
+    }
+
+    /// The server clock in ms, read once per call (the server caches it per command, so a
+    /// verb sees one instant however long it runs).
+    pub fn now(&mut self) -> i64 {
+        if let Some(t) = self.now {
+            return t;
+        }
+        let us = match (api!(RedisModule_CachedMicroseconds), api!(RedisModule_Milliseconds)) {
+            // SAFETY: plain clock reads.
+            (Some(f), _) => (unsafe { f() }) / 1000,
+            (None, Some(f)) => unsafe { f() },
+            (None, None) => 0,
+        };
+        self.now = Some(us);
+        us
+    }
+
+    pub fn caller(&mut self) -> Result<&Caller, Refusal> {
+        if self.caller.is_none() {
+            self.caller = Some(Caller::of(self.ctx)?);
+        }
+        self.caller.as_ref().ok_or_else(errors::host_reply)
+    }
+
+    fn flags(&self) -> c_int {
+        // SAFETY: live ctx.
+        api!(RedisModule_GetContextFlags).map_or(0, |f| unsafe { f(self.ctx) })
+    }
+
+    /// A cluster-enabled server is refused before anything is read (§8).
+    pub fn standalone(&self) -> Result<(), Refusal> {
+        if self.flags() & raw::REDISMODULE_CTX_FLAGS_CLUSTER as c_int != 0 {
+            Err(errors::wire_cluster())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// `{emq}:version`, opened as the caller (read permission for the fence, write for INSTALL).
+    pub fn version_key(&mut self, access: Access) -> Result<Key, Refusal> {
+        let name = self.string(keyspace::VERSION_KEY)?;
+        self.caller()?.key(name.ptr(), access)?;
+        Ok(Key::open(self.ctx, Name::Own(name), access != Access::Read))
+    }
+
+    /// The fence (seed 000): standalone, one read of `{emq}:version` as the caller, only
+    /// `echomq:6.0.0` passes. It never writes.
+    pub fn fence(&mut self) -> Result<(), Refusal> {
+        self.standalone()?;
+        let key = self.version_key(Access::Read)?;
+        domain::fence(stored(&key)?)
+    }
+
+    /// Shape, first part: `numkeys` is the verb's and every key is there.
+    fn numkeys(&mut self, cmd: &Command) -> Result<(), Refusal> {
+        match cmd.form {
+            Form::Bare => {
+                self.first_arg = 1;
+                Ok(())
+            }
+            Form::Keys => {
+                let n = cmd.keys.len();
+                let given = domain::args::int(self.arg(1));
+                if given != Some(n as i64) {
+                    return Err(Refusal::Shape(format!("numkeys must be {n}")));
+                }
+                if self.argv.len() < 2 + n {
+                    return Err(Refusal::Shape(format!("{} needs {n} keys", cmd.name)));
+                }
+                self.first_arg = 2 + n;
+                Ok(())
+            }
+        }
+    }
+
+    /// Layout: each key is the role of its position, all of one queue.
+    fn layout(&mut self, cmd: &Command) -> Result<(), Refusal> {
+        for (i, slot) in cmd.keys.iter().enumerate() {
+            let k = self.arg(2 + i);
+            match slot.role {
+                table::KeyRole::Version => {
+                    if k != keyspace::VERSION_KEY {
+                        return Err(Refusal::Layout("the key must be {emq}:version".into()));
+                    }
+                }
+                table::KeyRole::Queue(role) => {
+                    let p = keyspace::parse(k).filter(|p| p.role == role).ok_or_else(|| {
+                        Refusal::Layout(format!("key {} must be emq:{{Q}}:{}{}", i + 1, role.word(), if role.suffixed() { "<ID>" } else { "" }))
+                    })?;
+                    if i > 0 && p.queue != self.queue {
+                        return Err(Refusal::Layout("all keys must name one queue".into()));
+                    }
+                    self.queue = p.queue;
+                    if role.suffixed() {
+                        self.id = p.suffix;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a key read as the fence reads it holds.
+pub fn stored(key: &Key) -> Result<Stored<'_>, Refusal> {
+    Ok(match key.kind() {
+        Kind::Empty => Stored::Absent,
+        Kind::String => Stored::Value(key.string().ok_or_else(errors::host_reply)?),
+        _ => Stored::OtherType,
+    })
+}
+
+/// Slot in the table for each command's C callback.
+pub type Callback = extern "C" fn(*mut RedisModuleCtx, *mut *mut RedisModuleString, c_int) -> c_int;
+
+extern "C" fn call<const I: usize>(ctx: *mut RedisModuleCtx, argv: *mut *mut RedisModuleString, argc: c_int) -> c_int {
+    serve(ctx, argv, argc, I)
+}
+
+macro_rules! callbacks {
+    ($($i:literal)*) => { pub const CALLBACKS: &[Callback] = &[$(call::<$i>),*]; };
+}
+callbacks!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23);
+const _: () = assert!(CALLBACKS.len() >= table::COMMANDS.len(), "add callbacks for the new commands");
+
+fn serve(ctx: *mut RedisModuleCtx, argv: *mut *mut RedisModuleString, argc: c_int, i: usize) -> c_int {
+    let argv: &[*mut RedisModuleString] = match (argv.is_null(), usize::try_from(argc)) {
+        // SAFETY: the server hands argc live argument strings.
+        (false, Ok(n)) => unsafe { std::slice::from_raw_parts(argv, n) },
+        _ => &[],
+    };
+    // The last line of defence: a bug that panics answers an error instead of aborting the
+    // user's server. The verbs never panic by design (no unwrap, no indexing, checked math).
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        let cmd = table::COMMANDS.get(i)?;
+        metrics::called(i);
+        let mut x = Exec::new(ctx, argv);
+        Some((cmd.run)(&mut x, cmd))
+    }));
+    match outcome {
+        Ok(Some(Ok(r))) => reply::send(ctx, &r),
+        Ok(Some(Err(e))) => {
+            metrics::refused(e.class());
+            reply::refuse(ctx, &e);
+        }
+        Ok(None) | Err(_) => reply::refuse(ctx, &errors::host_reply()),
+    }
+    raw::REDISMODULE_OK as c_int
+}

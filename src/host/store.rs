@@ -1,0 +1,360 @@
+//! The low-level key API, and the only place that writes: every write replicates itself as
+//! an effect with absolute values (HSET, ZADD with the resolved score, XADD with the id the
+//! primary chose, ...), so replicas and AOF replay never run a verb with their own clock.
+
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_int};
+use std::ptr;
+
+use valkey_module::raw::{self, RedisModuleCtx, RedisModuleKey, RedisModuleStreamID, RedisModuleString};
+
+use super::strings::{bytes_of, Str};
+use crate::errors::Refusal;
+
+/// Propagate one command to replicas and AOF. All effects of one call are wrapped in
+/// MULTI/EXEC by the server.
+pub fn replicate(ctx: *mut RedisModuleCtx, cmd: &CStr, args: &[*mut RedisModuleString]) {
+    if let Some(f) = api!(RedisModule_Replicate) {
+        // SAFETY: "v" takes (RedisModuleString **, size_t); the server retains what it keeps.
+        unsafe { f(ctx, cmd.as_ptr(), c"v".as_ptr(), args.as_ptr(), args.len()) };
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Empty,
+    String,
+    List,
+    Hash,
+    ZSet,
+    Stream,
+    Other,
+}
+
+/// A key's name: one of the call's arguments, or a string the module made.
+pub enum Name {
+    Arg(*mut RedisModuleString),
+    Own(Str),
+}
+
+impl Name {
+    fn ptr(&self) -> *mut RedisModuleString {
+        match self {
+            Name::Arg(p) => *p,
+            Name::Own(s) => s.ptr(),
+        }
+    }
+}
+
+/// An open key, closed on drop.
+pub struct Key {
+    ctx: *mut RedisModuleCtx,
+    name: Name,
+    ptr: *mut RedisModuleKey,
+}
+
+impl Drop for Key {
+    fn drop(&mut self) {
+        if let (false, Some(close)) = (self.ptr.is_null(), api!(RedisModule_CloseKey)) {
+            // SAFETY: opened by us, closed once.
+            unsafe { close(self.ptr) }
+        }
+    }
+}
+
+fn s(ctx: *mut RedisModuleCtx, b: &[u8]) -> Result<Str, Refusal> {
+    Str::new(ctx, b).ok_or_else(crate::errors::host_reply)
+}
+
+impl Key {
+    pub fn open(ctx: *mut RedisModuleCtx, name: Name, write: bool) -> Key {
+        let mode = if write { raw::KeyMode::READ | raw::KeyMode::WRITE } else { raw::KeyMode::READ };
+        let ptr = match api!(RedisModule_OpenKey) {
+            // SAFETY: live ctx and name; a missing key opened for read gives NULL, handled below.
+            Some(open) => unsafe { open(ctx, name.ptr(), mode.bits()).cast::<RedisModuleKey>() },
+            None => ptr::null_mut(),
+        };
+        Key { ctx, name, ptr }
+    }
+
+    pub fn name(&self) -> *mut RedisModuleString {
+        self.name.ptr()
+    }
+
+    pub fn name_bytes(&self) -> &[u8] {
+        bytes_of(self.name.ptr())
+    }
+
+    pub fn kind(&self) -> Kind {
+        let t = match (self.ptr.is_null(), api!(RedisModule_KeyType)) {
+            // SAFETY: a live key handle.
+            (false, Some(f)) => (unsafe { f(self.ptr) }) as isize,
+            _ => raw::REDISMODULE_KEYTYPE_EMPTY,
+        };
+        match t {
+            raw::REDISMODULE_KEYTYPE_EMPTY => Kind::Empty,
+            raw::REDISMODULE_KEYTYPE_STRING => Kind::String,
+            raw::REDISMODULE_KEYTYPE_LIST => Kind::List,
+            raw::REDISMODULE_KEYTYPE_HASH => Kind::Hash,
+            raw::REDISMODULE_KEYTYPE_ZSET => Kind::ZSet,
+            raw::REDISMODULE_KEYTYPE_STREAM => Kind::Stream,
+            _ => Kind::Other,
+        }
+    }
+
+    /// Ok(true) when the key holds `want`, Ok(false) when it is absent, WRONGTYPE otherwise.
+    pub fn expect(&self, want: Kind) -> Result<bool, Refusal> {
+        match self.kind() {
+            Kind::Empty => Ok(false),
+            k if k == want => Ok(true),
+            _ => Err(Refusal::WrongType),
+        }
+    }
+
+    fn live(&self) -> Option<*mut RedisModuleKey> {
+        (!self.ptr.is_null()).then_some(self.ptr)
+    }
+
+    /// Elements of a list, zset or stream; bytes of a string; 0 when absent.
+    pub fn len(&self) -> u64 {
+        match (self.live(), api!(RedisModule_ValueLength)) {
+            // SAFETY: live key.
+            (Some(k), Some(f)) => (unsafe { f(k) }) as u64,
+            _ => 0,
+        }
+    }
+
+    // ---- strings ----
+
+    /// The value of a string key (call after `expect(Kind::String)` answered true).
+    pub fn string(&self) -> Option<&[u8]> {
+        let (k, f) = (self.live()?, api!(RedisModule_StringDMA)?);
+        let mut len = 0usize;
+        // SAFETY: READ-mode DMA on a live string key; the bytes live while the key is open.
+        let p = unsafe { f(k, &mut len, raw::KeyMode::READ.bits()) };
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: p points at len bytes owned by the key's value.
+        Some(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) })
+    }
+
+    pub fn set_string(&self, value: &[u8]) -> Result<(), Refusal> {
+        let (k, f) = (self.live().ok_or_else(crate::errors::host_reply)?, api!(RedisModule_StringSet));
+        let v = s(self.ctx, value)?;
+        if let Some(f) = f {
+            // SAFETY: writable key, live string.
+            unsafe { f(k, v.ptr()) };
+        }
+        replicate(self.ctx, c"SET", &[self.name(), v.ptr()]);
+        Ok(())
+    }
+
+    pub fn delete(&self) {
+        if let (Some(k), Some(f)) = (self.live(), api!(RedisModule_DeleteKey)) {
+            // SAFETY: writable key.
+            unsafe { f(k) };
+            replicate(self.ctx, c"DEL", &[self.name()]);
+        }
+    }
+
+    // ---- hashes ----
+
+    pub fn hget(&self, field: &CStr) -> Option<Str> {
+        let (k, f) = (self.live()?, api!(RedisModule_HashGet)?);
+        let mut out: *mut RedisModuleString = ptr::null_mut();
+        // SAFETY: CFIELDS: a C-string field, then the out pointer, then NULL.
+        unsafe {
+            f(k, raw::REDISMODULE_HASH_CFIELDS as c_int, field.as_ptr(), &mut out as *mut *mut RedisModuleString, ptr::null_mut::<c_char>())
+        };
+        Str::adopt(self.ctx, out)
+    }
+
+    /// HSET of several fields, one effect.
+    pub fn hset(&self, pairs: &[(&CStr, &Str)]) -> Result<(), Refusal> {
+        let k = self.live().ok_or_else(crate::errors::host_reply)?;
+        let Some(f) = api!(RedisModule_HashSet) else { return Err(crate::errors::host_reply()) };
+        let mut fields = Vec::with_capacity(pairs.len());
+        let mut effect = Vec::with_capacity(1 + 2 * pairs.len());
+        effect.push(self.name());
+        for (field, value) in pairs {
+            // SAFETY: CFIELDS: C-string field, string value, NULL terminator.
+            unsafe { f(k, raw::REDISMODULE_HASH_CFIELDS as c_int, field.as_ptr(), value.ptr(), ptr::null_mut::<c_char>()) };
+            fields.push(s(self.ctx, field.to_bytes())?);
+        }
+        for ((_, value), field) in pairs.iter().zip(&fields) {
+            effect.push(field.ptr());
+            effect.push(value.ptr());
+        }
+        replicate(self.ctx, c"HSET", &effect);
+        Ok(())
+    }
+
+    /// HDEL of the fields present; one effect, none if nothing was there.
+    pub fn hdel(&self, fields: &[&CStr]) -> Result<(), Refusal> {
+        let (Some(k), Some(f)) = (self.live(), api!(RedisModule_HashSet)) else { return Ok(()) };
+        let mut gone = Vec::new();
+        for field in fields {
+            // SAFETY: REDISMODULE_HASH_DELETE as the value deletes the field.
+            let n = unsafe {
+                f(k, raw::REDISMODULE_HASH_CFIELDS as c_int, field.as_ptr(), raw::REDISMODULE_HASH_DELETE, ptr::null_mut::<c_char>())
+            };
+            if n > 0 {
+                gone.push(s(self.ctx, field.to_bytes())?);
+            }
+        }
+        if !gone.is_empty() {
+            let mut effect = vec![self.name()];
+            effect.extend(gone.iter().map(Str::ptr));
+            replicate(self.ctx, c"HDEL", &effect);
+        }
+        Ok(())
+    }
+
+    // ---- lists: the head is the left ----
+
+    fn push(&self, head: bool, v: *mut RedisModuleString) -> Result<(), Refusal> {
+        let (k, f) = (self.live().ok_or_else(crate::errors::host_reply)?, api!(RedisModule_ListPush));
+        let side = if head { raw::REDISMODULE_LIST_HEAD } else { raw::REDISMODULE_LIST_TAIL };
+        if let Some(f) = f {
+            // SAFETY: writable list (or empty) key, live string.
+            unsafe { f(k, side as c_int, v) };
+        }
+        replicate(self.ctx, if head { c"LPUSH" } else { c"RPUSH" }, &[self.name(), v]);
+        Ok(())
+    }
+
+    pub fn lpush(&self, v: *mut RedisModuleString) -> Result<(), Refusal> {
+        self.push(true, v)
+    }
+
+    pub fn rpush(&self, v: *mut RedisModuleString) -> Result<(), Refusal> {
+        self.push(false, v)
+    }
+
+    pub fn rpop(&self) -> Option<Str> {
+        let (k, f) = (self.live()?, api!(RedisModule_ListPop)?);
+        // SAFETY: writable list key; the popped element is ours.
+        let p = unsafe { f(k, raw::REDISMODULE_LIST_TAIL as c_int) };
+        let v = Str::adopt(self.ctx, p)?;
+        replicate(self.ctx, c"RPOP", &[self.name()]);
+        Some(v)
+    }
+
+    // ---- sorted sets: every score the module writes is an integer (ms or priority) ----
+
+    pub fn zscore(&self, member: *mut RedisModuleString) -> Option<f64> {
+        let (k, f) = (self.live()?, api!(RedisModule_ZsetScore)?);
+        let mut score = 0f64;
+        // SAFETY: live zset key, live member.
+        (unsafe { f(k, member, &mut score) } == raw::REDISMODULE_OK as c_int).then_some(score)
+    }
+
+    pub fn zadd(&self, score: i64, member: *mut RedisModuleString) -> Result<(), Refusal> {
+        let (k, f) = (self.live().ok_or_else(crate::errors::host_reply)?, api!(RedisModule_ZsetAdd));
+        if let Some(f) = f {
+            let mut flags: c_int = 0;
+            // SAFETY: writable zset (or empty) key; scores are below 2^53, exact in a double.
+            unsafe { f(k, score as f64, member, &mut flags) };
+        }
+        let sc = Str::int(self.ctx, score).ok_or_else(crate::errors::host_reply)?;
+        replicate(self.ctx, c"ZADD", &[self.name(), sc.ptr(), member]);
+        Ok(())
+    }
+
+    pub fn zrem(&self, member: *mut RedisModuleString) -> bool {
+        let (Some(k), Some(f)) = (self.live(), api!(RedisModule_ZsetRem)) else { return false };
+        let mut deleted: c_int = 0;
+        // SAFETY: writable zset key, live member.
+        unsafe { f(k, member, &mut deleted) };
+        if deleted != 0 {
+            replicate(self.ctx, c"ZREM", &[self.name(), member]);
+        }
+        deleted != 0
+    }
+
+    /// Up to `limit` members with min <= score <= max, lowest first (ties in member order).
+    pub fn zrange(&self, min: f64, max: f64, limit: usize) -> Vec<(Str, f64)> {
+        let mut out = Vec::new();
+        let Some(k) = self.live() else { return out };
+        let (Some(first), Some(cur), Some(next), Some(end), Some(stop)) = (
+            api!(RedisModule_ZsetFirstInScoreRange),
+            api!(RedisModule_ZsetRangeCurrentElement),
+            api!(RedisModule_ZsetRangeNext),
+            api!(RedisModule_ZsetRangeEndReached),
+            api!(RedisModule_ZsetRangeStop),
+        ) else {
+            return out;
+        };
+        if limit == 0 {
+            return out;
+        }
+        // SAFETY: a live zset key; the iterator is stopped before return; every element
+        // handed out is a new string we own.
+        unsafe {
+            if first(k, min, max, 0, 0) != raw::REDISMODULE_OK as c_int {
+                return out;
+            }
+            while end(k) == 0 && out.len() < limit {
+                let mut score = 0f64;
+                match Str::adopt(self.ctx, cur(k, &mut score)) {
+                    Some(m) => out.push((m, score)),
+                    None => break,
+                }
+                if next(k) == 0 {
+                    break;
+                }
+            }
+            stop(k);
+        }
+        out
+    }
+
+    // ---- streams ----
+
+    /// XADD with an id the server picks; the effect carries that id, so a replica holds the
+    /// same entry. Returns the id as `ms-seq`.
+    pub fn xadd(&self, fields: &[*mut RedisModuleString]) -> Result<Str, Refusal> {
+        let k = self.live().ok_or_else(crate::errors::host_reply)?;
+        let Some(f) = api!(RedisModule_StreamAdd) else { return Err(crate::errors::host_reply()) };
+        let mut id = RedisModuleStreamID { ms: 0, seq: 0 };
+        let mut argv = fields.to_vec();
+        // SAFETY: writable stream (or empty) key; argv holds field/value pairs.
+        let rc = unsafe { f(k, raw::REDISMODULE_STREAM_ADD_AUTOID as c_int, &mut id, argv.as_mut_ptr(), (fields.len() / 2) as i64) };
+        if rc != raw::REDISMODULE_OK as c_int {
+            return Err(crate::errors::host_reply());
+        }
+        let id = s(self.ctx, format!("{}-{}", id.ms, id.seq).as_bytes())?;
+        let mut effect = Vec::with_capacity(2 + fields.len());
+        effect.push(self.name());
+        effect.push(id.ptr());
+        effect.extend_from_slice(fields);
+        replicate(self.ctx, c"XADD", &effect);
+        Ok(id)
+    }
+
+    /// `MAXLEN ~ cap`, replicated as its exact outcome: `XTRIM key MAXLEN = <length left>`.
+    pub fn xtrim_approx(&self, cap: i64) -> Result<(), Refusal> {
+        let (Some(k), Some(f)) = (self.live(), api!(RedisModule_StreamTrimByLength)) else { return Ok(()) };
+        // SAFETY: writable stream key.
+        let removed = unsafe { f(k, raw::REDISMODULE_STREAM_TRIM_APPROX as c_int, cap) };
+        if removed > 0 {
+            let left = Str::int(self.ctx, self.len() as i64).ok_or_else(crate::errors::host_reply)?;
+            replicate(self.ctx, c"XTRIM", &[self.name(), s(self.ctx, b"MAXLEN")?.ptr(), s(self.ctx, b"=")?.ptr(), left.ptr()]);
+        }
+        Ok(())
+    }
+
+    // ---- expiry ----
+
+    pub fn set_abs_expire(&self, at_ms: i64) -> Result<(), Refusal> {
+        let k = self.live().ok_or_else(crate::errors::host_reply)?;
+        if let Some(f) = api!(RedisModule_SetAbsExpire) {
+            // SAFETY: writable existing key.
+            unsafe { f(k, at_ms) };
+        }
+        let at = Str::int(self.ctx, at_ms).ok_or_else(crate::errors::host_reply)?;
+        replicate(self.ctx, c"PEXPIREAT", &[self.name(), at.ptr()]);
+        Ok(())
+    }
+}

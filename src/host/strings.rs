@@ -1,0 +1,69 @@
+//! Server strings: borrowed views of the call's arguments and owned strings the module makes.
+
+use std::os::raw::c_char;
+use std::ptr::NonNull;
+
+use valkey_module::raw::{RedisModuleCtx, RedisModuleString};
+
+/// An owned server string, freed on drop.
+pub struct Str {
+    ctx: *mut RedisModuleCtx,
+    ptr: NonNull<RedisModuleString>,
+}
+
+impl Str {
+    pub fn new(ctx: *mut RedisModuleCtx, bytes: &[u8]) -> Option<Str> {
+        let create = api!(RedisModule_CreateString)?;
+        // SAFETY: bytes is a live slice; the server copies it.
+        let p = unsafe { create(ctx, bytes.as_ptr().cast::<c_char>(), bytes.len()) };
+        NonNull::new(p).map(|ptr| Str { ctx, ptr })
+    }
+
+    pub fn int(ctx: *mut RedisModuleCtx, v: i64) -> Option<Str> {
+        let create = api!(RedisModule_CreateStringFromLongLong)?;
+        // SAFETY: plain value in, new string out.
+        let p = unsafe { create(ctx, v) };
+        NonNull::new(p).map(|ptr| Str { ctx, ptr })
+    }
+
+    /// Take ownership of a string the server handed out (e.g. a hash value or list element).
+    pub fn adopt(ctx: *mut RedisModuleCtx, p: *mut RedisModuleString) -> Option<Str> {
+        NonNull::new(p).map(|ptr| Str { ctx, ptr })
+    }
+
+    pub fn ptr(&self) -> *mut RedisModuleString {
+        self.ptr.as_ptr()
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        bytes_of(self.ptr.as_ptr())
+    }
+}
+
+impl Drop for Str {
+    fn drop(&mut self) {
+        if let Some(free) = api!(RedisModule_FreeString) {
+            // SAFETY: we own this string and free it once.
+            unsafe { free(self.ctx, self.ptr.as_ptr()) }
+        }
+    }
+}
+
+/// The bytes of a server string, valid while the string lives.
+pub fn bytes_of<'a>(s: *mut RedisModuleString) -> &'a [u8] {
+    let Some(ptr_len) = api!(RedisModule_StringPtrLen) else { return &[] };
+    if s.is_null() {
+        return &[];
+    }
+    let mut len = 0usize;
+    // SAFETY: s is a live server string; the returned pointer stays valid while it lives,
+    // which the callers guarantee by the lifetime they choose ('a is bounded by the call).
+    unsafe {
+        let p = ptr_len(s, &mut len);
+        if p.is_null() {
+            &[]
+        } else {
+            std::slice::from_raw_parts(p.cast::<u8>(), len)
+        }
+    }
+}

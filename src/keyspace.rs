@@ -1,0 +1,202 @@
+//! The native mirror of `EchoMQ.Keyspace`: the reserve, the fence key, the wire identity and
+//! the queue space `emq:{Q}:<role>` (WIRE6 §2). Builders and a strict parser; nothing else
+//! in the module spells a key.
+
+/// The core's reserved space: cross-queue keys, first-byte-disjoint from every queue's keys.
+pub const RESERVE: &[u8] = b"{emq}:";
+/// The fence key, as `Keyspace.version_key/0` builds it.
+pub const VERSION_KEY: &[u8] = b"{emq}:version";
+/// The only value the fence accepts: this module's wire identity.
+pub const EPOCH: &[u8] = b"echomq:6.0.0";
+/// The scripted wire (EchoMQ wire 4) whose nodes this module refuses.
+pub const SCRIPTED_EPOCH: &[u8] = b"echomq:4.0.0";
+
+const PREFIX: &[u8] = b"emq:{";
+/// Longest queue name: keeps every key short and the hashtag exactly `{Q}`.
+pub const MAX_QUEUE: usize = 128;
+
+/// The role of a key inside a queue space. `Job` and `Fails` carry a suffix (`job:<ID>`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Wait,
+    Prio,
+    Active,
+    Delayed,
+    Completed,
+    Failed,
+    Meta,
+    Events,
+    Job,
+    Bus,
+    Seen,
+    Fails,
+}
+
+impl Role {
+    pub const ALL: [Role; 12] = [
+        Role::Wait,
+        Role::Prio,
+        Role::Active,
+        Role::Delayed,
+        Role::Completed,
+        Role::Failed,
+        Role::Meta,
+        Role::Events,
+        Role::Job,
+        Role::Bus,
+        Role::Seen,
+        Role::Fails,
+    ];
+
+    /// The role's word in the key; suffixed roles end with the `:` before the suffix.
+    pub const fn word(self) -> &'static str {
+        match self {
+            Role::Wait => "wait",
+            Role::Prio => "prio",
+            Role::Active => "active",
+            Role::Delayed => "delayed",
+            Role::Completed => "completed",
+            Role::Failed => "failed",
+            Role::Meta => "meta",
+            Role::Events => "events",
+            Role::Job => "job:",
+            Role::Bus => "bus",
+            Role::Seen => "seen",
+            Role::Fails => "fails:",
+        }
+    }
+
+    pub const fn suffixed(self) -> bool {
+        matches!(self, Role::Job | Role::Fails)
+    }
+}
+
+/// A parsed queue-space key: its queue, its role and (for `job:`/`fails:`) its suffix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Parsed<'a> {
+    pub queue: &'a [u8],
+    pub role: Role,
+    pub suffix: &'a [u8],
+}
+
+/// `Q` is 1..=128 bytes with no `{`, `}` and no byte below 0x21.
+pub fn valid_queue(q: &[u8]) -> bool {
+    !q.is_empty() && q.len() <= MAX_QUEUE && q.iter().all(|&b| b > 0x20 && b != b'{' && b != b'}')
+}
+
+/// `emq:{Q}:<role>`, or `emq:{Q}:<role><suffix>` for a suffixed role.
+pub fn key(queue: &[u8], role: Role, suffix: &[u8]) -> Vec<u8> {
+    let word = role.word().as_bytes();
+    let mut k = Vec::with_capacity(PREFIX.len() + queue.len() + 2 + word.len() + suffix.len());
+    k.extend_from_slice(PREFIX);
+    k.extend_from_slice(queue);
+    k.extend_from_slice(b"}:");
+    k.extend_from_slice(word);
+    if role.suffixed() {
+        k.extend_from_slice(suffix);
+    }
+    k
+}
+
+/// The strict parser: the exact inverse of [`key`] over valid queues. A suffixed role needs a
+/// non-empty suffix; an unsuffixed one must match its word exactly.
+pub fn parse(key: &[u8]) -> Option<Parsed<'_>> {
+    let rest = key.strip_prefix(PREFIX)?;
+    let close = rest.iter().position(|&b| b == b'}')?;
+    let (queue, tail) = rest.split_at(close);
+    if !valid_queue(queue) {
+        return None;
+    }
+    let tail = tail.strip_prefix(b"}:")?;
+    Role::ALL.iter().find_map(|&role| {
+        let word = role.word().as_bytes();
+        if role.suffixed() {
+            let suffix = tail.strip_prefix(word)?;
+            (!suffix.is_empty()).then_some(Parsed { queue, role, suffix })
+        } else {
+            (tail == word).then_some(Parsed { queue, role, suffix: b"" })
+        }
+    })
+}
+
+/// The prefix every job row of queue `Q` shares: `emq:{Q}:job:`.
+pub fn job_prefix(queue: &[u8]) -> Vec<u8> {
+    key(queue, Role::Job, b"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn fence_constants_are_the_seeds() {
+        assert_eq!(VERSION_KEY, b"{emq}:version");
+        assert!(VERSION_KEY.starts_with(RESERVE));
+        assert_eq!(EPOCH, b"echomq:6.0.0");
+        // The reserve is first-byte-disjoint from every queue key.
+        assert_ne!(RESERVE[0], PREFIX[0]);
+        assert_eq!(parse(VERSION_KEY), None);
+    }
+
+    #[test]
+    fn known_keys() {
+        assert_eq!(key(b"q", Role::Wait, b""), b"emq:{q}:wait");
+        assert_eq!(key(b"q", Role::Job, b"JOB00000000001"), b"emq:{q}:job:JOB00000000001");
+        let p = parse(b"emq:{orders}:job:JOB1").unwrap();
+        assert_eq!((p.queue, p.role, p.suffix), (&b"orders"[..], Role::Job, &b"JOB1"[..]));
+        for bad in [
+            &b"emq:{q}:job:"[..],
+            b"emq:{q}:fails:",
+            b"emq:{}:wait",
+            b"emq:{q}:waits",
+            b"emq:{q}:wai",
+            b"emq:{q}wait",
+            b"emq:{q{}:wait",
+            b"emq:{q}}:wait",
+            b"emq:{a b}:wait",
+            b"emq:q:wait",
+            b"EMQ:{q}:wait",
+            b"",
+        ] {
+            assert_eq!(parse(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+        let long = vec![b'x'; MAX_QUEUE + 1];
+        assert_eq!(parse(&key(&long, Role::Wait, b"")), None);
+    }
+
+    fn queue() -> impl Strategy<Value = Vec<u8>> {
+        proptest::collection::vec((0x21u8..=0xff).prop_filter("brace", |b| *b != b'{' && *b != b'}'), 1..=MAX_QUEUE)
+    }
+
+    proptest! {
+        #[test]
+        fn build_then_parse_round_trips(q in queue(), r in 0usize..12, s in proptest::collection::vec(any::<u8>(), 1..40)) {
+            let role = Role::ALL[r];
+            let k = key(&q, role, &s);
+            let p = parse(&k).expect("a built key parses");
+            prop_assert_eq!(p.queue, &q[..]);
+            prop_assert_eq!(p.role, role);
+            if role.suffixed() { prop_assert_eq!(p.suffix, &s[..]); } else { prop_assert!(p.suffix.is_empty()); }
+        }
+
+        #[test]
+        fn invalid_queues_are_refused(q in proptest::collection::vec(any::<u8>(), 0..200), r in 0usize..12) {
+            prop_assume!(!valid_queue(&q));
+            // A queue holding `}` can be cut short by the parser; it must then fail or name a
+            // different (valid) queue, never the invalid one.
+            match parse(&key(&q, Role::ALL[r], b"JOB1")) {
+                None => {}
+                Some(p) => prop_assert_ne!(p.queue, &q[..]),
+            }
+        }
+
+        #[test]
+        fn parse_never_panics(k in proptest::collection::vec(any::<u8>(), 0..300)) {
+            if let Some(p) = parse(&k) {
+                prop_assert!(valid_queue(p.queue));
+                prop_assert_eq!(key(p.queue, p.role, p.suffix), k);
+            }
+        }
+    }
+}

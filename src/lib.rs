@@ -1,0 +1,92 @@
+//! trafikey: EchoMQ wire 6 — the `EMQ.*` job queue — as a native Valkey module.
+//!
+//! `lib.rs` only declares the module: its name, configs, ACL category and init. The command
+//! table (`table`) drives registration; `host` is the server glue; `verbs` are the commands;
+//! `domain`, `keyspace` and `errors` are pure.
+
+pub mod config;
+pub mod domain;
+pub mod errors;
+pub mod host;
+pub mod keyspace;
+pub mod metrics;
+pub mod queue;
+pub mod table;
+pub mod verbs;
+
+use valkey_module::configuration::ConfigurationFlags;
+use valkey_module::{valkey_module, Context, InfoContext, Status, ValkeyResult, ValkeyString};
+use valkey_module_macros::info_command_handler;
+
+pub const MODULE_NAME: &str = "trafikey";
+pub const MODULE_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+const fn parse_u32(s: &str) -> u32 {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut v = 0u32;
+    while i < b.len() {
+        v = v * 10 + (b[i] - b'0') as u32;
+        i += 1;
+    }
+    v
+}
+
+pub const MODULE_MAJOR: u32 = parse_u32(env!("CARGO_PKG_VERSION_MAJOR"));
+const MODULE_MINOR: u32 = parse_u32(env!("CARGO_PKG_VERSION_MINOR"));
+const MODULE_PATCH: u32 = parse_u32(env!("CARGO_PKG_VERSION_PATCH"));
+/// `MODULE LIST`'s `ver`: major·10000 + minor·100 + patch.
+const MODULE_VER: i32 = (MODULE_MAJOR * 10_000 + MODULE_MINOR * 100 + MODULE_PATCH) as i32;
+
+/// Unit tests run without a server, so they cannot use the server's allocator.
+#[cfg(not(test))]
+type Alloc = valkey_module::alloc::ValkeyAlloc;
+#[cfg(not(test))]
+const ALLOC: Alloc = valkey_module::alloc::ValkeyAlloc;
+#[cfg(test)]
+type Alloc = std::alloc::System;
+#[cfg(test)]
+const ALLOC: Alloc = std::alloc::System;
+
+fn init(ctx: &Context, _args: &[ValkeyString]) -> Status {
+    match host::register::all(ctx) {
+        Ok(()) => Status::Ok,
+        Err(e) => {
+            ctx.log_warning(&format!("trafikey: {e}"));
+            Status::Err
+        }
+    }
+}
+
+#[info_command_handler]
+fn info(ctx: &InfoContext, _for_crash_report: bool) -> ValkeyResult<()> {
+    metrics::info(ctx)
+}
+
+valkey_module! {
+    name: MODULE_NAME,
+    version: MODULE_VER,
+    allocator: (Alloc, ALLOC),
+    data_types: [],
+    init: init,
+    acl_categories: ["emq"]
+    commands: [],
+    configurations: [
+        i64: [
+            ["events-maxlen", &config::EVENTS_MAXLEN, config::EVENTS_MAXLEN_DEFAULT, 0, 1_000_000_000, ConfigurationFlags::DEFAULT, None],
+            ["keep-completed", &config::KEEP_COMPLETED, config::KEEP_COMPLETED_DEFAULT, -1, 1_000_000_000, ConfigurationFlags::DEFAULT, None],
+            ["keep-failed", &config::KEEP_FAILED, config::KEEP_FAILED_DEFAULT, -1, 1_000_000_000, ConfigurationFlags::DEFAULT, None],
+            ["retention-batch", &config::RETENTION_BATCH, config::RETENTION_BATCH_DEFAULT, 1, 100_000, ConfigurationFlags::DEFAULT, None],
+            ["promote-batch", &config::PROMOTE_BATCH, config::PROMOTE_BATCH_DEFAULT, 1, 100_000, ConfigurationFlags::DEFAULT, None],
+            ["stalled-batch", &config::STALLED_BATCH, config::STALLED_BATCH_DEFAULT, 1, domain::STALLED_COUNT_MAX, ConfigurationFlags::DEFAULT, None],
+            ["max-stalls", &config::MAX_STALLS, config::MAX_STALLS_DEFAULT, 0, domain::MAX_STALLS_MAX, ConfigurationFlags::DEFAULT, None],
+            ["max-payload", &config::MAX_PAYLOAD, config::MAX_PAYLOAD_DEFAULT, 0, 512 * 1024 * 1024, ConfigurationFlags::DEFAULT, None],
+            ["bus-window-ms", &config::BUS_WINDOW_MS, config::BUS_WINDOW_MS_DEFAULT, 1, domain::TIME_MAX, ConfigurationFlags::DEFAULT, None],
+            ["bus-maxlen", &config::BUS_MAXLEN, config::BUS_MAXLEN_DEFAULT, 1, 1_000_000_000, ConfigurationFlags::DEFAULT, None],
+        ],
+        string: [],
+        bool: [],
+        enum: [],
+        module_args_as_configuration: true,
+    ]
+}

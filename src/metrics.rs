@@ -1,0 +1,69 @@
+//! `INFO trafikey`: calls per verb, refusals per error class, and what the sweeps did.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use valkey_module::{InfoContext, ValkeyResult};
+
+use crate::errors::Class;
+use crate::table::COMMANDS;
+
+const NO: AtomicU64 = AtomicU64::new(0);
+static CALLS: [AtomicU64; 32] = [NO; 32];
+static REFUSALS: [AtomicU64; Class::ALL.len()] = [NO; Class::ALL.len()];
+/// Delayed jobs CLAIM made ready.
+pub static PROMOTED: AtomicU64 = AtomicU64::new(0);
+/// Expired leases STALLED took back (requeued or failed).
+pub static RECLAIMED: AtomicU64 = AtomicU64::new(0);
+/// Ids found in a set without their row: dropped, never a reason to refuse.
+pub static ORPHANS: AtomicU64 = AtomicU64::new(0);
+/// Rows deleted by retention.
+pub static RETIRED: AtomicU64 = AtomicU64::new(0);
+
+pub fn called(i: usize) {
+    if let Some(c) = CALLS.get(i) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+pub fn refused(class: Class) {
+    if let Some(c) = REFUSALS.get(class.index()) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+pub fn add(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+fn field_name(s: &str) -> String {
+    s.to_ascii_lowercase().replace('.', "_")
+}
+
+pub fn info(ctx: &InfoContext) -> ValkeyResult<()> {
+    let calls: Vec<(String, u64)> = COMMANDS
+        .iter()
+        .zip(CALLS.iter())
+        .map(|(c, n)| (format!("calls_{}", field_name(c.name)), n.load(Ordering::Relaxed)))
+        .collect();
+    let refusals: Vec<(String, u64)> = Class::ALL
+        .iter()
+        .map(|c| (format!("refused_{}", c.word().to_ascii_lowercase()), REFUSALS.get(c.index()).map_or(0, |n| n.load(Ordering::Relaxed))))
+        .collect();
+    let mut b = ctx.builder().add_section("calls");
+    for (k, v) in &calls {
+        b = b.field(k, v.to_string())?;
+    }
+    let mut b = b.build_section()?.add_section("refusals");
+    for (k, v) in &refusals {
+        b = b.field(k, v.to_string())?;
+    }
+    b.build_section()?
+        .add_section("jobs")
+        .field("promoted", PROMOTED.load(Ordering::Relaxed).to_string())?
+        .field("reclaimed", RECLAIMED.load(Ordering::Relaxed).to_string())?
+        .field("retired", RETIRED.load(Ordering::Relaxed).to_string())?
+        .field("orphans", ORPHANS.load(Ordering::Relaxed).to_string())?
+        .build_section()?
+        .build_info()?;
+    Ok(())
+}

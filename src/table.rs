@@ -1,0 +1,216 @@
+//! The one command table. Registration, the capability tokens of `EMQ.VERSION`, the
+//! `bitmap_commands` of `TRA.CAPABILITIES`, `COMMAND INFO`/`COMMAND DOCS` and the reference
+//! page's synopses all come from here: a verb is added by adding its row.
+
+use crate::errors::Refusal;
+use crate::host::{drive, Exec, Reply};
+use crate::keyspace::Role;
+use crate::verbs;
+
+pub type Run = for<'a> fn(&mut Exec<'a>, &'static Command) -> Result<Reply, Refusal>;
+
+/// The seventeen capability tokens of wire 6, in the seed's order. Bit i of
+/// `bitmap_commands` stands for token i.
+pub const WIRE_TOKENS: [&str; 17] = [
+    "enqueue",
+    "claim",
+    "claim.pause",
+    "extend",
+    "extends",
+    "complete.flat",
+    "schedule",
+    "promote",
+    "reschedule",
+    "delay",
+    "fail.flat",
+    "reprocess",
+    "requeue",
+    "stalled.check",
+    "append",
+    "failures.incr",
+    "publish",
+];
+
+/// How a command takes its keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// `CMD numkeys key... arg...`: the FCALL convention, `numkeys` fixed per command.
+    Keys,
+    /// `CMD arg...`: no keys at all.
+    Bare,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyRole {
+    Queue(Role),
+    /// `{emq}:version`, exactly.
+    Version,
+}
+
+/// What a command does with the key at one position: its key spec, and so the ACL
+/// permission the server demands for it (read for `Access`, write for the rest).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spec {
+    /// RO ACCESS: read only.
+    Read,
+    /// RW INSERT: adds, never reads or changes what is there.
+    Insert,
+    /// RW UPDATE: writes without reading (appends and trims, as XADD's own spec says).
+    Append,
+    /// RW ACCESS UPDATE: reads and changes, deletions included (a key spec names one of
+    /// INSERT, UPDATE, DELETE; UPDATE is "any other write").
+    Update,
+    /// RW ACCESS DELETE: takes elements out and uses them.
+    Take,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slot {
+    pub role: KeyRole,
+    pub spec: Spec,
+}
+
+const fn q(role: Role, spec: Spec) -> Slot {
+    Slot { role: KeyRole::Queue(role), spec }
+}
+
+pub struct Command {
+    pub name: &'static str,
+    /// Capability tokens this command provides (none for the controls).
+    pub tokens: &'static [&'static str],
+    pub form: Form,
+    pub keys: &'static [Slot],
+    /// The arguments after the keys, as the reference page writes them.
+    pub args: &'static str,
+    pub flags: &'static str,
+    pub acl: &'static str,
+    /// Whether the fence runs before the domain step.
+    pub fenced: bool,
+    pub summary: &'static str,
+    pub complexity: &'static str,
+    pub run: Run,
+}
+
+use Role::*;
+use Spec::*;
+
+pub static COMMANDS: [Command; 4] = [
+    Command {
+        name: "EMQ.ENQUEUE",
+        tokens: &["enqueue"],
+        form: Form::Keys,
+        keys: &[q(Job, Insert), q(Wait, Insert), q(Prio, Insert), q(Events, Append)],
+        args: "name data [PRIORITY p] [ATTEMPTS n] [BACKOFF FIXED|EXP ms] [OPTS blob] [LIFO]",
+        flags: "write deny-oom fast",
+        acl: "emq write fast",
+        fenced: true,
+        summary: "Create a job and make it ready; 0 and nothing written when the id exists.",
+        complexity: "O(log N) with N the jobs of its priority band",
+        run: drive::<verbs::enqueue::Enqueue>,
+    },
+    Command {
+        name: "EMQ.VERSION",
+        tokens: &[],
+        form: Form::Bare,
+        keys: &[],
+        args: "",
+        flags: "readonly fast allow-loading allow-stale",
+        acl: "emq read fast",
+        fenced: false,
+        summary: "The module's identity: wire, module, version, major, build, capabilities.",
+        complexity: "O(1)",
+        run: drive::<verbs::version::Version>,
+    },
+    Command {
+        name: "EMQ.INSTALL",
+        tokens: &[],
+        form: Form::Keys,
+        keys: &[Slot { role: KeyRole::Version, spec: Update }],
+        args: "",
+        flags: "write deny-oom admin deny-script",
+        acl: "write admin dangerous slow",
+        fenced: false,
+        summary: "Write the module's wire identity into {emq}:version, once.",
+        complexity: "O(1)",
+        run: drive::<verbs::install::Install>,
+    },
+    Command {
+        name: "TRA.CAPABILITIES",
+        tokens: &[],
+        form: Form::Bare,
+        keys: &[],
+        args: "",
+        flags: "readonly fast allow-loading allow-stale",
+        acl: "read fast",
+        fenced: false,
+        summary: "The facts of this build as eight pairs.",
+        complexity: "O(1)",
+        run: drive::<verbs::capabilities::Capabilities>,
+    },
+];
+
+/// The capability tokens of the registered commands, in table order.
+pub fn capabilities() -> Vec<&'static str> {
+    COMMANDS.iter().flat_map(|c| c.tokens.iter().copied()).collect()
+}
+
+/// Bit i set when wire token i is provided by a registered command.
+pub fn bitmap() -> i64 {
+    capabilities()
+        .iter()
+        .filter_map(|t| WIRE_TOKENS.iter().position(|w| w == t))
+        .fold(0i64, |acc, i| acc | (1i64 << i))
+}
+
+/// The synopsis of a command, as the reference page and COMMAND DOCS show it.
+pub fn synopsis(c: &Command) -> String {
+    let mut s = c.name.to_owned();
+    if c.form == Form::Keys {
+        s.push_str(&format!(" {}", c.keys.len()));
+        for k in c.keys {
+            match k.role {
+                KeyRole::Version => s.push_str(" {emq}:version"),
+                KeyRole::Queue(r) if r.suffixed() => s.push_str(&format!(" emq:{{Q}}:{}<ID>", r.word())),
+                KeyRole::Queue(r) => s.push_str(&format!(" emq:{{Q}}:{}", r.word())),
+            }
+        }
+    }
+    if !c.args.is_empty() {
+        s.push(' ');
+        s.push_str(c.args);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_wire_tokens_in_wire_order() {
+        let caps = capabilities();
+        let positions: Vec<usize> = caps.iter().map(|t| WIRE_TOKENS.iter().position(|w| w == t).expect("a wire token")).collect();
+        assert!(positions.windows(2).all(|w| w[0] < w[1]), "table order is wire order: {caps:?}");
+        assert_eq!(bitmap().count_ones() as usize, caps.len());
+    }
+
+    #[test]
+    fn names_are_unique_and_ascii() {
+        for (i, a) in COMMANDS.iter().enumerate() {
+            assert!(a.name.is_ascii() && a.flags.is_ascii() && a.acl.is_ascii());
+            assert!(COMMANDS.iter().skip(i + 1).all(|b| !b.name.eq_ignore_ascii_case(a.name)));
+            // EMQ write verbs are fenced and in the emq category; controls are not fenced.
+            if !a.tokens.is_empty() {
+                assert!(a.fenced && a.acl.starts_with("emq write") && a.flags.starts_with("write"), "{}", a.name);
+            }
+        }
+    }
+
+    #[test]
+    fn synopsis_reads_like_the_wire() {
+        assert_eq!(
+            synopsis(&COMMANDS[0]),
+            "EMQ.ENQUEUE 4 emq:{Q}:job:<ID> emq:{Q}:wait emq:{Q}:prio emq:{Q}:events name data [PRIORITY p] [ATTEMPTS n] [BACKOFF FIXED|EXP ms] [OPTS blob] [LIFO]"
+        );
+    }
+}

@@ -1,0 +1,34 @@
+//! `TRA.CAPABILITIES`: the facts of this build, as eight pairs in a fixed order.
+
+use crate::errors::Refusal;
+use crate::host::{Exec, Reply, Verb};
+use crate::{table, MODULE_NAME, MODULE_VERSION};
+
+/// The release stage of this build: `preview` until the wire is served whole and benchmarked.
+pub const STAGE: &str = "preview";
+/// The version of this reply's shape.
+pub const API_VERSION: i64 = 1;
+
+pub struct Capabilities;
+
+impl Verb for Capabilities {
+    type Args<'a> = ();
+
+    fn shape(args: &[&[u8]]) -> Result<(), Refusal> {
+        super::version::no_arguments("TRA.CAPABILITIES", args)
+    }
+
+    fn run(_: &mut Exec<'_>, _: ()) -> Result<Reply, Refusal> {
+        Ok(Reply::Map(vec![
+            ("module", Reply::bulk(MODULE_NAME.as_bytes())),
+            ("version", Reply::bulk(MODULE_VERSION.as_bytes())),
+            ("stage", Reply::bulk(STAGE.as_bytes())),
+            ("api_version", Reply::Int(API_VERSION)),
+            ("bitmap_commands", Reply::Int(table::bitmap())),
+            // No API exported to other modules, no Lua inside: every transition is native.
+            ("shared_api", Reply::Int(0)),
+            ("bundled_lua", Reply::Int(0)),
+            ("lua_scripts", Reply::Int(0)),
+        ]))
+    }
+}
