@@ -38,16 +38,6 @@ const MODULE_PATCH: u32 = parse_u32(env!("CARGO_PKG_VERSION_PATCH"));
 /// `MODULE LIST`'s `ver`: major·10000 + minor·100 + patch.
 const MODULE_VER: i32 = (MODULE_MAJOR * 10_000 + MODULE_MINOR * 100 + MODULE_PATCH) as i32;
 
-/// Unit tests run without a server, so they cannot use the server's allocator.
-#[cfg(not(test))]
-type Alloc = valkey_module::alloc::ValkeyAlloc;
-#[cfg(not(test))]
-const ALLOC: Alloc = valkey_module::alloc::ValkeyAlloc;
-#[cfg(test)]
-type Alloc = std::alloc::System;
-#[cfg(test)]
-const ALLOC: Alloc = std::alloc::System;
-
 fn init(ctx: &Context, _args: &[ValkeyString]) -> Status {
     match host::register::all(ctx) {
         Ok(()) => Status::Ok,
@@ -66,7 +56,7 @@ fn info(ctx: &InfoContext, _for_crash_report: bool) -> ValkeyResult<()> {
 valkey_module! {
     name: MODULE_NAME,
     version: MODULE_VER,
-    allocator: (Alloc, ALLOC),
+    allocator: (host::alloc::Alloc, host::alloc::Alloc),
     data_types: [],
     init: init,
     acl_categories: ["emq"]

@@ -10,7 +10,7 @@ pub fn int(arg: &[u8]) -> Option<i64> {
         Some(d) => (true, d),
         None => (false, arg),
     };
-    if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
     let mut v: i64 = 0;
@@ -119,7 +119,7 @@ pub fn options<'a>(args: &[&'a [u8]], allowed: &[Opt]) -> Result<Options<'a>, Re
         seen |= bit;
         let at = i;
         let value = |k: usize| -> Result<&'a [u8], Refusal> {
-            args.get(at + k).copied().ok_or_else(|| Refusal::Shape(format!("option {} needs a value", opt.word())))
+            args.get(at + 1 + k).copied().ok_or_else(|| Refusal::Shape(format!("option {} needs a value", opt.word())))
         };
         let num = |k: usize| -> Result<i64, Refusal> { number(value(k)?, opt.word()) };
         i = at + 1;

