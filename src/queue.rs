@@ -244,61 +244,69 @@ impl Events {
     }
 }
 
-/// A finished set with its retention: which rows a finish will delete, decided and
-/// ACL-checked before anything is written, carried out after.
+/// Retention of a finished set, decided and ACL-checked before anything is written and
+/// carried out after: the oldest entries beyond `keep`, and with `age` those finished
+/// before now−age, at most `trafikey.retention-batch` in one call.
 pub struct Retire {
     ids: Vec<Str>,
     rows: Vec<Key>,
 }
 
 impl Retire {
-    /// Plan retention for `set` (completed or failed) as if `id` had just been added with
-    /// score `now`: the oldest beyond `keep`, and with `age` those finished before now−age,
-    /// at most the retention batch. `id` itself is never in the plan (KEEP 0 handles it).
-    pub fn plan(x: &mut Exec, set: &Key, role: Role, id: &[u8], now: i64, keep: Keep, age: Option<i64>) -> Result<Retire, Refusal> {
+    /// Plan for `set` as it will be once `adding` more jobs (finished now) are in it. The
+    /// jobs being added are the newest, so only entries already there are retired.
+    pub fn plan(x: &mut Exec, set: &Key, adding: u64, now: i64, keep: Keep, age: Option<i64>) -> Result<Retire, Refusal> {
         let batch = u64::try_from(config::get(&config::RETENTION_BATCH)).unwrap_or(0);
-        let after = set.len().saturating_add(1);
-        let by_count = domain::trim_count(after, keep, batch);
+        let by_count = domain::trim_count(set.len().saturating_add(adding), keep, batch);
+        let cutoff = age.map(|a| now.saturating_sub(a));
         let mut ids: Vec<Str> = Vec::new();
-        if by_count > 0 || age.is_some() {
-            let cutoff = age.map(|a| now.saturating_sub(a));
-            let want = usize::try_from(by_count.max(batch)).unwrap_or(usize::MAX);
-            for (m, score) in set.zrange(f64::NEG_INFINITY, f64::INFINITY, want) {
-                if m.bytes() == id {
-                    continue;
-                }
-                let old = cutoff.is_some_and(|c| (score as i64) < c);
-                if (ids.len() as u64) < by_count || old {
+        if by_count > 0 || cutoff.is_some() {
+            set.zwalk(f64::NEG_INFINITY, f64::INFINITY, |m, score| {
+                let take = (ids.len() as u64) < by_count || cutoff.is_some_and(|c| score < c as f64);
+                if take {
                     ids.push(m);
-                } else {
-                    break;
                 }
-                if ids.len() as u64 >= batch {
-                    break;
-                }
-            }
+                take && (ids.len() as u64) < batch
+            });
         }
-        let _ = role;
         let mut rows = Vec::with_capacity(ids.len());
         for m in &ids {
-            rows.push(x.open_undeclared(Role::Job, m.bytes(), Access::Write)?);
-        }
-        for r in &rows {
-            if r.kind() != Kind::Empty && r.kind() != Kind::Hash {
-                return Err(Refusal::WrongType);
-            }
+            let row = x.open_undeclared(Role::Job, m.bytes(), Access::Write)?;
+            row.expect(Kind::Hash)?;
+            rows.push(row);
         }
         Ok(Retire { ids, rows })
     }
 
     pub fn apply(self, set: &Key) {
-        let n = self.ids.len() as u64;
         for (m, row) in self.ids.iter().zip(&self.rows) {
             set.zrem(m.ptr());
             row.delete();
         }
-        metrics::add(&metrics::RETIRED, n);
+        metrics::add(&metrics::RETIRED, self.ids.len() as u64);
     }
+}
+
+/// The call's own job row (declared key 0): it must exist.
+pub fn existing_row(x: &Exec) -> Result<Key, Refusal> {
+    let row = x.open(0, true);
+    if row.expect(Kind::Hash)? {
+        Ok(row)
+    } else {
+        Err(no_job(x.id))
+    }
+}
+
+/// Declared key `i`, opened for writing, which must be a zset or absent.
+pub fn zset(x: &Exec, i: usize) -> Result<Key, Refusal> {
+    let k = x.open(i, true);
+    k.expect(Kind::ZSet)?;
+    Ok(k)
+}
+
+/// Held: in active with this token — the row says so and the active set agrees.
+pub fn held(row: &Key, active: &Key, id: &Str, token: &[u8]) -> bool {
+    Row(row).held_by(token) && active.zscore(id.ptr()).is_some()
 }
 
 /// The KEEP a finish uses: the call's, or the config default for that set.
@@ -320,4 +328,9 @@ pub fn no_job(id: &[u8]) -> Refusal {
 
 pub fn lease(id: &[u8]) -> Refusal {
     Refusal::Lease(format!("job {} is not held with this token", errors::printable(id)))
+}
+
+/// The EMQSTATE refusal: the job is not where the verb needs it.
+pub fn not_in(id: &[u8], where_: &str) -> Refusal {
+    Refusal::State(format!("job {} is not {where_}", errors::printable(id)))
 }

@@ -273,10 +273,10 @@ impl Key {
         deleted != 0
     }
 
-    /// Up to `limit` members with min <= score <= max, lowest first (ties in member order).
-    pub fn zrange(&self, min: f64, max: f64, limit: usize) -> Vec<(Str, f64)> {
-        let mut out = Vec::new();
-        let Some(k) = self.live() else { return out };
+    /// Walk members with min <= score <= max, lowest first (ties in member order), while `f`
+    /// answers true. Lazy: a walk that stops early reads no further.
+    pub fn zwalk(&self, min: f64, max: f64, mut f: impl FnMut(Str, f64) -> bool) {
+        let Some(k) = self.live() else { return };
         let (Some(first), Some(cur), Some(next), Some(end), Some(stop)) = (
             api!(RedisModule_ZsetFirstInScoreRange),
             api!(RedisModule_ZsetRangeCurrentElement),
@@ -284,30 +284,43 @@ impl Key {
             api!(RedisModule_ZsetRangeEndReached),
             api!(RedisModule_ZsetRangeStop),
         ) else {
-            return out;
+            return;
         };
-        if limit == 0 {
-            return out;
-        }
         // SAFETY: a live zset key; the iterator is stopped before return; every element
         // handed out is a new string we own.
         unsafe {
             if first(k, min, max, 0, 0) != raw::REDISMODULE_OK as c_int {
-                return out;
+                return;
             }
-            while end(k) == 0 && out.len() < limit {
+            while end(k) == 0 {
                 let mut score = 0f64;
-                match Str::adopt(self.ctx, cur(k, &mut score)) {
-                    Some(m) => out.push((m, score)),
-                    None => break,
-                }
-                if next(k) == 0 {
+                let Some(m) = Str::adopt(self.ctx, cur(k, &mut score)) else { break };
+                if !f(m, score) || next(k) == 0 {
                     break;
                 }
             }
             stop(k);
         }
+    }
+
+    /// Up to `limit` members with min <= score <= max, lowest first.
+    pub fn zrange(&self, min: f64, max: f64, limit: usize) -> Vec<(Str, f64)> {
+        let mut out = Vec::new();
+        if limit > 0 {
+            self.zwalk(min, max, |m, s| {
+                out.push((m, s));
+                out.len() < limit
+            });
+        }
         out
+    }
+
+    /// The list element at `index` (negative from the tail), if any.
+    pub fn lindex(&self, index: i64) -> Option<Str> {
+        let (k, f) = (self.live()?, api!(RedisModule_ListGet)?);
+        // SAFETY: a live list key; the element is a new string we own (NULL out of range).
+        let p = unsafe { f(k, index as std::os::raw::c_long) };
+        Str::adopt(self.ctx, p)
     }
 
     // ---- streams ----

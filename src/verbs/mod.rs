@@ -3,6 +3,18 @@
 //! → fence → domain around them.
 
 pub mod capabilities;
+pub mod claim;
+pub mod complete;
+pub mod delay;
 pub mod enqueue;
+pub mod extend;
+pub mod extends;
+pub mod fail;
 pub mod install;
+pub mod promote;
+pub mod reprocess;
+pub mod requeue;
+pub mod reschedule;
+pub mod schedule;
+pub mod stalled;
 pub mod version;

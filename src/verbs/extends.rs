@@ -1,0 +1,61 @@
+//! `EMQ.EXTENDS 1 active lease_ms id token [id token ...]` — EXTEND for many held jobs in
+//! one call (a worker renewing all its leases). Each entry answers its new deadline, or 0
+//! when that job is not held with that token. Rows are opened as the caller (read).
+
+use crate::domain;
+use crate::errors::Refusal;
+use crate::host::{Access, Exec, Reply, Verb};
+use crate::keyspace::Role;
+use crate::queue::{zset, Row};
+
+pub struct Extends;
+
+pub struct Args<'a> {
+    lease: i64,
+    pairs: Vec<(&'a [u8], &'a [u8])>,
+}
+
+impl Verb for Extends {
+    type Args<'a> = Args<'a>;
+
+    fn shape<'a>(args: &[&'a [u8]]) -> Result<Args<'a>, Refusal> {
+        match args {
+            [lease, rest @ ..] if !rest.is_empty() && rest.len() % 2 == 0 => Ok(Args {
+                lease: domain::args::number(lease, "lease_ms")?,
+                pairs: rest.chunks_exact(2).filter_map(|p| Some((*p.first()?, *p.get(1)?))).collect(),
+            }),
+            _ => Err(Refusal::Shape("EMQ.EXTENDS takes lease_ms id token [id token ...]".into())),
+        }
+    }
+
+    fn run<'a>(x: &mut Exec<'a>, a: Args<'a>) -> Result<Reply, Refusal> {
+        for (id, _) in &a.pairs {
+            domain::job_id(id)?;
+        }
+        let ms = domain::range(a.lease, 1, domain::LEASE_MAX, "lease_ms")?;
+        if a.pairs.len() > domain::EXTENDS_PAIRS_MAX {
+            return Err(Refusal::Arg(format!("at most {} pairs", domain::EXTENDS_PAIRS_MAX)));
+        }
+        for (_, token) in &a.pairs {
+            domain::token(token)?;
+        }
+        let active = zset(x, 0)?;
+        let mut rows = Vec::with_capacity(a.pairs.len());
+        for (id, _) in &a.pairs {
+            let row = x.open_undeclared(Role::Job, id, Access::Read)?;
+            row.expect(crate::host::Kind::Hash)?;
+            rows.push((x.string(id)?, row));
+        }
+        let deadline = domain::deadline(x.now(), ms);
+        let mut out = Vec::with_capacity(rows.len());
+        for ((id, row), (_, token)) in rows.iter().zip(&a.pairs) {
+            if Row(row).held_by(token) && active.zscore(id.ptr()).is_some() {
+                active.zadd(deadline, id.ptr())?;
+                out.push(Reply::Int(deadline));
+            } else {
+                out.push(Reply::Int(0));
+            }
+        }
+        Ok(Reply::Array(out))
+    }
+}
