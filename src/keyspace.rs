@@ -5,7 +5,9 @@
 /// The core's reserved space: cross-queue keys, first-byte-disjoint from every queue's keys.
 pub const RESERVE: &[u8] = b"{emq}:";
 /// The fence key, as `Keyspace.version_key/0` builds it.
-pub const VERSION_KEY: &[u8] = b"{emq}:version";
+pub const VERSION_KEY: &[u8] = VERSION_KEY_C.to_bytes();
+/// The same, NUL-terminated, for the server's C API.
+pub const VERSION_KEY_C: &std::ffi::CStr = c"{emq}:version";
 /// The only value the fence accepts: this module's wire identity.
 pub const EPOCH: &[u8] = b"echomq:6.0.0";
 /// The scripted wire (EchoMQ wire 4) whose nodes this module refuses.

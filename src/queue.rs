@@ -1,50 +1,55 @@
 //! The queue's shared mechanics, in the wire's terms: the job row and its fields, the states,
 //! making a job ready, events, and retention of finished jobs. Verbs compose these.
 
-use std::ffi::CStr;
-
 use valkey_module::raw::RedisModuleString;
 
 use crate::config;
 use crate::domain::{self, args::Options, Backoff, Keep};
 use crate::errors::{self, Refusal};
-use crate::host::{Access, Exec, Key, Kind, Str};
+use crate::host::{Access, Exec, Key, Kind, Lit, Str};
 use crate::keyspace::Role;
 use crate::metrics;
 
 /// The job row's fields. Short names: a row is most of a waiting job's memory. A field at
 /// its default is not stored.
 pub mod field {
-    use std::ffi::CStr;
-    /// The state set that holds the job: wait, prio, active, delayed, completed, failed.
-    pub const STATE: &CStr = c"st";
-    pub const NAME: &CStr = c"n";
-    pub const DATA: &CStr = c"d";
-    /// Priority, when not 0.
-    pub const PRIORITY: &CStr = c"p";
-    /// Max attempts, when not 1.
-    pub const ATTEMPTS: &CStr = c"a";
-    /// Backoff, `f<ms>` or `e<ms>`, when given.
-    pub const BACKOFF: &CStr = c"b";
-    /// The client's opaque OPTS blob, when given.
-    pub const OPTS: &CStr = c"o";
-    /// Creation time, ms.
-    pub const CREATED: &CStr = c"c";
-    /// The token of the current holder, or of the holder that completed the job.
-    pub const TOKEN: &CStr = c"tk";
-    /// Attempts started (claims).
-    pub const STARTED: &CStr = c"as";
-    /// Attempts made (finished by COMPLETE, FAIL or a final stall).
-    pub const MADE: &CStr = c"am";
-    /// Stalls: leases STALLED took back.
-    pub const STALLS: &CStr = c"sc";
-    /// Time of the last claim, ms.
-    pub const CLAIMED: &CStr = c"ca";
-    pub const RESULT: &CStr = c"r";
-    /// The last error.
-    pub const ERROR: &CStr = c"e";
-    /// Finish time, ms.
-    pub const FINISHED: &CStr = c"f";
+    use crate::host::Lit;
+    macro_rules! fields {
+        ($($(#[$doc:meta])* $name:ident = $text:literal;)*) => {
+            $($(#[$doc])* pub static $name: Lit = Lit::new($text);)*
+        };
+    }
+    fields! {
+        /// The state set that holds the job: wait, prio, active, delayed, completed, failed.
+        STATE = c"st";
+        NAME = c"n";
+        DATA = c"d";
+        /// Priority, when not 0.
+        PRIORITY = c"p";
+        /// Max attempts, when not 1.
+        ATTEMPTS = c"a";
+        /// Backoff, `f<ms>` or `e<ms>`, when given.
+        BACKOFF = c"b";
+        /// The client's opaque OPTS blob, when given.
+        OPTS = c"o";
+        /// Creation time, ms.
+        CREATED = c"c";
+        /// The token of the current holder, or of the holder that completed the job.
+        TOKEN = c"tk";
+        /// Attempts started (claims).
+        STARTED = c"as";
+        /// Attempts made (finished by COMPLETE, FAIL or a final stall).
+        MADE = c"am";
+        /// Stalls: leases STALLED took back.
+        STALLS = c"sc";
+        /// Time of the last claim, ms.
+        CLAIMED = c"ca";
+        RESULT = c"r";
+        /// The last error.
+        ERROR = c"e";
+        /// Finish time, ms.
+        FINISHED = c"f";
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,6 +74,12 @@ impl State {
         }
     }
 
+    /// The state's word as a constant server string.
+    pub fn lit(self) -> &'static Lit {
+        static WORDS: [Lit; 6] = [Lit::new(c"wait"), Lit::new(c"prio"), Lit::new(c"active"), Lit::new(c"delayed"), Lit::new(c"completed"), Lit::new(c"failed")];
+        &WORDS[self as usize]
+    }
+
     pub fn of(b: &[u8]) -> Option<State> {
         [State::Wait, State::Prio, State::Active, State::Delayed, State::Completed, State::Failed]
             .into_iter()
@@ -91,29 +102,29 @@ impl State {
 pub struct Row<'k>(pub &'k Key);
 
 impl Row<'_> {
-    pub fn get(&self, f: &CStr) -> Option<Str> {
+    pub fn get(&self, f: &Lit) -> Option<Str> {
         self.0.hget(f)
     }
 
-    pub fn int(&self, f: &CStr, default: i64) -> i64 {
+    pub fn int(&self, f: &Lit, default: i64) -> i64 {
         self.get(f).and_then(|s| domain::args::int(s.bytes())).unwrap_or(default)
     }
 
     pub fn state(&self) -> Option<State> {
-        self.get(field::STATE).and_then(|s| State::of(s.bytes()))
+        self.get(&field::STATE).and_then(|s| State::of(s.bytes()))
     }
 
     pub fn priority(&self) -> i64 {
-        self.int(field::PRIORITY, 0)
+        self.int(&field::PRIORITY, 0)
     }
 
     /// Held: in active, and the row carries this token.
     pub fn held_by(&self, token: &[u8]) -> bool {
-        self.state() == Some(State::Active) && self.get(field::TOKEN).is_some_and(|t| t.bytes() == token)
+        self.state() == Some(State::Active) && self.get(&field::TOKEN).is_some_and(|t| t.bytes() == token)
     }
 
     pub fn backoff(&self) -> Option<Backoff> {
-        self.get(field::BACKOFF).and_then(|s| domain::backoff_decode(s.bytes()))
+        self.get(&field::BACKOFF).and_then(|s| domain::backoff_decode(s.bytes()))
     }
 }
 
@@ -147,7 +158,6 @@ impl<'a> NewJob<'a> {
 
     /// Write the row: its state and the immutable fields.
     pub fn create(&self, x: &Exec, row: &Key, state: State, now: i64) -> Result<(), Refusal> {
-        let st = x.string(state.word().as_bytes())?;
         let name = x.string(self.name)?;
         let data = x.string(self.data)?;
         let created = x.int(now)?;
@@ -155,11 +165,12 @@ impl<'a> NewJob<'a> {
         let attempts = (self.attempts != 1).then(|| x.int(self.attempts)).transpose()?;
         let backoff = self.backoff.map(|b| x.string(domain::backoff_encode(b).as_bytes())).transpose()?;
         let opts = self.opts.map(|o| x.string(o)).transpose()?;
-        let mut pairs: Vec<(&CStr, &Str)> = vec![(field::STATE, &st), (field::NAME, &name), (field::DATA, &data), (field::CREATED, &created)];
-        pairs.extend(prio.as_ref().map(|v| (field::PRIORITY, v)));
-        pairs.extend(attempts.as_ref().map(|v| (field::ATTEMPTS, v)));
-        pairs.extend(backoff.as_ref().map(|v| (field::BACKOFF, v)));
-        pairs.extend(opts.as_ref().map(|v| (field::OPTS, v)));
+        let mut pairs: Vec<(&Lit, *mut RedisModuleString)> =
+            vec![(&field::STATE, state.lit().get()), (&field::NAME, name.ptr()), (&field::DATA, data.ptr()), (&field::CREATED, created.ptr())];
+        pairs.extend(prio.as_ref().map(|v| (&field::PRIORITY, v.ptr())));
+        pairs.extend(attempts.as_ref().map(|v| (&field::ATTEMPTS, v.ptr())));
+        pairs.extend(backoff.as_ref().map(|v| (&field::BACKOFF, v.ptr())));
+        pairs.extend(opts.as_ref().map(|v| (&field::OPTS, v.ptr())));
         row.hset(&pairs)
     }
 }
@@ -200,9 +211,44 @@ pub struct Events {
     cap: i64,
 }
 
-pub enum Fact<'a> {
+/// One transition's event, as WIRE6 §8's table lists them.
+pub enum Event<'a> {
+    Added { name: &'a [u8], prio: i64 },
+    Delayed { due: i64 },
+    Waiting { prev: State },
+    Active { attempt: i64 },
+    Completed { attempt: i64 },
+    Failed { error: &'a [u8], attempt: i64 },
+    Stalled { stalls: i64 },
+    Paused,
+    Resumed,
+}
+
+mod word {
+    use crate::host::Lit;
+    pub static EVENT: Lit = Lit::new(c"event");
+    pub static ID: Lit = Lit::new(c"id");
+    pub static ADDED: Lit = Lit::new(c"added");
+    pub static DELAYED: Lit = Lit::new(c"delayed");
+    pub static WAITING: Lit = Lit::new(c"waiting");
+    pub static ACTIVE: Lit = Lit::new(c"active");
+    pub static COMPLETED: Lit = Lit::new(c"completed");
+    pub static FAILED: Lit = Lit::new(c"failed");
+    pub static STALLED: Lit = Lit::new(c"stalled");
+    pub static PAUSED: Lit = Lit::new(c"paused");
+    pub static RESUMED: Lit = Lit::new(c"resumed");
+    pub static NAME: Lit = Lit::new(c"name");
+    pub static PRIO: Lit = Lit::new(c"prio");
+    pub static DUE: Lit = Lit::new(c"due");
+    pub static PREV: Lit = Lit::new(c"prev");
+    pub static ATTEMPT: Lit = Lit::new(c"attempt");
+    pub static ERROR: Lit = Lit::new(c"error");
+    pub static STALLS: Lit = Lit::new(c"stalls");
+}
+
+enum Val<'a> {
+    Lit(&'static Lit),
     Bytes(&'a [u8]),
-    Str(*mut RedisModuleString),
     Int(i64),
 }
 
@@ -215,31 +261,52 @@ impl Events {
         Ok(Events { key, cap })
     }
 
-    pub fn emit(&self, x: &Exec, name: &str, id: Option<*mut RedisModuleString>, facts: &[(&str, Fact<'_>)]) -> Result<(), Refusal> {
+    /// Append `e` for job `id` (no id for queue-wide events), then trim to the cap.
+    pub fn emit(&self, x: &Exec, id: Option<*mut RedisModuleString>, e: Event<'_>) -> Result<(), Refusal> {
         if self.cap <= 0 {
             return Ok(());
         }
-        let mut own: Vec<Str> = Vec::with_capacity(4 + 2 * facts.len());
-        let mut argv: Vec<*mut RedisModuleString> = Vec::with_capacity(4 + 2 * facts.len());
-        let push_own = |own: &mut Vec<Str>, argv: &mut Vec<*mut RedisModuleString>, s: Str| {
-            argv.push(s.ptr());
-            own.push(s);
+        let (name, facts): (&Lit, [Option<(&Lit, Val)>; 2]) = match e {
+            Event::Added { name, prio } => (&word::ADDED, [Some((&word::NAME, Val::Bytes(name))), Some((&word::PRIO, Val::Int(prio)))]),
+            Event::Delayed { due } => (&word::DELAYED, [Some((&word::DUE, Val::Int(due))), None]),
+            Event::Waiting { prev } => (&word::WAITING, [Some((&word::PREV, Val::Lit(prev.lit()))), None]),
+            Event::Active { attempt } => (&word::ACTIVE, [Some((&word::ATTEMPT, Val::Int(attempt))), None]),
+            Event::Completed { attempt } => (&word::COMPLETED, [Some((&word::ATTEMPT, Val::Int(attempt))), None]),
+            Event::Failed { error, attempt } => (&word::FAILED, [Some((&word::ERROR, Val::Bytes(error))), Some((&word::ATTEMPT, Val::Int(attempt)))]),
+            Event::Stalled { stalls } => (&word::STALLED, [Some((&word::STALLS, Val::Int(stalls))), None]),
+            Event::Paused => (&word::PAUSED, [None, None]),
+            Event::Resumed => (&word::RESUMED, [None, None]),
         };
-        push_own(&mut own, &mut argv, x.string(b"event")?);
-        push_own(&mut own, &mut argv, x.string(name.as_bytes())?);
-        if let Some(id) = id {
-            push_own(&mut own, &mut argv, x.string(b"id")?);
-            argv.push(id);
-        }
-        for (k, v) in facts {
-            push_own(&mut own, &mut argv, x.string(k.as_bytes())?);
-            match v {
-                Fact::Bytes(b) => push_own(&mut own, &mut argv, x.string(b)?),
-                Fact::Int(i) => push_own(&mut own, &mut argv, x.int(*i)?),
-                Fact::Str(s) => argv.push(*s),
+        let mut own: [Option<Str>; 2] = [None, None];
+        let mut argv: [*mut RedisModuleString; 8] = [std::ptr::null_mut(); 8];
+        let mut n = 0;
+        let mut push = |p: *mut RedisModuleString| {
+            if let Some(slot) = argv.get_mut(n) {
+                *slot = p;
+                n += 1;
             }
+        };
+        push(word::EVENT.get());
+        push(name.get());
+        if let Some(id) = id {
+            push(word::ID.get());
+            push(id);
         }
-        self.key.xadd(&argv)?;
+        for (fact, slot) in facts.into_iter().zip(own.iter_mut()) {
+            let Some((k, v)) = fact else { continue };
+            push(k.get());
+            let p = match v {
+                Val::Lit(l) => l.get(),
+                Val::Bytes(b) => slot.insert(x.string(b)?).ptr(),
+                Val::Int(i) => slot.insert(x.int(i)?).ptr(),
+            };
+            push(p);
+        }
+        let fields = argv.get(..n).unwrap_or(&[]);
+        if fields.iter().any(|p| p.is_null()) {
+            return Err(errors::host_reply());
+        }
+        self.key.xadd(fields)?;
         self.key.xtrim_approx(self.cap)
     }
 }

@@ -30,7 +30,7 @@ use valkey_module::raw::{self, RedisModuleCtx, RedisModuleString};
 pub use caller::{Access, Caller};
 pub use reply::Reply;
 pub use store::{Key, Kind, Name};
-pub use strings::{bytes_of, Str};
+pub use strings::{bytes_of, Lit, Str};
 
 use crate::domain::{self, Stored};
 use crate::errors::{self, Refusal};
@@ -159,9 +159,13 @@ impl<'a> Exec<'a> {
 
     /// `{emq}:version`, opened as the caller (read permission for the fence, write for INSTALL).
     pub fn version_key(&mut self, access: Access) -> Result<Key, Refusal> {
-        let name = self.string(keyspace::VERSION_KEY)?;
-        self.caller()?.key(name.ptr(), access)?;
-        Ok(Key::open(self.ctx, Name::Own(name), access != Access::Read))
+        static VERSION_KEY: Lit = Lit::new(keyspace::VERSION_KEY_C);
+        let name = VERSION_KEY.get();
+        if name.is_null() {
+            return Err(errors::host_reply());
+        }
+        self.caller()?.key(name, access)?;
+        Ok(Key::open(self.ctx, Name::Arg(name), access != Access::Read))
     }
 
     /// The fence (seed 000): standalone, one read of `{emq}:version` as the caller, only

@@ -8,7 +8,7 @@ use std::ptr;
 
 use valkey_module::raw::{self, RedisModuleCtx, RedisModuleKey, RedisModuleStreamID, RedisModuleString};
 
-use super::strings::{bytes_of, Str};
+use super::strings::{bytes_of, Lit, Str};
 use crate::errors::Refusal;
 
 /// Propagate one command to replicas and AOF. All effects of one call are wrapped in
@@ -31,7 +31,8 @@ pub enum Kind {
     Other,
 }
 
-/// A key's name: one of the call's arguments, or a string the module made.
+/// A key's name: a string that outlives the key (a call argument, a constant), or one the
+/// module made for it.
 pub enum Name {
     Arg(*mut RedisModuleString),
     Own(Str),
@@ -158,54 +159,47 @@ impl Key {
         }
     }
 
-    // ---- hashes ----
+    // ---- hashes: field names are constant strings ----
 
-    pub fn hget(&self, field: &CStr) -> Option<Str> {
+    pub fn hget(&self, field: &Lit) -> Option<Str> {
         let (k, f) = (self.live()?, api!(RedisModule_HashGet)?);
         let mut out: *mut RedisModuleString = ptr::null_mut();
-        // SAFETY: CFIELDS: a C-string field, then the out pointer, then NULL.
+        // SAFETY: a field string, then the out pointer, then NULL.
         unsafe {
-            f(k, raw::REDISMODULE_HASH_CFIELDS as c_int, field.as_ptr(), &mut out as *mut *mut RedisModuleString, ptr::null_mut::<c_char>())
+            f(k, raw::REDISMODULE_HASH_NONE as c_int, field.get(), &mut out as *mut *mut RedisModuleString, ptr::null_mut::<c_char>())
         };
         Str::adopt(self.ctx, out)
     }
 
     /// HSET of several fields, one effect.
-    pub fn hset(&self, pairs: &[(&CStr, &Str)]) -> Result<(), Refusal> {
+    pub fn hset(&self, pairs: &[(&Lit, *mut RedisModuleString)]) -> Result<(), Refusal> {
         let k = self.live().ok_or_else(crate::errors::host_reply)?;
         let Some(f) = api!(RedisModule_HashSet) else { return Err(crate::errors::host_reply()) };
-        let mut fields = Vec::with_capacity(pairs.len());
         let mut effect = Vec::with_capacity(1 + 2 * pairs.len());
         effect.push(self.name());
         for (field, value) in pairs {
-            // SAFETY: CFIELDS: C-string field, string value, NULL terminator.
-            unsafe { f(k, raw::REDISMODULE_HASH_CFIELDS as c_int, field.as_ptr(), value.ptr(), ptr::null_mut::<c_char>()) };
-            fields.push(s(self.ctx, field.to_bytes())?);
-        }
-        for ((_, value), field) in pairs.iter().zip(&fields) {
-            effect.push(field.ptr());
-            effect.push(value.ptr());
+            // SAFETY: a field string, its value, then NULL.
+            unsafe { f(k, raw::REDISMODULE_HASH_NONE as c_int, field.get(), *value, ptr::null_mut::<c_char>()) };
+            effect.push(field.get());
+            effect.push(*value);
         }
         replicate(self.ctx, c"HSET", &effect);
         Ok(())
     }
 
     /// HDEL of the fields present; one effect, none if nothing was there.
-    pub fn hdel(&self, fields: &[&CStr]) -> Result<(), Refusal> {
+    pub fn hdel(&self, fields: &[&Lit]) -> Result<(), Refusal> {
         let (Some(k), Some(f)) = (self.live(), api!(RedisModule_HashSet)) else { return Ok(()) };
-        let mut gone = Vec::new();
+        let mut effect = Vec::with_capacity(1 + fields.len());
+        effect.push(self.name());
         for field in fields {
             // SAFETY: REDISMODULE_HASH_DELETE as the value deletes the field.
-            let n = unsafe {
-                f(k, raw::REDISMODULE_HASH_CFIELDS as c_int, field.as_ptr(), raw::REDISMODULE_HASH_DELETE, ptr::null_mut::<c_char>())
-            };
+            let n = unsafe { f(k, raw::REDISMODULE_HASH_NONE as c_int, field.get(), raw::REDISMODULE_HASH_DELETE, ptr::null_mut::<c_char>()) };
             if n > 0 {
-                gone.push(s(self.ctx, field.to_bytes())?);
+                effect.push(field.get());
             }
         }
-        if !gone.is_empty() {
-            let mut effect = vec![self.name()];
-            effect.extend(gone.iter().map(Str::ptr));
+        if effect.len() > 1 {
             replicate(self.ctx, c"HDEL", &effect);
         }
         Ok(())
@@ -352,8 +346,10 @@ impl Key {
         // SAFETY: writable stream key.
         let removed = unsafe { f(k, raw::REDISMODULE_STREAM_TRIM_APPROX as c_int, cap) };
         if removed > 0 {
+            static MAXLEN: Lit = Lit::new(c"MAXLEN");
+            static EXACT: Lit = Lit::new(c"=");
             let left = Str::int(self.ctx, self.len() as i64).ok_or_else(crate::errors::host_reply)?;
-            replicate(self.ctx, c"XTRIM", &[self.name(), s(self.ctx, b"MAXLEN")?.ptr(), s(self.ctx, b"=")?.ptr(), left.ptr()]);
+            replicate(self.ctx, c"XTRIM", &[self.name(), MAXLEN.get(), EXACT.get(), left.ptr()]);
         }
         Ok(())
     }

@@ -67,3 +67,41 @@ pub fn bytes_of<'a>(s: *mut RedisModuleString) -> &'a [u8] {
         }
     }
 }
+
+/// A constant server string, made once (on first use, on the main thread) and kept for the
+/// process's life: field names, state and event words, the fence key. Spares every call the
+/// allocations of making them again. The server only ever reads or shares such a string.
+pub struct Lit {
+    text: &'static std::ffi::CStr,
+    ptr: std::sync::atomic::AtomicPtr<RedisModuleString>,
+}
+
+impl Lit {
+    pub const fn new(text: &'static std::ffi::CStr) -> Lit {
+        Lit { text, ptr: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()) }
+    }
+
+    pub fn bytes(&self) -> &'static [u8] {
+        self.text.to_bytes()
+    }
+
+    pub fn c(&self) -> &'static std::ffi::CStr {
+        self.text
+    }
+
+    /// The server string (NULL only if the server could not make it, which callers treat as
+    /// a host failure).
+    pub fn get(&self) -> *mut RedisModuleString {
+        use std::sync::atomic::Ordering;
+        let p = self.ptr.load(Ordering::Relaxed);
+        if !p.is_null() {
+            return p;
+        }
+        let Some(create) = api!(RedisModule_CreateString) else { return p };
+        let b = self.bytes();
+        // SAFETY: a NULL context makes a string owned by no call; we keep it forever.
+        let made = unsafe { create(std::ptr::null_mut(), b.as_ptr().cast::<c_char>(), b.len()) };
+        self.ptr.store(made, Ordering::Relaxed);
+        made
+    }
+}

@@ -11,10 +11,10 @@
 use crate::config;
 use crate::domain::{self, args::Opt};
 use crate::errors::Refusal;
-use crate::host::{Access, Exec, Key, Kind, Reply, Str, Verb};
+use crate::host::{Access, Exec, Key, Kind, Lit, Reply, Str, Verb};
 use crate::keyspace::Role;
 use crate::metrics;
-use crate::queue::{field, zset, Events, Fact, Ready, Row, State};
+use crate::queue::{field, zset, Events, Event, Ready, Row, State};
 
 pub struct Claim;
 
@@ -23,7 +23,8 @@ pub enum Args<'a> {
     Pause(bool),
 }
 
-const PAUSED: &std::ffi::CStr = c"paused";
+static PAUSED: Lit = Lit::new(c"paused");
+static ONE: Lit = Lit::new(c"1");
 
 impl Verb for Claim {
     type Args<'a> = Args<'a>;
@@ -60,16 +61,16 @@ fn pause(x: &mut Exec, on: bool) -> Result<Reply, Refusal> {
     let meta = x.open(4, true);
     meta.expect(Kind::Hash)?;
     let events = Events::open(x.open(5, true))?;
-    let paused = meta.hget(PAUSED).is_some();
+    let paused = meta.hget(&PAUSED).is_some();
     if paused == on {
         return Ok(Reply::Int(0));
     }
     if on {
-        meta.hset(&[(PAUSED, &x.string(b"1")?)])?;
+        meta.hset(&[(&PAUSED, ONE.get())])?;
     } else {
-        meta.hdel(&[PAUSED])?;
+        meta.hdel(&[&PAUSED])?;
     }
-    events.emit(x, if on { "paused" } else { "resumed" }, None, &[])?;
+    events.emit(x, None, if on { Event::Paused } else { Event::Resumed })?;
     Ok(Reply::Int(1))
 }
 
@@ -120,7 +121,7 @@ fn take(x: &mut Exec, token: &[u8], lease: i64, count: usize) -> Result<Reply, R
     // The jobs taken, in order: the front of wait (its right end), the promoted wait jobs
     // (pushed behind it), then prio and the promoted prio jobs by (priority, id).
     let mut picks: Vec<Pick> = Vec::new();
-    if meta.hget(PAUSED).is_none() {
+    if meta.hget(&PAUSED).is_none() {
         let in_wait = usize::try_from(ready.wait.len()).unwrap_or(usize::MAX).min(count);
         for i in 0..in_wait {
             let id = ready.wait.lindex(-1 - i as i64).ok_or_else(crate::errors::host_reply)?;
@@ -155,8 +156,8 @@ fn take(x: &mut Exec, token: &[u8], lease: i64, count: usize) -> Result<Reply, R
             continue;
         }
         let state = ready.put(p.id.ptr(), p.priority, false)?;
-        p.row.hset(&[(field::STATE, &x.string(state.word().as_bytes())?)])?;
-        events.emit(x, "waiting", Some(p.id.ptr()), &[("prev", Fact::Bytes(b"delayed"))])?;
+        p.row.hset(&[(&field::STATE, state.lit().get())])?;
+        events.emit(x, Some(p.id.ptr()), Event::Waiting { prev: State::Delayed })?;
         promoted_n += 1;
     }
     metrics::add(&metrics::PROMOTED, promoted_n);
@@ -181,15 +182,15 @@ fn take(x: &mut Exec, token: &[u8], lease: i64, count: usize) -> Result<Reply, R
             continue;
         }
         let row = Row(&job.row);
-        let started = row.int(field::STARTED, 0).saturating_add(1);
-        let attempt = row.int(field::MADE, 0).saturating_add(1);
+        let started = row.int(&field::STARTED, 0).saturating_add(1);
+        let attempt = row.int(&field::MADE, 0).saturating_add(1);
         active.zadd(deadline, job.id.ptr())?;
-        job.row.hset(&[(field::STATE, &st_active), (field::TOKEN, &tok), (field::STARTED, &x.int(started)?), (field::CLAIMED, &at)])?;
-        events.emit(x, "active", Some(job.id.ptr()), &[("attempt", Fact::Int(attempt))])?;
+        job.row.hset(&[(&field::STATE, st_active.ptr()), (&field::TOKEN, tok.ptr()), (&field::STARTED, x.int(started)?.ptr()), (&field::CLAIMED, at.ptr())])?;
+        events.emit(x, Some(job.id.ptr()), Event::Active { attempt: attempt })?;
         out.push(Reply::Array(vec![
             Reply::bulk(job.id.bytes()),
-            row.get(field::NAME).map_or(Reply::Null, Reply::Str),
-            row.get(field::DATA).map_or(Reply::Null, Reply::Str),
+            row.get(&field::NAME).map_or(Reply::Null, Reply::Str),
+            row.get(&field::DATA).map_or(Reply::Null, Reply::Str),
             Reply::Int(attempt),
         ]));
     }

@@ -10,7 +10,7 @@ use crate::config;
 use crate::domain::{self, args::Opt, Keep};
 use crate::errors::Refusal;
 use crate::host::{Exec, Reply, Verb};
-use crate::queue::{self, existing_row, field, held, zset, Events, Fact, Retire, Row, State};
+use crate::queue::{self, existing_row, field, held, zset, Events, Event, Retire, Row, State};
 
 pub struct Complete;
 
@@ -47,13 +47,13 @@ impl Verb for Complete {
         let id = x.string(x.id)?;
         if !held(&row, &active, &id, a.token) {
             let r = Row(&row);
-            if r.state() == Some(State::Completed) && r.get(field::TOKEN).is_some_and(|t| t.bytes() == a.token) {
+            if r.state() == Some(State::Completed) && r.get(&field::TOKEN).is_some_and(|t| t.bytes() == a.token) {
                 return Ok(Reply::Int(0));
             }
             return Err(queue::lease(x.id));
         }
         let now = x.now();
-        let made = Row(&row).int(field::MADE, 0).saturating_add(1);
+        let made = Row(&row).int(&field::MADE, 0).saturating_add(1);
         let retire = Retire::plan(x, &completed, u64::from(keep != Keep::None), now, keep, age)?;
 
         active.zrem(id.ptr());
@@ -62,13 +62,13 @@ impl Verb for Complete {
         } else {
             completed.zadd(now, id.ptr())?;
             row.hset(&[
-                (field::STATE, &x.string(State::Completed.word().as_bytes())?),
-                (field::RESULT, &x.string(a.result)?),
-                (field::FINISHED, &x.int(now)?),
-                (field::MADE, &x.int(made)?),
+                (&field::STATE, State::Completed.lit().get()),
+                (&field::RESULT, x.string(a.result)?.ptr()),
+                (&field::FINISHED, x.int(now)?.ptr()),
+                (&field::MADE, x.int(made)?.ptr()),
             ])?;
         }
-        events.emit(x, "completed", Some(id.ptr()), &[("attempt", Fact::Int(made))])?;
+        events.emit(x, Some(id.ptr()), Event::Completed { attempt: made })?;
         retire.apply(&completed);
         Ok(Reply::Int(1))
     }

@@ -4,7 +4,7 @@
 use crate::domain::{self, When};
 use crate::errors::Refusal;
 use crate::host::{Exec, Reply, Verb};
-use crate::queue::{existing_row, field, held, lease, zset, Events, Fact, State};
+use crate::queue::{existing_row, field, held, lease, zset, Events, Event, State};
 
 pub struct Delay;
 
@@ -38,9 +38,9 @@ impl Verb for Delay {
         }
         active.zrem(id.ptr());
         delayed.zadd(due, id.ptr())?;
-        row.hset(&[(field::STATE, &x.string(State::Delayed.word().as_bytes())?)])?;
-        row.hdel(&[field::TOKEN])?;
-        events.emit(x, "delayed", Some(id.ptr()), &[("due", Fact::Int(due))])?;
+        row.hset(&[(&field::STATE, State::Delayed.lit().get())])?;
+        row.hdel(&[&field::TOKEN])?;
+        events.emit(x, Some(id.ptr()), Event::Delayed { due: due })?;
         Ok(Reply::Int(due))
     }
 }

@@ -8,7 +8,7 @@
 use crate::domain::args::{options, Opt, Options};
 use crate::errors::Refusal;
 use crate::host::{Exec, Kind, Reply, Verb};
-use crate::queue::{Events, Fact, NewJob, Ready, State};
+use crate::queue::{Events, Event, NewJob, Ready, State};
 
 pub struct Enqueue;
 
@@ -48,7 +48,7 @@ impl Verb for Enqueue {
         let state = if job.priority == 0 { State::Wait } else { State::Prio };
         job.create(x, &row, state, now)?;
         ready.put(id.ptr(), job.priority, a.o.lifo)?;
-        events.emit(x, "added", Some(id.ptr()), &[("name", Fact::Bytes(job.name)), ("prio", Fact::Int(job.priority))])?;
+        events.emit(x, Some(id.ptr()), Event::Added { name: job.name, prio: job.priority })?;
         Ok(Reply::Int(1))
     }
 }

@@ -10,7 +10,7 @@ use crate::config;
 use crate::domain::{self, args::Opt, AfterFail, Keep};
 use crate::errors::Refusal;
 use crate::host::{Exec, Reply, Verb};
-use crate::queue::{self, existing_row, field, held, zset, Events, Fact, Ready, Retire, Row, State};
+use crate::queue::{self, existing_row, field, held, zset, Events, Event, Ready, Retire, Row, State};
 
 pub struct Fail;
 
@@ -52,8 +52,8 @@ impl Verb for Fail {
             return Err(queue::lease(x.id));
         }
         let r = Row(&row);
-        let made = r.int(field::MADE, 0).saturating_add(1);
-        let next = domain::after_fail(made, r.int(field::ATTEMPTS, 1), a.final_, r.backoff());
+        let made = r.int(&field::MADE, 0).saturating_add(1);
+        let next = domain::after_fail(made, r.int(&field::ATTEMPTS, 1), a.final_, r.backoff());
         let now = x.now();
         let retire = match next {
             AfterFail::Fail => Some(Retire::plan(x, &failed, u64::from(keep != Keep::None), now, keep, age)?),
@@ -69,29 +69,29 @@ impl Verb for Fail {
                 } else {
                     failed.zadd(now, id.ptr())?;
                     row.hset(&[
-                        (field::STATE, &x.string(State::Failed.word().as_bytes())?),
-                        (field::ERROR, &error),
-                        (field::MADE, &made_s),
-                        (field::FINISHED, &x.int(now)?),
+                        (&field::STATE, State::Failed.lit().get()),
+                        (&field::ERROR, error.ptr()),
+                        (&field::MADE, made_s.ptr()),
+                        (&field::FINISHED, x.int(now)?.ptr()),
                     ])?;
-                    row.hdel(&[field::TOKEN])?;
+                    row.hdel(&[&field::TOKEN])?;
                 }
-                events.emit(x, "failed", Some(id.ptr()), &[("error", Fact::Str(error.ptr())), ("attempt", Fact::Int(made))])?;
+                events.emit(x, Some(id.ptr()), Event::Failed { error: a.error, attempt: made })?;
                 c"failed"
             }
             AfterFail::Retry => {
                 let state = ready.put(id.ptr(), r.priority(), false)?;
-                row.hset(&[(field::STATE, &x.string(state.word().as_bytes())?), (field::ERROR, &error), (field::MADE, &made_s)])?;
-                row.hdel(&[field::TOKEN])?;
-                events.emit(x, "waiting", Some(id.ptr()), &[("prev", Fact::Bytes(b"active"))])?;
+                row.hset(&[(&field::STATE, state.lit().get()), (&field::ERROR, error.ptr()), (&field::MADE, made_s.ptr())])?;
+                row.hdel(&[&field::TOKEN])?;
+                events.emit(x, Some(id.ptr()), Event::Waiting { prev: State::Active })?;
                 c"retry"
             }
             AfterFail::Delay(d) => {
                 let due = now.saturating_add(d).min(domain::TIME_MAX);
                 delayed.zadd(due, id.ptr())?;
-                row.hset(&[(field::STATE, &x.string(State::Delayed.word().as_bytes())?), (field::ERROR, &error), (field::MADE, &made_s)])?;
-                row.hdel(&[field::TOKEN])?;
-                events.emit(x, "delayed", Some(id.ptr()), &[("due", Fact::Int(due))])?;
+                row.hset(&[(&field::STATE, State::Delayed.lit().get()), (&field::ERROR, error.ptr()), (&field::MADE, made_s.ptr())])?;
+                row.hdel(&[&field::TOKEN])?;
+                events.emit(x, Some(id.ptr()), Event::Delayed { due: due })?;
                 c"delayed"
             }
         };

@@ -4,7 +4,7 @@
 use crate::domain;
 use crate::errors::Refusal;
 use crate::host::{Exec, Reply, Verb};
-use crate::queue::{existing_row, field, not_in, zset, Events, Fact, Ready, Row, State};
+use crate::queue::{existing_row, field, not_in, zset, Events, Event, Ready, Row, State};
 
 pub struct Promote;
 
@@ -27,8 +27,8 @@ impl Verb for Promote {
         }
         delayed.zrem(id.ptr());
         let state = ready.put(id.ptr(), Row(&row).priority(), false)?;
-        row.hset(&[(field::STATE, &x.string(state.word().as_bytes())?)])?;
-        events.emit(x, "waiting", Some(id.ptr()), &[("prev", Fact::Bytes(b"delayed"))])?;
+        row.hset(&[(&field::STATE, state.lit().get())])?;
+        events.emit(x, Some(id.ptr()), Event::Waiting { prev: State::Delayed })?;
         Ok(Reply::Int(1))
     }
 }

@@ -5,7 +5,7 @@
 use crate::domain;
 use crate::errors::Refusal;
 use crate::host::{Exec, Reply, Verb};
-use crate::queue::{existing_row, field, not_in, zset, Events, Fact, Ready, Row, State};
+use crate::queue::{existing_row, field, not_in, zset, Events, Event, Ready, Row, State};
 
 pub struct Reprocess;
 
@@ -34,9 +34,9 @@ impl Verb for Reprocess {
             return Err(not_in(x.id, "completed or failed"));
         }
         let state = ready.put(id.ptr(), r.priority(), false)?;
-        row.hset(&[(field::STATE, &x.string(state.word().as_bytes())?)])?;
-        row.hdel(&[field::RESULT, field::ERROR, field::FINISHED, field::TOKEN, field::STARTED, field::MADE, field::STALLS, field::CLAIMED])?;
-        events.emit(x, "waiting", Some(id.ptr()), &[("prev", Fact::Bytes(prev.word().as_bytes()))])?;
+        row.hset(&[(&field::STATE, state.lit().get())])?;
+        row.hdel(&[&field::RESULT, &field::ERROR, &field::FINISHED, &field::TOKEN, &field::STARTED, &field::MADE, &field::STALLS, &field::CLAIMED])?;
+        events.emit(x, Some(id.ptr()), Event::Waiting { prev })?;
         Ok(Reply::Int(1))
     }
 }

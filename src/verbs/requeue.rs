@@ -5,7 +5,7 @@
 use crate::domain;
 use crate::errors::Refusal;
 use crate::host::{Exec, Reply, Verb};
-use crate::queue::{existing_row, field, held, lease, zset, Events, Fact, Ready, Row};
+use crate::queue::{existing_row, field, held, lease, zset, Event, Events, Ready, Row, State};
 
 pub struct Requeue;
 
@@ -32,9 +32,9 @@ impl Verb for Requeue {
         }
         active.zrem(id.ptr());
         let state = ready.put(id.ptr(), Row(&row).priority(), true)?;
-        row.hset(&[(field::STATE, &x.string(state.word().as_bytes())?)])?;
-        row.hdel(&[field::TOKEN])?;
-        events.emit(x, "waiting", Some(id.ptr()), &[("prev", Fact::Bytes(b"active"))])?;
+        row.hset(&[(&field::STATE, state.lit().get())])?;
+        row.hdel(&[&field::TOKEN])?;
+        events.emit(x, Some(id.ptr()), Event::Waiting { prev: State::Active })?;
         Ok(Reply::Int(1))
     }
 }

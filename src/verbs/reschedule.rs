@@ -4,7 +4,7 @@
 use crate::domain::{self, When};
 use crate::errors::Refusal;
 use crate::host::{Exec, Reply, Verb};
-use crate::queue::{existing_row, not_in, zset, Events, Fact, Row, State};
+use crate::queue::{existing_row, not_in, zset, Events, Event, Row, State};
 
 pub struct Reschedule;
 
@@ -30,7 +30,7 @@ impl Verb for Reschedule {
             return Err(not_in(x.id, "delayed"));
         }
         delayed.zadd(due, id.ptr())?;
-        events.emit(x, "delayed", Some(id.ptr()), &[("due", Fact::Int(due))])?;
+        events.emit(x, Some(id.ptr()), Event::Delayed { due: due })?;
         Ok(Reply::Int(due))
     }
 }

@@ -9,7 +9,7 @@
 use crate::domain::{self, args::Opt, args::Options, When};
 use crate::errors::Refusal;
 use crate::host::{Exec, Kind, Reply, Verb};
-use crate::queue::{zset, Events, Fact, NewJob, State};
+use crate::queue::{zset, Events, Event, NewJob, State};
 
 pub struct Schedule;
 
@@ -44,7 +44,7 @@ impl Verb for Schedule {
         let id = x.string(x.id)?;
         job.create(x, &row, State::Delayed, now)?;
         delayed.zadd(due, id.ptr())?;
-        events.emit(x, "delayed", Some(id.ptr()), &[("due", Fact::Int(due))])?;
+        events.emit(x, Some(id.ptr()), Event::Delayed { due: due })?;
         Ok(Reply::Int(1))
     }
 }

@@ -13,7 +13,7 @@ use crate::errors::Refusal;
 use crate::host::{Access, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role;
 use crate::metrics;
-use crate::queue::{self, field, zset, Events, Fact, Ready, Retire, Row, State};
+use crate::queue::{self, field, zset, Events, Event, Ready, Retire, Row, State};
 
 pub struct Stalled;
 
@@ -47,7 +47,7 @@ impl Verb for Stalled {
         for (id, _) in expired {
             let row = x.open_undeclared(Role::Job, id.bytes(), Access::Update)?;
             let exists = row.expect(Kind::Hash)?;
-            let stalls = if exists { Row(&row).int(field::STALLS, 0).saturating_add(1) } else { 0 };
+            let stalls = if exists { Row(&row).int(&field::STALLS, 0).saturating_add(1) } else { 0 };
             let fails = exists && stalls > max_stalls;
             failing += u64::from(fails && keep != Keep::None);
             jobs.push((id, row, exists, stalls, fails));
@@ -62,30 +62,30 @@ impl Verb for Stalled {
                 continue;
             }
             let r = Row(row);
-            events.emit(x, "stalled", Some(id.ptr()), &[("stalls", Fact::Int(*stalls))])?;
+            events.emit(x, Some(id.ptr()), Event::Stalled { stalls: *stalls })?;
             let sc = x.int(*stalls)?;
             if *fails {
-                let made = r.int(field::MADE, 0).saturating_add(1);
+                let made = r.int(&field::MADE, 0).saturating_add(1);
                 if keep == Keep::None {
                     row.delete();
                 } else {
                     failed.zadd(now, id.ptr())?;
                     row.hset(&[
-                        (field::STATE, &x.string(State::Failed.word().as_bytes())?),
-                        (field::STALLS, &sc),
-                        (field::MADE, &x.int(made)?),
-                        (field::ERROR, &x.string(b"stalled")?),
-                        (field::FINISHED, &x.int(now)?),
+                        (&field::STATE, State::Failed.lit().get()),
+                        (&field::STALLS, sc.ptr()),
+                        (&field::MADE, x.int(made)?.ptr()),
+                        (&field::ERROR, x.string(b"stalled")?.ptr()),
+                        (&field::FINISHED, x.int(now)?.ptr()),
                     ])?;
-                    row.hdel(&[field::TOKEN])?;
+                    row.hdel(&[&field::TOKEN])?;
                 }
-                events.emit(x, "failed", Some(id.ptr()), &[("error", Fact::Bytes(b"stalled")), ("attempt", Fact::Int(made))])?;
+                events.emit(x, Some(id.ptr()), Event::Failed { error: b"stalled", attempt: made })?;
                 dead.push(Reply::bulk(id.bytes()));
             } else {
                 let state = ready.put(id.ptr(), r.priority(), true)?;
-                row.hset(&[(field::STATE, &x.string(state.word().as_bytes())?), (field::STALLS, &sc)])?;
-                row.hdel(&[field::TOKEN])?;
-                events.emit(x, "waiting", Some(id.ptr()), &[("prev", Fact::Bytes(b"active"))])?;
+                row.hset(&[(&field::STATE, state.lit().get()), (&field::STALLS, sc.ptr())])?;
+                row.hdel(&[&field::TOKEN])?;
+                events.emit(x, Some(id.ptr()), Event::Waiting { prev: State::Active })?;
                 requeued.push(Reply::bulk(id.bytes()));
             }
         }
