@@ -346,10 +346,9 @@ impl Retire {
     }
 
     pub fn apply(self, set: &Key) {
-        for (m, row) in self.ids.iter().zip(&self.rows) {
-            set.zrem(m.ptr());
-            row.delete();
-        }
+        let members: Vec<_> = self.ids.iter().map(Str::ptr).collect();
+        set.zrem_many(&members);
+        crate::host::store::delete_all(&self.rows);
         metrics::add(&metrics::RETIRED, self.ids.len() as u64);
     }
 }

@@ -31,6 +31,24 @@ pub enum Kind {
     Other,
 }
 
+/// Delete the (writable) keys that exist; one effect `DEL k ...`.
+pub fn delete_all(keys: &[Key]) {
+    let Some(f) = api!(RedisModule_DeleteKey) else { return };
+    let mut effect = Vec::with_capacity(keys.len());
+    let mut ctx = ptr::null_mut();
+    for key in keys {
+        if let (Some(k), false) = (key.live(), key.kind() == Kind::Empty) {
+            // SAFETY: writable, existing key.
+            unsafe { f(k) };
+            effect.push(key.name());
+            ctx = key.ctx;
+        }
+    }
+    if !effect.is_empty() {
+        replicate(ctx, c"DEL", &effect);
+    }
+}
+
 /// A key's name: a string that outlives the key (a call argument, a constant), or one the
 /// module made for it.
 pub enum Name {
@@ -152,11 +170,7 @@ impl Key {
     }
 
     pub fn delete(&self) {
-        if let (Some(k), Some(f)) = (self.live(), api!(RedisModule_DeleteKey)) {
-            // SAFETY: writable key.
-            unsafe { f(k) };
-            replicate(self.ctx, c"DEL", &[self.name()]);
-        }
+        delete_all(std::slice::from_ref(self));
     }
 
     // ---- hashes: field names are constant strings ----
@@ -226,6 +240,25 @@ impl Key {
         self.push(false, v)
     }
 
+    /// Up to `n` elements from the tail (the front of the queue), one effect `RPOP key n`.
+    pub fn rpop_n(&self, n: usize) -> Vec<Str> {
+        let mut out = Vec::with_capacity(n);
+        let (Some(k), Some(f)) = (self.live(), api!(RedisModule_ListPop)) else { return out };
+        while out.len() < n {
+            // SAFETY: writable list key; each popped element is ours.
+            match Str::adopt(self.ctx, unsafe { f(k, raw::REDISMODULE_LIST_TAIL as c_int) }) {
+                Some(v) => out.push(v),
+                None => break,
+            }
+        }
+        if !out.is_empty() {
+            if let Ok(count) = Str::int(self.ctx, out.len() as i64).ok_or(()) {
+                replicate(self.ctx, c"RPOP", &[self.name(), count.ptr()]);
+            }
+        }
+        out
+    }
+
     pub fn rpop(&self) -> Option<Str> {
         let (k, f) = (self.live()?, api!(RedisModule_ListPop)?);
         // SAFETY: writable list key; the popped element is ours.
@@ -256,15 +289,49 @@ impl Key {
         Ok(())
     }
 
-    pub fn zrem(&self, member: *mut RedisModuleString) -> bool {
-        let (Some(k), Some(f)) = (self.live(), api!(RedisModule_ZsetRem)) else { return false };
-        let mut deleted: c_int = 0;
-        // SAFETY: writable zset key, live member.
-        unsafe { f(k, member, &mut deleted) };
-        if deleted != 0 {
-            replicate(self.ctx, c"ZREM", &[self.name(), member]);
+    /// Several members at one score, one effect `ZADD key s m s m ...`.
+    pub fn zadd_many(&self, score: i64, members: &[*mut RedisModuleString]) -> Result<(), Refusal> {
+        if members.is_empty() {
+            return Ok(());
         }
-        deleted != 0
+        let k = self.live().ok_or_else(crate::errors::host_reply)?;
+        let sc = Str::int(self.ctx, score).ok_or_else(crate::errors::host_reply)?;
+        let mut effect = Vec::with_capacity(1 + 2 * members.len());
+        effect.push(self.name());
+        for &m in members {
+            if let Some(f) = api!(RedisModule_ZsetAdd) {
+                let mut flags: c_int = 0;
+                // SAFETY: writable zset (or empty) key; the score is exact in a double.
+                unsafe { f(k, score as f64, m, &mut flags) };
+            }
+            effect.push(sc.ptr());
+            effect.push(m);
+        }
+        replicate(self.ctx, c"ZADD", &effect);
+        Ok(())
+    }
+
+    pub fn zrem(&self, member: *mut RedisModuleString) -> bool {
+        self.zrem_many(&[member]) == 1
+    }
+
+    /// Remove members; one effect `ZREM key m ...` naming those that were there.
+    pub fn zrem_many(&self, members: &[*mut RedisModuleString]) -> usize {
+        let (Some(k), Some(f)) = (self.live(), api!(RedisModule_ZsetRem)) else { return 0 };
+        let mut effect = Vec::with_capacity(1 + members.len());
+        effect.push(self.name());
+        for &m in members {
+            let mut deleted: c_int = 0;
+            // SAFETY: writable zset key, live member.
+            unsafe { f(k, m, &mut deleted) };
+            if deleted != 0 {
+                effect.push(m);
+            }
+        }
+        if effect.len() > 1 {
+            replicate(self.ctx, c"ZREM", &effect);
+        }
+        effect.len() - 1
     }
 
     /// Walk members with min <= score <= max, lowest first (ties in member order), while `f`

@@ -162,31 +162,31 @@ fn take(x: &mut Exec, token: &[u8], lease: i64, count: usize) -> Result<Reply, R
     }
     metrics::add(&metrics::PROMOTED, promoted_n);
 
+    // Take every pick out of its ready set (one effect per set), then make the live ones
+    // active (one effect) and record each claim on its row.
     let deadline = domain::deadline(now, lease);
-    let (st_active, tok, at) = (x.string(State::Active.word().as_bytes())?, x.string(token)?, x.int(now)?);
-    let mut out = Vec::with_capacity(picks.len());
-    for pick in &picks {
-        let (job, src) = match pick {
-            Pick::Ready(f, src) => (f, *src),
-            Pick::Promoted(i) => {
-                let p = promoted.get(*i).ok_or_else(crate::errors::host_reply)?;
-                (p, if p.priority == 0 { Src::Wait } else { Src::Prio })
-            }
-        };
-        match src {
-            Src::Wait => drop(ready.wait.rpop()),
-            Src::Prio => drop(ready.prio.zrem(job.id.ptr())),
-        }
-        if job.orphan {
-            metrics::add(&metrics::ORPHANS, 1);
-            continue;
-        }
+    let jobs: Vec<(&Found, Src)> = picks
+        .iter()
+        .filter_map(|pick| match pick {
+            Pick::Ready(f, src) => Some((f, *src)),
+            Pick::Promoted(i) => promoted.get(*i).map(|p| (p, if p.priority == 0 { Src::Wait } else { Src::Prio })),
+        })
+        .collect();
+    ready.wait.rpop_n(jobs.iter().filter(|(_, s)| *s == Src::Wait).count());
+    let from_prio: Vec<_> = jobs.iter().filter(|(_, s)| *s == Src::Prio).map(|(j, _)| j.id.ptr()).collect();
+    ready.prio.zrem_many(&from_prio);
+    let live: Vec<&Found> = jobs.iter().map(|(j, _)| *j).filter(|j| !j.orphan).collect();
+    metrics::add(&metrics::ORPHANS, (jobs.len() - live.len()) as u64);
+    let ids: Vec<_> = live.iter().map(|j| j.id.ptr()).collect();
+    active.zadd_many(deadline, &ids)?;
+    let (tok, at) = (x.string(token)?, x.int(now)?);
+    let mut out = Vec::with_capacity(live.len());
+    for job in live {
         let row = Row(&job.row);
         let started = row.int(&field::STARTED, 0).saturating_add(1);
         let attempt = row.int(&field::MADE, 0).saturating_add(1);
-        active.zadd(deadline, job.id.ptr())?;
-        job.row.hset(&[(&field::STATE, st_active.ptr()), (&field::TOKEN, tok.ptr()), (&field::STARTED, x.int(started)?.ptr()), (&field::CLAIMED, at.ptr())])?;
-        events.emit(x, Some(job.id.ptr()), Event::Active { attempt: attempt })?;
+        job.row.hset(&[(&field::STATE, State::Active.lit().get()), (&field::TOKEN, tok.ptr()), (&field::STARTED, x.int(started)?.ptr()), (&field::CLAIMED, at.ptr())])?;
+        events.emit(x, Some(job.id.ptr()), Event::Active { attempt })?;
         out.push(Reply::Array(vec![
             Reply::bulk(job.id.bytes()),
             row.get(&field::NAME).map_or(Reply::Null, Reply::Str),

@@ -55,8 +55,9 @@ impl Verb for Stalled {
         let retire = Retire::plan(x, &failed, failing, now, keep, None)?;
 
         let (mut requeued, mut dead) = (Vec::new(), Vec::new());
+        let taken: Vec<_> = jobs.iter().map(|(id, ..)| id.ptr()).collect();
+        active.zrem_many(&taken);
         for (id, row, exists, stalls, fails) in &jobs {
-            active.zrem(id.ptr());
             if !exists {
                 metrics::add(&metrics::ORPHANS, 1);
                 continue;
