@@ -7,9 +7,9 @@ use valkey_module::{InfoContext, ValkeyResult};
 use crate::errors::Class;
 use crate::table::COMMANDS;
 
-const NO: AtomicU64 = AtomicU64::new(0);
-static CALLS: [AtomicU64; 32] = [NO; 32];
-static REFUSALS: [AtomicU64; Class::ALL.len()] = [NO; Class::ALL.len()];
+static CALLS: [AtomicU64; 32] = [const { AtomicU64::new(0) }; 32];
+const _: () = assert!(COMMANDS.len() <= 32, "one call counter per command");
+static REFUSALS: [AtomicU64; Class::ALL.len()] = [const { AtomicU64::new(0) }; Class::ALL.len()];
 /// Delayed jobs CLAIM made ready.
 pub static PROMOTED: AtomicU64 = AtomicU64::new(0);
 /// Expired leases STALLED took back (requeued or failed).

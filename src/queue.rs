@@ -353,6 +353,26 @@ impl Retire {
     }
 }
 
+/// Finish a job for good: into `set` (completed or failed, score = now) with its state,
+/// finish time and `fields`, the token cleared unless the job completed (COMPLETE keeps it
+/// for its idempotent repeat) — or, under KEEP 0, the row deleted at once.
+pub fn finish(x: &Exec, row: &Key, set: &Key, id: &Str, state: State, keep: Keep, fields: &[(&Lit, *mut RedisModuleString)]) -> Result<(), Refusal> {
+    let now = x.now();
+    if keep == Keep::None {
+        row.delete();
+        return Ok(());
+    }
+    set.zadd(now, id.ptr())?;
+    let finished = x.int(now)?;
+    let mut pairs: Vec<(&Lit, *mut RedisModuleString)> = vec![(&field::STATE, state.lit().get()), (&field::FINISHED, finished.ptr())];
+    pairs.extend_from_slice(fields);
+    row.hset(&pairs)?;
+    if state != State::Completed {
+        row.hdel(&[&field::TOKEN])?;
+    }
+    Ok(())
+}
+
 /// The call's own job row (declared key 0): it must exist.
 pub fn existing_row(x: &Exec) -> Result<Key, Refusal> {
     let row = x.open(0, true);

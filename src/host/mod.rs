@@ -1,6 +1,10 @@
 //! The server glue and nothing else: how a call is served (the order of checks), the fence,
 //! the caller, the clock, the key API with its effects, replies and registration. The verbs
 //! above it are written in the wire's terms.
+//!
+//! Raw pointers here are the server's own handles (context, strings, keys) for the duration of
+//! one call; the host is the boundary that holds them, so its functions take them plainly.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 /// A server API function pointer. The crate keeps them in `static mut`s written once at
 /// load, before any command runs; reading one is a plain copy.
@@ -69,13 +73,13 @@ pub struct Exec<'a> {
     /// The queue all declared keys share, and the suffix of the `job:`/`fails:` key.
     pub queue: &'a [u8],
     pub id: &'a [u8],
-    now: Option<i64>,
+    now: std::cell::Cell<Option<i64>>,
     caller: Option<Caller>,
 }
 
 impl<'a> Exec<'a> {
     fn new(ctx: *mut RedisModuleCtx, argv: &'a [*mut RedisModuleString]) -> Exec<'a> {
-        Exec { ctx, argv, first_arg: 1, queue: b"", id: b"", now: None, caller: None }
+        Exec { ctx, argv, first_arg: 1, queue: b"", id: b"", now: std::cell::Cell::new(None), caller: None }
     }
 
     pub fn ctx(&self) -> *mut RedisModuleCtx {
@@ -122,8 +126,8 @@ impl<'a> Exec<'a> {
 
     /// The server clock in ms, read once per call (the server caches it per command, so a
     /// verb sees one instant however long it runs).
-    pub fn now(&mut self) -> i64 {
-        if let Some(t) = self.now {
+    pub fn now(&self) -> i64 {
+        if let Some(t) = self.now.get() {
             return t;
         }
         let us = match (api!(RedisModule_CachedMicroseconds), api!(RedisModule_Milliseconds)) {
@@ -132,7 +136,7 @@ impl<'a> Exec<'a> {
             (None, Some(f)) => unsafe { f() },
             (None, None) => 0,
         };
-        self.now = Some(us);
+        self.now.set(Some(us));
         us
     }
 

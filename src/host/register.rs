@@ -76,7 +76,7 @@ fn one(ctx: &Context, cmd: &Command, callback: super::Callback) -> Result<(), St
         let summary = cstr(cmd.summary)?;
         let complexity = cstr(cmd.complexity)?;
         let since = cstr(env!("CARGO_PKG_VERSION"))?;
-        let mut info = raw::RedisModuleCommandInfo {
+        let info = raw::RedisModuleCommandInfo {
             version: &INFO_VERSION,
             summary: summary.as_ptr(),
             complexity: complexity.as_ptr(),
@@ -88,7 +88,7 @@ fn one(ctx: &Context, cmd: &Command, callback: super::Callback) -> Result<(), St
             key_specs: if cmd.keys.is_empty() { ptr::null_mut() } else { specs.as_mut_ptr() },
             args: ptr::null_mut(),
         };
-        if set_info(handle, &mut info) != raw::REDISMODULE_OK as c_int {
+        if set_info(handle, &info) != raw::REDISMODULE_OK as c_int {
             return Err(format!("cannot describe {}", cmd.name));
         }
         let acl = cstr(cmd.acl)?;

@@ -134,6 +134,10 @@ impl Key {
         (!self.ptr.is_null()).then_some(self.ptr)
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Elements of a list, zset or stream; bytes of a string; 0 when absent.
     pub fn len(&self) -> u64 {
         match (self.live(), api!(RedisModule_ValueLength)) {

@@ -40,7 +40,7 @@ impl Verb for Delay {
         delayed.zadd(due, id.ptr())?;
         row.hset(&[(&field::STATE, State::Delayed.lit().get())])?;
         row.hdel(&[&field::TOKEN])?;
-        events.emit(x, Some(id.ptr()), Event::Delayed { due: due })?;
+        events.emit(x, Some(id.ptr()), Event::Delayed { due })?;
         Ok(Reply::Int(due))
     }
 }

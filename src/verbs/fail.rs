@@ -64,18 +64,7 @@ impl Verb for Fail {
         let (error, made_s) = (x.string(a.error)?, x.int(made)?);
         let reply = match next {
             AfterFail::Fail => {
-                if keep == Keep::None {
-                    row.delete();
-                } else {
-                    failed.zadd(now, id.ptr())?;
-                    row.hset(&[
-                        (&field::STATE, State::Failed.lit().get()),
-                        (&field::ERROR, error.ptr()),
-                        (&field::MADE, made_s.ptr()),
-                        (&field::FINISHED, x.int(now)?.ptr()),
-                    ])?;
-                    row.hdel(&[&field::TOKEN])?;
-                }
+                queue::finish(x, &row, &failed, &id, State::Failed, keep, &[(&field::ERROR, error.ptr()), (&field::MADE, made_s.ptr())])?;
                 events.emit(x, Some(id.ptr()), Event::Failed { error: a.error, attempt: made })?;
                 c"failed"
             }
@@ -91,7 +80,7 @@ impl Verb for Fail {
                 delayed.zadd(due, id.ptr())?;
                 row.hset(&[(&field::STATE, State::Delayed.lit().get()), (&field::ERROR, error.ptr()), (&field::MADE, made_s.ptr())])?;
                 row.hdel(&[&field::TOKEN])?;
-                events.emit(x, Some(id.ptr()), Event::Delayed { due: due })?;
+                events.emit(x, Some(id.ptr()), Event::Delayed { due })?;
                 c"delayed"
             }
         };

@@ -30,7 +30,7 @@ impl Verb for Reschedule {
             return Err(not_in(x.id, "delayed"));
         }
         delayed.zadd(due, id.ptr())?;
-        events.emit(x, Some(id.ptr()), Event::Delayed { due: due })?;
+        events.emit(x, Some(id.ptr()), Event::Delayed { due })?;
         Ok(Reply::Int(due))
     }
 }

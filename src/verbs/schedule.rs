@@ -44,7 +44,7 @@ impl Verb for Schedule {
         let id = x.string(x.id)?;
         job.create(x, &row, State::Delayed, now)?;
         delayed.zadd(due, id.ptr())?;
-        events.emit(x, Some(id.ptr()), Event::Delayed { due: due })?;
+        events.emit(x, Some(id.ptr()), Event::Delayed { due })?;
         Ok(Reply::Int(1))
     }
 }

@@ -17,6 +17,9 @@ use crate::queue::{self, field, zset, Events, Event, Ready, Retire, Row, State};
 
 pub struct Stalled;
 
+/// The error a job that stalled too often fails with.
+const STALLED: &[u8] = b"stalled";
+
 pub struct Args {
     max_stalls: Option<i64>,
     count: Option<i64>,
@@ -67,20 +70,9 @@ impl Verb for Stalled {
             let sc = x.int(*stalls)?;
             if *fails {
                 let made = r.int(&field::MADE, 0).saturating_add(1);
-                if keep == Keep::None {
-                    row.delete();
-                } else {
-                    failed.zadd(now, id.ptr())?;
-                    row.hset(&[
-                        (&field::STATE, State::Failed.lit().get()),
-                        (&field::STALLS, sc.ptr()),
-                        (&field::MADE, x.int(made)?.ptr()),
-                        (&field::ERROR, x.string(b"stalled")?.ptr()),
-                        (&field::FINISHED, x.int(now)?.ptr()),
-                    ])?;
-                    row.hdel(&[&field::TOKEN])?;
-                }
-                events.emit(x, Some(id.ptr()), Event::Failed { error: b"stalled", attempt: made })?;
+                let (made_s, error) = (x.int(made)?, x.string(STALLED)?);
+                queue::finish(x, row, &failed, id, State::Failed, keep, &[(&field::STALLS, sc.ptr()), (&field::MADE, made_s.ptr()), (&field::ERROR, error.ptr())])?;
+                events.emit(x, Some(id.ptr()), Event::Failed { error: STALLED, attempt: made })?;
                 dead.push(Reply::bulk(id.bytes()));
             } else {
                 let state = ready.put(id.ptr(), r.priority(), true)?;
