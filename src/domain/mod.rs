@@ -2,6 +2,8 @@
 //! these; the host carries out what they decide.
 
 pub mod args;
+pub mod bus;
+pub mod coherence;
 pub mod id;
 
 use crate::errors::{self, Refusal};
