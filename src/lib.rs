@@ -1,9 +1,10 @@
 //! trafikey: EchoMQ wire 6 — the `EMQ.*` job queue — as a native Valkey module.
 //!
 //! `lib.rs` only declares the module: its name, configs, ACL category and init. The command
-//! table (`table`) drives registration; `host` is the server glue; `verbs` are the commands;
-//! `domain`, `keyspace` and `errors` are pure.
+//! table (`table`) drives registration; `host` is the server glue; `verbs` are the commands,
+//! `queue` and `bus` their shared mechanics; `domain`, `keyspace` and `errors` are pure.
 
+pub mod bus;
 pub mod config;
 pub mod domain;
 pub mod errors;
@@ -72,7 +73,7 @@ valkey_module! {
             ["max-stalls", &config::MAX_STALLS, config::MAX_STALLS_DEFAULT, 0, domain::MAX_STALLS_MAX, ConfigurationFlags::DEFAULT, None],
             ["max-payload", &config::MAX_PAYLOAD, config::MAX_PAYLOAD_DEFAULT, 0, 512 * 1024 * 1024, ConfigurationFlags::DEFAULT, None],
             ["bus-window-ms", &config::BUS_WINDOW_MS, config::BUS_WINDOW_MS_DEFAULT, 1, domain::TIME_MAX, ConfigurationFlags::DEFAULT, None],
-            ["bus-maxlen", &config::BUS_MAXLEN, config::BUS_MAXLEN_DEFAULT, 1, 1_000_000_000, ConfigurationFlags::DEFAULT, None],
+            ["bus-maxlen", &config::BUS_MAXLEN, config::BUS_MAXLEN_DEFAULT, 1, domain::bus::MAXLEN_MAX, ConfigurationFlags::DEFAULT, None],
         ],
         string: [],
         bool: [],

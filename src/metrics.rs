@@ -18,6 +18,14 @@ pub static RECLAIMED: AtomicU64 = AtomicU64::new(0);
 pub static ORPHANS: AtomicU64 = AtomicU64::new(0);
 /// Rows deleted by retention.
 pub static RETIRED: AtomicU64 = AtomicU64::new(0);
+/// Bus messages APPEND and PUBLISH added, and the duplicates they answered nil.
+pub static BUS_APPENDED: AtomicU64 = AtomicU64::new(0);
+pub static BUS_DUPLICATES: AtomicU64 = AtomicU64::new(0);
+/// `seen` entries removed for being older than the window.
+pub static SEEN_TRIMMED: AtomicU64 = AtomicU64::new(0);
+/// Messages PUBLISH delivered, and the receivers they reached on this server.
+pub static PUBLISHED: AtomicU64 = AtomicU64::new(0);
+pub static RECEIVERS: AtomicU64 = AtomicU64::new(0);
 
 pub fn called(i: usize) {
     if let Some(c) = CALLS.get(i) {
@@ -63,6 +71,13 @@ pub fn info(ctx: &InfoContext) -> ValkeyResult<()> {
         .field("reclaimed", RECLAIMED.load(Ordering::Relaxed).to_string())?
         .field("retired", RETIRED.load(Ordering::Relaxed).to_string())?
         .field("orphans", ORPHANS.load(Ordering::Relaxed).to_string())?
+        .build_section()?
+        .add_section("bus")
+        .field("appended", BUS_APPENDED.load(Ordering::Relaxed).to_string())?
+        .field("duplicates", BUS_DUPLICATES.load(Ordering::Relaxed).to_string())?
+        .field("seen_trimmed", SEEN_TRIMMED.load(Ordering::Relaxed).to_string())?
+        .field("published", PUBLISHED.load(Ordering::Relaxed).to_string())?
+        .field("receivers", RECEIVERS.load(Ordering::Relaxed).to_string())?
         .build_section()?
         .build_info()?;
     Ok(())

@@ -94,7 +94,7 @@ pub struct Command {
 use Role::*;
 use Spec::*;
 
-pub static COMMANDS: [Command; 16] = [
+pub static COMMANDS: [Command; 19] = [
     Command {
         name: "EMQ.ENQUEUE",
         tokens: &["enqueue"],
@@ -265,6 +265,45 @@ pub static COMMANDS: [Command; 16] = [
         run: drive::<verbs::stalled::Stalled>,
     },
     Command {
+        name: "EMQ.APPEND",
+        tokens: &["append"],
+        form: Form::Keys,
+        keys: &[q(Bus, Append), q(Seen, Update)],
+        args: "id payload [MAXLEN n]",
+        flags: "write deny-oom fast",
+        acl: "emq write fast",
+        fenced: true,
+        summary: "Append a bus message to its topic's stream once; nil and nothing written for an id inside the seen window.",
+        complexity: "O(log N), plus the trims: up to 100 seen entries and whole stream nodes",
+        run: drive::<verbs::append::Append>,
+    },
+    Command {
+        name: "EMQ.FAILURES",
+        tokens: &["failures.incr"],
+        form: Form::Keys,
+        keys: &[q(Fails, Update)],
+        args: "[TTL ms]",
+        flags: "write deny-oom fast",
+        acl: "emq write fast",
+        fenced: true,
+        summary: "Count one more failure of a bus message and set its counter's TTL (default 24 h).",
+        complexity: "O(1)",
+        run: drive::<verbs::failures::Failures>,
+    },
+    Command {
+        name: "EMQ.PUBLISH",
+        tokens: &["publish"],
+        form: Form::Keys,
+        keys: &[q(Bus, Append), q(Seen, Update)],
+        args: "id payload [MAXLEN n]",
+        flags: "write deny-oom fast",
+        acl: "emq write fast",
+        fenced: true,
+        summary: "APPEND, then publish the payload on the channel named by the bus key; nil for a duplicate.",
+        complexity: "O(log N + S) for S subscribers, plus APPEND's trims",
+        run: drive::<verbs::publish::Publish>,
+    },
+    Command {
         name: "EMQ.VERSION",
         tokens: &[],
         form: Form::Bare,
@@ -360,6 +399,16 @@ mod tests {
                 assert!(a.fenced && a.acl.starts_with("emq write") && a.flags.starts_with("write"), "{}", a.name);
             }
         }
+    }
+
+    #[test]
+    fn bus_rows() {
+        let row = |n: &str| COMMANDS.iter().find(|c| c.name == n).expect("a row");
+        assert_eq!(synopsis(row("EMQ.APPEND")), "EMQ.APPEND 2 emq:{Q}:bus emq:{Q}:seen id payload [MAXLEN n]");
+        assert_eq!(synopsis(row("EMQ.PUBLISH")), "EMQ.PUBLISH 2 emq:{Q}:bus emq:{Q}:seen id payload [MAXLEN n]");
+        assert_eq!(synopsis(row("EMQ.FAILURES")), "EMQ.FAILURES 1 emq:{Q}:fails:<ID> [TTL ms]");
+        assert_eq!(capabilities().len(), WIRE_TOKENS.len(), "all seventeen tokens");
+        assert_eq!(bitmap(), (1 << 17) - 1);
     }
 
     #[test]

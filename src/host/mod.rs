@@ -33,7 +33,7 @@ use valkey_module::raw::{self, RedisModuleCtx, RedisModuleString};
 
 pub use caller::{Access, Caller};
 pub use reply::Reply;
-pub use store::{Key, Kind, Name};
+pub use store::{publish, Key, Kind, Name};
 pub use strings::{bytes_of, Lit, Str};
 
 use crate::domain::{self, Stored};

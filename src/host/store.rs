@@ -438,3 +438,16 @@ impl Key {
         Ok(())
     }
 }
+
+/// PUBLISH of `message` on `channel`. The module API delivers to this server's subscribers
+/// (and the cluster bus) but never to replicas, so the publish is also replicated as a
+/// `PUBLISH` effect: a replica's subscribers get it, an AOF replay delivers it to no one.
+/// The caller's channel permission is the verb's to check first (`Caller::publish`): the
+/// API skips it. Returns the receivers on this server.
+pub fn publish(ctx: *mut RedisModuleCtx, channel: *mut RedisModuleString, message: *mut RedisModuleString) -> Result<i64, Refusal> {
+    let f = api!(RedisModule_PublishMessage).ok_or_else(crate::errors::host_reply)?;
+    // SAFETY: live ctx and strings; the server copies what it keeps.
+    let receivers = unsafe { f(ctx, channel, message) };
+    replicate(ctx, c"PUBLISH", &[channel, message]);
+    Ok(i64::from(receivers))
+}

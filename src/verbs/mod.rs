@@ -2,6 +2,7 @@
 //! `host::Verb`: its argument shape, then its domain step; `host::drive` runs shape → layout
 //! → fence → domain around them.
 
+pub mod append;
 pub mod capabilities;
 pub mod claim;
 pub mod complete;
@@ -10,8 +11,10 @@ pub mod enqueue;
 pub mod extend;
 pub mod extends;
 pub mod fail;
+pub mod failures;
 pub mod install;
 pub mod promote;
+pub mod publish;
 pub mod reprocess;
 pub mod requeue;
 pub mod reschedule;

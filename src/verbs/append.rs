@@ -1,0 +1,32 @@
+//! `EMQ.APPEND 2 bus seen id payload [MAXLEN n]`
+//!
+//! Appends a bus message to its topic's stream once: an entry `id <ID> payload <bytes>` with
+//! the id the server picks, the stream then capped with `MAXLEN ~ n` (default
+//! `trafikey.bus-maxlen`). The message id (a branded id, any three ASCII letters) goes into
+//! `seen` with its first-append time; an id already there less than `trafikey.bus-window-ms`
+//! ago is a duplicate: the reply is nil and nothing is written (not even a trim). Each
+//! new message also removes up to 100 `seen` entries older than the window.
+//! The payload is 0..=`trafikey.max-payload` bytes (default 1 MiB); an empty payload is a
+//! message too. MAXLEN is 1..=1000000000. Replies the stream entry id, or nil.
+
+use crate::bus::{plan, Message};
+use crate::errors::Refusal;
+use crate::host::{Exec, Reply, Verb};
+
+pub struct Append;
+
+impl Verb for Append {
+    type Args<'a> = Message<'a>;
+
+    fn shape<'a>(args: &[&'a [u8]]) -> Result<Message<'a>, Refusal> {
+        Message::shape("EMQ.APPEND", args)
+    }
+
+    fn run<'a>(x: &mut Exec<'a>, m: Message<'a>) -> Result<Reply, Refusal> {
+        let cap = m.check()?;
+        match plan(x, &m, cap)? {
+            None => Ok(Reply::Null),
+            Some(append) => Ok(Reply::Str(append.write(x)?)),
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! `EMQ.PUBLISH 2 bus seen id payload [MAXLEN n]`
+//!
+//! APPEND, then PUBLISH of the payload on the channel named by the bus key
+//! (`emq:{T}:bus`): the durable lane and the live lane in one atomic step. A duplicate is
+//! neither appended nor published (reply nil). The caller's permission to publish on that
+//! channel is checked after the id gate and the ranges and before any key is read, so a
+//! caller without it gets the server's `NOPERM` text, duplicate or not, and nothing is
+//! written (users made with `ACL SETUSER` have no channels under the server's default
+//! `acl-pubsub-default resetchannels`: grant `&emq:*` or the topic's channel).
+//! The publish is replicated as a `PUBLISH` effect with the stream entry, so a replica's
+//! subscribers get the message too. Replies `[entry id, receivers]`, receivers counted on
+//! this server as PUBLISH counts them.
+
+use crate::bus::{plan, Message};
+use crate::errors::Refusal;
+use crate::host::{publish, Exec, Reply, Verb};
+use crate::metrics;
+
+pub struct Publish;
+
+impl Verb for Publish {
+    type Args<'a> = Message<'a>;
+
+    fn shape<'a>(args: &[&'a [u8]]) -> Result<Message<'a>, Refusal> {
+        Message::shape("EMQ.PUBLISH", args)
+    }
+
+    fn run<'a>(x: &mut Exec<'a>, m: Message<'a>) -> Result<Reply, Refusal> {
+        let cap = m.check()?;
+        let channel = x.key_name(0);
+        x.caller()?.publish(channel)?;
+        let Some(append) = plan(x, &m, cap)? else { return Ok(Reply::Null) };
+        let entry = append.write(x)?;
+        let receivers = publish(x.ctx(), channel, x.arg_str(1))?;
+        metrics::add(&metrics::PUBLISHED, 1);
+        metrics::add(&metrics::RECEIVERS, receivers.unsigned_abs());
+        Ok(Reply::Array(vec![Reply::Str(entry), Reply::Int(receivers)]))
+    }
+}
