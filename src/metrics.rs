@@ -26,6 +26,9 @@ pub static SEEN_TRIMMED: AtomicU64 = AtomicU64::new(0);
 /// Messages PUBLISH delivered, and the receivers they reached on this server.
 pub static PUBLISHED: AtomicU64 = AtomicU64::new(0);
 pub static RECEIVERS: AtomicU64 = AtomicU64::new(0);
+/// TRA.DROP verdicts: rows deleted (1), rows left alone or absent (0).
+pub static DROPPED: AtomicU64 = AtomicU64::new(0);
+pub static KEPT: AtomicU64 = AtomicU64::new(0);
 
 pub fn called(i: usize) {
     if let Some(c) = CALLS.get(i) {
@@ -78,6 +81,10 @@ pub fn info(ctx: &InfoContext) -> ValkeyResult<()> {
         .field("seen_trimmed", SEEN_TRIMMED.load(Ordering::Relaxed).to_string())?
         .field("published", PUBLISHED.load(Ordering::Relaxed).to_string())?
         .field("receivers", RECEIVERS.load(Ordering::Relaxed).to_string())?
+        .build_section()?
+        .add_section("coherence")
+        .field("dropped", DROPPED.load(Ordering::Relaxed).to_string())?
+        .field("kept", KEPT.load(Ordering::Relaxed).to_string())?
         .build_section()?
         .build_info()?;
     Ok(())

@@ -45,6 +45,8 @@ pub enum KeyRole {
     Queue(Role),
     /// `{emq}:version`, exactly.
     Version,
+    /// Any key at all (TRA.DROP's cache row): layout checks nothing but its presence.
+    Any,
 }
 
 /// What a command does with the key at one position: its key spec, and so the ACL
@@ -94,7 +96,7 @@ pub struct Command {
 use Role::*;
 use Spec::*;
 
-pub static COMMANDS: [Command; 19] = [
+pub static COMMANDS: [Command; 20] = [
     Command {
         name: "EMQ.ENQUEUE",
         tokens: &["enqueue"],
@@ -342,6 +344,19 @@ pub static COMMANDS: [Command; 19] = [
         complexity: "O(1)",
         run: drive::<verbs::capabilities::Capabilities>,
     },
+    Command {
+        name: "TRA.DROP",
+        tokens: &[],
+        form: Form::Keys,
+        keys: &[Slot { role: KeyRole::Any, spec: Take }],
+        args: "version",
+        flags: "write fast",
+        acl: "write fast",
+        fenced: false,
+        summary: "The coherence drop: delete a cache row when the incoming 14-byte version is newer than its stored frame's.",
+        complexity: "O(1)",
+        run: drive::<verbs::drop::CoherenceDrop>,
+    },
 ];
 
 /// The capability tokens of the registered commands, in table order.
@@ -365,6 +380,7 @@ pub fn synopsis(c: &Command) -> String {
         for k in c.keys {
             match k.role {
                 KeyRole::Version => s.push_str(" {emq}:version"),
+                KeyRole::Any => s.push_str(" key"),
                 KeyRole::Queue(r) if r.suffixed() => s.push_str(&format!(" emq:{{Q}}:{}<ID>", r.word())),
                 KeyRole::Queue(r) => s.push_str(&format!(" emq:{{Q}}:{}", r.word())),
             }
@@ -402,13 +418,16 @@ mod tests {
     }
 
     #[test]
-    fn bus_rows() {
+    fn bus_and_drop_rows() {
         let row = |n: &str| COMMANDS.iter().find(|c| c.name == n).expect("a row");
         assert_eq!(synopsis(row("EMQ.APPEND")), "EMQ.APPEND 2 emq:{Q}:bus emq:{Q}:seen id payload [MAXLEN n]");
         assert_eq!(synopsis(row("EMQ.PUBLISH")), "EMQ.PUBLISH 2 emq:{Q}:bus emq:{Q}:seen id payload [MAXLEN n]");
         assert_eq!(synopsis(row("EMQ.FAILURES")), "EMQ.FAILURES 1 emq:{Q}:fails:<ID> [TTL ms]");
+        assert_eq!(synopsis(row("TRA.DROP")), "TRA.DROP 1 key version");
         assert_eq!(capabilities().len(), WIRE_TOKENS.len(), "all seventeen tokens");
         assert_eq!(bitmap(), (1 << 17) - 1);
+        let drop = row("TRA.DROP");
+        assert!(!drop.fenced && !drop.acl.contains("emq") && COMMANDS.last().map(|c| c.name) == Some("TRA.DROP"));
     }
 
     #[test]

@@ -207,6 +207,7 @@ impl<'a> Exec<'a> {
         for (i, slot) in cmd.keys.iter().enumerate() {
             let k = self.arg(2 + i);
             match slot.role {
+                table::KeyRole::Any => {}
                 table::KeyRole::Version => {
                     if k != keyspace::VERSION_KEY {
                         return Err(Refusal::Layout("the key must be {emq}:version".into()));

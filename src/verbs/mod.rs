@@ -7,6 +7,7 @@ pub mod capabilities;
 pub mod claim;
 pub mod complete;
 pub mod delay;
+pub mod drop;
 pub mod enqueue;
 pub mod extend;
 pub mod extends;

@@ -1,0 +1,42 @@
+//! `TRA.DROP 1 <row key> <version>` — the seed's `:coherence_drop` script done natively
+//! (WIRE6 §7): read the row, compare, delete, in one step.
+//!
+//! The row gone → 0; a stored frame shorter than 14 bytes → deleted, 1; the incoming
+//! version's payload (bytes `[3..14]`) strictly greater, byte-wise, than the frame's →
+//! deleted, 1; otherwise 0 and the row stays. The version must be exactly 14 bytes
+//! (`EMQARG`); a row that is not a string answers `WRONGTYPE`. The key is any key (a cache
+//! row, not a queue key) and there is no fence: it is not an EMQ wire verb. Replicated as
+//! its effect: a `DEL`, or nothing.
+
+use crate::domain::{coherence, Stored};
+use crate::errors::Refusal;
+use crate::host::{stored, Exec, Reply, Verb};
+use crate::metrics;
+
+pub struct CoherenceDrop;
+
+impl Verb for CoherenceDrop {
+    type Args<'a> = &'a [u8];
+
+    fn shape<'a>(args: &[&'a [u8]]) -> Result<&'a [u8], Refusal> {
+        match args {
+            [version] => Ok(version),
+            _ => Err(Refusal::Shape("TRA.DROP takes version".into())),
+        }
+    }
+
+    fn run<'a>(x: &mut Exec<'a>, version: &'a [u8]) -> Result<Reply, Refusal> {
+        coherence::version(version)?;
+        let row = x.open(0, true);
+        let drop = match stored(&row)? {
+            Stored::Absent => false,
+            Stored::Value(frame) => coherence::drops(frame, version),
+            Stored::OtherType => return Err(Refusal::WrongType),
+        };
+        if drop {
+            row.delete();
+        }
+        metrics::add(if drop { &metrics::DROPPED } else { &metrics::KEPT }, 1);
+        Ok(Reply::Int(i64::from(drop)))
+    }
+}
