@@ -399,7 +399,7 @@ pub fn held(row: &Key, active: &Key, id: &Str, token: &[u8]) -> bool {
 pub fn keep_for(given: Option<i64>, default: &std::sync::atomic::AtomicI64) -> Result<Keep, Refusal> {
     match given {
         Some(k) => domain::keep(k),
-        None => domain::keep(config::get(default)).or(Ok(Keep::All)),
+        None => Ok(domain::keep_default(config::get(default))),
     }
 }
 

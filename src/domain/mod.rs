@@ -144,7 +144,26 @@ pub fn after_fail(made: i64, attempts: i64, final_: bool, b: Option<Backoff>) ->
 pub enum Keep {
     All,
     None,
+    /// Exactly the n newest (a call's `KEEP n`).
     Newest(u64),
+    /// About the n newest (the config default): trimmed back to n once it is over by
+    /// [`slack`], so retention's deletes come in batches instead of one per finish.
+    Soft(u64),
+}
+
+/// How far a soft cap of n may be exceeded before it is trimmed: n/16, at most 64 (0 for
+/// n < 16, where the cap is exact).
+pub fn slack(n: u64) -> u64 {
+    (n / 16).min(64)
+}
+
+/// The config default's retention: a soft cap, or all / none.
+pub fn keep_default(v: i64) -> Keep {
+    match keep(v) {
+        Ok(Keep::Newest(n)) => Keep::Soft(n),
+        Ok(k) => k,
+        Err(_) => Keep::All,
+    }
 }
 
 pub fn keep(v: i64) -> Result<Keep, Refusal> {
@@ -162,6 +181,8 @@ pub fn trim_count(len: u64, keep: Keep, batch: u64) -> u64 {
     match keep {
         Keep::All | Keep::None => 0,
         Keep::Newest(n) => len.saturating_sub(n).min(batch),
+        Keep::Soft(n) if len > n.saturating_add(slack(n)) => len.saturating_sub(n).min(batch),
+        Keep::Soft(_) => 0,
     }
 }
 
@@ -254,6 +275,16 @@ mod tests {
         assert_eq!(trim_count(10, Keep::Newest(3), 5), 5);
         assert_eq!(trim_count(2, Keep::Newest(3), 5), 0);
         assert_eq!(trim_count(2, Keep::All, 5), 0);
+        // the soft cap: 1000 may grow to 1062, then goes back to 1000 in one call
+        assert_eq!(slack(1000), 62);
+        assert_eq!(trim_count(1062, Keep::Soft(1000), 1000), 0);
+        assert_eq!(trim_count(1063, Keep::Soft(1000), 1000), 63);
+        assert_eq!(trim_count(1063, Keep::Soft(1000), 10), 10);
+        assert_eq!(slack(100_000), 64);
+        assert_eq!(trim_count(2, Keep::Soft(1), 5), 1, "small caps are exact");
+        assert_eq!(keep_default(1000), Keep::Soft(1000));
+        assert_eq!(keep_default(0), Keep::None);
+        assert_eq!(keep_default(-1), Keep::All);
     }
 
     proptest! {
