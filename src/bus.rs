@@ -53,9 +53,9 @@ pub struct Append {
 /// or not a trim has run — which writes nothing.
 pub fn plan(x: &Exec, m: &Message, cap: i64) -> Result<Option<Append>, Refusal> {
     let stream = x.open(0, true);
-    stream.expect(Kind::Stream)?;
+    stream.exists_as(Kind::Stream)?;
     let seen = x.open(1, true);
-    seen.expect(Kind::ZSet)?;
+    seen.exists_as(Kind::ZSet)?;
     let now = x.now();
     let window = config::get(&config::BUS_WINDOW_MS);
     if bus::duplicate(seen.zscore(x.arg_str(0)), now, window) {

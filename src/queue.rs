@@ -183,8 +183,8 @@ pub struct Ready {
 
 impl Ready {
     pub fn open(wait: Key, prio: Key) -> Result<Ready, Refusal> {
-        wait.expect(Kind::List)?;
-        prio.expect(Kind::ZSet)?;
+        wait.exists_as(Kind::List)?;
+        prio.exists_as(Kind::ZSet)?;
         Ok(Ready { wait, prio })
     }
 
@@ -256,7 +256,7 @@ impl Events {
     pub fn open(key: Key) -> Result<Events, Refusal> {
         let cap = config::get(&config::EVENTS_MAXLEN);
         if cap > 0 {
-            key.expect(Kind::Stream)?;
+            key.exists_as(Kind::Stream)?;
         }
         Ok(Events { key, cap })
     }
@@ -339,7 +339,7 @@ impl Retire {
         let mut rows = Vec::with_capacity(ids.len());
         for m in &ids {
             let row = x.open_undeclared(Role::Job, m.bytes(), Access::Write)?;
-            row.expect(Kind::Hash)?;
+            row.exists_as(Kind::Hash)?;
             rows.push(row);
         }
         Ok(Retire { ids, rows })
@@ -376,7 +376,7 @@ pub fn finish(x: &Exec, row: &Key, set: &Key, id: &Str, state: State, keep: Keep
 /// The call's own job row (declared key 0): it must exist.
 pub fn existing_row(x: &Exec) -> Result<Key, Refusal> {
     let row = x.open(0, true);
-    if row.expect(Kind::Hash)? {
+    if row.exists_as(Kind::Hash)? {
         Ok(row)
     } else {
         Err(no_job(x.id))
@@ -386,7 +386,7 @@ pub fn existing_row(x: &Exec) -> Result<Key, Refusal> {
 /// Declared key `i`, opened for writing, which must be a zset or absent.
 pub fn zset(x: &Exec, i: usize) -> Result<Key, Refusal> {
     let k = x.open(i, true);
-    k.expect(Kind::ZSet)?;
+    k.exists_as(Kind::ZSet)?;
     Ok(k)
 }
 

@@ -122,7 +122,7 @@ impl Key {
     }
 
     /// Ok(true) when the key holds `want`, Ok(false) when it is absent, WRONGTYPE otherwise.
-    pub fn expect(&self, want: Kind) -> Result<bool, Refusal> {
+    pub fn exists_as(&self, want: Kind) -> Result<bool, Refusal> {
         match self.kind() {
             Kind::Empty => Ok(false),
             k if k == want => Ok(true),

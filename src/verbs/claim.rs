@@ -59,7 +59,7 @@ fn pause(x: &mut Exec, on: bool) -> Result<Reply, Refusal> {
     let meta_name = x.key_name(4);
     x.caller()?.key(meta_name, Access::Write)?;
     let meta = x.open(4, true);
-    meta.expect(Kind::Hash)?;
+    meta.exists_as(Kind::Hash)?;
     let events = Events::open(x.open(5, true))?;
     let paused = meta.hget(&PAUSED).is_some();
     if paused == on {
@@ -85,7 +85,7 @@ struct Found {
 
 fn found(x: &mut Exec, id: Str) -> Result<Found, Refusal> {
     let row = x.open_undeclared(Role::Job, id.bytes(), Access::Update)?;
-    let orphan = !row.expect(Kind::Hash)?;
+    let orphan = !row.exists_as(Kind::Hash)?;
     let priority = if orphan { 0 } else { Row(&row).priority() };
     Ok(Found { id, row, orphan, priority })
 }
@@ -107,7 +107,7 @@ fn take(x: &mut Exec, token: &[u8], lease: i64, count: usize) -> Result<Reply, R
     let active = zset(x, 2)?;
     let delayed = zset(x, 3)?;
     let meta = x.open(4, false);
-    meta.expect(Kind::Hash)?;
+    meta.exists_as(Kind::Hash)?;
     let events = Events::open(x.open(5, true))?;
     let now = x.now();
 

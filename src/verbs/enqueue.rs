@@ -38,7 +38,7 @@ impl Verb for Enqueue {
         crate::domain::job_id(x.id)?;
         let job = NewJob::check(a.name, a.data, &a.o)?;
         let row = x.open(0, true);
-        if row.expect(Kind::Hash)? {
+        if row.exists_as(Kind::Hash)? {
             return Ok(Reply::Int(0));
         }
         let ready = Ready::open(x.open(1, true), x.open(2, true))?;

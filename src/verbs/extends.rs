@@ -43,7 +43,7 @@ impl Verb for Extends {
         let mut rows = Vec::with_capacity(a.pairs.len());
         for (id, _) in &a.pairs {
             let row = x.open_undeclared(Role::Job, id, Access::Read)?;
-            row.expect(crate::host::Kind::Hash)?;
+            row.exists_as(crate::host::Kind::Hash)?;
             rows.push((x.string(id)?, row));
         }
         let deadline = domain::deadline(x.now(), ms);

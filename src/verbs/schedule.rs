@@ -36,7 +36,7 @@ impl Verb for Schedule {
         let now = x.now();
         let due = domain::due(a.when, now)?;
         let row = x.open(0, true);
-        if row.expect(Kind::Hash)? {
+        if row.exists_as(Kind::Hash)? {
             return Ok(Reply::Int(0));
         }
         let delayed = zset(x, 1)?;

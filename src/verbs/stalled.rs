@@ -49,7 +49,7 @@ impl Verb for Stalled {
         let mut failing = 0u64;
         for (id, _) in expired {
             let row = x.open_undeclared(Role::Job, id.bytes(), Access::Update)?;
-            let exists = row.expect(Kind::Hash)?;
+            let exists = row.exists_as(Kind::Hash)?;
             let stalls = if exists { Row(&row).int(&field::STALLS, 0).saturating_add(1) } else { 0 };
             let fails = exists && stalls > max_stalls;
             failing += u64::from(fails && keep != Keep::None);
