@@ -1,0 +1,652 @@
+//! trafikey's benchmark (issue 5): one Valkey started here, three contenders on the same
+//! workloads — trafikey's `EMQ.*` verbs, the same transitions as Lua scripts run with
+//! EVALSHA (tests/bench/lua/), and BullMQ (tests/bench/bullmq/, through Node) — plus the
+//! floor (the lifecycle's writes as plain pipelined commands) and a plain SET as the
+//! per-request reference. Prints the figures side by side, writes target/bench/results.md
+//! and, on a full run, README.md between `<!-- bench:start -->` and `<!-- bench:end -->`.
+//!
+//! Run it with `scripts/bench` (builds the module, finds the server, installs BullMQ), or
+//! `scripts/bench --short` for the quick check that every contender and workload works.
+//!
+//! Options: --short, --n N, --mem M, --no-bullmq, --no-readme, --phase-limit SECONDS,
+//! --quiet-wait SECONDS (how long each phase may wait for other processes on the machine to
+//! go below 0.15 cores before it starts; 60 by default, 0 in the short mode), --only LIST
+//! (some of trafikey,lua,bullmq,floor,set). A run with --only never touches README.md.
+//! Environment: TRAFIKEY_MODULE (the .so), VALKEY_SERVER, BENCH_BULLMQ_DIR (BullMQ installed
+//! with bench.mjs), BENCH_BULLMQ_WHY (the note when BullMQ is skipped), BENCH_SCRATCH (where
+//! the server's data dir goes).
+
+#[path = "../common/resp.rs"]
+#[allow(dead_code)]
+mod resp;
+
+mod bullmq;
+mod load;
+mod queue;
+mod report;
+mod server;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+
+use load::Measured;
+use queue::{Engine, Shape};
+use report::{Report, Row, Status, Who};
+use resp::{Conn, Reply};
+use server::Server;
+
+const CONNS: usize = 50;
+const DEPTH: usize = 32;
+
+struct Opts {
+    short: bool,
+    n: u64,
+    mem: u64,
+    bullmq: bool,
+    readme: bool,
+    phase_limit: Duration,
+    /// How long each phase may wait for other processes to quieten down.
+    quiet_wait: Duration,
+    /// The contenders to run (all when empty).
+    only: Vec<Who>,
+}
+
+impl Opts {
+    fn wants(&self, w: Who) -> bool {
+        (self.only.is_empty() || self.only.contains(&w)) && (w != Who::BullMq || self.bullmq)
+    }
+}
+
+fn parse_args() -> Result<Opts, String> {
+    let mut o = Opts { short: false, n: 100_000, mem: 100_000, bullmq: true, readme: true, phase_limit: Duration::from_secs(300), quiet_wait: Duration::from_secs(60), only: vec![] };
+    let mut n = None;
+    let mut mem = None;
+    let mut limit = None;
+    let mut quiet = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = |what: &str| -> Result<u64, String> { args.next().and_then(|v| v.parse().ok()).ok_or(format!("{what} needs a number")) };
+        match a.as_str() {
+            "--short" => o.short = true,
+            "--n" => n = Some(value("--n")?),
+            "--mem" => mem = Some(value("--mem")?),
+            "--phase-limit" => limit = Some(value("--phase-limit")?),
+            "--no-bullmq" => o.bullmq = false,
+            "--no-readme" => o.readme = false,
+            "--quiet-wait" => quiet = Some(value("--quiet-wait")?),
+            "--only" => {
+                for w in args.next().ok_or("--only needs a list")?.split(',') {
+                    o.only.push(match w {
+                        "trafikey" => Who::Trafikey,
+                        "lua" => Who::Lua,
+                        "bullmq" => Who::BullMq,
+                        "floor" => Who::Floor,
+                        "set" => Who::Set,
+                        other => return Err(format!("--only: unknown contender {other} (trafikey, lua, bullmq, floor, set)")),
+                    });
+                }
+            }
+            // cargo bench passes --bench to harness = false targets.
+            "--bench" => {}
+            "-h" | "--help" => {
+                println!("usage: scripts/bench [--short] [--n N] [--mem M] [--no-bullmq] [--no-readme] [--phase-limit SECONDS] [--quiet-wait SECONDS] [--only trafikey,lua,bullmq,floor,set]");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    if !o.only.is_empty() {
+        o.readme = false;
+    }
+    if o.short {
+        o.n = 2_000;
+        o.mem = 2_000;
+        o.phase_limit = Duration::from_secs(20);
+        o.readme = false;
+        o.quiet_wait = Duration::ZERO;
+    }
+    o.n = n.unwrap_or(o.n).max(CONNS as u64);
+    o.mem = mem.unwrap_or(o.mem).max(1);
+    if let Some(l) = limit {
+        o.phase_limit = Duration::from_secs(l.max(1));
+    }
+    if let Some(q) = quiet {
+        o.quiet_wait = Duration::from_secs(q);
+    }
+    load::QUIET_WAIT_MS.store(o.quiet_wait.as_millis() as u64, std::sync::atomic::Ordering::Relaxed);
+    Ok(o)
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn server_bin() -> Result<PathBuf, String> {
+    if let Ok(p) = std::env::var("VALKEY_SERVER") {
+        return Ok(PathBuf::from(p));
+    }
+    let out = Command::new(root().join("scripts/valkey-server-path")).output().map_err(|e| format!("scripts/valkey-server-path: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("cannot find valkey-server: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}
+
+fn module_path() -> PathBuf {
+    std::env::var("TRAFIKEY_MODULE").map_or_else(|_| root().join("target/release/libtrafikey.so"), PathBuf::from)
+}
+
+fn say(s: &str) {
+    eprintln!("bench: {s}");
+}
+
+/// Empty the keyspace and install the wire identity again.
+fn fresh(c: &mut Conn) -> Result<(), String> {
+    if let Some(e) = c.call(&[b"FLUSHALL", b"SYNC"]).err() {
+        return Err(format!("FLUSHALL: {e}"));
+    }
+    match c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]) {
+        Reply::Int(_) => Ok(()),
+        other => Err(format!("EMQ.INSTALL: {other:?}")),
+    }
+}
+
+fn capabilities(c: &mut Conn) -> (Vec<String>, String) {
+    let r = c.call(&[b"EMQ.VERSION"]);
+    let pairs: Vec<(Reply, Reply)> = match r {
+        Reply::Map(m) => m,
+        Reply::Array(a) => a.chunks(2).filter(|p| p.len() == 2).map(|p| (p[0].clone(), p[1].clone())).collect(),
+        _ => vec![],
+    };
+    let mut caps = vec![];
+    let mut version = String::from("?");
+    for (k, v) in pairs {
+        match (k.str().as_str(), &v) {
+            ("capabilities", Reply::Array(a)) => caps = a.iter().map(Reply::str).collect(),
+            ("module_version", Reply::Bulk(_) | Reply::Simple(_)) => version = v.str(),
+            _ => {}
+        }
+    }
+    (caps, version)
+}
+
+/// Top-level command time (µs) of `names` in a phase's commandstats (None: all but the
+/// tool's own INFO/CONFIG).
+fn inside(m: &[(String, u64, u64)], names: Option<&[&str]>) -> f64 {
+    m.iter()
+        .filter(|(n, _, _)| match names {
+            Some(ns) => ns.contains(&n.as_str()),
+            None => !matches!(n.as_str(), "info" | "config|resetstat" | "config|get" | "config|set" | "config"),
+        })
+        .map(|(_, _, us)| *us as f64)
+        .sum()
+}
+
+fn row<T>(who: Who, workload: &'static str, mode: &'static str, r: Result<Measured<T>, String>, names: Option<&[&str]>) -> Row {
+    match r {
+        Ok(mut m) => {
+            m.lat.sort_unstable();
+            Row {
+                who,
+                workload,
+                mode,
+                jobs: m.jobs,
+                secs: m.secs,
+                cpu_us: m.cpu_us,
+                inside_us: Some(inside(&m.inside, names)),
+                p50_us: load::percentile(&m.lat, 50.0),
+                p99_us: load::percentile(&m.lat, 99.0),
+                foreign: Some(m.foreign),
+                status: Status::Ok,
+            }
+        }
+        Err(e) => failed(who, workload, mode, e),
+    }
+}
+
+fn failed(who: Who, workload: &'static str, mode: &'static str, e: String) -> Row {
+    say(&format!("{} {workload} {mode} FAILED: {e}", who.label()));
+    Row { who, workload, mode, jobs: 0, secs: 0.0, cpu_us: 0.0, inside_us: None, p50_us: 0, p99_us: 0, foreign: None, status: Status::Failed(e) }
+}
+
+fn skipped(who: Who, workload: &'static str, mode: &'static str, why: &str) -> Row {
+    Row { who, workload, mode, jobs: 0, secs: 0.0, cpu_us: 0.0, inside_us: None, p50_us: 0, p99_us: 0, foreign: None, status: Status::Skipped(why.to_string()) }
+}
+
+/// A measured phase, then its check of the queue's sets; the row says if either failed.
+fn measured<T>(
+    srv: &Server,
+    who: Who,
+    names: &[&str],
+    workload: &'static str,
+    mode: &'static str,
+    waiting_after: u64,
+    run: impl FnOnce() -> Result<Measured<T>, String>,
+) -> Row {
+    say(&format!("{} {workload} {mode}", who.label()));
+    let r = run().and_then(|m| {
+        if m.jobs == 0 {
+            return Err("no jobs done".into());
+        }
+        queue::check_sets(srv, waiting_after).map(|()| m)
+    });
+    let r = row(who, workload, mode, r, Some(names));
+    if r.ok() {
+        say(&format!("  {:.0} jobs/s, {:.2} µs server CPU per job", r.rate(), r.cpu_per_job()));
+    }
+    r
+}
+
+/// One EchoMQ contender (trafikey or the twin) in a run.
+struct Contender<'a> {
+    who: Who,
+    engine: &'a Engine,
+    /// Whether its CLAIM and COMPLETE exist (the twin's always do).
+    verbs: bool,
+}
+
+const NO_VERBS: &str = "EMQ.CLAIM/EMQ.COMPLETE are not in this build";
+
+/// Round 1: enqueue, one call at a time and pipelined.
+fn round_enqueue(srv: &Server, c: &mut Conn, x: &Contender, o: &Opts, rows: &mut Vec<Row>) -> Result<(), String> {
+    let (names, e, n) = (x.engine.commands(), x.engine, o.n);
+    fresh(c)?;
+    rows.push(measured(srv, x.who, names, "enqueue", "c50", n, || queue::enqueue(srv, e, n, shape(o, 1))));
+    fresh(c)?;
+    rows.push(measured(srv, x.who, names, "enqueue", "p32", n, || queue::enqueue(srv, e, n, shape(o, DEPTH))));
+    Ok(())
+}
+
+fn shape(o: &Opts, depth: usize) -> Shape {
+    Shape { conns: CONNS, depth, limit: o.phase_limit }
+}
+
+/// An empty keyspace with `n` waiting jobs (not measured).
+fn prefill(srv: &Server, c: &mut Conn, e: &Engine, o: &Opts) -> Result<(), String> {
+    fresh(c)?;
+    queue::enqueue(srv, e, o.n, shape(o, DEPTH)).map(|_| ())
+}
+
+/// Round 2: claim+complete of N waiting jobs.
+fn round_claim(srv: &Server, c: &mut Conn, x: &Contender, o: &Opts, rows: &mut Vec<Row>) -> Result<(), String> {
+    let (names, e, n) = (x.engine.commands(), x.engine, o.n);
+    for (mode, depth) in [("c50", 1), ("p32", DEPTH)] {
+        if !x.verbs {
+            rows.push(skipped(x.who, "claim+complete", mode, NO_VERBS));
+            continue;
+        }
+        prefill(srv, c, e, o)?;
+        rows.push(measured(srv, x.who, names, "claim+complete", mode, 0, || queue::claim_complete(srv, e, n, shape(o, depth))));
+    }
+    Ok(())
+}
+
+/// Round 3: the full lifecycle.
+fn round_lifecycle(srv: &Server, c: &mut Conn, x: &Contender, o: &Opts, rows: &mut Vec<Row>) -> Result<(), String> {
+    let (names, e, n) = (x.engine.commands(), x.engine, o.n);
+    for (mode, depth) in [("c50", 1), ("p32", DEPTH)] {
+        if !x.verbs {
+            rows.push(skipped(x.who, "lifecycle", mode, NO_VERBS));
+            continue;
+        }
+        fresh(c)?;
+        rows.push(measured(srv, x.who, names, "lifecycle", mode, 0, || queue::lifecycle(srv, e, n, shape(o, depth))));
+    }
+    Ok(())
+}
+
+/// Round 4: CLAIM alone, then COMPLETE alone, one call at a time: each verb's server CPU
+/// per call, to set beside a plain SET's.
+fn round_per_call(srv: &Server, c: &mut Conn, x: &Contender, o: &Opts, rows: &mut Vec<Row>) -> Result<(), String> {
+    let (names, e, n) = (x.engine.commands(), x.engine, o.n);
+    if !x.verbs {
+        rows.push(skipped(x.who, "CLAIM alone", "c50", NO_VERBS));
+        rows.push(skipped(x.who, "COMPLETE alone", "c50", NO_VERBS));
+        return Ok(());
+    }
+    prefill(srv, c, e, o)?;
+    say(&format!("{} CLAIM alone c50", x.who.label()));
+    match queue::claim_only(srv, e, n, shape(o, 1)) {
+        Ok(mut m) => {
+            let held = std::mem::take(&mut m.out);
+            let claim_row = row(x.who, "CLAIM alone", "c50", Ok::<_, String>(m), Some(names));
+            if claim_row.ok() {
+                say(&format!("  {:.0} jobs/s, {:.2} µs server CPU per job", claim_row.rate(), claim_row.cpu_per_job()));
+            }
+            rows.push(claim_row);
+            rows.push(measured(srv, x.who, names, "COMPLETE alone", "c50", 0, || queue::complete_only(srv, e, &held, shape(o, 1))));
+        }
+        Err(err) => {
+            rows.push(failed(x.who, "CLAIM alone", "c50", err));
+            rows.push(skipped(x.who, "COMPLETE alone", "c50", "CLAIM alone failed"));
+        }
+    }
+    Ok(())
+}
+
+/// Round 5: the pipelined lifecycle with events off (trafikey.events-maxlen 0; the twin is
+/// reloaded so that it mirrors it).
+fn round_events_off(srv: &Server, c: &mut Conn, x: &Contender, o: &Opts, rows: &mut Vec<Row>) -> Result<(), String> {
+    let (names, n) = (x.engine.commands(), o.n);
+    if !x.verbs {
+        rows.push(skipped(x.who, "lifecycle, events off", "p32", NO_VERBS));
+        return Ok(());
+    }
+    let cap = queue::config_get(c, "trafikey.events-maxlen")?;
+    queue::config_set(c, "trafikey.events-maxlen", "0")?;
+    let quiet = match x.engine {
+        Engine::Native => Ok(Engine::Native),
+        Engine::Lua { .. } => Engine::load_lua(c),
+    };
+    let r = quiet.and_then(|q| {
+        fresh(c)?;
+        Ok(measured(srv, x.who, names, "lifecycle, events off", "p32", 0, || queue::lifecycle(srv, &q, n, shape(o, DEPTH))))
+    });
+    queue::config_set(c, "trafikey.events-maxlen", &cap)?;
+    rows.push(r.unwrap_or_else(|err| failed(x.who, "lifecycle, events off", "p32", err)));
+    Ok(())
+}
+
+/// Round 6: memory per waiting job.
+fn round_memory(srv: &Server, c: &mut Conn, x: &Contender, o: &Opts, memory: &mut Vec<(Who, Result<f64, String>)>) -> Result<(), String> {
+    fresh(c)?;
+    if o.quiet_wait > Duration::ZERO {
+        load::wait_quiet(srv.pid(), load::QUIET_CORES, o.quiet_wait);
+    }
+    say(&format!("{} memory per waiting job", x.who.label()));
+    let mem = queue::memory_per_job(srv, x.engine, o.mem, o.phase_limit);
+    if let Ok(b) = &mem {
+        say(&format!("  {b:.0} bytes per waiting job"));
+    }
+    memory.push((x.who, mem));
+    Ok(())
+}
+
+/// BullMQ's part of a round: `bench.mjs --only <part>` on the same server.
+struct Bull {
+    dir: PathBuf,
+    ready: bool,
+    ran: bool,
+}
+
+impl Bull {
+    fn round(&mut self, srv: &Server, c: &mut Conn, o: &Opts, part: &str, rows: &mut Vec<Row>, memory: &mut Vec<(Who, Result<f64, String>)>) -> Result<(), String> {
+        if !self.ready {
+            return Ok(());
+        }
+        c.call(&[b"FLUSHALL", b"SYNC"]);
+        if o.quiet_wait > Duration::ZERO {
+            load::wait_quiet(srv.pid(), load::QUIET_CORES, o.quiet_wait);
+        }
+        say(&format!("BullMQ {part} (node bench.mjs)"));
+        let p = bullmq::Params { port: srv.port, n: o.n, mem: o.mem, conns: CONNS, batch: DEPTH, phase_limit: o.phase_limit, server_pid: srv.pid(), only: part.to_string() };
+        match bullmq::run(&self.dir, &p) {
+            Ok(out) => {
+                self.ran = true;
+                for f in out.figures {
+                    let workload = match f.workload.as_str() {
+                        "enqueue" => "enqueue",
+                        "claim+complete" => "claim+complete",
+                        _ => "lifecycle",
+                    };
+                    let mode = if f.mode == "best" { "p32" } else { "c50" };
+                    say(&format!("  BullMQ {workload} {}: {:.0} jobs/s, {:.2} µs server CPU per job", f.mode, f.jobs as f64 / f.secs, f.cpu_us / f.jobs as f64));
+                    rows.push(Row {
+                        who: Who::BullMq,
+                        workload,
+                        mode,
+                        jobs: f.jobs,
+                        secs: f.secs,
+                        cpu_us: f.cpu_us,
+                        inside_us: None,
+                        p50_us: f.p50_us,
+                        p99_us: f.p99_us,
+                        foreign: Some(out.foreign),
+                        status: Status::Ok,
+                    });
+                }
+                for e in &out.errors {
+                    rows.push(failed(Who::BullMq, "bench.mjs", "", e.clone()));
+                }
+                if part == "memory" {
+                    memory.push((Who::BullMq, out.memory.ok_or_else(|| "not measured".to_string())));
+                }
+            }
+            Err(e) => rows.push(failed(Who::BullMq, "bench.mjs", "", e)),
+        }
+        fresh(c)
+    }
+}
+
+fn sh(cmd: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(cmd).args(args).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn machine(c: &mut Conn, module_version: &str, bull_dir: &Path, bull_ran: bool) -> Vec<(String, String)> {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo.lines().find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim().to_string())).unwrap_or_else(|| "?".into());
+    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let memtotal = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| m.lines().find_map(|l| l.strip_prefix("MemTotal:").map(|v| v.trim().to_string())))
+        .unwrap_or_else(|| "?".into());
+    let valkey = server::info(c, "server", "valkey_version").or_else(|| server::info(c, "server", "redis_version")).unwrap_or_else(|| "?".into());
+    let alloc = server::info(c, "memory", "mem_allocator").unwrap_or_else(|| "?".into());
+    let io_threads = queue::config_get(c, "io-threads").unwrap_or_else(|_| "?".into());
+    let commit = sh("git", &["-C", &root().display().to_string(), "describe", "--always", "--dirty"]).unwrap_or_else(|| "?".into());
+    let mut m = vec![
+        ("CPU".to_string(), format!("{model}, nproc {nproc} — shared by the server, the 50 client connections and (for BullMQ) Node")),
+        ("memory".to_string(), memtotal),
+        ("Valkey".to_string(), format!("{valkey} (allocator {alloc}, io-threads {io_threads}), 127.0.0.1, `--save ''`")),
+        ("trafikey".to_string(), format!("{module_version}, release build, at {commit}")),
+        ("date".to_string(), sh("date", &["-u", "+%Y-%m-%d %H:%M UTC"]).unwrap_or_else(|| "?".into())),
+    ];
+    if bull_ran {
+        let ver = std::fs::read_to_string(bull_dir.join("node_modules/bullmq/package.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v.get("version").and_then(|x| x.as_str()).map(String::from))
+            .unwrap_or_else(|| "?".into());
+        m.push(("BullMQ".to_string(), format!("{ver} on Node {}", sh("node", &["--version"]).unwrap_or_else(|| "?".into()))));
+    }
+    m
+}
+
+fn run(o: &Opts) -> Result<bool, String> {
+    let bin = server_bin()?;
+    let module = module_path();
+    if !module.is_file() {
+        return Err(format!("no module at {} (cargo build --release --lib)", module.display()));
+    }
+    let scratch = std::env::var("BENCH_SCRATCH").map_or_else(|_| root().join("target/bench"), PathBuf::from);
+    std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+    let bull_dir = std::env::var("BENCH_BULLMQ_DIR").map_or_else(|_| scratch.join("bullmq"), PathBuf::from);
+
+    let srv = Server::start(&bin, &module, &scratch)?;
+    say(&format!("valkey-server pid {} on 127.0.0.1:{}, N = {}, {} connections", srv.pid(), srv.port, o.n, CONNS));
+    let mut c = srv.conn()?;
+    fresh(&mut c)?;
+    let (caps, module_version) = capabilities(&mut c);
+    let verbs = ["enqueue", "claim", "complete.flat"].iter().all(|t| caps.iter().any(|c| c == t));
+    if !caps.iter().any(|c| c == "enqueue") {
+        return Err(format!("EMQ.ENQUEUE is not in this build (capabilities {caps:?})"));
+    }
+    let mut notes = Vec::new();
+    if !verbs {
+        let s = "EMQ.CLAIM / EMQ.COMPLETE are not in this build of the module: trafikey's claim and lifecycle workloads are skipped (the Lua twin, BullMQ and the floor still run).";
+        say(s);
+        notes.push(s.to_string());
+    }
+    let lua = Engine::load_lua(&mut c)?;
+    let native = Engine::Native;
+    let mut contenders = Vec::new();
+    if o.wants(Who::Trafikey) {
+        contenders.push(Contender { who: Who::Trafikey, engine: &native, verbs });
+    }
+    if o.wants(Who::Lua) {
+        contenders.push(Contender { who: Who::Lua, engine: &lua, verbs: true });
+    }
+
+    // Warm-up (not measured): scripts cached, allocator and dict sizes settled.
+    fresh(&mut c)?;
+    for x in &contenders {
+        if x.verbs {
+            queue::lifecycle(&srv, x.engine, o.n.min(5_000), shape(o, DEPTH)).map_err(|e| format!("warm-up: {e}"))?;
+        } else {
+            queue::enqueue(&srv, x.engine, o.n.min(5_000), shape(o, DEPTH)).map_err(|e| format!("warm-up: {e}"))?;
+        }
+        fresh(&mut c)?;
+    }
+
+    let mut bull = Bull { dir: bull_dir.clone(), ready: false, ran: false };
+    let mut memory = Vec::new();
+    if !o.wants(Who::BullMq) {
+        notes.push(std::env::var("BENCH_BULLMQ_WHY").unwrap_or_else(|_| "BullMQ was not run.".into()));
+        memory.push((Who::BullMq, Err("skipped".into())));
+    } else if !bullmq::installed(&bull_dir) {
+        let s = format!("BullMQ is not installed in {} (scripts/bench installs it; no network?): skipped.", bull_dir.display());
+        say(&s);
+        notes.push(s);
+        memory.push((Who::BullMq, Err("skipped: not installed".into())));
+    } else {
+        bull.ready = true;
+    }
+
+    // Workload by workload, every contender back to back, so that a change in the machine's
+    // load during the run falls on all of them alike.
+    let keep: u64 = queue::config_get(&mut c, "trafikey.keep-completed")?.parse().unwrap_or(1000);
+    let cap: u64 = queue::config_get(&mut c, "trafikey.events-maxlen")?.parse().unwrap_or(10_000);
+    let mut rows = Vec::new();
+    for x in &contenders {
+        round_enqueue(&srv, &mut c, x, o, &mut rows)?;
+    }
+    bull.round(&srv, &mut c, o, "enqueue", &mut rows, &mut memory)?;
+    for x in &contenders {
+        round_claim(&srv, &mut c, x, o, &mut rows)?;
+    }
+    bull.round(&srv, &mut c, o, "claim", &mut rows, &mut memory)?;
+    for x in &contenders {
+        round_lifecycle(&srv, &mut c, x, o, &mut rows)?;
+    }
+    if o.wants(Who::Floor) {
+        fresh(&mut c)?;
+        say("floor lifecycle p32");
+        let f = queue::floor(&srv, o.n, keep, cap, shape(o, DEPTH));
+        let f = row(Who::Floor, "lifecycle", "p32", f, None);
+        if f.ok() {
+            say(&format!("  {:.0} jobs/s, {:.2} µs server CPU per job", f.rate(), f.cpu_per_job()));
+        }
+        rows.push(f);
+    }
+    bull.round(&srv, &mut c, o, "lifecycle", &mut rows, &mut memory)?;
+    for x in &contenders {
+        round_per_call(&srv, &mut c, x, o, &mut rows)?;
+    }
+    if o.wants(Who::Set) {
+        fresh(&mut c)?;
+        say("plain SET c50");
+        let s = row(Who::Set, "plain SET", "c50", queue::plain_set(&srv, o.n, shape(o, 1)), Some(&["set"]));
+        if s.ok() {
+            say(&format!("  {:.0} calls/s, {:.2} µs server CPU per call", s.rate(), s.cpu_per_job()));
+        }
+        rows.push(s);
+    }
+    for x in &contenders {
+        round_events_off(&srv, &mut c, x, o, &mut rows)?;
+    }
+    for x in &contenders {
+        round_memory(&srv, &mut c, x, o, &mut memory)?;
+    }
+    bull.round(&srv, &mut c, o, "memory", &mut rows, &mut memory)?;
+    let bull_ran = bull.ran;
+
+    notes.push(format!(
+        "The Lua twin (tests/bench/lua/) makes the module's checks and writes with EVALSHA, the clock from `redis.call('TIME')`; it skips type checks and ACL checks on undeclared keys, which only makes it cheaper. Events on, `trafikey.keep-completed` {keep} (the twin mirrors it); BullMQ at its defaults (it keeps every completed job)."
+    ));
+    notes.push("In BullMQ's best-mode lifecycle the `addBulk` producers run ahead of the one worker, so its latency includes the backlog; trafikey's and the twin's pipelined lifecycle claims what each connection enqueued, so its queue stays short.".into());
+    notes.push("The floor sends, per job, the writes the module replicates for ENQUEUE, CLAIM and COMPLETE (HSET, LPUSH, XADD MAXLEN ~ ×3, RPOP, ZADD ×2, ZREM, HSET ×2, and the default retention's batched ZREM + DEL) as plain commands, pipelined 32 jobs per write on 50 connections: no reads, no checks, no fence.".into());
+
+    let busy: Vec<String> = rows
+        .iter()
+        .filter(|r| r.foreign.is_some_and(|f| f > load::QUIET_CORES))
+        .map(|r| format!("{} {} {} ({:.2})", r.who.label(), r.workload, r.mode, r.foreign.unwrap_or(0.0)))
+        .collect();
+    if !busy.is_empty() {
+        notes.push(format!("Other processes used more than {} cores of the machine during: {}. Those figures are less reliable; run again on a quiet machine.", load::QUIET_CORES, busy.join(", ")));
+    }
+    let report = Report { rows, memory, machine: machine(&mut c, &module_version, &bull_dir, bull_ran), notes, n: o.n, mem_jobs: o.mem, conns: CONNS, depth: DEPTH };
+    drop(c);
+    drop(srv);
+
+    let md = report.markdown();
+    println!("{md}");
+    let failures = report.failures();
+    let out = scratch.join(if o.short { "results-short.md" } else { "results.md" });
+    let title = if o.short { "# trafikey benchmark — short mode (checks the tool, not speed)\n\n" } else { "# trafikey benchmark\n\n" };
+    std::fs::write(&out, format!("{title}{md}")).map_err(|e| format!("{}: {e}", out.display()))?;
+    say(&format!("results written to {}", out.display()));
+    if o.readme && failures.is_empty() {
+        let path = root().join("README.md");
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            match report::splice_readme(&text, &md) {
+                Some(new) => {
+                    std::fs::write(&path, new).map_err(|e| format!("README.md: {e}"))?;
+                    say("README.md updated between its bench markers");
+                }
+                None => say("README.md has no <!-- bench:start --> / <!-- bench:end --> markers: not touched"),
+            }
+        }
+    }
+    for f in &failures {
+        say(&format!("FAILED: {f}"));
+    }
+    Ok(failures.is_empty())
+}
+
+/// The tool's own pure parts, checked on every run before anything is measured.
+fn selfcheck() -> Result<(), String> {
+    for n in [0u64, 1, 61, 62, 123_456_789, u64::MAX] {
+        if queue::jnum(&queue::jid(n)) != Some(n) {
+            return Err(format!("selfcheck: job id of {n} does not round-trip"));
+        }
+    }
+    if &queue::jid(u64::MAX)[3..] != b"LygHa16AHYF" {
+        return Err("selfcheck: jid(u64::MAX)".into());
+    }
+    let r = "a\n<!-- bench:start -->\nold\n<!-- bench:end -->\nb\n";
+    let ok = report::splice_readme(r, "new").as_deref() == Some("a\n<!-- bench:start -->\nnew\n<!-- bench:end -->\nb\n")
+        && report::splice_readme("no markers", "x").is_none()
+        && report::splice_readme("<!-- bench:end --> <!-- bench:start -->", "x").is_none();
+    if !ok {
+        return Err("selfcheck: README splicing".into());
+    }
+    let shares: u64 = (0..7).map(|i| load::share(100, 7, i)).map(|r| r.end - r.start).sum();
+    if shares != 100 || load::share(100, 7, 6).end != 100 || load::percentile(&[1, 2, 3, 4], 50.0) != 2 {
+        return Err("selfcheck: shares or percentiles".into());
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    if let Err(e) = selfcheck() {
+        eprintln!("bench: {e}");
+        return ExitCode::FAILURE;
+    }
+    let o = match parse_args() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("bench: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&o) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

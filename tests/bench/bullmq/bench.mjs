@@ -1,0 +1,307 @@
+// BullMQ as a contender in trafikey's benchmark (tests/bench/main.rs runs this file).
+//
+// Runs the benchmark's workloads with BullMQ's own API against the server the Rust tool
+// started, and prints one JSON object per line on stdout, each with its own timings and the
+// server's CPU taken from `INFO cpu` around the measured part:
+//   {"workload":"enqueue","mode":"c50","jobs":N,"seconds":s,"cpu_us":u,"p50_us":a,"p99_us":b}
+//   {"workload":"memory","jobs":M,"bytes":d}
+//   {"error":"..."}
+// Everything else (progress, warnings) goes to stderr.
+//
+// Usage: node bench.mjs --port P [--n N] [--mem M] [--conns 50] [--batch 32]
+//                      [--deadline-s 120] [--only enqueue,claim,lifecycle,memory]
+//
+// Modes: "c50" is 50 connections, each waiting for its reply before the next call (50 Queue
+// objects calling add, 50 Workers of concurrency 1); "best" is BullMQ's fastest documented
+// way: addBulk in batches of --batch from 50 Queue objects, and one Worker at concurrency 50.
+// Between workloads the server is flushed; the caller re-installs what it needs afterwards.
+
+import { Queue, Worker } from 'bullmq';
+import IORedis from 'ioredis';
+import { performance } from 'node:perf_hooks';
+
+function parseArgs(argv) {
+  const o = { port: 0, n: 10000, mem: 100000, conns: 50, batch: 32, deadlineS: 120, only: null };
+  for (let i = 0; i < argv.length; i++) {
+    const k = argv[i];
+    const v = argv[i + 1];
+    switch (k) {
+      case '--port': o.port = Number(v); i++; break;
+      case '--n': o.n = Number(v); i++; break;
+      case '--mem': o.mem = Number(v); i++; break;
+      case '--conns': o.conns = Number(v); i++; break;
+      case '--batch': o.batch = Number(v); i++; break;
+      case '--deadline-s': o.deadlineS = Number(v); i++; break;
+      case '--only': o.only = new Set(v.split(',')); i++; break;
+      default: throw new Error(`unknown argument ${k}`);
+    }
+  }
+  if (!o.port) throw new Error('--port is required');
+  return o;
+}
+
+const opts = parseArgs(process.argv.slice(2));
+const connection = { host: '127.0.0.1', port: opts.port };
+const ctl = new IORedis({ host: '127.0.0.1', port: opts.port, maxRetriesPerRequest: 3 });
+const wanted = (w) => !opts.only || opts.only.has(w);
+const log = (...a) => process.stderr.write(`bullmq: ${a.join(' ')}\n`);
+const emit = (o) => process.stdout.write(JSON.stringify(o) + '\n');
+
+function infoField(text, field) {
+  const m = text.match(new RegExp(`^${field}:([0-9.]+)`, 'm'));
+  if (!m) throw new Error(`no ${field} in INFO`);
+  return Number(m[1]);
+}
+
+async function serverCpuUs() {
+  const t = await ctl.info('cpu');
+  return Math.round((infoField(t, 'used_cpu_sys') + infoField(t, 'used_cpu_user')) * 1e6);
+}
+
+async function usedMemory() {
+  return infoField(await ctl.info('memory'), 'used_memory');
+}
+
+function percentile(sorted, p) {
+  if (sorted.length === 0) return 0;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[i];
+}
+
+function summary(latenciesMs) {
+  const a = Float64Array.from(latenciesMs).sort();
+  return { p50_us: Math.round(percentile(a, 50) * 1000), p99_us: Math.round(percentile(a, 99) * 1000) };
+}
+
+function withDeadline(promise, what) {
+  let timer;
+  const t = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: deadline of ${opts.deadlineS}s passed`)), opts.deadlineS * 1000);
+  });
+  return Promise.race([promise, t]).finally(() => clearTimeout(timer));
+}
+
+async function fresh() {
+  await ctl.flushall('SYNC');
+}
+
+// Split n jobs over k producers as evenly as possible.
+function shares(n, k) {
+  return Array.from({ length: k }, (_, i) => Math.floor(n / k) + (i < n % k ? 1 : 0));
+}
+
+const QNAME = 'bench';
+const JOB_NAME = 'bench';
+const DATA = {};
+
+async function openQueues(k) {
+  const qs = Array.from({ length: k }, () => new Queue(QNAME, { connection }));
+  await Promise.all(qs.map((q) => q.waitUntilReady()));
+  return qs;
+}
+
+async function closeAll(xs) {
+  await Promise.all(xs.map((x) => x.close()));
+}
+
+// Producers: `k` Queue objects, each adding its share one call at a time (bulk = 0) or in
+// addBulk batches. `started` records, per job id, when its add call was sent.
+async function produce(qs, n, bulk, started, lat) {
+  const per = shares(n, qs.length);
+  await Promise.all(
+    qs.map(async (q, i) => {
+      let left = per[i];
+      while (left > 0) {
+        const t0 = performance.now();
+        if (bulk > 0) {
+          const m = Math.min(bulk, left);
+          const jobs = await q.addBulk(Array.from({ length: m }, () => ({ name: JOB_NAME, data: DATA })));
+          const t1 = performance.now();
+          lat.push(t1 - t0);
+          if (started) for (const j of jobs) started.set(j.id, t0);
+          left -= m;
+        } else {
+          const job = await q.add(JOB_NAME, DATA);
+          const t1 = performance.now();
+          lat.push(t1 - t0);
+          if (started) started.set(job.id, t0);
+          left -= 1;
+        }
+      }
+    }),
+  );
+}
+
+// Prefill n waiting jobs (not measured).
+async function prefill(n) {
+  const [q] = await openQueues(1);
+  let left = n;
+  while (left > 0) {
+    const m = Math.min(1000, left);
+    await q.addBulk(Array.from({ length: m }, () => ({ name: JOB_NAME, data: DATA })));
+    left -= m;
+  }
+  await q.close();
+}
+
+// Workers that are connected but not yet running: `count` Workers of `concurrency` each,
+// a no-op processor. Resolves `done` when n jobs have completed.
+async function openWorkers(count, concurrency, n, onStart, onDone) {
+  let completed = 0;
+  let resolveDone;
+  let rejectDone;
+  const done = new Promise((res, rej) => {
+    resolveDone = res;
+    rejectDone = rej;
+  });
+  const workers = Array.from(
+    { length: count },
+    () =>
+      new Worker(
+        QNAME,
+        async (job) => {
+          onStart(job.id);
+        },
+        { connection, concurrency, autorun: false },
+      ),
+  );
+  for (const w of workers) {
+    w.on('completed', (job) => {
+      onDone(job.id);
+      completed += 1;
+      if (completed === n) resolveDone(performance.now());
+    });
+    w.on('failed', (job, err) => rejectDone(new Error(`job ${job && job.id} failed: ${err && err.message}`)));
+    w.on('error', (err) => log(`worker error: ${err && err.message}`));
+  }
+  await Promise.all(workers.map((w) => w.waitUntilReady()));
+  return { workers, done };
+}
+
+async function enqueue(mode) {
+  await fresh();
+  const bulk = mode === 'best' ? opts.batch : 0;
+  const qs = await openQueues(opts.conns);
+  const lat = [];
+  const cpu0 = await serverCpuUs();
+  const t0 = performance.now();
+  await withDeadline(produce(qs, opts.n, bulk, null, lat), `enqueue ${mode}`);
+  const t1 = performance.now();
+  const cpu1 = await serverCpuUs();
+  await closeAll(qs);
+  return { workload: 'enqueue', mode, jobs: opts.n, seconds: (t1 - t0) / 1000, cpu_us: cpu1 - cpu0, latency: 'add call', ...summary(lat) };
+}
+
+async function claimComplete(mode) {
+  await fresh();
+  await prefill(opts.n);
+  const started = new Map();
+  const lat = [];
+  const [count, conc] = mode === 'best' ? [1, opts.conns] : [opts.conns, 1];
+  const { workers, done } = await openWorkers(
+    count,
+    conc,
+    opts.n,
+    (id) => started.set(id, performance.now()),
+    (id) => {
+      const s = started.get(id);
+      if (s !== undefined) lat.push(performance.now() - s);
+    },
+  );
+  const cpu0 = await serverCpuUs();
+  const t0 = performance.now();
+  for (const w of workers) w.run().catch((e) => log(`worker run: ${e.message}`));
+  const t1 = await withDeadline(done, `claim+complete ${mode}`);
+  const cpu1 = await serverCpuUs();
+  await closeAll(workers);
+  return {
+    workload: 'claim+complete',
+    mode,
+    jobs: opts.n,
+    seconds: (t1 - t0) / 1000,
+    cpu_us: cpu1 - cpu0,
+    latency: 'processor start to completed event',
+    ...summary(lat),
+  };
+}
+
+async function lifecycle(mode) {
+  await fresh();
+  const bulk = mode === 'best' ? opts.batch : 0;
+  const [count, conc] = mode === 'best' ? [1, opts.conns] : [opts.conns, 1];
+  const added = new Map();
+  const finished = new Map();
+  const { workers, done } = await openWorkers(
+    count,
+    conc,
+    opts.n,
+    () => {},
+    (id) => finished.set(id, performance.now()),
+  );
+  const qs = await openQueues(opts.conns);
+  const addLat = [];
+  const cpu0 = await serverCpuUs();
+  const t0 = performance.now();
+  for (const w of workers) w.run().catch((e) => log(`worker run: ${e.message}`));
+  await withDeadline(produce(qs, opts.n, bulk, added, addLat), `lifecycle ${mode} producers`);
+  const t1 = await withDeadline(done, `lifecycle ${mode}`);
+  const cpu1 = await serverCpuUs();
+  await closeAll(workers);
+  await closeAll(qs);
+  const lat = [];
+  for (const [id, s] of added) {
+    const f = finished.get(id);
+    if (f !== undefined) lat.push(f - s);
+  }
+  return {
+    workload: 'lifecycle',
+    mode,
+    jobs: opts.n,
+    seconds: (t1 - t0) / 1000,
+    cpu_us: cpu1 - cpu0,
+    latency: 'add sent to completed event',
+    ...summary(lat),
+  };
+}
+
+async function memory() {
+  await fresh();
+  const [q] = await openQueues(1);
+  const m0 = await usedMemory();
+  let left = opts.mem;
+  while (left > 0) {
+    const m = Math.min(1000, left);
+    await q.addBulk(Array.from({ length: m }, () => ({ name: JOB_NAME, data: DATA })));
+    left -= m;
+  }
+  const m1 = await usedMemory();
+  await q.close();
+  return { workload: 'memory', jobs: opts.mem, bytes: m1 - m0 };
+}
+
+async function main() {
+  const steps = [];
+  if (wanted('enqueue')) steps.push(() => enqueue('c50'), () => enqueue('best'));
+  if (wanted('claim')) steps.push(() => claimComplete('c50'), () => claimComplete('best'));
+  if (wanted('lifecycle')) steps.push(() => lifecycle('c50'), () => lifecycle('best'));
+  if (wanted('memory')) steps.push(() => memory());
+  let failed = false;
+  for (const step of steps) {
+    try {
+      const r = await step();
+      log(`${r.workload} ${r.mode || ''} done`);
+      emit(r);
+    } catch (e) {
+      failed = true;
+      emit({ error: String((e && e.message) || e) });
+    }
+  }
+  await fresh();
+  await ctl.quit();
+  process.exit(failed ? 1 : 0);
+}
+
+main().catch((e) => {
+  emit({ error: String((e && e.stack) || e) });
+  process.exit(1);
+});

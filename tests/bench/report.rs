@@ -1,0 +1,303 @@
+//! The figures of one run, as Markdown: printed, written to target/bench/results.md and
+//! (full runs) into README.md between its bench markers.
+
+use std::fmt::Write as _;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Who {
+    Trafikey,
+    Lua,
+    BullMq,
+    Floor,
+    Set,
+}
+
+impl Who {
+    pub fn label(self) -> &'static str {
+        match self {
+            Who::Trafikey => "trafikey",
+            Who::Lua => "Lua twin",
+            Who::BullMq => "BullMQ",
+            Who::Floor => "floor",
+            Who::Set => "SET",
+        }
+    }
+}
+
+pub enum Status {
+    Ok,
+    Skipped(String),
+    Failed(String),
+}
+
+pub struct Row {
+    pub who: Who,
+    pub workload: &'static str,
+    pub mode: &'static str,
+    pub jobs: u64,
+    pub secs: f64,
+    pub cpu_us: f64,
+    /// µs spent inside the contender's top-level commands (INFO commandstats), when known.
+    pub inside_us: Option<f64>,
+    pub p50_us: u32,
+    pub p99_us: u32,
+    /// Cores other processes on the machine used meanwhile.
+    pub foreign: Option<f64>,
+    pub status: Status,
+}
+
+impl Row {
+    pub fn ok(&self) -> bool {
+        matches!(self.status, Status::Ok)
+    }
+    pub fn rate(&self) -> f64 {
+        self.jobs as f64 / self.secs
+    }
+    pub fn cpu_per_job(&self) -> f64 {
+        self.cpu_us / self.jobs as f64
+    }
+}
+
+pub struct Report {
+    pub rows: Vec<Row>,
+    /// Bytes per waiting job, per contender.
+    pub memory: Vec<(Who, Result<f64, String>)>,
+    pub machine: Vec<(String, String)>,
+    pub notes: Vec<String>,
+    pub n: u64,
+    pub mem_jobs: u64,
+    pub conns: usize,
+    pub depth: usize,
+}
+
+/// Workloads in table order: (workload, mode).
+pub const ORDER: [(&str, &str); 10] = [
+    ("enqueue", "c50"),
+    ("enqueue", "p32"),
+    ("claim+complete", "c50"),
+    ("claim+complete", "p32"),
+    ("lifecycle", "c50"),
+    ("lifecycle", "p32"),
+    ("lifecycle, events off", "p32"),
+    ("CLAIM alone", "c50"),
+    ("COMPLETE alone", "c50"),
+    ("plain SET", "c50"),
+];
+
+fn num(v: f64) -> String {
+    if !v.is_finite() {
+        "–".into()
+    } else if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn rate(v: f64) -> String {
+    if !v.is_finite() {
+        "–".into()
+    } else {
+        let r = v.round() as u64;
+        let s = r.to_string();
+        let mut out = String::new();
+        for (i, ch) in s.chars().enumerate() {
+            if i > 0 && (s.len() - i).is_multiple_of(3) {
+                out.push(' ');
+            }
+            out.push(ch);
+        }
+        out
+    }
+}
+
+fn ms(us: u32) -> String {
+    let v = f64::from(us) / 1000.0;
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+impl Report {
+    pub fn get(&self, who: Who, workload: &str, mode: &str) -> Option<&Row> {
+        self.rows.iter().find(|r| r.who == who && r.workload == workload && r.mode == mode && r.ok())
+    }
+
+    fn mem(&self, who: Who) -> Option<f64> {
+        self.memory.iter().find(|(w, _)| *w == who).and_then(|(_, r)| r.as_ref().ok().copied())
+    }
+
+    pub fn failures(&self) -> Vec<String> {
+        let mut f: Vec<String> = self
+            .rows
+            .iter()
+            .filter_map(|r| match &r.status {
+                Status::Failed(e) => Some(format!("{} {} {}: {e}", r.who.label(), r.workload, r.mode)),
+                _ => None,
+            })
+            .collect();
+        for (w, r) in &self.memory {
+            if let Err(e) = r {
+                if !e.starts_with("skipped") {
+                    f.push(format!("{} memory: {e}", w.label()));
+                }
+            }
+        }
+        f
+    }
+
+    pub fn markdown(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "### Machine\n");
+        for (k, v) in &self.machine {
+            let _ = writeln!(s, "- {k}: {v}");
+        }
+        let _ = writeln!(
+            s,
+            "\nN = {} jobs per workload, {} connections; `c50` = each connection waits for each reply (BullMQ: 50 `Queue`s calling `add`, 50 `Worker`s of concurrency 1); `p32` = pipelined {} deep with `CLAIM … COUNT {}` (BullMQ's best mode instead: `addBulk` of {} from 50 `Queue`s, one `Worker` at concurrency 50). Server CPU is `used_cpu_user + used_cpu_sys` of the server process (`INFO cpu`) over the measured part, divided by the jobs. Client and server share the machine's cores, so jobs/s depends on the client as well; server CPU per job does not.\n",
+            self.n, self.conns, self.depth, self.depth, self.depth
+        );
+
+        // Side by side.
+        let _ = writeln!(s, "### Side by side\n");
+        let _ = writeln!(s, "| workload | mode | trafikey jobs/s | Lua twin jobs/s | BullMQ jobs/s | trafikey CPU µs/job | Lua twin CPU µs/job | BullMQ CPU µs/job | Lua ÷ trafikey | BullMQ ÷ trafikey |");
+        let _ = writeln!(s, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|");
+        for (w, m) in ORDER.iter().filter(|(w, _)| !w.starts_with("plain")) {
+            let t = self.get(Who::Trafikey, w, m);
+            let l = self.get(Who::Lua, w, m);
+            let b = self.get(Who::BullMq, w, m);
+            if t.is_none() && l.is_none() && b.is_none() {
+                continue;
+            }
+            let r = |x: Option<&Row>| x.map_or("–".to_string(), |x| rate(x.rate()));
+            let c = |x: Option<&Row>| x.map_or("–".to_string(), |x| num(x.cpu_per_job()));
+            let ratio = |x: Option<&Row>| match (x, t) {
+                (Some(x), Some(t)) => format!("{:.2}×", x.cpu_per_job() / t.cpu_per_job()),
+                _ => "–".into(),
+            };
+            let mode = if *m == "p32" && b.is_some() { "p32 (BullMQ: best)" } else { m };
+            let _ = writeln!(s, "| {w} | {mode} | {} | {} | {} | {} | {} | {} | {} | {} |", r(t), r(l), r(b), c(t), c(l), c(b), ratio(l), ratio(b));
+        }
+        if let Some(f) = self.rows.iter().find(|r| r.who == Who::Floor && r.ok()) {
+            let t = self.get(Who::Trafikey, "lifecycle", "p32");
+            let _ = writeln!(
+                s,
+                "| floor: the lifecycle's writes as plain commands | p32 | {} | | | {} | | | trafikey ÷ floor: {} | |",
+                rate(f.rate()),
+                num(f.cpu_per_job()),
+                t.map_or("–".into(), |t| format!("{:.2}×", t.cpu_per_job() / f.cpu_per_job()))
+            );
+        }
+        if let Some(x) = self.get(Who::Set, "plain SET", "c50") {
+            let _ = writeln!(s, "| plain SET (per request) | c50 | {} | | | {} | | | | |", rate(x.rate()), num(x.cpu_per_job()));
+        }
+
+        // Memory.
+        let _ = writeln!(s, "\n### Memory per waiting job\n");
+        let _ = writeln!(s, "`used_memory` growth over {} small jobs enqueued into an empty queue, events at their default (the capped events stream is part of it).\n", self.mem_jobs);
+        let _ = writeln!(s, "| contender | bytes per waiting job |");
+        let _ = writeln!(s, "|---|--:|");
+        for (w, r) in &self.memory {
+            let v = match r {
+                Ok(b) => format!("{b:.0}"),
+                Err(e) => e.clone(),
+            };
+            let _ = writeln!(s, "| {} | {v} |", w.label());
+        }
+
+        // Targets.
+        let _ = writeln!(s, "\n### Targets (issue 5)\n");
+        let _ = writeln!(s, "| target | figure | goal | verdict |");
+        let _ = writeln!(s, "|---|--:|--:|---|");
+        let set = self.get(Who::Set, "plain SET", "c50").map(Row::cpu_per_job);
+        let mut target = |name: &str, fig: Option<f64>, goal: &str, met: Option<bool>, unit: &str| {
+            let f = fig.map_or("–".into(), |v| format!("{}{unit}", num(v)));
+            let v = match met {
+                Some(true) => "met",
+                Some(false) => "**not met**",
+                None => "not measured",
+            };
+            let _ = writeln!(s, "| {name} | {f} | {goal} | {v} |");
+        };
+        let per_call = |w: &str| -> Option<f64> { Some(self.get(Who::Trafikey, w, "c50")?.cpu_per_job() / set?) };
+        for (name, w) in [("ENQUEUE server CPU per call ÷ SET's, c50", "enqueue"), ("CLAIM server CPU per call ÷ SET's, c50", "CLAIM alone"), ("COMPLETE server CPU per call ÷ SET's, c50", "COMPLETE alone")] {
+            let r = per_call(w);
+            target(name, r, "≤ 1.5×", r.map(|r| r <= 1.5), "×");
+        }
+        let life = self.get(Who::Trafikey, "lifecycle", "p32").map(Row::cpu_per_job);
+        let bull = self.get(Who::BullMq, "lifecycle", "p32").map(Row::cpu_per_job);
+        let r = life.zip(bull).map(|(a, b)| a / b);
+        target("lifecycle p32 server CPU per job ÷ BullMQ best mode's", r, "≤ 0.2×", r.map(|r| r <= 0.2), "×");
+        let floor = self.rows.iter().find(|r| r.who == Who::Floor && r.ok()).map(Row::cpu_per_job);
+        let r = life.zip(floor).map(|(a, b)| a / b);
+        target("lifecycle p32 server CPU per job ÷ the floor's", r, "≤ 1×", r.map(|r| r <= 1.0), "×");
+        let m = self.mem(Who::Trafikey).zip(self.mem(Who::BullMq));
+        target("memory per waiting job, trafikey − BullMQ", m.map(|(a, b)| a - b), "< 0 bytes", m.map(|(a, b)| a < b), " B");
+        let e = self.get(Who::Trafikey, "enqueue", "p32").map(Row::rate);
+        target("enqueues/s, pipelined", e, "≥ 200 000", e.map(|v| v >= 200_000.0), "");
+        let l = self.get(Who::Trafikey, "lifecycle, events off", "p32").map(Row::rate);
+        target("lifecycle jobs/s, pipelined, events off", l, "≥ 100 000", l.map(|v| v >= 100_000.0), "");
+
+        // Detail.
+        let _ = writeln!(s, "\n### Every figure\n");
+        let _ = writeln!(s, "Latency is per job: enqueue = its call's round trip (pipelined: its batch's); claim+complete = CLAIM sent → COMPLETE answered (BullMQ: processor start → `completed` event; its fetch rides on the previous job's finish); lifecycle = ENQUEUE sent → COMPLETE answered (BullMQ: `add` sent → `completed` event). \"Wall µs in command\" is the time inside the contender's own top-level commands (`INFO commandstats`: EMQ.*, EVALSHA, SET, the floor's commands); the rest of the server CPU is the per-request work around them (reading, parsing, replying, the event loop). It is wall time, not CPU: when the clients preempt the server inside a command that counts too, so on a busy machine it can exceed the server CPU. \"Other load\" is the CPU other processes on the machine used meanwhile (from /proc), in cores; a phase with much of it is less reliable.\n");
+        let _ = writeln!(s, "| contender | workload | mode | jobs | s | jobs/s | server CPU µs/job | wall µs in command/job | p50 ms | p99 ms | other load (cores) |");
+        let _ = writeln!(s, "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|");
+        for r in &self.rows {
+            match &r.status {
+                Status::Ok => {
+                    let _ = writeln!(
+                        s,
+                        "| {} | {} | {} | {} | {:.2} | {} | {} | {} | {} | {} | {} |",
+                        r.who.label(),
+                        r.workload,
+                        r.mode,
+                        r.jobs,
+                        r.secs,
+                        rate(r.rate()),
+                        num(r.cpu_per_job()),
+                        r.inside_us.map_or("–".into(), |v| num(v / r.jobs as f64)),
+                        ms(r.p50_us),
+                        ms(r.p99_us),
+                        r.foreign.map_or("–".into(), |f| format!("{f:.2}"))
+                    );
+                }
+                Status::Skipped(why) => {
+                    let _ = writeln!(s, "| {} | {} | {} | skipped: {why} | | | | | | | |", r.who.label(), r.workload, r.mode);
+                }
+                Status::Failed(e) => {
+                    let _ = writeln!(s, "| {} | {} | {} | **failed**: {} | | | | | | | |", r.who.label(), r.workload, r.mode, e.replace('|', "/"));
+                }
+            }
+        }
+        if !self.notes.is_empty() {
+            let _ = writeln!(s, "\n### Notes\n");
+            for n in &self.notes {
+                let _ = writeln!(s, "- {n}");
+            }
+        }
+        s
+    }
+}
+
+/// Replace what lies between the bench markers of `readme`, if both are there, in order.
+pub fn splice_readme(readme: &str, body: &str) -> Option<String> {
+    const START: &str = "<!-- bench:start -->";
+    const END: &str = "<!-- bench:end -->";
+    let a = readme.find(START)?;
+    let after = a + START.len();
+    let b = after + readme[after..].find(END)?;
+    let mut out = String::with_capacity(readme.len() + body.len());
+    out.push_str(&readme[..after]);
+    out.push('\n');
+    out.push_str(body.trim_end());
+    out.push('\n');
+    out.push_str(&readme[b..]);
+    Some(out)
+}
