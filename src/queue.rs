@@ -156,17 +156,20 @@ impl<'a> NewJob<'a> {
         })
     }
 
-    /// Write the row: its state and the immutable fields.
-    pub fn create(&self, x: &Exec, row: &Key, state: State, now: i64) -> Result<(), Refusal> {
-        let name = x.string(self.name)?;
-        let data = x.string(self.data)?;
+    /// Write the row: its state and the immutable fields. `name_at` is the position of the
+    /// name among the call's arguments (data follows it): their strings go in uncopied.
+    pub fn create(&self, x: &Exec, row: &Key, state: State, now: i64, name_at: usize) -> Result<(), Refusal> {
+        let (name, data) = (x.arg_str(name_at), x.arg_str(name_at + 1));
+        if name.is_null() || data.is_null() {
+            return Err(errors::host_reply());
+        }
         let created = x.int(now)?;
         let prio = (self.priority != 0).then(|| x.int(self.priority)).transpose()?;
         let attempts = (self.attempts != 1).then(|| x.int(self.attempts)).transpose()?;
         let backoff = self.backoff.map(|b| x.string(domain::backoff_encode(b).as_bytes())).transpose()?;
         let opts = self.opts.map(|o| x.string(o)).transpose()?;
         let mut pairs: Vec<(&Lit, *mut RedisModuleString)> =
-            vec![(&field::STATE, state.lit().get()), (&field::NAME, name.ptr()), (&field::DATA, data.ptr()), (&field::CREATED, created.ptr())];
+            vec![(&field::STATE, state.lit().get()), (&field::NAME, name), (&field::DATA, data), (&field::CREATED, created.ptr())];
         pairs.extend(prio.as_ref().map(|v| (&field::PRIORITY, v.ptr())));
         pairs.extend(attempts.as_ref().map(|v| (&field::ATTEMPTS, v.ptr())));
         pairs.extend(backoff.as_ref().map(|v| (&field::BACKOFF, v.ptr())));
@@ -212,13 +215,14 @@ pub struct Events {
 }
 
 /// One transition's event, as WIRE6 §8's table lists them.
-pub enum Event<'a> {
-    Added { name: &'a [u8], prio: i64 },
+pub enum Event {
+    /// `name` is the call's own argument string: no copy.
+    Added { name: *mut RedisModuleString, prio: i64 },
     Delayed { due: i64 },
     Waiting { prev: State },
     Active { attempt: i64 },
     Completed { attempt: i64 },
-    Failed { error: &'a [u8], attempt: i64 },
+    Failed { error: *mut RedisModuleString, attempt: i64 },
     Stalled { stalls: i64 },
     Paused,
     Resumed,
@@ -244,11 +248,12 @@ mod word {
     pub static ATTEMPT: Lit = Lit::new(c"attempt");
     pub static ERROR: Lit = Lit::new(c"error");
     pub static STALLS: Lit = Lit::new(c"stalls");
+    pub static ZERO: Lit = Lit::new(c"0");
 }
 
-enum Val<'a> {
+enum Val {
     Lit(&'static Lit),
-    Bytes(&'a [u8]),
+    Str(*mut RedisModuleString),
     Int(i64),
 }
 
@@ -262,17 +267,17 @@ impl Events {
     }
 
     /// Append `e` for job `id` (no id for queue-wide events), then trim to the cap.
-    pub fn emit(&self, x: &Exec, id: Option<*mut RedisModuleString>, e: Event<'_>) -> Result<(), Refusal> {
+    pub fn emit(&self, x: &Exec, id: Option<*mut RedisModuleString>, e: Event) -> Result<(), Refusal> {
         if self.cap <= 0 {
             return Ok(());
         }
         let (name, facts): (&Lit, [Option<(&Lit, Val)>; 2]) = match e {
-            Event::Added { name, prio } => (&word::ADDED, [Some((&word::NAME, Val::Bytes(name))), Some((&word::PRIO, Val::Int(prio)))]),
+            Event::Added { name, prio } => (&word::ADDED, [Some((&word::NAME, Val::Str(name))), Some((&word::PRIO, Val::Int(prio)))]),
             Event::Delayed { due } => (&word::DELAYED, [Some((&word::DUE, Val::Int(due))), None]),
             Event::Waiting { prev } => (&word::WAITING, [Some((&word::PREV, Val::Lit(prev.lit()))), None]),
             Event::Active { attempt } => (&word::ACTIVE, [Some((&word::ATTEMPT, Val::Int(attempt))), None]),
             Event::Completed { attempt } => (&word::COMPLETED, [Some((&word::ATTEMPT, Val::Int(attempt))), None]),
-            Event::Failed { error, attempt } => (&word::FAILED, [Some((&word::ERROR, Val::Bytes(error))), Some((&word::ATTEMPT, Val::Int(attempt)))]),
+            Event::Failed { error, attempt } => (&word::FAILED, [Some((&word::ERROR, Val::Str(error))), Some((&word::ATTEMPT, Val::Int(attempt)))]),
             Event::Stalled { stalls } => (&word::STALLED, [Some((&word::STALLS, Val::Int(stalls))), None]),
             Event::Paused => (&word::PAUSED, [None, None]),
             Event::Resumed => (&word::RESUMED, [None, None]),
@@ -297,7 +302,8 @@ impl Events {
             push(k.get());
             let p = match v {
                 Val::Lit(l) => l.get(),
-                Val::Bytes(b) => slot.insert(x.string(b)?).ptr(),
+                Val::Str(p) => p,
+                Val::Int(0) => word::ZERO.get(),
                 Val::Int(i) => slot.insert(x.int(i)?).ptr(),
             };
             push(p);

@@ -402,7 +402,12 @@ impl Key {
         if rc != raw::REDISMODULE_OK as c_int {
             return Err(crate::errors::host_reply());
         }
-        let id = s(self.ctx, format!("{}-{}", id.ms, id.seq).as_bytes())?;
+        // `ms-seq`, formatted on the stack (40 bytes hold two u64s and the dash).
+        let mut buf = [0u8; 48];
+        let mut cur = std::io::Cursor::new(&mut buf[..]);
+        let _ = std::io::Write::write_fmt(&mut cur, format_args!("{}-{}", id.ms, id.seq));
+        let n = usize::try_from(cur.position()).unwrap_or(0);
+        let id = s(self.ctx, buf.get(..n).unwrap_or(&[]))?;
         let mut effect = Vec::with_capacity(2 + fields.len());
         effect.push(self.name());
         effect.push(id.ptr());

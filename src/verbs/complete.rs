@@ -57,8 +57,8 @@ impl Verb for Complete {
         let retire = Retire::plan(x, &completed, u64::from(keep != Keep::None), now, keep, age)?;
 
         active.zrem(id.ptr());
-        let (result, made_s) = (x.string(a.result)?, x.int(made)?);
-        queue::finish(x, &row, &completed, &id, State::Completed, keep, &[(&field::RESULT, result.ptr()), (&field::MADE, made_s.ptr())])?;
+        let made_s = x.int(made)?;
+        queue::finish(x, &row, &completed, &id, State::Completed, keep, &[(&field::RESULT, x.arg_str(1)), (&field::MADE, made_s.ptr())])?;
         events.emit(x, Some(id.ptr()), Event::Completed { attempt: made })?;
         retire.apply(&completed);
         Ok(Reply::Int(1))

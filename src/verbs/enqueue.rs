@@ -46,9 +46,9 @@ impl Verb for Enqueue {
         let now = x.now();
         let id = x.string(x.id)?;
         let state = if job.priority == 0 { State::Wait } else { State::Prio };
-        job.create(x, &row, state, now)?;
+        job.create(x, &row, state, now, 0)?;
         ready.put(id.ptr(), job.priority, a.o.lifo)?;
-        events.emit(x, Some(id.ptr()), Event::Added { name: job.name, prio: job.priority })?;
+        events.emit(x, Some(id.ptr()), Event::Added { name: x.arg_str(0), prio: job.priority })?;
         Ok(Reply::Int(1))
     }
 }

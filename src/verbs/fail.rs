@@ -61,16 +61,16 @@ impl Verb for Fail {
         };
 
         active.zrem(id.ptr());
-        let (error, made_s) = (x.string(a.error)?, x.int(made)?);
+        let (error, made_s) = (x.arg_str(1), x.int(made)?);
         let reply = match next {
             AfterFail::Fail => {
-                queue::finish(x, &row, &failed, &id, State::Failed, keep, &[(&field::ERROR, error.ptr()), (&field::MADE, made_s.ptr())])?;
-                events.emit(x, Some(id.ptr()), Event::Failed { error: a.error, attempt: made })?;
+                queue::finish(x, &row, &failed, &id, State::Failed, keep, &[(&field::ERROR, error), (&field::MADE, made_s.ptr())])?;
+                events.emit(x, Some(id.ptr()), Event::Failed { error, attempt: made })?;
                 c"failed"
             }
             AfterFail::Retry => {
                 let state = ready.put(id.ptr(), r.priority(), false)?;
-                row.hset(&[(&field::STATE, state.lit().get()), (&field::ERROR, error.ptr()), (&field::MADE, made_s.ptr())])?;
+                row.hset(&[(&field::STATE, state.lit().get()), (&field::ERROR, error), (&field::MADE, made_s.ptr())])?;
                 row.hdel(&[&field::TOKEN])?;
                 events.emit(x, Some(id.ptr()), Event::Waiting { prev: State::Active })?;
                 c"retry"
@@ -78,7 +78,7 @@ impl Verb for Fail {
             AfterFail::Delay(d) => {
                 let due = now.saturating_add(d).min(domain::TIME_MAX);
                 delayed.zadd(due, id.ptr())?;
-                row.hset(&[(&field::STATE, State::Delayed.lit().get()), (&field::ERROR, error.ptr()), (&field::MADE, made_s.ptr())])?;
+                row.hset(&[(&field::STATE, State::Delayed.lit().get()), (&field::ERROR, error), (&field::MADE, made_s.ptr())])?;
                 row.hdel(&[&field::TOKEN])?;
                 events.emit(x, Some(id.ptr()), Event::Delayed { due })?;
                 c"delayed"

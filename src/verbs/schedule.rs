@@ -42,7 +42,7 @@ impl Verb for Schedule {
         let delayed = zset(x, 1)?;
         let events = Events::open(x.open(2, true))?;
         let id = x.string(x.id)?;
-        job.create(x, &row, State::Delayed, now)?;
+        job.create(x, &row, State::Delayed, now, 1)?;
         delayed.zadd(due, id.ptr())?;
         events.emit(x, Some(id.ptr()), Event::Delayed { due })?;
         Ok(Reply::Int(1))

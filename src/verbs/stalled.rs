@@ -10,7 +10,7 @@
 use crate::config;
 use crate::domain::{self, args::Opt, Keep};
 use crate::errors::Refusal;
-use crate::host::{Access, Exec, Kind, Reply, Verb};
+use crate::host::{Access, Exec, Kind, Lit, Reply, Verb};
 use crate::keyspace::Role;
 use crate::metrics;
 use crate::queue::{self, field, zset, Events, Event, Ready, Retire, Row, State};
@@ -18,7 +18,7 @@ use crate::queue::{self, field, zset, Events, Event, Ready, Retire, Row, State};
 pub struct Stalled;
 
 /// The error a job that stalled too often fails with.
-const STALLED: &[u8] = b"stalled";
+static STALLED: Lit = Lit::new(c"stalled");
 
 pub struct Args {
     max_stalls: Option<i64>,
@@ -70,9 +70,9 @@ impl Verb for Stalled {
             let sc = x.int(*stalls)?;
             if *fails {
                 let made = r.int(&field::MADE, 0).saturating_add(1);
-                let (made_s, error) = (x.int(made)?, x.string(STALLED)?);
-                queue::finish(x, row, &failed, id, State::Failed, keep, &[(&field::STALLS, sc.ptr()), (&field::MADE, made_s.ptr()), (&field::ERROR, error.ptr())])?;
-                events.emit(x, Some(id.ptr()), Event::Failed { error: STALLED, attempt: made })?;
+                let made_s = x.int(made)?;
+                queue::finish(x, row, &failed, id, State::Failed, keep, &[(&field::STALLS, sc.ptr()), (&field::MADE, made_s.ptr()), (&field::ERROR, STALLED.get())])?;
+                events.emit(x, Some(id.ptr()), Event::Failed { error: STALLED.get(), attempt: made })?;
                 dead.push(Reply::bulk(id.bytes()));
             } else {
                 let state = ready.put(id.ptr(), r.priority(), true)?;
