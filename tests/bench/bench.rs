@@ -2,7 +2,8 @@
 //! workloads — trafikey's `EMQ.*` verbs, the same transitions as Lua scripts run with
 //! EVALSHA (tests/bench/lua/), and BullMQ (tests/bench/bullmq/, through Node) — plus the
 //! floor (the lifecycle's writes as plain pipelined commands) and a plain SET as the
-//! per-request reference. Prints the figures side by side, writes target/bench/results.md
+//! per-request reference; and the coherence drop, `TRA.DROP` beside EVALSHA of the seed's
+//! script (tests/fixtures/coherence_drop.lua, issue 4 item 8). Prints the figures side by side, writes target/bench/results.md
 //! and, on a full run, README.md between `<!-- bench:start -->` and `<!-- bench:end -->`.
 //!
 //! Run it with `scripts/bench` (builds the module, finds the server, installs BullMQ), or
@@ -21,6 +22,7 @@
 mod resp;
 
 mod bullmq;
+mod coherence;
 mod load;
 mod queue;
 mod report;
@@ -30,9 +32,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
+use coherence::Lane;
 use load::Measured;
 use queue::{Engine, Shape};
-use report::{Report, Row, Status, Who};
+use report::{Report, Row, Status, Who, DROP};
 use resp::{Conn, Reply};
 use server::Server;
 
@@ -206,7 +209,7 @@ fn row<T>(who: Who, workload: &'static str, mode: &'static str, r: Result<Measur
 }
 
 fn failed(who: Who, workload: &'static str, mode: &'static str, e: String) -> Row {
-    say(&format!("{} {workload} {mode} FAILED: {e}", who.label()));
+    say(&format!("{} {workload} {mode} FAILED: {e}", report::contender(who, workload)));
     Row { who, workload, mode, jobs: 0, secs: 0.0, cpu_us: 0.0, inside_us: None, p50_us: 0, p99_us: 0, foreign: None, status: Status::Failed(e) }
 }
 
@@ -346,6 +349,65 @@ fn round_events_off(srv: &Server, c: &mut Conn, x: &Contender, o: &Opts, rows: &
     queue::config_set(c, "trafikey.events-maxlen", &cap)?;
     rows.push(r.unwrap_or_else(|err| failed(x.who, "lifecycle, events off", "p32", err)));
     Ok(())
+}
+
+/// A coherence-drop lane of the run: its rows, or why it does not run.
+enum DropLane {
+    Ready(Lane),
+    Skipped(&'static str),
+    Failed(String),
+}
+
+const NO_DROP: &str = "TRA.DROP is not in this build";
+
+/// Round 7: the coherence drop (issue 4 item 8). Per mode, each lane on a fresh keyspace of
+/// its own N rows, hit once each; then every lane's rows checked and the lanes' dropped rows
+/// compared: a difference fails both.
+fn round_drop(srv: &Server, c: &mut Conn, lanes: &[(Who, DropLane)], o: &Opts, rows: &mut Vec<Row>) -> Result<(), String> {
+    for (mode, depth) in [("c50", 1), ("p32", DEPTH)] {
+        let mut seen: Vec<(usize, Vec<u64>)> = Vec::new();
+        for (who, lane) in lanes {
+            let lane = match lane {
+                DropLane::Ready(l) => l,
+                DropLane::Skipped(why) => {
+                    rows.push(skipped(*who, DROP, mode, why));
+                    continue;
+                }
+                DropLane::Failed(e) => {
+                    rows.push(failed(*who, DROP, mode, e.clone()));
+                    continue;
+                }
+            };
+            fresh(c)?;
+            if let Err(e) = coherence::populate(srv, lane, o.n, o.phase_limit) {
+                rows.push(failed(*who, DROP, mode, e));
+                continue;
+            }
+            say(&format!("{} {DROP} {mode}", report::contender(*who, DROP)));
+            let r = coherence::drops(srv, lane, o.n, shape(o, depth)).and_then(|mut m| {
+                let said = std::mem::take(&mut m.out);
+                coherence::verify(srv, lane, o.n, &said).map(|d| (m, d))
+            });
+            match r {
+                Ok((m, dropped)) => {
+                    let x = row(*who, DROP, mode, Ok::<_, String>(m), Some(lane.commands()));
+                    say(&format!("  {:.0} calls/s, {:.2} µs server CPU per call, {} of {} rows dropped", x.rate(), x.cpu_per_job(), dropped.len(), o.n));
+                    seen.push((rows.len(), dropped));
+                    rows.push(x);
+                }
+                Err(e) => rows.push(failed(*who, DROP, mode, e)),
+            }
+        }
+        if let [(a, da), (b, db)] = &seen[..] {
+            if da != db {
+                let e = format!("the lanes dropped different rows ({} and {})", da.len(), db.len());
+                say(&format!("{DROP} {mode} FAILED: {e}"));
+                rows[*a].status = Status::Failed(e.clone());
+                rows[*b].status = Status::Failed(e);
+            }
+        }
+    }
+    fresh(c)
 }
 
 /// Round 6: memory per waiting job.
@@ -553,6 +615,15 @@ fn run(o: &Opts) -> Result<bool, String> {
         }
         rows.push(s);
     }
+    let mut lanes = Vec::new();
+    if o.wants(Who::Trafikey) {
+        lanes.push((Who::Trafikey, if Lane::native_here(&mut c) { DropLane::Ready(Lane::Native) } else { DropLane::Skipped(NO_DROP) }));
+    }
+    if o.wants(Who::Lua) {
+        let script = root().join("tests/fixtures/coherence_drop.lua");
+        lanes.push((Who::Lua, Lane::load_script(&mut c, &script).map_or_else(DropLane::Failed, DropLane::Ready)));
+    }
+    round_drop(&srv, &mut c, &lanes, o, &mut rows)?;
     for x in &contenders {
         round_events_off(&srv, &mut c, x, o, &mut rows)?;
     }
@@ -566,12 +637,19 @@ fn run(o: &Opts) -> Result<bool, String> {
         "The Lua twin (tests/bench/lua/) makes the module's checks and writes with EVALSHA, the clock from `redis.call('TIME')`; it skips type checks and ACL checks on undeclared keys, which only makes it cheaper. Events on, `trafikey.keep-completed` {keep} (the twin mirrors it); BullMQ at its defaults (it keeps every completed job)."
     ));
     notes.push("In BullMQ's best-mode lifecycle the `addBulk` producers run ahead of the one worker, so its latency includes the backlog; trafikey's and the twin's pipelined lifecycle claims what each connection enqueued, so its queue stays short.".into());
+    if !lanes.is_empty() {
+        notes.push(format!(
+            "Coherence drop (issue 4 item 8): {} rows `cache:{{t}}:<i>` hold a frame (a 14-byte version `ECC` + 11 Base62 chars, then a {}-byte value) and are each hit once by `TRA.DROP 1 <row> <version>`; a separate set `cache:{{l}}:<i>` with the same frames is hit with the same versions by EVALSHA of the seed's `:coherence_drop` script (tests/fixtures/coherence_drop.lua, SCRIPT LOADed at run time). Half the versions are newer (dropped), a quarter equal and a quarter older (kept). Each lane runs on a fresh keyspace; afterwards every row is read back and both lanes must have dropped exactly the same rows. The side-by-side table shows them in the trafikey and Lua columns, so \"Lua ÷ trafikey\" there is EVALSHA ÷ TRA.DROP; a job is one call.",
+            o.n,
+            coherence::frame(0).len() - 14
+        ));
+    }
     notes.push("The floor sends, per job, the writes the module replicates for ENQUEUE, CLAIM and COMPLETE (HSET, LPUSH, XADD MAXLEN ~ ×3, RPOP, ZADD ×2, ZREM, HSET ×2, and the default retention's batched ZREM + DEL) as plain commands, pipelined 32 jobs per write on 50 connections: no reads, no checks, no fence.".into());
 
     let busy: Vec<String> = rows
         .iter()
         .filter(|r| r.foreign.is_some_and(|f| f > load::QUIET_CORES))
-        .map(|r| format!("{} {} {} ({:.2})", r.who.label(), r.workload, r.mode, r.foreign.unwrap_or(0.0)))
+        .map(|r| format!("{} {} {} ({:.2})", report::contender(r.who, r.workload), r.workload, r.mode, r.foreign.unwrap_or(0.0)))
         .collect();
     if !busy.is_empty() {
         notes.push(format!("Other processes used more than {} cores of the machine during: {}. Those figures are less reliable; run again on a quiet machine.", load::QUIET_CORES, busy.join(", ")));
@@ -621,6 +699,19 @@ fn selfcheck() -> Result<(), String> {
         && report::splice_readme("<!-- bench:end --> <!-- bench:start -->", "x").is_none();
     if !ok {
         return Err("selfcheck: README splicing".into());
+    }
+    // The coherence drop's rows: the expected verdict (on the bytes) is the snowflakes'
+    // order, and the mix is about half drops, with equal and older versions both kept.
+    let mut kinds = [0u32; 3];
+    for i in 0..10_000 {
+        let (stored, incoming) = coherence::snowflakes(i);
+        if coherence::expected_drop(i) != (incoming > stored) || coherence::frame(i)[..14] != coherence::version(stored) {
+            return Err(format!("selfcheck: coherence drop row {i}"));
+        }
+        kinds[usize::from(incoming >= stored) + usize::from(incoming > stored)] += 1;
+    }
+    if kinds.iter().any(|&k| k < 2_000) || !(4_500..=5_500).contains(&kinds[2]) {
+        return Err(format!("selfcheck: coherence drop mix [older, equal, newer] {kinds:?}"));
     }
     let shares: u64 = (0..7).map(|i| load::share(100, 7, i)).map(|r| r.end - r.start).sum();
     if shares != 100 || load::share(100, 7, 6).end != 100 || load::percentile(&[1, 2, 3, 4], 50.0) != 2 {

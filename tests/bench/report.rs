@@ -24,6 +24,19 @@ impl Who {
     }
 }
 
+/// The coherence drop's workload (issue 4 item 8): trafikey's row is `TRA.DROP`, the Lua
+/// row EVALSHA of the seed's own script.
+pub const DROP: &str = "coherence drop";
+
+/// Who a row's figures are from: the contender, or for the coherence drop what it ran.
+pub fn contender(who: Who, workload: &str) -> &'static str {
+    match (who, workload == DROP) {
+        (Who::Trafikey, true) => "trafikey `TRA.DROP`",
+        (Who::Lua, true) => "seed script (EVALSHA)",
+        _ => who.label(),
+    }
+}
+
 pub enum Status {
     Ok,
     Skipped(String),
@@ -71,7 +84,7 @@ pub struct Report {
 }
 
 /// Workloads in table order: (workload, mode).
-pub const ORDER: [(&str, &str); 10] = [
+pub const ORDER: [(&str, &str); 12] = [
     ("enqueue", "c50"),
     ("enqueue", "p32"),
     ("claim+complete", "c50"),
@@ -81,6 +94,8 @@ pub const ORDER: [(&str, &str); 10] = [
     ("lifecycle, events off", "p32"),
     ("CLAIM alone", "c50"),
     ("COMPLETE alone", "c50"),
+    (DROP, "c50"),
+    (DROP, "p32"),
     ("plain SET", "c50"),
 ];
 
@@ -138,7 +153,7 @@ impl Report {
             .rows
             .iter()
             .filter_map(|r| match &r.status {
-                Status::Failed(e) => Some(format!("{} {} {}: {e}", r.who.label(), r.workload, r.mode)),
+                Status::Failed(e) => Some(format!("{} {} {}: {e}", contender(r.who, r.workload), r.workload, r.mode)),
                 _ => None,
             })
             .collect();
@@ -160,7 +175,7 @@ impl Report {
         }
         let _ = writeln!(
             s,
-            "\nN = {} jobs per workload, {} connections; `c50` = each connection waits for each reply (BullMQ: 50 `Queue`s calling `add`, 50 `Worker`s of concurrency 1); `p32` = pipelined {} deep with `CLAIM … COUNT {}` (BullMQ's best mode instead: `addBulk` of {} from 50 `Queue`s, one `Worker` at concurrency 50). Server CPU is `used_cpu_user + used_cpu_sys` of the server process (`INFO cpu`) over the measured part, divided by the jobs. Client and server share the machine's cores, so jobs/s depends on the client as well; server CPU per job does not.\n",
+            "\nN = {} jobs per workload, {} connections; `c50` = each connection waits for each reply (BullMQ: 50 `Queue`s calling `add`, 50 `Worker`s of concurrency 1); `p32` = pipelined {} deep with `CLAIM … COUNT {}` (BullMQ's best mode instead: `addBulk` of {} from 50 `Queue`s, one `Worker` at concurrency 50). Server CPU is `used_cpu_user + used_cpu_sys` of the server process (`INFO cpu`) over the measured part, divided by the jobs (for the coherence drop, the calls). Client and server share the machine's cores, so jobs/s depends on the client as well; server CPU per job does not.\n",
             self.n, self.conns, self.depth, self.depth, self.depth
         );
 
@@ -182,6 +197,7 @@ impl Report {
                 _ => "–".into(),
             };
             let mode = if *m == "p32" && b.is_some() { "p32 (BullMQ: best)" } else { m };
+            let w = if *w == DROP { "coherence drop, per call (trafikey: `TRA.DROP`; Lua: EVALSHA of the seed's script)" } else { w };
             let _ = writeln!(s, "| {w} | {mode} | {} | {} | {} | {} | {} | {} | {} | {} |", r(t), r(l), r(b), c(t), c(l), c(b), ratio(l), ratio(b));
         }
         if let Some(f) = self.rows.iter().find(|r| r.who == Who::Floor && r.ok()) {
@@ -246,16 +262,20 @@ impl Report {
 
         // Detail.
         let _ = writeln!(s, "\n### Every figure\n");
-        let _ = writeln!(s, "Latency is per job: enqueue = its call's round trip (pipelined: its batch's); claim+complete = CLAIM sent → COMPLETE answered (BullMQ: processor start → `completed` event; its fetch rides on the previous job's finish); lifecycle = ENQUEUE sent → COMPLETE answered (BullMQ: `add` sent → `completed` event). \"Wall µs in command\" is the time inside the contender's own top-level commands (`INFO commandstats`: EMQ.*, EVALSHA, SET, the floor's commands); the rest of the server CPU is the per-request work around them (reading, parsing, replying, the event loop). It is wall time, not CPU: when the clients preempt the server inside a command that counts too, so on a busy machine it can exceed the server CPU. \"Other load\" is the CPU other processes on the machine used meanwhile (from /proc), in cores; a phase with much of it is less reliable.\n");
-        let _ = writeln!(s, "| contender | workload | mode | jobs | s | jobs/s | server CPU µs/job | wall µs in command/job | p50 ms | p99 ms | other load (cores) |");
-        let _ = writeln!(s, "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|");
+        let _ = writeln!(s, "Latency is per job: enqueue = its call's round trip (pipelined: its batch's); claim+complete = CLAIM sent → COMPLETE answered (BullMQ: processor start → `completed` event; its fetch rides on the previous job's finish); lifecycle = ENQUEUE sent → COMPLETE answered (BullMQ: `add` sent → `completed` event); coherence drop = its call's round trip (pipelined: its batch's). \"Wall µs in command\" is the time inside the contender's own top-level commands (`INFO commandstats`: EMQ.*, TRA.DROP, EVALSHA, SET, the floor's commands); the rest of the server CPU is the per-request work around them (reading, parsing, replying, the event loop). It is wall time, not CPU: when the clients preempt the server inside a command that counts too, so on a busy machine it can exceed the server CPU. \"Other load\" is the CPU other processes on the machine used meanwhile (from /proc), in cores; a phase with much of it is less reliable. \"CPU ÷ trafikey\" is the row's server CPU per job over trafikey's in the same workload and mode (for the coherence drop: EVALSHA ÷ TRA.DROP).\n");
+        let _ = writeln!(s, "| contender | workload | mode | jobs | s | jobs/s | server CPU µs/job | CPU ÷ trafikey | wall µs in command/job | p50 ms | p99 ms | other load (cores) |");
+        let _ = writeln!(s, "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
         for r in &self.rows {
             match &r.status {
                 Status::Ok => {
+                    let vs = match self.get(Who::Trafikey, r.workload, r.mode) {
+                        Some(t) if r.who != Who::Trafikey => format!("{:.2}×", r.cpu_per_job() / t.cpu_per_job()),
+                        _ => "–".into(),
+                    };
                     let _ = writeln!(
                         s,
-                        "| {} | {} | {} | {} | {:.2} | {} | {} | {} | {} | {} | {} |",
-                        r.who.label(),
+                        "| {} | {} | {} | {} | {:.2} | {} | {} | {vs} | {} | {} | {} | {} |",
+                        contender(r.who, r.workload),
                         r.workload,
                         r.mode,
                         r.jobs,
@@ -269,10 +289,10 @@ impl Report {
                     );
                 }
                 Status::Skipped(why) => {
-                    let _ = writeln!(s, "| {} | {} | {} | skipped: {why} | | | | | | | |", r.who.label(), r.workload, r.mode);
+                    let _ = writeln!(s, "| {} | {} | {} | skipped: {why} | | | | | | | | |", contender(r.who, r.workload), r.workload, r.mode);
                 }
                 Status::Failed(e) => {
-                    let _ = writeln!(s, "| {} | {} | {} | **failed**: {} | | | | | | | |", r.who.label(), r.workload, r.mode, e.replace('|', "/"));
+                    let _ = writeln!(s, "| {} | {} | {} | **failed**: {} | | | | | | | | |", contender(r.who, r.workload), r.workload, r.mode, e.replace('|', "/"));
                 }
             }
         }
