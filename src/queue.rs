@@ -323,11 +323,16 @@ impl Events {
 pub struct Retire {
     ids: Vec<Str>,
     rows: Vec<Key>,
+    /// How many of the jobs being added are themselves beyond the cap (only when one call
+    /// finishes more jobs than the cap keeps): the oldest of them — with one finish time,
+    /// the lowest ids — are deleted at once instead of entering the set.
+    pub drop_new: u64,
 }
 
 impl Retire {
-    /// Plan for `set` as it will be once `adding` more jobs (finished now) are in it. The
-    /// jobs being added are the newest, so only entries already there are retired.
+    /// Plan for `set` as it will be once `adding` more jobs (finished now, so the newest)
+    /// are in it: entries already there are retired oldest first, then, if the cap is below
+    /// `adding`, `drop_new` of the jobs being added.
     pub fn plan(x: &mut Exec, set: &Key, adding: u64, now: i64, keep: Keep, age: Option<i64>) -> Result<Retire, Refusal> {
         let batch = u64::try_from(config::get(&config::RETENTION_BATCH)).unwrap_or(0);
         let by_count = domain::trim_count(set.len().saturating_add(adding), keep, batch);
@@ -348,14 +353,15 @@ impl Retire {
             row.exists_as(Kind::Hash)?;
             rows.push(row);
         }
-        Ok(Retire { ids, rows })
+        let drop_new = by_count.saturating_sub(set.len()).min(adding);
+        Ok(Retire { ids, rows, drop_new })
     }
 
     pub fn apply(self, set: &Key) {
         let members: Vec<_> = self.ids.iter().map(Str::ptr).collect();
         set.zrem_many(&members);
         crate::host::store::delete_all(&self.rows);
-        metrics::add(&metrics::RETIRED, self.ids.len() as u64);
+        metrics::add(&metrics::RETIRED, (self.ids.len() as u64).saturating_add(self.drop_new));
     }
 }
 

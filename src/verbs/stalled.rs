@@ -56,6 +56,11 @@ impl Verb for Stalled {
             jobs.push((id, row, exists, stalls, fails));
         }
         let retire = Retire::plan(x, &failed, failing, now, keep, None)?;
+        // One call can fail more jobs than the cap keeps: the lowest ids among them (all
+        // finish now) are retired at once.
+        let mut failing_ids: Vec<&[u8]> = jobs.iter().filter(|j| j.4).map(|j| j.0.bytes()).collect();
+        failing_ids.sort_unstable();
+        let retired_now: Vec<&[u8]> = failing_ids.into_iter().take(usize::try_from(retire.drop_new).unwrap_or(usize::MAX)).collect();
 
         let (mut requeued, mut dead) = (Vec::new(), Vec::new());
         let taken: Vec<_> = jobs.iter().map(|(id, ..)| id.ptr()).collect();
@@ -71,6 +76,7 @@ impl Verb for Stalled {
             if *fails {
                 let made = r.int(&field::MADE, 0).saturating_add(1);
                 let made_s = x.int(made)?;
+                let keep = if retired_now.contains(&id.bytes()) { Keep::None } else { keep };
                 queue::finish(x, row, &failed, id, State::Failed, keep, &[(&field::STALLS, sc.ptr()), (&field::MADE, made_s.ptr()), (&field::ERROR, STALLED.get())])?;
                 events.emit(x, Some(id.ptr()), Event::Failed { error: STALLED.get(), attempt: made })?;
                 dead.push(Reply::bulk(id.bytes()));
