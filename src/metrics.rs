@@ -51,11 +51,8 @@ fn field_name(s: &str) -> String {
 }
 
 pub fn info(ctx: &InfoContext) -> ValkeyResult<()> {
-    let calls: Vec<(String, u64)> = COMMANDS
-        .iter()
-        .zip(CALLS.iter())
-        .map(|(c, n)| (format!("calls_{}", field_name(c.name)), n.load(Ordering::Relaxed)))
-        .collect();
+    let calls: Vec<(String, u64)> =
+        COMMANDS.iter().zip(CALLS.iter()).map(|(c, n)| (format!("calls_{}", field_name(c.name)), n.load(Ordering::Relaxed))).collect();
     let refusals: Vec<(String, u64)> = Class::ALL
         .iter()
         .map(|c| (format!("refused_{}", c.word().to_ascii_lowercase()), REFUSALS.get(c.index()).map_or(0, |n| n.load(Ordering::Relaxed))))

@@ -76,7 +76,8 @@ impl State {
 
     /// The state's word as a constant server string.
     pub fn lit(self) -> &'static Lit {
-        static WORDS: [Lit; 6] = [Lit::new(c"wait"), Lit::new(c"prio"), Lit::new(c"active"), Lit::new(c"delayed"), Lit::new(c"completed"), Lit::new(c"failed")];
+        static WORDS: [Lit; 6] =
+            [Lit::new(c"wait"), Lit::new(c"prio"), Lit::new(c"active"), Lit::new(c"delayed"), Lit::new(c"completed"), Lit::new(c"failed")];
         &WORDS[self as usize]
     }
 
@@ -217,13 +218,29 @@ pub struct Events {
 /// One transition's event, as WIRE6 §8's table lists them.
 pub enum Event {
     /// `name` is the call's own argument string: no copy.
-    Added { name: *mut RedisModuleString, prio: i64 },
-    Delayed { due: i64 },
-    Waiting { prev: State },
-    Active { attempt: i64 },
-    Completed { attempt: i64 },
-    Failed { error: *mut RedisModuleString, attempt: i64 },
-    Stalled { stalls: i64 },
+    Added {
+        name: *mut RedisModuleString,
+        prio: i64,
+    },
+    Delayed {
+        due: i64,
+    },
+    Waiting {
+        prev: State,
+    },
+    Active {
+        attempt: i64,
+    },
+    Completed {
+        attempt: i64,
+    },
+    Failed {
+        error: *mut RedisModuleString,
+        attempt: i64,
+    },
+    Stalled {
+        stalls: i64,
+    },
     Paused,
     Resumed,
 }
@@ -277,7 +294,9 @@ impl Events {
             Event::Waiting { prev } => (&word::WAITING, [Some((&word::PREV, Val::Lit(prev.lit()))), None]),
             Event::Active { attempt } => (&word::ACTIVE, [Some((&word::ATTEMPT, Val::Int(attempt))), None]),
             Event::Completed { attempt } => (&word::COMPLETED, [Some((&word::ATTEMPT, Val::Int(attempt))), None]),
-            Event::Failed { error, attempt } => (&word::FAILED, [Some((&word::ERROR, Val::Str(error))), Some((&word::ATTEMPT, Val::Int(attempt)))]),
+            Event::Failed { error, attempt } => {
+                (&word::FAILED, [Some((&word::ERROR, Val::Str(error))), Some((&word::ATTEMPT, Val::Int(attempt)))])
+            }
             Event::Stalled { stalls } => (&word::STALLED, [Some((&word::STALLS, Val::Int(stalls))), None]),
             Event::Paused => (&word::PAUSED, [None, None]),
             Event::Resumed => (&word::RESUMED, [None, None]),
@@ -368,7 +387,15 @@ impl Retire {
 /// Finish a job for good: into `set` (completed or failed, score = now) with its state,
 /// finish time and `fields`, the token cleared unless the job completed (COMPLETE keeps it
 /// for its idempotent repeat) — or, under KEEP 0, the row deleted at once.
-pub fn finish(x: &Exec, row: &Key, set: &Key, id: &Str, state: State, keep: Keep, fields: &[(&Lit, *mut RedisModuleString)]) -> Result<(), Refusal> {
+pub fn finish(
+    x: &Exec,
+    row: &Key,
+    set: &Key,
+    id: &Str,
+    state: State,
+    keep: Keep,
+    fields: &[(&Lit, *mut RedisModuleString)],
+) -> Result<(), Refusal> {
     let now = x.now();
     if keep == Keep::None {
         row.delete();

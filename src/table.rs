@@ -218,7 +218,15 @@ pub static COMMANDS: [Command; 20] = [
         name: "EMQ.FAIL",
         tokens: &["fail.flat"],
         form: Form::Keys,
-        keys: &[q(Job, Update), q(Active, Take), q(Wait, Insert), q(Prio, Insert), q(Delayed, Insert), q(Failed, Update), q(Events, Append)],
+        keys: &[
+            q(Job, Update),
+            q(Active, Take),
+            q(Wait, Insert),
+            q(Prio, Insert),
+            q(Delayed, Insert),
+            q(Failed, Update),
+            q(Events, Append),
+        ],
         args: "token error [KEEP n] [AGE ms] [FINAL]",
         flags: "write",
         acl: "emq write",
@@ -366,10 +374,7 @@ pub fn capabilities() -> Vec<&'static str> {
 
 /// Bit i set when wire token i is provided by a registered command.
 pub fn bitmap() -> i64 {
-    capabilities()
-        .iter()
-        .filter_map(|t| WIRE_TOKENS.iter().position(|w| w == t))
-        .fold(0i64, |acc, i| acc | (1i64 << i))
+    capabilities().iter().filter_map(|t| WIRE_TOKENS.iter().position(|w| w == t)).fold(0i64, |acc, i| acc | (1i64 << i))
 }
 
 /// The synopsis of a command, as the reference page and COMMAND DOCS show it.

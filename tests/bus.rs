@@ -25,7 +25,14 @@ impl Topic {
     }
     /// `verb 2 bus seen id payload extra...` (APPEND or PUBLISH).
     fn cmd(&self, verb: &str, id: &str, payload: &[u8], extra: &[&[u8]]) -> Vec<Vec<u8>> {
-        let mut v = vec![verb.as_bytes().to_vec(), b"2".to_vec(), self.bus().into_bytes(), self.seen().into_bytes(), id.as_bytes().to_vec(), payload.to_vec()];
+        let mut v = vec![
+            verb.as_bytes().to_vec(),
+            b"2".to_vec(),
+            self.bus().into_bytes(),
+            self.seen().into_bytes(),
+            id.as_bytes().to_vec(),
+            payload.to_vec(),
+        ];
         v.extend(extra.iter().map(|a| a.to_vec()));
         v
     }
@@ -349,7 +356,11 @@ fn bus_verbs_replicate_their_effects_exactly() {
 fn bus_rows_carry_their_flags_categories_and_key_specs() {
     let s = Server::installed();
     let mut c = s.conn();
-    for (name, specs) in [("EMQ.APPEND", &[&["RW", "update"][..], &["RW", "access", "update"]][..]), ("EMQ.PUBLISH", &[&["RW", "update"], &["RW", "access", "update"]]), ("EMQ.FAILURES", &[&["RW", "access", "update"]])] {
+    for (name, specs) in [
+        ("EMQ.APPEND", &[&["RW", "update"][..], &["RW", "access", "update"]][..]),
+        ("EMQ.PUBLISH", &[&["RW", "update"], &["RW", "access", "update"]]),
+        ("EMQ.FAILURES", &[&["RW", "access", "update"]]),
+    ] {
         let info = c.call(&[b"COMMAND", b"INFO", name.as_bytes()]);
         let entry = info.array()[0].array();
         let flags = entry[2].strings();
@@ -424,7 +435,15 @@ fn bad_input_is_refused_with_its_class_and_writes_nothing() {
         }
         // Layout: the roles in order, one topic.
         let other = Topic::new("other");
-        for (pos, key) in [(2usize, t.seen()), (3, t.bus()), (3, other.seen()), (2, other.bus()), (3, format!("emq:{{{}}}:wait", t.0)), (2, "bus".into()), (3, t.fails(&id))] {
+        for (pos, key) in [
+            (2usize, t.seen()),
+            (3, t.bus()),
+            (3, other.seen()),
+            (2, other.bus()),
+            (3, format!("emq:{{{}}}:wait", t.0)),
+            (2, "bus".into()),
+            (3, t.fails(&id)),
+        ] {
             let mut v = good.clone();
             v[pos] = key.into_bytes();
             let e = unchanged(&mut c, |c| call(c, &v));

@@ -172,7 +172,9 @@ fn drop_refuses_bad_input_and_writes_nothing() {
         assert!(e.error().starts_with(class), "{args:?}: {e:?}");
     }
     // A row that is not a string: the server's WRONGTYPE, as the script's GET answers.
-    for (make, key) in [(&[&b"HSET"[..], b"ecc:{t}:h", b"f", b"v"][..], &b"ecc:{t}:h"[..]), (&[b"RPUSH", b"ecc:{t}:l", b"JOB00000000001"], b"ecc:{t}:l")] {
+    for (make, key) in
+        [(&[&b"HSET"[..], b"ecc:{t}:h", b"f", b"v"][..], &b"ecc:{t}:h"[..]), (&[b"RPUSH", b"ecc:{t}:l", b"JOB00000000001"], b"ecc:{t}:l")]
+    {
         c.call(make);
         let e = unchanged(&mut c, |c| c.call(&[b"TRA.DROP", b"1", key, &v]));
         assert_eq!(e.error(), "WRONGTYPE Operation against a key holding the wrong kind of value");

@@ -32,8 +32,23 @@ fn version_is_the_six_entry_map_in_both_protocols() {
     assert_eq!(caps.first().map(String::as_str), Some("enqueue"));
     // The tokens are wire tokens, in wire order, each backed by a registered command.
     let wire = [
-        "enqueue", "claim", "claim.pause", "extend", "extends", "complete.flat", "schedule", "promote", "reschedule", "delay",
-        "fail.flat", "reprocess", "requeue", "stalled.check", "append", "failures.incr", "publish",
+        "enqueue",
+        "claim",
+        "claim.pause",
+        "extend",
+        "extends",
+        "complete.flat",
+        "schedule",
+        "promote",
+        "reschedule",
+        "delay",
+        "fail.flat",
+        "reprocess",
+        "requeue",
+        "stalled.check",
+        "append",
+        "failures.incr",
+        "publish",
     ];
     let pos: Vec<usize> = caps.iter().map(|t| wire.iter().position(|w| w == t).expect("wire token")).collect();
     assert!(pos.windows(2).all(|w| w[0] < w[1]));
@@ -66,8 +81,23 @@ fn capabilities_are_the_eight_pairs_of_this_build() {
     // bitmap_commands: bit i for the i-th wire token whose command is registered.
     let caps = c.call(&[b"EMQ.VERSION"]).array()[11].strings();
     let wire = [
-        "enqueue", "claim", "claim.pause", "extend", "extends", "complete.flat", "schedule", "promote", "reschedule", "delay",
-        "fail.flat", "reprocess", "requeue", "stalled.check", "append", "failures.incr", "publish",
+        "enqueue",
+        "claim",
+        "claim.pause",
+        "extend",
+        "extends",
+        "complete.flat",
+        "schedule",
+        "promote",
+        "reschedule",
+        "delay",
+        "fail.flat",
+        "reprocess",
+        "requeue",
+        "stalled.check",
+        "append",
+        "failures.incr",
+        "publish",
     ];
     let expect = caps.iter().map(|t| 1i64 << wire.iter().position(|w| w == t).unwrap()).sum::<i64>();
     assert_eq!(flat[9], Reply::Int(expect));
@@ -100,13 +130,15 @@ fn install_answers_its_four_ways_and_carries_its_flags() {
     let e = unchanged(&mut c, |c| c.call(&[b"EMQ.INSTALL", b"1", VK]));
     assert_eq!(e.error(), "WRONGTYPE Operation against a key holding the wrong kind of value");
     // layout: only {emq}:version; shape: numkeys 1, nothing after the key
-    for bad in [
-        vec![&b"EMQ.INSTALL"[..], b"1", b"{emq}:other"],
-        vec![b"EMQ.INSTALL", b"1", b"emq:{q}:wait"],
-    ] {
+    for bad in [vec![&b"EMQ.INSTALL"[..], b"1", b"{emq}:other"], vec![b"EMQ.INSTALL", b"1", b"emq:{q}:wait"]] {
         assert!(unchanged(&mut c, |c| c.call(&bad)).error().starts_with("EMQLAYOUT"), "{bad:?}");
     }
-    for bad in [vec![&b"EMQ.INSTALL"[..]], vec![b"EMQ.INSTALL", b"2", VK, VK], vec![b"EMQ.INSTALL", b"1", VK, b"echomq:9"], vec![b"EMQ.INSTALL", b"x", VK]] {
+    for bad in [
+        vec![&b"EMQ.INSTALL"[..]],
+        vec![b"EMQ.INSTALL", b"2", VK, VK],
+        vec![b"EMQ.INSTALL", b"1", VK, b"echomq:9"],
+        vec![b"EMQ.INSTALL", b"x", VK],
+    ] {
         assert!(unchanged(&mut c, |c| c.call(&bad)).error().starts_with("EMQSHAPE"), "{bad:?}");
     }
     // flags and ACL categories
@@ -296,7 +328,9 @@ fn enqueue_refuses_bad_input_with_its_class_and_writes_nothing() {
     // layout: wrong role, two queues, empty suffix, not a queue key
     let base = q.cmd("EMQ.ENQUEUE", &id, keys_of("EMQ.ENQUEUE"), &[b"job", b"d"]);
     let other = Q::new("other");
-    for (pos, key) in [(3usize, q.k("prio")), (4, other.k("prio")), (2, format!("emq:{{{}}}:job:", q.0)), (5, "events".to_string()), (2, other.job(&id))] {
+    for (pos, key) in
+        [(3usize, q.k("prio")), (4, other.k("prio")), (2, format!("emq:{{{}}}:job:", q.0)), (5, "events".to_string()), (2, other.job(&id))]
+    {
         let mut v = base.clone();
         v[pos] = key.into_bytes();
         let e = unchanged(&mut c, |c| call(c, &v));

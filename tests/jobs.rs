@@ -7,10 +7,13 @@ use common::*;
 
 fn claim(q: &Q, c: &mut Conn, token: &str, lease: i64, count: i64) -> Vec<Vec<String>> {
     let r = q.run(c, "EMQ.CLAIM", "", &[token.as_bytes(), lease.to_string().as_bytes(), b"COUNT", count.to_string().as_bytes()]);
-    r.array().iter().map(|j| {
-        let a = j.array();
-        vec![a[0].str(), a[1].str(), a[2].str(), a[3].int().to_string()]
-    }).collect()
+    r.array()
+        .iter()
+        .map(|j| {
+            let a = j.array();
+            vec![a[0].str(), a[1].str(), a[2].str(), a[3].int().to_string()]
+        })
+        .collect()
 }
 
 fn ids(jobs: &[Vec<String>]) -> Vec<String> {
@@ -99,7 +102,18 @@ fn leases_are_checked_on_every_holder_verb() {
     // EXTEND moves the deadline; EXTENDS answers per entry
     let d = q.run(&mut c, "EMQ.EXTEND", &id, &[b"good", b"120000"]).int();
     assert!((d - now_ms(&mut c) - 120_000).abs() < 2000);
-    let r = c.call(&[b"EMQ.EXTENDS", b"1", q.k("active").as_bytes(), b"5000", id.as_bytes(), b"good", id.as_bytes(), b"bad", jid(7).as_bytes(), b"good"]);
+    let r = c.call(&[
+        b"EMQ.EXTENDS",
+        b"1",
+        q.k("active").as_bytes(),
+        b"5000",
+        id.as_bytes(),
+        b"good",
+        id.as_bytes(),
+        b"bad",
+        jid(7).as_bytes(),
+        b"good",
+    ]);
     let a = r.array();
     assert!(a[0].int() > 0);
     assert_eq!(a[1], Reply::Int(0));
@@ -221,7 +235,20 @@ fn pause_stops_claims_but_not_promotion() {
     // PAUSE needs write permission on meta, which CLAIM only reads
     let mut admin = s.conn();
     admin.call(&[b"ACL", b"SETUSER", b"worker", b"on", b">pw", b"~emq:*", b"-@all", b"+@emq", b"%R~{emq}:*"]);
-    admin.call(&[b"ACL", b"SETUSER", b"worker", b"resetkeys", b"%R~{emq}:*", b"~emq:{pause}:wait", b"~emq:{pause}:prio", b"~emq:{pause}:active", b"~emq:{pause}:delayed", b"~emq:{pause}:events", b"~emq:{pause}:job:*", b"%R~emq:{pause}:meta"]);
+    admin.call(&[
+        b"ACL",
+        b"SETUSER",
+        b"worker",
+        b"resetkeys",
+        b"%R~{emq}:*",
+        b"~emq:{pause}:wait",
+        b"~emq:{pause}:prio",
+        b"~emq:{pause}:active",
+        b"~emq:{pause}:delayed",
+        b"~emq:{pause}:events",
+        b"~emq:{pause}:job:*",
+        b"%R~emq:{pause}:meta",
+    ]);
     let mut w = s.conn();
     w.call(&[b"AUTH", b"worker", b"pw"]);
     q.enqueue(&mut c, &jid(3), &[]);
@@ -447,10 +474,25 @@ fn undeclared_rows_are_opened_as_the_caller() {
         q.enqueue(&mut admin, &jid(i), &[]);
     }
     // The worker may touch every role of the queue but the row of job 2.
-    admin.call(&[b"ACL", b"SETUSER", b"w", b"on", b">pw", b"+@all", b"%R~{emq}:*",
-        b"~emq:{acl}:wait", b"~emq:{acl}:prio", b"~emq:{acl}:active", b"~emq:{acl}:delayed", b"~emq:{acl}:meta",
-        b"~emq:{acl}:events", b"~emq:{acl}:completed", b"~emq:{acl}:failed",
-        b"~emq:{acl}:job:JOB00000000001", b"~emq:{acl}:job:JOB00000000003"]);
+    admin.call(&[
+        b"ACL",
+        b"SETUSER",
+        b"w",
+        b"on",
+        b">pw",
+        b"+@all",
+        b"%R~{emq}:*",
+        b"~emq:{acl}:wait",
+        b"~emq:{acl}:prio",
+        b"~emq:{acl}:active",
+        b"~emq:{acl}:delayed",
+        b"~emq:{acl}:meta",
+        b"~emq:{acl}:events",
+        b"~emq:{acl}:completed",
+        b"~emq:{acl}:failed",
+        b"~emq:{acl}:job:JOB00000000001",
+        b"~emq:{acl}:job:JOB00000000003",
+    ]);
     let mut w = s.conn();
     w.call(&[b"AUTH", b"w", b"pw"]);
     // CLAIM COUNT 2 would take jobs 1 and 2: refused before anything is written

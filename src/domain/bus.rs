@@ -33,7 +33,9 @@ pub fn max_len(given: Option<i64>, default: i64) -> Result<i64, Refusal> {
 /// The counter's absolute expiry: `now + ttl`, with `ttl` from 1 ms and the sum a time.
 pub fn expiry(now: i64, ttl: Option<i64>) -> Result<i64, Refusal> {
     let ttl = range(ttl.unwrap_or(FAILURES_TTL_DEFAULT), 1, TIME_MAX, "TTL")?;
-    now.checked_add(ttl).filter(|at| *at <= TIME_MAX).ok_or_else(|| Refusal::Arg(format!("TTL must be 1..={} from now", TIME_MAX.saturating_sub(now))))
+    now.checked_add(ttl)
+        .filter(|at| *at <= TIME_MAX)
+        .ok_or_else(|| Refusal::Arg(format!("TTL must be 1..={} from now", TIME_MAX.saturating_sub(now))))
 }
 
 /// The failure count after one more failure, over what the counter holds (absent: none

@@ -9,14 +9,12 @@
 /// A server API function pointer. The crate keeps them in `static mut`s written once at
 /// load, before any command runs; reading one is a plain copy.
 macro_rules! api {
-    ($name:ident) => {
-        {
-            // SAFETY: written once by the module's init, only read afterwards.
-            #[allow(unused_unsafe)]
-            let f = unsafe { valkey_module::raw::$name };
-            f
-        }
-    };
+    ($name:ident) => {{
+        // SAFETY: written once by the module's init, only read afterwards.
+        #[allow(unused_unsafe)]
+        let f = unsafe { valkey_module::raw::$name };
+        f
+    }};
 }
 
 pub mod alloc;
@@ -215,7 +213,12 @@ impl<'a> Exec<'a> {
                 }
                 table::KeyRole::Queue(role) => {
                     let p = keyspace::parse(k).filter(|p| p.role == role).ok_or_else(|| {
-                        Refusal::Layout(format!("key {} must be emq:{{Q}}:{}{}", i + 1, role.word(), if role.suffixed() { "<ID>" } else { "" }))
+                        Refusal::Layout(format!(
+                            "key {} must be emq:{{Q}}:{}{}",
+                            i + 1,
+                            role.word(),
+                            if role.suffixed() { "<ID>" } else { "" }
+                        ))
                     })?;
                     if i > 0 && p.queue != self.queue {
                         return Err(Refusal::Layout("all keys must name one queue".into()));

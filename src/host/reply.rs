@@ -4,7 +4,7 @@
 use std::ffi::{CStr, CString};
 use std::os::raw::{c_char, c_long};
 
-use valkey_module::raw::{RedisModuleCtx};
+use valkey_module::raw::RedisModuleCtx;
 
 use super::strings::Str;
 use crate::errors::Refusal;

@@ -212,7 +212,8 @@ impl Key {
         effect.push(self.name());
         for field in fields {
             // SAFETY: REDISMODULE_HASH_DELETE as the value deletes the field.
-            let n = unsafe { f(k, raw::REDISMODULE_HASH_NONE as c_int, field.get(), raw::REDISMODULE_HASH_DELETE, ptr::null_mut::<c_char>()) };
+            let n =
+                unsafe { f(k, raw::REDISMODULE_HASH_NONE as c_int, field.get(), raw::REDISMODULE_HASH_DELETE, ptr::null_mut::<c_char>()) };
             if n > 0 {
                 effect.push(field.get());
             }

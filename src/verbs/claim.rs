@@ -14,7 +14,7 @@ use crate::errors::Refusal;
 use crate::host::{Access, Exec, Key, Kind, Lit, Reply, Str, Verb};
 use crate::keyspace::Role;
 use crate::metrics;
-use crate::queue::{field, zset, Events, Event, Ready, Row, State};
+use crate::queue::{field, zset, Event, Events, Ready, Row, State};
 
 pub struct Claim;
 
@@ -185,7 +185,12 @@ fn take(x: &mut Exec, token: &[u8], lease: i64, count: usize) -> Result<Reply, R
         let row = Row(&job.row);
         let started = row.int(&field::STARTED, 0).saturating_add(1);
         let attempt = row.int(&field::MADE, 0).saturating_add(1);
-        job.row.hset(&[(&field::STATE, State::Active.lit().get()), (&field::TOKEN, tok.ptr()), (&field::STARTED, x.int(started)?.ptr()), (&field::CLAIMED, at.ptr())])?;
+        job.row.hset(&[
+            (&field::STATE, State::Active.lit().get()),
+            (&field::TOKEN, tok.ptr()),
+            (&field::STARTED, x.int(started)?.ptr()),
+            (&field::CLAIMED, at.ptr()),
+        ])?;
         events.emit(x, Some(job.id.ptr()), Event::Active { attempt })?;
         out.push(Reply::Array(vec![
             Reply::bulk(job.id.bytes()),

@@ -4,7 +4,7 @@
 use crate::domain::{self, When};
 use crate::errors::Refusal;
 use crate::host::{Exec, Reply, Verb};
-use crate::queue::{existing_row, field, held, lease, zset, Events, Event, State};
+use crate::queue::{existing_row, field, held, lease, zset, Event, Events, State};
 
 pub struct Delay;
 

@@ -8,7 +8,7 @@
 use crate::domain::args::{options, Opt, Options};
 use crate::errors::Refusal;
 use crate::host::{Exec, Kind, Reply, Verb};
-use crate::queue::{Events, Event, NewJob, Ready, State};
+use crate::queue::{Event, Events, NewJob, Ready, State};
 
 pub struct Enqueue;
 

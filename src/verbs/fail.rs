@@ -10,7 +10,7 @@ use crate::config;
 use crate::domain::{self, args::Opt, AfterFail, Keep};
 use crate::errors::Refusal;
 use crate::host::{Exec, Reply, Verb};
-use crate::queue::{self, existing_row, field, held, zset, Events, Event, Ready, Retire, Row, State};
+use crate::queue::{self, existing_row, field, held, zset, Event, Events, Ready, Retire, Row, State};
 
 pub struct Fail;
 

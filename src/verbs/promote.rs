@@ -4,7 +4,7 @@
 use crate::domain;
 use crate::errors::Refusal;
 use crate::host::{Exec, Reply, Verb};
-use crate::queue::{existing_row, field, not_in, zset, Events, Event, Ready, Row, State};
+use crate::queue::{existing_row, field, not_in, zset, Event, Events, Ready, Row, State};
 
 pub struct Promote;
 

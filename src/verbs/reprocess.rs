@@ -5,7 +5,7 @@
 use crate::domain;
 use crate::errors::Refusal;
 use crate::host::{Exec, Reply, Verb};
-use crate::queue::{existing_row, field, not_in, zset, Events, Event, Ready, Row, State};
+use crate::queue::{existing_row, field, not_in, zset, Event, Events, Ready, Row, State};
 
 pub struct Reprocess;
 
@@ -35,7 +35,16 @@ impl Verb for Reprocess {
         }
         let state = ready.put(id.ptr(), r.priority(), false)?;
         row.hset(&[(&field::STATE, state.lit().get())])?;
-        row.hdel(&[&field::RESULT, &field::ERROR, &field::FINISHED, &field::TOKEN, &field::STARTED, &field::MADE, &field::STALLS, &field::CLAIMED])?;
+        row.hdel(&[
+            &field::RESULT,
+            &field::ERROR,
+            &field::FINISHED,
+            &field::TOKEN,
+            &field::STARTED,
+            &field::MADE,
+            &field::STALLS,
+            &field::CLAIMED,
+        ])?;
         events.emit(x, Some(id.ptr()), Event::Waiting { prev })?;
         Ok(Reply::Int(1))
     }

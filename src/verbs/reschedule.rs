@@ -4,7 +4,7 @@
 use crate::domain::{self, When};
 use crate::errors::Refusal;
 use crate::host::{Exec, Reply, Verb};
-use crate::queue::{existing_row, not_in, zset, Events, Event, Row, State};
+use crate::queue::{existing_row, not_in, zset, Event, Events, Row, State};
 
 pub struct Reschedule;
 

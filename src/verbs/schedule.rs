@@ -9,7 +9,7 @@
 use crate::domain::{self, args::Opt, args::Options, When};
 use crate::errors::Refusal;
 use crate::host::{Exec, Kind, Reply, Verb};
-use crate::queue::{zset, Events, Event, NewJob, State};
+use crate::queue::{zset, Event, Events, NewJob, State};
 
 pub struct Schedule;
 

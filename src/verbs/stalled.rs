@@ -13,7 +13,7 @@ use crate::errors::Refusal;
 use crate::host::{Access, Exec, Kind, Lit, Reply, Verb};
 use crate::keyspace::Role;
 use crate::metrics;
-use crate::queue::{self, field, zset, Events, Event, Ready, Retire, Row, State};
+use crate::queue::{self, field, zset, Event, Events, Ready, Retire, Row, State};
 
 pub struct Stalled;
 
@@ -77,7 +77,15 @@ impl Verb for Stalled {
                 let made = r.int(&field::MADE, 0).saturating_add(1);
                 let made_s = x.int(made)?;
                 let keep = if retired_now.contains(&id.bytes()) { Keep::None } else { keep };
-                queue::finish(x, row, &failed, id, State::Failed, keep, &[(&field::STALLS, sc.ptr()), (&field::MADE, made_s.ptr()), (&field::ERROR, STALLED.get())])?;
+                queue::finish(
+                    x,
+                    row,
+                    &failed,
+                    id,
+                    State::Failed,
+                    keep,
+                    &[(&field::STALLS, sc.ptr()), (&field::MADE, made_s.ptr()), (&field::ERROR, STALLED.get())],
+                )?;
                 events.emit(x, Some(id.ptr()), Event::Failed { error: STALLED.get(), attempt: made })?;
                 dead.push(Reply::bulk(id.bytes()));
             } else {

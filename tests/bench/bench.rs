@@ -62,14 +62,24 @@ impl Opts {
 }
 
 fn parse_args() -> Result<Opts, String> {
-    let mut o = Opts { short: false, n: 100_000, mem: 100_000, bullmq: true, readme: true, phase_limit: Duration::from_secs(300), quiet_wait: Duration::from_secs(60), only: vec![] };
+    let mut o = Opts {
+        short: false,
+        n: 100_000,
+        mem: 100_000,
+        bullmq: true,
+        readme: true,
+        phase_limit: Duration::from_secs(300),
+        quiet_wait: Duration::from_secs(60),
+        only: vec![],
+    };
     let mut n = None;
     let mut mem = None;
     let mut limit = None;
     let mut quiet = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
-        let mut value = |what: &str| -> Result<u64, String> { args.next().and_then(|v| v.parse().ok()).ok_or(format!("{what} needs a number")) };
+        let mut value =
+            |what: &str| -> Result<u64, String> { args.next().and_then(|v| v.parse().ok()).ok_or(format!("{what} needs a number")) };
         match a.as_str() {
             "--short" => o.short = true,
             "--n" => n = Some(value("--n")?),
@@ -210,11 +220,35 @@ fn row<T>(who: Who, workload: &'static str, mode: &'static str, r: Result<Measur
 
 fn failed(who: Who, workload: &'static str, mode: &'static str, e: String) -> Row {
     say(&format!("{} {workload} {mode} FAILED: {e}", report::contender(who, workload)));
-    Row { who, workload, mode, jobs: 0, secs: 0.0, cpu_us: 0.0, inside_us: None, p50_us: 0, p99_us: 0, foreign: None, status: Status::Failed(e) }
+    Row {
+        who,
+        workload,
+        mode,
+        jobs: 0,
+        secs: 0.0,
+        cpu_us: 0.0,
+        inside_us: None,
+        p50_us: 0,
+        p99_us: 0,
+        foreign: None,
+        status: Status::Failed(e),
+    }
 }
 
 fn skipped(who: Who, workload: &'static str, mode: &'static str, why: &str) -> Row {
-    Row { who, workload, mode, jobs: 0, secs: 0.0, cpu_us: 0.0, inside_us: None, p50_us: 0, p99_us: 0, foreign: None, status: Status::Skipped(why.to_string()) }
+    Row {
+        who,
+        workload,
+        mode,
+        jobs: 0,
+        secs: 0.0,
+        cpu_us: 0.0,
+        inside_us: None,
+        p50_us: 0,
+        p99_us: 0,
+        foreign: None,
+        status: Status::Skipped(why.to_string()),
+    }
 }
 
 /// A measured phase, then its check of the queue's sets; the row says if either failed.
@@ -391,7 +425,13 @@ fn round_drop(srv: &Server, c: &mut Conn, lanes: &[(Who, DropLane)], o: &Opts, r
             match r {
                 Ok((m, dropped)) => {
                     let x = row(*who, DROP, mode, Ok::<_, String>(m), Some(lane.commands()));
-                    say(&format!("  {:.0} calls/s, {:.2} µs server CPU per call, {} of {} rows dropped", x.rate(), x.cpu_per_job(), dropped.len(), o.n));
+                    say(&format!(
+                        "  {:.0} calls/s, {:.2} µs server CPU per call, {} of {} rows dropped",
+                        x.rate(),
+                        x.cpu_per_job(),
+                        dropped.len(),
+                        o.n
+                    ));
                     seen.push((rows.len(), dropped));
                     rows.push(x);
                 }
@@ -433,7 +473,15 @@ struct Bull {
 }
 
 impl Bull {
-    fn round(&mut self, srv: &Server, c: &mut Conn, o: &Opts, part: &str, rows: &mut Vec<Row>, memory: &mut Vec<(Who, Result<f64, String>)>) -> Result<(), String> {
+    fn round(
+        &mut self,
+        srv: &Server,
+        c: &mut Conn,
+        o: &Opts,
+        part: &str,
+        rows: &mut Vec<Row>,
+        memory: &mut Vec<(Who, Result<f64, String>)>,
+    ) -> Result<(), String> {
         if !self.ready {
             return Ok(());
         }
@@ -442,7 +490,16 @@ impl Bull {
             load::wait_quiet(srv.pid(), load::QUIET_CORES, o.quiet_wait);
         }
         say(&format!("BullMQ {part} (node bench.mjs)"));
-        let p = bullmq::Params { port: srv.port, n: o.n, mem: o.mem, conns: CONNS, batch: DEPTH, phase_limit: o.phase_limit, server_pid: srv.pid(), only: part.to_string() };
+        let p = bullmq::Params {
+            port: srv.port,
+            n: o.n,
+            mem: o.mem,
+            conns: CONNS,
+            batch: DEPTH,
+            phase_limit: o.phase_limit,
+            server_pid: srv.pid(),
+            only: part.to_string(),
+        };
         match bullmq::run(&self.dir, &p) {
             Ok(out) => {
                 self.ran = true;
@@ -453,7 +510,12 @@ impl Bull {
                         _ => "lifecycle",
                     };
                     let mode = if f.mode == "best" { "p32" } else { "c50" };
-                    say(&format!("  BullMQ {workload} {}: {:.0} jobs/s, {:.2} µs server CPU per job", f.mode, f.jobs as f64 / f.secs, f.cpu_us / f.jobs as f64));
+                    say(&format!(
+                        "  BullMQ {workload} {}: {:.0} jobs/s, {:.2} µs server CPU per job",
+                        f.mode,
+                        f.jobs as f64 / f.secs,
+                        f.cpu_us / f.jobs as f64
+                    ));
                     rows.push(Row {
                         who: Who::BullMq,
                         workload,
@@ -488,13 +550,17 @@ fn sh(cmd: &str, args: &[&str]) -> Option<String> {
 
 fn machine(c: &mut Conn, module_version: &str, bull_dir: &Path, bull_ran: bool) -> Vec<(String, String)> {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo.lines().find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim().to_string())).unwrap_or_else(|| "?".into());
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim().to_string()))
+        .unwrap_or_else(|| "?".into());
     let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
     let memtotal = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|m| m.lines().find_map(|l| l.strip_prefix("MemTotal:").map(|v| v.trim().to_string())))
         .unwrap_or_else(|| "?".into());
-    let valkey = server::info(c, "server", "valkey_version").or_else(|| server::info(c, "server", "redis_version")).unwrap_or_else(|| "?".into());
+    let valkey =
+        server::info(c, "server", "valkey_version").or_else(|| server::info(c, "server", "redis_version")).unwrap_or_else(|| "?".into());
     let alloc = server::info(c, "memory", "mem_allocator").unwrap_or_else(|| "?".into());
     let io_threads = queue::config_get(c, "io-threads").unwrap_or_else(|_| "?".into());
     let commit = sh("git", &["-C", &root().display().to_string(), "describe", "--always", "--dirty"]).unwrap_or_else(|| "?".into());
@@ -654,7 +720,16 @@ fn run(o: &Opts) -> Result<bool, String> {
     if !busy.is_empty() {
         notes.push(format!("Other processes used more than {} cores of the machine during: {}. Those figures are less reliable; run again on a quiet machine.", load::QUIET_CORES, busy.join(", ")));
     }
-    let report = Report { rows, memory, machine: machine(&mut c, &module_version, &bull_dir, bull_ran), notes, n: o.n, mem_jobs: o.mem, conns: CONNS, depth: DEPTH };
+    let report = Report {
+        rows,
+        memory,
+        machine: machine(&mut c, &module_version, &bull_dir, bull_ran),
+        notes,
+        n: o.n,
+        mem_jobs: o.mem,
+        conns: CONNS,
+        depth: DEPTH,
+    };
     drop(c);
     drop(srv);
 

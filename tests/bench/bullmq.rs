@@ -30,7 +30,9 @@ pub struct Outcome {
 
 /// Whether BullMQ is installed in `dir` (scripts/bench puts it there).
 pub fn installed(dir: &Path) -> bool {
-    dir.join("node_modules/bullmq/package.json").is_file() && dir.join("node_modules/ioredis/package.json").is_file() && dir.join("bench.mjs").is_file()
+    dir.join("node_modules/bullmq/package.json").is_file()
+        && dir.join("node_modules/ioredis/package.json").is_file()
+        && dir.join("bench.mjs").is_file()
 }
 
 pub struct Params {

@@ -176,8 +176,14 @@ pub fn verify(srv: &Server, lane: &Lane, n: u64, said: &[Vec<u64>]) -> Result<Ve
     dropped.sort_unstable();
     let want: Vec<u64> = (0..n).filter(|&i| expected_drop(i)).collect();
     if dropped != want {
-        let first = (0..n).find(|i| dropped.binary_search(i).is_ok() != expected_drop(*i)).map_or_else(|| "a row answered twice".into(), |i| format!("row {i}"));
-        return Err(format!("{} rows answered dropped where {} have a newer version (first difference: {first})", dropped.len(), want.len()));
+        let first = (0..n)
+            .find(|i| dropped.binary_search(i).is_ok() != expected_drop(*i))
+            .map_or_else(|| "a row answered twice".into(), |i| format!("row {i}"));
+        return Err(format!(
+            "{} rows answered dropped where {} have a newer version (first difference: {first})",
+            dropped.len(),
+            want.len()
+        ));
     }
     let mut c = srv.conn()?;
     let mut p = Pipe::new();
@@ -190,7 +196,10 @@ pub fn verify(srv: &Server, lane: &Lane, n: u64, said: &[Vec<u64>]) -> Result<Ve
         for (j, r) in (i..end).zip(p.run(&mut c)?) {
             let ok = if expected_drop(j) { r.is_nil() } else { r == Reply::Bulk(frame(j)) };
             if !ok {
-                return Err(format!("row {j} holds {r:?} after its drop (expected {})", if expected_drop(j) { "none" } else { "its frame" }));
+                return Err(format!(
+                    "row {j} holds {r:?} after its drop (expected {})",
+                    if expected_drop(j) { "none" } else { "its frame" }
+                ));
             }
         }
         i = end;

@@ -160,7 +160,8 @@ where
         let s0 = snap(srv.pid());
         let t0 = Instant::now();
         barrier.wait();
-        let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap_or_else(|_| (Err("a load thread panicked".into()), vec![]))).collect();
+        let results: Vec<_> =
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| (Err("a load thread panicked".into()), vec![]))).collect();
         let secs = t0.elapsed().as_secs_f64();
         let s1 = snap(srv.pid());
         let cpu1 = server::cpu_us(&mut ctl);

@@ -476,7 +476,8 @@ pub fn floor(srv: &Server, n: u64, keep: u64, events_maxlen: u64, s: Shape) -> R
                 let row = keys.job(&id);
                 let ev = |p: &mut Pipe, name: &[u8], facts: &[&[u8]]| {
                     if events_maxlen > 0 {
-                        let mut a: Vec<&[u8]> = vec![b"XADD", &keys.events, b"MAXLEN", b"~", cap.as_bytes(), b"*", b"event", name, b"id", &id];
+                        let mut a: Vec<&[u8]> =
+                            vec![b"XADD", &keys.events, b"MAXLEN", b"~", cap.as_bytes(), b"*", b"event", name, b"id", &id];
                         a.extend_from_slice(facts);
                         p.cmd(&a);
                     }

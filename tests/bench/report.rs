@@ -198,7 +198,18 @@ impl Report {
             };
             let mode = if *m == "p32" && b.is_some() { "p32 (BullMQ: best)" } else { m };
             let w = if *w == DROP { "coherence drop, per call (trafikey: `TRA.DROP`; Lua: EVALSHA of the seed's script)" } else { w };
-            let _ = writeln!(s, "| {w} | {mode} | {} | {} | {} | {} | {} | {} | {} | {} |", r(t), r(l), r(b), c(t), c(l), c(b), ratio(l), ratio(b));
+            let _ = writeln!(
+                s,
+                "| {w} | {mode} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                r(t),
+                r(l),
+                r(b),
+                c(t),
+                c(l),
+                c(b),
+                ratio(l),
+                ratio(b)
+            );
         }
         if let Some(f) = self.rows.iter().find(|r| r.who == Who::Floor && r.ok()) {
             let t = self.get(Who::Trafikey, "lifecycle", "p32");
@@ -242,7 +253,11 @@ impl Report {
             let _ = writeln!(s, "| {name} | {f} | {goal} | {v} |");
         };
         let per_call = |w: &str| -> Option<f64> { Some(self.get(Who::Trafikey, w, "c50")?.cpu_per_job() / set?) };
-        for (name, w) in [("ENQUEUE server CPU per call ÷ SET's, c50", "enqueue"), ("CLAIM server CPU per call ÷ SET's, c50", "CLAIM alone"), ("COMPLETE server CPU per call ÷ SET's, c50", "COMPLETE alone")] {
+        for (name, w) in [
+            ("ENQUEUE server CPU per call ÷ SET's, c50", "enqueue"),
+            ("CLAIM server CPU per call ÷ SET's, c50", "CLAIM alone"),
+            ("COMPLETE server CPU per call ÷ SET's, c50", "COMPLETE alone"),
+        ] {
             let r = per_call(w);
             target(name, r, "≤ 1.5×", r.map(|r| r <= 1.5), "×");
         }
@@ -289,10 +304,18 @@ impl Report {
                     );
                 }
                 Status::Skipped(why) => {
-                    let _ = writeln!(s, "| {} | {} | {} | skipped: {why} | | | | | | | | |", contender(r.who, r.workload), r.workload, r.mode);
+                    let _ =
+                        writeln!(s, "| {} | {} | {} | skipped: {why} | | | | | | | | |", contender(r.who, r.workload), r.workload, r.mode);
                 }
                 Status::Failed(e) => {
-                    let _ = writeln!(s, "| {} | {} | {} | **failed**: {} | | | | | | | | |", contender(r.who, r.workload), r.workload, r.mode, e.replace('|', "/"));
+                    let _ = writeln!(
+                        s,
+                        "| {} | {} | {} | **failed**: {} | | | | | | | | |",
+                        contender(r.who, r.workload),
+                        r.workload,
+                        r.mode,
+                        e.replace('|', "/")
+                    );
                 }
             }
         }

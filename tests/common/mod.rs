@@ -133,7 +133,8 @@ impl Server {
             args.extend(o.module_args.iter().cloned());
         }
         let log = std::fs::File::create(dir.join("server.log")).ok()?;
-        let child = Command::new(server_bin()).args(&args).stdout(Stdio::from(log.try_clone().ok()?)).stderr(Stdio::from(log)).spawn().ok()?;
+        let child =
+            Command::new(server_bin()).args(&args).stdout(Stdio::from(log.try_clone().ok()?)).stderr(Stdio::from(log)).spawn().ok()?;
         let mut s = Server { child, port, dir, args };
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(10) {
@@ -164,7 +165,12 @@ impl Server {
             let mut a = args.clone();
             a[port_idx] = port.to_string();
             let log = std::fs::OpenOptions::new().append(true).create(true).open(dir.join("server.log")).expect("log");
-            let child = Command::new(server_bin()).args(&a).stdout(Stdio::from(log.try_clone().expect("log"))).stderr(Stdio::from(log)).spawn().expect("spawn");
+            let child = Command::new(server_bin())
+                .args(&a)
+                .stdout(Stdio::from(log.try_clone().expect("log")))
+                .stderr(Stdio::from(log))
+                .spawn()
+                .expect("spawn");
             let mut s = Server { child, port, dir: dir.clone(), args: a };
             let t0 = Instant::now();
             while t0.elapsed() < Duration::from_secs(20) {
