@@ -138,7 +138,7 @@ fn a_reclaimed_job_refuses_its_late_worker() {
     claim(&q, &mut c, "slow", 50, 1);
     std::thread::sleep(std::time::Duration::from_millis(200));
     let r = q.run(&mut c, "EMQ.STALLED", "", &[]);
-    assert_eq!(r.array()[0].strings(), [id.clone()]);
+    assert_eq!(r.array()[0].strings(), std::slice::from_ref(&id));
     assert!(r.array()[1].array().is_empty());
     let snap = q.check_invariant(&mut c);
     assert_eq!(snap.state_of(&id).as_deref(), Some("wait"));
@@ -152,7 +152,7 @@ fn a_reclaimed_job_refuses_its_late_worker() {
     claim(&q, &mut c, "slow2", 50, 1);
     std::thread::sleep(std::time::Duration::from_millis(200));
     let r = q.run(&mut c, "EMQ.STALLED", "", &[b"MAXSTALLS", b"1"]);
-    assert_eq!(r.array()[1].strings(), [id.clone()]);
+    assert_eq!(r.array()[1].strings(), std::slice::from_ref(&id));
     let snap = q.check_invariant(&mut c);
     assert_eq!(snap.state_of(&id).as_deref(), Some("failed"));
     assert_eq!(snap.field(&id, "e").as_deref(), Some("stalled"));
@@ -200,7 +200,7 @@ fn fail_retries_then_backs_off_then_fails_for_good() {
         assert!(claim(&q, &mut c, "x", 60_000, 1).is_empty() || expect < 5);
         std::thread::sleep(std::time::Duration::from_millis(expect as u64 + 60));
         let got = claim(&q, &mut c, "x", 60_000, 1);
-        assert_eq!(ids(&got), [b.clone()]);
+        assert_eq!(ids(&got), std::slice::from_ref(&b));
         q.run(&mut c, "EMQ.REQUEUE", &b, &[b"x"]);
     }
     // FINAL fails for good whatever the attempts; FIXED backoff is constant
