@@ -121,7 +121,8 @@ impl Row<'_> {
 
     /// Held: in active, and the row carries this token.
     pub fn held_by(&self, token: &[u8]) -> bool {
-        self.state() == Some(State::Active) && self.get(&field::TOKEN).is_some_and(|t| t.bytes() == token)
+        let [st, tk, ..] = self.0.hget_many(&[&field::STATE, &field::TOKEN]);
+        st.and_then(|s| State::of(s.bytes())) == Some(State::Active) && tk.is_some_and(|t| t.bytes() == token)
     }
 
     pub fn backoff(&self) -> Option<Backoff> {
@@ -211,7 +212,8 @@ impl Ready {
 
 /// The queue's events stream: `event <name> id <ID>` plus facts, capped with `MAXLEN ~`.
 pub struct Events {
-    key: Key,
+    /// Not even opened while events are off.
+    key: Option<Key>,
     cap: i64,
 }
 
@@ -275,19 +277,22 @@ enum Val {
 }
 
 impl Events {
-    pub fn open(key: Key) -> Result<Events, Refusal> {
+    /// The events stream, declared key `i` of the call.
+    pub fn open(x: &Exec, i: usize) -> Result<Events, Refusal> {
         let cap = config::get(&config::EVENTS_MAXLEN);
-        if cap > 0 {
+        let key = if cap > 0 {
+            let key = x.open(i, true);
             key.exists_as(Kind::Stream)?;
-        }
+            Some(key)
+        } else {
+            None
+        };
         Ok(Events { key, cap })
     }
 
     /// Append `e` for job `id` (no id for queue-wide events), then trim to the cap.
     pub fn emit(&self, x: &Exec, id: Option<*mut RedisModuleString>, e: Event) -> Result<(), Refusal> {
-        if self.cap <= 0 {
-            return Ok(());
-        }
+        let Some(key) = &self.key else { return Ok(()) };
         let (name, facts): (&Lit, [Option<(&Lit, Val)>; 2]) = match e {
             Event::Added { name, prio } => (&word::ADDED, [Some((&word::NAME, Val::Str(name))), Some((&word::PRIO, Val::Int(prio)))]),
             Event::Delayed { due } => (&word::DELAYED, [Some((&word::DUE, Val::Int(due))), None]),
@@ -331,8 +336,8 @@ impl Events {
         if fields.iter().any(|p| p.is_null()) {
             return Err(errors::host_reply());
         }
-        self.key.xadd(fields)?;
-        self.key.xtrim_approx(self.cap)
+        key.xadd(fields)?;
+        key.xtrim_approx(self.cap)
     }
 }
 

@@ -189,6 +189,33 @@ impl Key {
         Str::adopt(self.ctx, out)
     }
 
+    /// Up to four fields in one call (the rest of the answer is `None`).
+    pub fn hget_many(&self, fields: &[&Lit]) -> [Option<Str>; 4] {
+        let mut out: [*mut RedisModuleString; 4] = [ptr::null_mut(); 4];
+        let (Some(k), Some(f)) = (self.live(), api!(RedisModule_HashGet)) else { return [None, None, None, None] };
+        // A NULL field ends the list, so unused slots are NULL.
+        let name = |i: usize| fields.get(i).map_or(ptr::null_mut(), |l| l.get());
+        let [o0, o1, o2, o3] = &mut out;
+        // SAFETY: field/out-pointer pairs, ended by the first NULL field; the server writes
+        // only the out pointers of the fields it was given.
+        unsafe {
+            f(
+                k,
+                raw::REDISMODULE_HASH_NONE as c_int,
+                name(0),
+                o0 as *mut *mut RedisModuleString,
+                name(1),
+                o1 as *mut *mut RedisModuleString,
+                name(2),
+                o2 as *mut *mut RedisModuleString,
+                name(3),
+                o3 as *mut *mut RedisModuleString,
+                ptr::null_mut::<c_char>(),
+            )
+        };
+        out.map(|p| Str::adopt(self.ctx, p))
+    }
+
     /// HSET of several fields, one effect.
     pub fn hset(&self, pairs: &[(&Lit, *mut RedisModuleString)]) -> Result<(), Refusal> {
         let k = self.live().ok_or_else(crate::errors::host_reply)?;

@@ -60,7 +60,7 @@ fn pause(x: &mut Exec, on: bool) -> Result<Reply, Refusal> {
     x.caller()?.key(meta_name, Access::Write)?;
     let meta = x.open(4, true);
     meta.exists_as(Kind::Hash)?;
-    let events = Events::open(x.open(5, true))?;
+    let events = Events::open(x, 5)?;
     let paused = meta.hget(&PAUSED).is_some();
     if paused == on {
         return Ok(Reply::Int(0));
@@ -108,7 +108,7 @@ fn take(x: &mut Exec, token: &[u8], lease: i64, count: usize) -> Result<Reply, R
     let delayed = zset(x, 3)?;
     let meta = x.open(4, false);
     meta.exists_as(Kind::Hash)?;
-    let events = Events::open(x.open(5, true))?;
+    let events = Events::open(x, 5)?;
     let now = x.now();
 
     // Read and check everything first (rows are opened as the caller). Due delayed jobs,
@@ -182,9 +182,9 @@ fn take(x: &mut Exec, token: &[u8], lease: i64, count: usize) -> Result<Reply, R
     let (tok, at) = (x.string(token)?, x.int(now)?);
     let mut out = Vec::with_capacity(live.len());
     for job in live {
-        let row = Row(&job.row);
-        let started = row.int(&field::STARTED, 0).saturating_add(1);
-        let attempt = row.int(&field::MADE, 0).saturating_add(1);
+        let [started, made, name, data] = job.row.hget_many(&[&field::STARTED, &field::MADE, &field::NAME, &field::DATA]);
+        let count = |s: Option<Str>| s.and_then(|s| domain::args::int(s.bytes())).unwrap_or(0).saturating_add(1);
+        let (started, attempt) = (count(started), count(made));
         job.row.hset(&[
             (&field::STATE, State::Active.lit().get()),
             (&field::TOKEN, tok.ptr()),
@@ -194,8 +194,8 @@ fn take(x: &mut Exec, token: &[u8], lease: i64, count: usize) -> Result<Reply, R
         events.emit(x, Some(job.id.ptr()), Event::Active { attempt })?;
         out.push(Reply::Array(vec![
             Reply::bulk(job.id.bytes()),
-            row.get(&field::NAME).map_or(Reply::Null, Reply::Str),
-            row.get(&field::DATA).map_or(Reply::Null, Reply::Str),
+            name.map_or(Reply::Null, Reply::Str),
+            data.map_or(Reply::Null, Reply::Str),
             Reply::Int(attempt),
         ]));
     }

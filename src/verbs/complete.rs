@@ -43,7 +43,7 @@ impl Verb for Complete {
         let row = existing_row(x)?;
         let active = zset(x, 1)?;
         let completed = zset(x, 2)?;
-        let events = Events::open(x.open(3, true))?;
+        let events = Events::open(x, 3)?;
         let id = x.string(x.id)?;
         if !held(&row, &active, &id, a.token) {
             let r = Row(&row);

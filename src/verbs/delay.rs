@@ -31,7 +31,7 @@ impl Verb for Delay {
         let row = existing_row(x)?;
         let active = zset(x, 1)?;
         let delayed = zset(x, 2)?;
-        let events = Events::open(x.open(3, true))?;
+        let events = Events::open(x, 3)?;
         let id = x.string(x.id)?;
         if !held(&row, &active, &id, a.token) {
             return Err(lease(x.id));

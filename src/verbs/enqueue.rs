@@ -42,7 +42,7 @@ impl Verb for Enqueue {
             return Ok(Reply::Int(0));
         }
         let ready = Ready::open(x.open(1, true), x.open(2, true))?;
-        let events = Events::open(x.open(3, true))?;
+        let events = Events::open(x, 3)?;
         let now = x.now();
         let id = x.string(x.id)?;
         let state = if job.priority == 0 { State::Wait } else { State::Prio };

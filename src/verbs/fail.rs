@@ -46,7 +46,7 @@ impl Verb for Fail {
         let ready = Ready::open(x.open(2, true), x.open(3, true))?;
         let delayed = zset(x, 4)?;
         let failed = zset(x, 5)?;
-        let events = Events::open(x.open(6, true))?;
+        let events = Events::open(x, 6)?;
         let id = x.string(x.id)?;
         if !held(&row, &active, &id, a.token) {
             return Err(queue::lease(x.id));

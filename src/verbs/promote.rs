@@ -20,7 +20,7 @@ impl Verb for Promote {
         let row = existing_row(x)?;
         let delayed = zset(x, 1)?;
         let ready = Ready::open(x.open(2, true), x.open(3, true))?;
-        let events = Events::open(x.open(4, true))?;
+        let events = Events::open(x, 4)?;
         let id = x.string(x.id)?;
         if Row(&row).state() != Some(State::Delayed) || delayed.zscore(id.ptr()).is_none() {
             return Err(not_in(x.id, "delayed"));

@@ -22,7 +22,7 @@ impl Verb for Reprocess {
         let completed = zset(x, 1)?;
         let failed = zset(x, 2)?;
         let ready = Ready::open(x.open(3, true), x.open(4, true))?;
-        let events = Events::open(x.open(5, true))?;
+        let events = Events::open(x, 5)?;
         let id = x.string(x.id)?;
         let r = Row(&row);
         let (prev, set) = match r.state() {

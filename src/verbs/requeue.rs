@@ -25,7 +25,7 @@ impl Verb for Requeue {
         let row = existing_row(x)?;
         let active = zset(x, 1)?;
         let ready = Ready::open(x.open(2, true), x.open(3, true))?;
-        let events = Events::open(x.open(4, true))?;
+        let events = Events::open(x, 4)?;
         let id = x.string(x.id)?;
         if !held(&row, &active, &id, token) {
             return Err(lease(x.id));

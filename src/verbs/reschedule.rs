@@ -24,7 +24,7 @@ impl Verb for Reschedule {
         let due = domain::due(when, now)?;
         let row = existing_row(x)?;
         let delayed = zset(x, 1)?;
-        let events = Events::open(x.open(2, true))?;
+        let events = Events::open(x, 2)?;
         let id = x.string(x.id)?;
         if Row(&row).state() != Some(State::Delayed) || delayed.zscore(id.ptr()).is_none() {
             return Err(not_in(x.id, "delayed"));

@@ -40,7 +40,7 @@ impl Verb for Schedule {
             return Ok(Reply::Int(0));
         }
         let delayed = zset(x, 1)?;
-        let events = Events::open(x.open(2, true))?;
+        let events = Events::open(x, 2)?;
         let id = x.string(x.id)?;
         job.create(x, &row, State::Delayed, now, 1)?;
         delayed.zadd(due, id.ptr())?;

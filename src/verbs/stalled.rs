@@ -40,7 +40,7 @@ impl Verb for Stalled {
         let active = zset(x, 0)?;
         let ready = Ready::open(x.open(1, true), x.open(2, true))?;
         let failed = zset(x, 3)?;
-        let events = Events::open(x.open(4, true))?;
+        let events = Events::open(x, 4)?;
         let now = x.now();
 
         // Read and check everything first: the expired leases and their rows.
