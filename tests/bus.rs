@@ -308,9 +308,7 @@ fn bus_verbs_replicate_their_effects_exactly() {
     let replica = Server::start(Opts::default());
     let mut p = primary.conn();
     p.call(&[b"EMQ.INSTALL", b"1", VK]);
-    let mut r = replica.conn();
-    r.call(&[b"REPLICAOF", b"127.0.0.1", primary.port.to_string().as_bytes()]);
-    wait_for(|| r.call(&[b"INFO", b"replication"]).str().contains("master_link_status:up"), "replica link");
+    let mut r = replica.follow(&primary);
     // The replica's subscribers get the publishes too: the replicated PUBLISH effect.
     let mut sub = replica.conn();
     let t = Topic::new("repl");

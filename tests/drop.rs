@@ -189,7 +189,6 @@ fn drop_is_declared_and_replicated_as_its_effect() {
     let primary = Server::start(Opts::default());
     let replica = Server::start(Opts::default());
     let mut p = primary.conn();
-    let mut r = replica.conn();
     // Flags, categories and the key spec: a write of one declared key, RW ACCESS DELETE.
     let info = p.call(&[b"COMMAND", b"INFO", b"TRA.DROP"]);
     let entry = info.array()[0].array();
@@ -210,8 +209,7 @@ fn drop_is_declared_and_replicated_as_its_effect() {
     p.call(&[b"SET", b"ecc:{t}:1", b"ECC00000000005v"]);
     assert!(reader.call(&[b"TRA.DROP", b"1", b"ecc:{t}:1", b"ECC00000000009"]).error().starts_with("NOPERM"));
 
-    r.call(&[b"REPLICAOF", b"127.0.0.1", primary.port.to_string().as_bytes()]);
-    wait_for(|| r.call(&[b"INFO", b"replication"]).str().contains("master_link_status:up"), "replica link");
+    let mut r = replica.follow(&primary);
     for i in 0..20u64 {
         let key = format!("ecc:{{t}}:{i}");
         p.call(&[b"SET", key.as_bytes(), format!("{}v", id_of("ECC", 10)).as_bytes()]);

@@ -500,9 +500,7 @@ fn every_command_survives_random_arguments() {
     let mut c = srv.conn();
     // A replica: whatever the fuzzer did, its effects (and only they) reach it.
     let replica = Server::start(Opts::default());
-    let mut rc = replica.conn();
-    rc.call(&[b"REPLICAOF", b"127.0.0.1", srv.port.to_string().as_bytes()]);
-    wait_for(|| rc.call(&[b"INFO", b"replication"]).str().contains("master_link_status:up"), "the replica's link");
+    let mut rc = replica.follow(&srv);
     rc.call(&[b"DEBUG", b"SET-ACTIVE-EXPIRE", b"0"]);
 
     // Every command the server registered for the module is in the table, and the reverse.

@@ -523,9 +523,7 @@ fn replica_and_aof_hold_what_the_primary_holds() {
     p.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]);
     p.call(&[b"CONFIG", b"SET", b"trafikey.events-maxlen", b"50"]);
     p.call(&[b"CONFIG", b"SET", b"trafikey.keep-completed", b"20"]);
-    let mut r = replica.conn();
-    r.call(&[b"REPLICAOF", b"127.0.0.1", primary.port.to_string().as_bytes()]);
-    wait_for(|| r.call(&[b"INFO", b"replication"]).str().contains("master_link_status:up"), "replica link");
+    let mut r = replica.follow(&primary);
     let q = Q::new("mix");
     // a mixed workload touching every verb
     for i in 0..200u64 {

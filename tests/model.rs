@@ -1712,9 +1712,7 @@ impl Pair {
     fn start() -> Pair {
         let primary = Server::installed();
         let replica = Server::start(Opts::default());
-        let mut r = replica.conn();
-        r.call(&[b"REPLICAOF", b"127.0.0.1", primary.port.to_string().as_bytes()]);
-        wait_for(|| r.call(&[b"INFO", b"replication"]).str().contains("master_link_status:up"), "the replica's link");
+        replica.follow(&primary);
         Pair { primary, replica }
     }
 

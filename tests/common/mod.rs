@@ -191,6 +191,14 @@ impl Server {
         panic!("restart failed");
     }
 
+    /// Make this server a replica of `primary` and wait until the link is up.
+    pub fn follow(&self, primary: &Server) -> Conn {
+        let mut r = self.conn();
+        r.call(&[b"REPLICAOF", b"127.0.0.1", primary.port.to_string().as_bytes()]);
+        wait_for(|| r.call(&[b"INFO", b"replication"]).str().contains("master_link_status:up"), "replica link");
+        r
+    }
+
     pub fn conn(&self) -> Conn {
         Conn::connect(self.port).expect("connect")
     }
