@@ -4,8 +4,9 @@ use crate::errors::Refusal;
 use crate::host::{Exec, Reply, Verb};
 use crate::{table, MODULE_NAME, MODULE_VERSION};
 
-/// The release stage of this build: `preview` until the wire is served whole and benchmarked.
-pub const STAGE: &str = "preview";
+/// The release stage of this build: `beta` — all seventeen wire tokens served, tested
+/// against a model and benchmarked, not yet proven in production (then `ga`).
+pub const STAGE: &str = "beta";
 /// The version of this reply's shape.
 pub const API_VERSION: i64 = 1;
 
