@@ -220,35 +220,16 @@ fn row<T>(who: Who, workload: &'static str, mode: &'static str, r: Result<Measur
 
 fn failed(who: Who, workload: &'static str, mode: &'static str, e: String) -> Row {
     say(&format!("{} {workload} {mode} FAILED: {e}", report::contender(who, workload)));
-    Row {
-        who,
-        workload,
-        mode,
-        jobs: 0,
-        secs: 0.0,
-        cpu_us: 0.0,
-        inside_us: None,
-        p50_us: 0,
-        p99_us: 0,
-        foreign: None,
-        status: Status::Failed(e),
-    }
+    empty_row(who, workload, mode, Status::Failed(e))
 }
 
 fn skipped(who: Who, workload: &'static str, mode: &'static str, why: &str) -> Row {
-    Row {
-        who,
-        workload,
-        mode,
-        jobs: 0,
-        secs: 0.0,
-        cpu_us: 0.0,
-        inside_us: None,
-        p50_us: 0,
-        p99_us: 0,
-        foreign: None,
-        status: Status::Skipped(why.to_string()),
-    }
+    empty_row(who, workload, mode, Status::Skipped(why.to_string()))
+}
+
+/// A row without figures: a phase that failed or did not run.
+fn empty_row(who: Who, workload: &'static str, mode: &'static str, status: Status) -> Row {
+    Row { who, workload, mode, jobs: 0, secs: 0.0, cpu_us: 0.0, inside_us: None, p50_us: 0, p99_us: 0, foreign: None, status }
 }
 
 /// A measured phase, then its check of the queue's sets; the row says if either failed.
