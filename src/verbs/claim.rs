@@ -149,8 +149,9 @@ fn take(x: &mut Exec, token: &[u8], lease: i64, count: usize) -> Result<Reply, R
 
     // Write: promotions, then claims.
     let mut promoted_n = 0u64;
+    let due: Vec<_> = promoted.iter().map(|p| p.id.ptr()).collect();
+    delayed.zrem_many(&due);
     for p in &promoted {
-        delayed.zrem(p.id.ptr());
         if p.orphan {
             metrics::add(&metrics::ORPHANS, 1);
             continue;
