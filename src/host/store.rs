@@ -180,13 +180,8 @@ impl Key {
     // ---- hashes: field names are constant strings ----
 
     pub fn hget(&self, field: &Lit) -> Option<Str> {
-        let (k, f) = (self.live()?, api!(RedisModule_HashGet)?);
-        let mut out: *mut RedisModuleString = ptr::null_mut();
-        // SAFETY: a field string, then the out pointer, then NULL.
-        unsafe {
-            f(k, raw::REDISMODULE_HASH_NONE as c_int, field.get(), &mut out as *mut *mut RedisModuleString, ptr::null_mut::<c_char>())
-        };
-        Str::adopt(self.ctx, out)
+        let [value, ..] = self.hget_many(&[field]);
+        value
     }
 
     /// Up to four fields in one call (the rest of the answer is `None`).
