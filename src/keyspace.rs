@@ -100,25 +100,35 @@ pub fn key(queue: &[u8], role: Role, suffix: &[u8]) -> Vec<u8> {
     k
 }
 
-/// The strict parser: the exact inverse of [`key`] over valid queues. A suffixed role needs a
-/// non-empty suffix; an unsuffixed one must match its word exactly.
-pub fn parse(key: &[u8]) -> Option<Parsed<'_>> {
+/// `emq:{Q}:` split off a key: the queue and what follows it.
+fn split(key: &[u8]) -> Option<(&[u8], &[u8])> {
     let rest = key.strip_prefix(PREFIX)?;
     let close = rest.iter().position(|&b| b == b'}')?;
     let (queue, tail) = rest.split_at(close);
-    if !valid_queue(queue) {
-        return None;
+    Some((queue, tail.strip_prefix(b"}:")?)).filter(|_| valid_queue(queue))
+}
+
+/// `tail` (what follows `emq:{Q}:`) as `role`: its suffix (empty for unsuffixed roles).
+fn role_suffix(tail: &[u8], role: Role) -> Option<&[u8]> {
+    let word = role.word().as_bytes();
+    if role.suffixed() {
+        tail.strip_prefix(word).filter(|s| !s.is_empty())
+    } else {
+        (tail == word).then_some(&b""[..])
     }
-    let tail = tail.strip_prefix(b"}:")?;
-    Role::ALL.iter().find_map(|&role| {
-        let word = role.word().as_bytes();
-        if role.suffixed() {
-            let suffix = tail.strip_prefix(word)?;
-            (!suffix.is_empty()).then_some(Parsed { queue, role, suffix })
-        } else {
-            (tail == word).then_some(Parsed { queue, role, suffix: b"" })
-        }
-    })
+}
+
+/// The strict parser: the exact inverse of [`key`] over valid queues. A suffixed role needs a
+/// non-empty suffix; an unsuffixed one must match its word exactly.
+pub fn parse(key: &[u8]) -> Option<Parsed<'_>> {
+    let (queue, tail) = split(key)?;
+    Role::ALL.iter().find_map(|&role| role_suffix(tail, role).map(|suffix| Parsed { queue, role, suffix }))
+}
+
+/// [`parse`] for a key that must be `role` (the layout check): the queue and the suffix.
+pub fn parse_as(key: &[u8], role: Role) -> Option<Parsed<'_>> {
+    let (queue, tail) = split(key)?;
+    role_suffix(tail, role).map(|suffix| Parsed { queue, role, suffix })
 }
 
 /// The prefix every job row of queue `Q` shares: `emq:{Q}:job:`.
@@ -197,7 +207,11 @@ mod tests {
         fn parse_never_panics(k in proptest::collection::vec(any::<u8>(), 0..300)) {
             if let Some(p) = parse(&k) {
                 prop_assert!(valid_queue(p.queue));
-                prop_assert_eq!(key(p.queue, p.role, p.suffix), k);
+                prop_assert_eq!(&key(p.queue, p.role, p.suffix), &k);
+            }
+            // parse_as agrees with parse for every role
+            for role in Role::ALL {
+                prop_assert_eq!(parse_as(&k, role), parse(&k).filter(|p| p.role == role));
             }
         }
     }

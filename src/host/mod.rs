@@ -212,7 +212,7 @@ impl<'a> Exec<'a> {
                     }
                 }
                 table::KeyRole::Queue(role) => {
-                    let p = keyspace::parse(k).filter(|p| p.role == role).ok_or_else(|| {
+                    let p = keyspace::parse_as(k, role).ok_or_else(|| {
                         Refusal::Layout(format!(
                             "key {} must be emq:{{Q}}:{}{}",
                             i + 1,
