@@ -604,3 +604,22 @@ fn the_events_stream_is_capped() {
     assert!(len <= 200, "MAXLEN ~ keeps the stream near its cap, got {len}");
     assert!(len >= 10);
 }
+
+#[test]
+fn a_full_server_refuses_producers_but_still_drains() {
+    let (_s, mut c, q) = setup("oom");
+    q.enqueue(&mut c, &jid(1), &[]);
+    q.enqueue(&mut c, &jid(2), &[]);
+    claim(&q, &mut c, "t", 60_000, 2);
+    c.call(&[b"CONFIG", b"SET", b"maxmemory", b"1"]);
+    // Producers are deny-oom: the server refuses them before the module runs.
+    let e = unchanged(&mut c, |c| q.enqueue(c, &jid(3), &[]));
+    assert!(e.error().starts_with("OOM"), "{e:?}");
+    let e = q.run(&mut c, "EMQ.SCHEDULE", &jid(4), &[b"+10", b"n", b"d"]);
+    assert!(e.error().starts_with("OOM"), "{e:?}");
+    // The verbs that move or finish jobs are not: workers keep draining a full server.
+    assert_eq!(q.run(&mut c, "EMQ.COMPLETE", &jid(1), &[b"t", b"ok"]), Reply::Int(1));
+    assert_eq!(q.run(&mut c, "EMQ.FAIL", &jid(2), &[b"t", b"no"]), Reply::Simple("failed".into()));
+    c.call(&[b"CONFIG", b"SET", b"maxmemory", b"0"]);
+    q.check_invariant(&mut c);
+}
