@@ -462,19 +462,7 @@ fn show(b: &[u8]) -> String {
         let head = show(&b[..24]);
         return format!("{head}…({} bytes)", b.len());
     }
-    let mut s = String::new();
-    for &c in b {
-        if (0x21..0x7f).contains(&c) && c != b'\\' {
-            s.push(c as char);
-        } else {
-            let _ = write!(s, "\\x{c:02x}");
-        }
-    }
-    if s.is_empty() {
-        "\"\"".into()
-    } else {
-        s
-    }
+    escape(b)
 }
 
 fn show_argv(v: &[Vec<u8>]) -> String {

@@ -1154,19 +1154,7 @@ fn show(b: &[u8]) -> String {
     if b.len() > 40 && b.iter().all(|&c| c == b[0]) {
         return format!("{}×{}", show(&b[..1]), b.len());
     }
-    let mut s = String::new();
-    for &c in b {
-        if (0x21..0x7f).contains(&c) && c != b'"' && c != b'\\' {
-            s.push(c as char);
-        } else {
-            let _ = write!(s, "\\x{c:02x}");
-        }
-    }
-    if s.is_empty() {
-        "\"\"".into()
-    } else {
-        s
-    }
+    escape(b)
 }
 
 fn show_ids(v: &[Vec<u8>]) -> String {

@@ -402,3 +402,22 @@ pub fn wait_for(mut f: impl FnMut() -> bool, what: &str) {
 pub fn file_exists(p: &Path) -> bool {
     p.exists()
 }
+
+/// Bytes as a readable token for failure messages: printable ASCII as it is (but `"` and
+/// `\`), everything else `\xhh`, the empty string as `""`.
+pub fn escape(b: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    for &c in b {
+        if (0x21..0x7f).contains(&c) && c != b'"' && c != b'\\' {
+            s.push(c as char);
+        } else {
+            let _ = write!(s, "\\x{c:02x}");
+        }
+    }
+    if s.is_empty() {
+        "\"\"".into()
+    } else {
+        s
+    }
+}
