@@ -130,6 +130,9 @@ impl Row<'_> {
     }
 }
 
+/// Fields and values of one row write.
+type Pairs<'l> = smallvec::SmallVec<[(&'l Lit, *mut RedisModuleString); 8]>;
+
 /// A new job as ENQUEUE and SCHEDULE take it, range-checked.
 pub struct NewJob<'a> {
     pub name: &'a [u8],
@@ -170,8 +173,12 @@ impl<'a> NewJob<'a> {
         let attempts = (self.attempts != 1).then(|| x.int(self.attempts)).transpose()?;
         let backoff = self.backoff.map(|b| x.string(domain::backoff_encode(b).as_bytes())).transpose()?;
         let opts = self.opts.map(|o| x.string(o)).transpose()?;
-        let mut pairs: Vec<(&Lit, *mut RedisModuleString)> =
-            vec![(&field::STATE, state.lit().get()), (&field::NAME, name), (&field::DATA, data), (&field::CREATED, created.ptr())];
+        let mut pairs: Pairs = smallvec::smallvec![
+            (&field::STATE, state.lit().get()),
+            (&field::NAME, name),
+            (&field::DATA, data),
+            (&field::CREATED, created.ptr())
+        ];
         pairs.extend(prio.as_ref().map(|v| (&field::PRIORITY, v.ptr())));
         pairs.extend(attempts.as_ref().map(|v| (&field::ATTEMPTS, v.ptr())));
         pairs.extend(backoff.as_ref().map(|v| (&field::BACKOFF, v.ptr())));
@@ -408,7 +415,7 @@ pub fn finish(
     }
     set.zadd(now, id.ptr())?;
     let finished = x.int(now)?;
-    let mut pairs: Vec<(&Lit, *mut RedisModuleString)> = vec![(&field::STATE, state.lit().get()), (&field::FINISHED, finished.ptr())];
+    let mut pairs: Pairs = smallvec::smallvec![(&field::STATE, state.lit().get()), (&field::FINISHED, finished.ptr())];
     pairs.extend_from_slice(fields);
     row.hset(&pairs)?;
     if state != State::Completed {

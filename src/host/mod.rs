@@ -88,8 +88,8 @@ impl<'a> Exec<'a> {
         self.argv.get(i).map_or(&[][..], |&p| bytes_of(p))
     }
 
-    /// The arguments after the declared keys.
-    fn rest(&self) -> Vec<&'a [u8]> {
+    /// The arguments after the declared keys (a handful: on the stack).
+    fn rest(&self) -> smallvec::SmallVec<[&'a [u8]; 12]> {
         self.argv.iter().skip(self.first_arg).map(|&p| bytes_of(p)).collect()
     }
 

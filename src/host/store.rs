@@ -11,13 +11,42 @@ use valkey_module::raw::{self, RedisModuleCtx, RedisModuleKey, RedisModuleStream
 use super::strings::{bytes_of, Lit, Str};
 use crate::errors::Refusal;
 
+/// The arguments of one effect: short, so on the stack.
+type Effect = smallvec::SmallVec<[*mut RedisModuleString; 16]>;
+
 /// Propagate one command to replicas and AOF. All effects of one call are wrapped in
 /// MULTI/EXEC by the server.
 pub fn replicate(ctx: *mut RedisModuleCtx, cmd: &CStr, args: &[*mut RedisModuleString]) {
-    if let Some(f) = api!(RedisModule_Replicate) {
-        // SAFETY: "v" takes (RedisModuleString **, size_t); the server retains what it keeps.
-        unsafe { f(ctx, cmd.as_ptr(), c"v".as_ptr(), args.as_ptr(), args.len()) };
+    let Some(f) = api!(RedisModule_Replicate) else { return };
+    let c = cmd.as_ptr();
+    // One `s` per argument up to twelve: the server sizes its argv from the format once,
+    // where a `v` vector costs it a second allocation (two per effect, ~9 effects a job).
+    macro_rules! by_arity {
+        ($($fmt:literal [$($a:ident)+])*) => {
+            match *args {
+                $([$($a),+] => f(ctx, c, $fmt.as_ptr(), $($a),+),)*
+                _ => f(ctx, c, c"v".as_ptr(), args.as_ptr(), args.len()),
+            }
+        };
     }
+    // SAFETY: each `s` takes one live RedisModuleString, `v` takes (RedisModuleString **,
+    // size_t); the server retains what it keeps.
+    unsafe {
+        by_arity! {
+            c"s" [a]
+            c"ss" [a b]
+            c"sss" [a b d]
+            c"ssss" [a b d e]
+            c"sssss" [a b d e g]
+            c"ssssss" [a b d e g h]
+            c"sssssss" [a b d e g h i]
+            c"ssssssss" [a b d e g h i j]
+            c"sssssssss" [a b d e g h i j k]
+            c"ssssssssss" [a b d e g h i j k l]
+            c"sssssssssss" [a b d e g h i j k l m]
+            c"ssssssssssss" [a b d e g h i j k l m n]
+        }
+    };
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,7 +63,7 @@ pub enum Kind {
 /// Delete the (writable) keys that exist; one effect `DEL k ...`.
 pub fn delete_all(keys: &[Key]) {
     let Some(f) = api!(RedisModule_DeleteKey) else { return };
-    let mut effect = Vec::with_capacity(keys.len());
+    let mut effect = Effect::new();
     let mut ctx = ptr::null_mut();
     for key in keys {
         if let (Some(k), false) = (key.live(), key.kind() == Kind::Empty) {
@@ -215,13 +244,19 @@ impl Key {
     pub fn hset(&self, pairs: &[(&Lit, *mut RedisModuleString)]) -> Result<(), Refusal> {
         let k = self.live().ok_or_else(crate::errors::host_reply)?;
         let Some(f) = api!(RedisModule_HashSet) else { return Err(crate::errors::host_reply()) };
-        let mut effect = Vec::with_capacity(1 + 2 * pairs.len());
+        let mut effect = Effect::new();
         effect.push(self.name());
-        for (field, value) in pairs {
-            // SAFETY: a field string, its value, then NULL.
-            unsafe { f(k, raw::REDISMODULE_HASH_NONE as c_int, field.get(), *value, ptr::null_mut::<c_char>()) };
-            effect.push(field.get());
-            effect.push(*value);
+        // Six pairs per server call; a NULL field ends the list, so unused slots are NULL.
+        for chunk in pairs.chunks(6) {
+            let mut slot = [(ptr::null_mut::<RedisModuleString>(), ptr::null_mut::<RedisModuleString>()); 6];
+            for (s, (field, value)) in slot.iter_mut().zip(chunk) {
+                *s = (field.get(), *value);
+                effect.push(field.get());
+                effect.push(*value);
+            }
+            let [(f0, v0), (f1, v1), (f2, v2), (f3, v3), (f4, v4), (f5, v5)] = slot;
+            // SAFETY: field/value pairs, ended by the first NULL field (or the final NULL).
+            unsafe { f(k, raw::REDISMODULE_HASH_NONE as c_int, f0, v0, f1, v1, f2, v2, f3, v3, f4, v4, f5, v5, ptr::null_mut::<c_char>()) };
         }
         replicate(self.ctx, c"HSET", &effect);
         Ok(())
@@ -230,7 +265,7 @@ impl Key {
     /// HDEL of the fields present; one effect, none if nothing was there.
     pub fn hdel(&self, fields: &[&Lit]) -> Result<(), Refusal> {
         let (Some(k), Some(f)) = (self.live(), api!(RedisModule_HashSet)) else { return Ok(()) };
-        let mut effect = Vec::with_capacity(1 + fields.len());
+        let mut effect = Effect::new();
         effect.push(self.name());
         for field in fields {
             // SAFETY: REDISMODULE_HASH_DELETE as the value deletes the field.
@@ -323,7 +358,7 @@ impl Key {
         }
         let k = self.live().ok_or_else(crate::errors::host_reply)?;
         let sc = Str::int(self.ctx, score).ok_or_else(crate::errors::host_reply)?;
-        let mut effect = Vec::with_capacity(1 + 2 * members.len());
+        let mut effect = Effect::with_capacity(1 + 2 * members.len());
         effect.push(self.name());
         for &m in members {
             if let Some(f) = api!(RedisModule_ZsetAdd) {
@@ -345,7 +380,7 @@ impl Key {
     /// Remove members; one effect `ZREM key m ...` naming those that were there.
     pub fn zrem_many(&self, members: &[*mut RedisModuleString]) -> usize {
         let (Some(k), Some(f)) = (self.live(), api!(RedisModule_ZsetRem)) else { return 0 };
-        let mut effect = Vec::with_capacity(1 + members.len());
+        let mut effect = Effect::with_capacity(1 + members.len());
         effect.push(self.name());
         for &m in members {
             let mut deleted: c_int = 0;
@@ -419,7 +454,7 @@ impl Key {
         let k = self.live().ok_or_else(crate::errors::host_reply)?;
         let Some(f) = api!(RedisModule_StreamAdd) else { return Err(crate::errors::host_reply()) };
         let mut id = RedisModuleStreamID { ms: 0, seq: 0 };
-        let mut argv = fields.to_vec();
+        let mut argv: Effect = fields.iter().copied().collect();
         // SAFETY: writable stream (or empty) key; argv holds field/value pairs.
         let rc = unsafe { f(k, raw::REDISMODULE_STREAM_ADD_AUTOID as c_int, &mut id, argv.as_mut_ptr(), (fields.len() / 2) as i64) };
         if rc != raw::REDISMODULE_OK as c_int {
@@ -431,7 +466,7 @@ impl Key {
         let _ = std::io::Write::write_fmt(&mut cur, format_args!("{}-{}", id.ms, id.seq));
         let n = usize::try_from(cur.position()).unwrap_or(0);
         let id = s(self.ctx, buf.get(..n).unwrap_or(&[]))?;
-        let mut effect = Vec::with_capacity(2 + fields.len());
+        let mut effect = Effect::new();
         effect.push(self.name());
         effect.push(id.ptr());
         effect.extend_from_slice(fields);
