@@ -12,7 +12,9 @@
 //! Options: --short, --n N, --mem M, --no-bullmq, --no-readme, --phase-limit SECONDS,
 //! --quiet-wait SECONDS (how long each phase may wait for other processes on the machine to
 //! go below 0.15 cores before it starts; 60 by default, 0 in the short mode), --only LIST
-//! (some of trafikey,lua,bullmq,floor,set). A run with --only never touches README.md.
+//! (some of trafikey,lua,bullmq,floor,set), --repeat R (passes over every workload, each
+//! figure the median pass: 3 by default, 1 in the short mode). A run with --only never
+//! touches README.md.
 //! Environment: TRAFIKEY_MODULE (the .so), VALKEY_SERVER, BENCH_BULLMQ_DIR (BullMQ installed
 //! with bench.mjs), BENCH_BULLMQ_WHY (the note when BullMQ is skipped), BENCH_SCRATCH (where
 //! the server's data dir goes).
@@ -35,7 +37,7 @@ use std::time::Duration;
 use coherence::Lane;
 use load::Measured;
 use queue::{Engine, Shape};
-use report::{Report, Row, Status, Who, DROP};
+use report::{Memory, Pass, Report, Row, Status, Who, DROP};
 use resp::{Conn, Reply};
 use server::Server;
 
@@ -53,6 +55,8 @@ struct Opts {
     quiet_wait: Duration,
     /// The contenders to run (all when empty).
     only: Vec<Who>,
+    /// Passes over every workload; each figure is the median pass.
+    repeat: usize,
 }
 
 impl Opts {
@@ -71,11 +75,13 @@ fn parse_args() -> Result<Opts, String> {
         phase_limit: Duration::from_secs(300),
         quiet_wait: Duration::from_secs(60),
         only: vec![],
+        repeat: 3,
     };
     let mut n = None;
     let mut mem = None;
     let mut limit = None;
     let mut quiet = None;
+    let mut repeat = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value =
@@ -88,6 +94,7 @@ fn parse_args() -> Result<Opts, String> {
             "--no-bullmq" => o.bullmq = false,
             "--no-readme" => o.readme = false,
             "--quiet-wait" => quiet = Some(value("--quiet-wait")?),
+            "--repeat" => repeat = Some(value("--repeat")?),
             "--only" => {
                 for w in args.next().ok_or("--only needs a list")?.split(',') {
                     o.only.push(match w {
@@ -103,7 +110,7 @@ fn parse_args() -> Result<Opts, String> {
             // cargo bench passes --bench to harness = false targets.
             "--bench" => {}
             "-h" | "--help" => {
-                println!("usage: scripts/bench [--short] [--n N] [--mem M] [--no-bullmq] [--no-readme] [--phase-limit SECONDS] [--quiet-wait SECONDS] [--only trafikey,lua,bullmq,floor,set]");
+                println!("usage: scripts/bench [--short] [--n N] [--mem M] [--no-bullmq] [--no-readme] [--phase-limit SECONDS] [--quiet-wait SECONDS] [--repeat R] [--only trafikey,lua,bullmq,floor,set]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other}")),
@@ -118,11 +125,15 @@ fn parse_args() -> Result<Opts, String> {
         o.phase_limit = Duration::from_secs(20);
         o.readme = false;
         o.quiet_wait = Duration::ZERO;
+        o.repeat = 1;
     }
     o.n = n.unwrap_or(o.n).max(CONNS as u64);
     o.mem = mem.unwrap_or(o.mem).max(1);
     if let Some(l) = limit {
         o.phase_limit = Duration::from_secs(l.max(1));
+    }
+    if let Some(r) = repeat {
+        o.repeat = usize::try_from(r.clamp(1, 99)).unwrap_or(1);
     }
     if let Some(q) = quiet {
         o.quiet_wait = Duration::from_secs(q);
@@ -212,6 +223,7 @@ fn row<T>(who: Who, workload: &'static str, mode: &'static str, r: Result<Measur
                 p99_us: load::percentile(&m.lat, 99.0),
                 foreign: Some(m.foreign),
                 status: Status::Ok,
+                passes: vec![],
             }
         }
         Err(e) => failed(who, workload, mode, e),
@@ -229,7 +241,20 @@ fn skipped(who: Who, workload: &'static str, mode: &'static str, why: &str) -> R
 
 /// A row without figures: a phase that failed or did not run.
 fn empty_row(who: Who, workload: &'static str, mode: &'static str, status: Status) -> Row {
-    Row { who, workload, mode, jobs: 0, secs: 0.0, cpu_us: 0.0, inside_us: None, p50_us: 0, p99_us: 0, foreign: None, status }
+    Row {
+        who,
+        workload,
+        mode,
+        jobs: 0,
+        secs: 0.0,
+        cpu_us: 0.0,
+        inside_us: None,
+        p50_us: 0,
+        p99_us: 0,
+        foreign: None,
+        status,
+        passes: vec![],
+    }
 }
 
 /// A measured phase, then its check of the queue's sets; the row says if either failed.
@@ -366,6 +391,63 @@ fn round_events_off(srv: &Server, c: &mut Conn, x: &Contender, o: &Opts, rows: &
     Ok(())
 }
 
+/// One pass over every workload and contender: its rows and memory figures.
+fn pass(srv: &Server, c: &mut Conn, contenders: &[Contender], bull: &mut Bull, o: &Opts, keep: u64, cap: u64) -> Result<Pass, String> {
+    let mut rows = Vec::new();
+    let mut memory = Vec::new();
+    for x in contenders {
+        round_enqueue(srv, c, x, o, &mut rows)?;
+    }
+    bull.round(srv, c, o, "enqueue", &mut rows, &mut memory)?;
+    for x in contenders {
+        round_claim(srv, c, x, o, &mut rows)?;
+    }
+    bull.round(srv, c, o, "claim", &mut rows, &mut memory)?;
+    for x in contenders {
+        round_lifecycle(srv, c, x, o, &mut rows)?;
+    }
+    if o.wants(Who::Floor) {
+        fresh(c)?;
+        say("floor lifecycle p32");
+        let f = queue::floor(srv, o.n, keep, cap, shape(o, DEPTH));
+        let f = row(Who::Floor, "lifecycle", "p32", f, None);
+        if f.ok() {
+            say(&format!("  {:.0} jobs/s, {:.2} µs server CPU per job", f.rate(), f.cpu_per_job()));
+        }
+        rows.push(f);
+    }
+    bull.round(srv, c, o, "lifecycle", &mut rows, &mut memory)?;
+    for x in contenders {
+        round_per_call(srv, c, x, o, &mut rows)?;
+    }
+    if o.wants(Who::Set) {
+        fresh(c)?;
+        say("plain SET c50");
+        let s = row(Who::Set, "plain SET", "c50", queue::plain_set(srv, o.n, shape(o, 1)), Some(&["set"]));
+        if s.ok() {
+            say(&format!("  {:.0} calls/s, {:.2} µs server CPU per call", s.rate(), s.cpu_per_job()));
+        }
+        rows.push(s);
+    }
+    let mut lanes = Vec::new();
+    if o.wants(Who::Trafikey) {
+        lanes.push((Who::Trafikey, if Lane::native_here(c) { DropLane::Ready(Lane::Native) } else { DropLane::Skipped(NO_DROP) }));
+    }
+    if o.wants(Who::Lua) {
+        let script = root().join("tests/fixtures/coherence_drop.lua");
+        lanes.push((Who::Lua, Lane::load_script(c, &script).map_or_else(DropLane::Failed, DropLane::Ready)));
+    }
+    round_drop(srv, c, &lanes, o, &mut rows)?;
+    for x in contenders {
+        round_events_off(srv, c, x, o, &mut rows)?;
+    }
+    for x in contenders {
+        round_memory(srv, c, x, o, &mut memory)?;
+    }
+    bull.round(srv, c, o, "memory", &mut rows, &mut memory)?;
+    Ok((rows, memory))
+}
+
 /// A coherence-drop lane of the run: its rows, or why it does not run.
 enum DropLane {
     Ready(Lane),
@@ -432,7 +514,7 @@ fn round_drop(srv: &Server, c: &mut Conn, lanes: &[(Who, DropLane)], o: &Opts, r
 }
 
 /// Round 6: memory per waiting job.
-fn round_memory(srv: &Server, c: &mut Conn, x: &Contender, o: &Opts, memory: &mut Vec<(Who, Result<f64, String>)>) -> Result<(), String> {
+fn round_memory(srv: &Server, c: &mut Conn, x: &Contender, o: &Opts, memory: &mut Memory) -> Result<(), String> {
     fresh(c)?;
     if o.quiet_wait > Duration::ZERO {
         load::wait_quiet(srv.pid(), load::QUIET_CORES, o.quiet_wait);
@@ -454,15 +536,7 @@ struct Bull {
 }
 
 impl Bull {
-    fn round(
-        &mut self,
-        srv: &Server,
-        c: &mut Conn,
-        o: &Opts,
-        part: &str,
-        rows: &mut Vec<Row>,
-        memory: &mut Vec<(Who, Result<f64, String>)>,
-    ) -> Result<(), String> {
+    fn round(&mut self, srv: &Server, c: &mut Conn, o: &Opts, part: &str, rows: &mut Vec<Row>, memory: &mut Memory) -> Result<(), String> {
         if !self.ready {
             return Ok(());
         }
@@ -509,6 +583,7 @@ impl Bull {
                         p99_us: f.p99_us,
                         foreign: Some(out.foreign),
                         status: Status::Ok,
+                        passes: vec![],
                     });
                 }
                 for e in &out.errors {
@@ -610,15 +685,15 @@ fn run(o: &Opts) -> Result<bool, String> {
     }
 
     let mut bull = Bull { dir: bull_dir.clone(), ready: false, ran: false };
-    let mut memory = Vec::new();
+    let mut skipped_memory = Vec::new();
     if !o.wants(Who::BullMq) {
         notes.push(std::env::var("BENCH_BULLMQ_WHY").unwrap_or_else(|_| "BullMQ was not run.".into()));
-        memory.push((Who::BullMq, Err("skipped".into())));
+        skipped_memory.push((Who::BullMq, Err("skipped".into())));
     } else if !bullmq::installed(&bull_dir) {
         let s = format!("BullMQ is not installed in {} (scripts/bench installs it; no network?): skipped.", bull_dir.display());
         say(&s);
         notes.push(s);
-        memory.push((Who::BullMq, Err("skipped: not installed".into())));
+        skipped_memory.push((Who::BullMq, Err("skipped: not installed".into())));
     } else {
         bull.ready = true;
     }
@@ -627,64 +702,26 @@ fn run(o: &Opts) -> Result<bool, String> {
     // load during the run falls on all of them alike.
     let keep: u64 = queue::config_get(&mut c, "trafikey.keep-completed")?.parse().unwrap_or(1000);
     let cap: u64 = queue::config_get(&mut c, "trafikey.events-maxlen")?.parse().unwrap_or(10_000);
-    let mut rows = Vec::new();
-    for x in &contenders {
-        round_enqueue(&srv, &mut c, x, o, &mut rows)?;
-    }
-    bull.round(&srv, &mut c, o, "enqueue", &mut rows, &mut memory)?;
-    for x in &contenders {
-        round_claim(&srv, &mut c, x, o, &mut rows)?;
-    }
-    bull.round(&srv, &mut c, o, "claim", &mut rows, &mut memory)?;
-    for x in &contenders {
-        round_lifecycle(&srv, &mut c, x, o, &mut rows)?;
-    }
-    if o.wants(Who::Floor) {
-        fresh(&mut c)?;
-        say("floor lifecycle p32");
-        let f = queue::floor(&srv, o.n, keep, cap, shape(o, DEPTH));
-        let f = row(Who::Floor, "lifecycle", "p32", f, None);
-        if f.ok() {
-            say(&format!("  {:.0} jobs/s, {:.2} µs server CPU per job", f.rate(), f.cpu_per_job()));
+    let mut passes = Vec::new();
+    for i in 0..o.repeat {
+        if o.repeat > 1 {
+            say(&format!("pass {} of {}", i + 1, o.repeat));
         }
-        rows.push(f);
+        passes.push(pass(&srv, &mut c, &contenders, &mut bull, o, keep, cap)?);
     }
-    bull.round(&srv, &mut c, o, "lifecycle", &mut rows, &mut memory)?;
-    for x in &contenders {
-        round_per_call(&srv, &mut c, x, o, &mut rows)?;
-    }
-    if o.wants(Who::Set) {
-        fresh(&mut c)?;
-        say("plain SET c50");
-        let s = row(Who::Set, "plain SET", "c50", queue::plain_set(&srv, o.n, shape(o, 1)), Some(&["set"]));
-        if s.ok() {
-            say(&format!("  {:.0} calls/s, {:.2} µs server CPU per call", s.rate(), s.cpu_per_job()));
-        }
-        rows.push(s);
-    }
-    let mut lanes = Vec::new();
-    if o.wants(Who::Trafikey) {
-        lanes.push((Who::Trafikey, if Lane::native_here(&mut c) { DropLane::Ready(Lane::Native) } else { DropLane::Skipped(NO_DROP) }));
-    }
-    if o.wants(Who::Lua) {
-        let script = root().join("tests/fixtures/coherence_drop.lua");
-        lanes.push((Who::Lua, Lane::load_script(&mut c, &script).map_or_else(DropLane::Failed, DropLane::Ready)));
-    }
-    round_drop(&srv, &mut c, &lanes, o, &mut rows)?;
-    for x in &contenders {
-        round_events_off(&srv, &mut c, x, o, &mut rows)?;
-    }
-    for x in &contenders {
-        round_memory(&srv, &mut c, x, o, &mut memory)?;
-    }
-    bull.round(&srv, &mut c, o, "memory", &mut rows, &mut memory)?;
+    let (rows, mut memory) = report::median(passes);
+    memory.extend(skipped_memory);
+    let lanes_ran = rows.iter().any(|r| r.workload == DROP);
     let bull_ran = bull.ran;
 
     notes.push(format!(
         "The Lua twin (tests/bench/lua/) makes the module's checks and writes with EVALSHA, the clock from `redis.call('TIME')`; it skips type checks and ACL checks on undeclared keys, which only makes it cheaper. Events on, `trafikey.keep-completed` {keep} (the twin mirrors it); BullMQ at its defaults (it keeps every completed job)."
     ));
     notes.push("In BullMQ's best-mode lifecycle the `addBulk` producers run ahead of the one worker, so its latency includes the backlog; trafikey's and the twin's pipelined lifecycle claims what each connection enqueued, so its queue stays short.".into());
-    if !lanes.is_empty() {
+    if o.repeat > 1 {
+        notes.push(format!("Every figure is from the median of {} passes over all workloads (by server CPU per job, each row on its own; memory: the median); \"each pass\" lists the server CPU per job of every pass, lowest first, to show the spread.", o.repeat));
+    }
+    if lanes_ran {
         notes.push(format!(
             "Coherence drop (issue 4 item 8): {} rows `cache:{{t}}:<i>` hold a frame (a 14-byte version `ECC` + 11 Base62 chars, then a {}-byte value) and are each hit once by `TRA.DROP 1 <row> <version>`; a separate set `cache:{{l}}:<i>` with the same frames is hit with the same versions by EVALSHA of the seed's `:coherence_drop` script (tests/fixtures/coherence_drop.lua, SCRIPT LOADed at run time). Half the versions are newer (dropped), a quarter equal and a quarter older (kept). Each lane runs on a fresh keyspace; afterwards every row is read back and both lanes must have dropped exactly the same rows. The side-by-side table shows them in the trafikey and Lua columns, so \"Lua ÷ trafikey\" there is EVALSHA ÷ TRA.DROP; a job is one call.",
             o.n,
@@ -768,6 +805,24 @@ fn selfcheck() -> Result<(), String> {
     }
     if kinds.iter().any(|&k| k < 2_000) || !(4_500..=5_500).contains(&kinds[2]) {
         return Err(format!("selfcheck: coherence drop mix [older, equal, newer] {kinds:?}"));
+    }
+    // The median of passes: the middle row by CPU per job, carrying every pass's figure; a
+    // failure in any pass wins.
+    let at = |cpu: f64, status: Status| Row { jobs: 10, cpu_us: cpu * 10.0, ..empty_row(Who::Trafikey, "enqueue", "c50", status) };
+    let passes =
+        [3.0, 1.0, 2.0].map(|c| (vec![at(c, Status::Ok), at(c, if c == 1.0 { Status::Failed("x".into()) } else { Status::Ok })], vec![]));
+    let mut passes = Vec::from(passes);
+    for (i, p) in passes.iter_mut().enumerate() {
+        if let Some(r) = p.0.get_mut(1) {
+            r.mode = "p32";
+        }
+        p.1.push((Who::Trafikey, Ok(100.0 + i as f64)));
+    }
+    let (rows, mem) = report::median(passes);
+    let ok = matches!(&rows[..], [a, b] if a.cpu_per_job() == 2.0 && a.passes == [1.0, 2.0, 3.0] && !b.ok())
+        && matches!(&mem[..], [(Who::Trafikey, Ok(m))] if *m == 101.0);
+    if !ok {
+        return Err("selfcheck: median of passes".into());
     }
     let shares: u64 = (0..7).map(|i| load::share(100, 7, i)).map(|r| r.end - r.start).sum();
     if shares != 100 || load::share(100, 7, 6).end != 100 || load::percentile(&[1, 2, 3, 4], 50.0) != 2 {

@@ -57,6 +57,8 @@ pub struct Row {
     /// Cores other processes on the machine used meanwhile.
     pub foreign: Option<f64>,
     pub status: Status,
+    /// Server CPU per job of every pass this row was the median of, lowest first.
+    pub passes: Vec<f64>,
 }
 
 impl Row {
@@ -73,8 +75,7 @@ impl Row {
 
 pub struct Report {
     pub rows: Vec<Row>,
-    /// Bytes per waiting job, per contender.
-    pub memory: Vec<(Who, Result<f64, String>)>,
+    pub memory: Memory,
     pub machine: Vec<(String, String)>,
     pub notes: Vec<String>,
     pub n: u64,
@@ -278,8 +279,8 @@ impl Report {
         // Detail.
         let _ = writeln!(s, "\n### Every figure\n");
         let _ = writeln!(s, "Latency is per job: enqueue = its call's round trip (pipelined: its batch's); claim+complete = CLAIM sent → COMPLETE answered (BullMQ: processor start → `completed` event; its fetch rides on the previous job's finish); lifecycle = ENQUEUE sent → COMPLETE answered (BullMQ: `add` sent → `completed` event); coherence drop = its call's round trip (pipelined: its batch's). \"Wall µs in command\" is the time inside the contender's own top-level commands (`INFO commandstats`: EMQ.*, TRA.DROP, EVALSHA, SET, the floor's commands); the rest of the server CPU is the per-request work around them (reading, parsing, replying, the event loop). It is wall time, not CPU: when the clients preempt the server inside a command that counts too, so on a busy machine it can exceed the server CPU. \"Other load\" is the CPU other processes on the machine used meanwhile (from /proc), in cores; a phase with much of it is less reliable. \"CPU ÷ trafikey\" is the row's server CPU per job over trafikey's in the same workload and mode (for the coherence drop: EVALSHA ÷ TRA.DROP).\n");
-        let _ = writeln!(s, "| contender | workload | mode | jobs | s | jobs/s | server CPU µs/job | CPU ÷ trafikey | wall µs in command/job | p50 ms | p99 ms | other load (cores) |");
-        let _ = writeln!(s, "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+        let _ = writeln!(s, "| contender | workload | mode | jobs | s | jobs/s | server CPU µs/job | CPU ÷ trafikey | wall µs in command/job | p50 ms | p99 ms | other load (cores) | CPU µs/job, each pass |");
+        let _ = writeln!(s, "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
         for r in &self.rows {
             match &r.status {
                 Status::Ok => {
@@ -289,7 +290,7 @@ impl Report {
                     };
                     let _ = writeln!(
                         s,
-                        "| {} | {} | {} | {} | {:.2} | {} | {} | {vs} | {} | {} | {} | {} |",
+                        "| {} | {} | {} | {} | {:.2} | {} | {} | {vs} | {} | {} | {} | {} | {} |",
                         contender(r.who, r.workload),
                         r.workload,
                         r.mode,
@@ -300,17 +301,27 @@ impl Report {
                         r.inside_us.map_or("–".into(), |v| num(v / r.jobs as f64)),
                         ms(r.p50_us),
                         ms(r.p99_us),
-                        r.foreign.map_or("–".into(), |f| format!("{f:.2}"))
+                        r.foreign.map_or("–".into(), |f| format!("{f:.2}")),
+                        if r.passes.is_empty() {
+                            "–".to_string()
+                        } else {
+                            r.passes.iter().map(|&v| num(v)).collect::<Vec<_>>().join(" / ")
+                        }
                     );
                 }
                 Status::Skipped(why) => {
-                    let _ =
-                        writeln!(s, "| {} | {} | {} | skipped: {why} | | | | | | | | |", contender(r.who, r.workload), r.workload, r.mode);
+                    let _ = writeln!(
+                        s,
+                        "| {} | {} | {} | skipped: {why} | | | | | | | | | |",
+                        contender(r.who, r.workload),
+                        r.workload,
+                        r.mode
+                    );
                 }
                 Status::Failed(e) => {
                     let _ = writeln!(
                         s,
-                        "| {} | {} | {} | **failed**: {} | | | | | | | | |",
+                        "| {} | {} | {} | **failed**: {} | | | | | | | | | |",
                         contender(r.who, r.workload),
                         r.workload,
                         r.mode,
@@ -327,6 +338,63 @@ impl Report {
         }
         s
     }
+}
+
+/// Bytes per waiting job, per contender.
+pub type Memory = Vec<(Who, Result<f64, String>)>;
+
+/// One pass over every workload: its rows and memory figures.
+pub type Pass = (Vec<Row>, Memory);
+
+/// The median of several passes: for each row (by contender, workload and mode, in the
+/// first pass's order) the pass with the median server CPU per job, carrying every pass's
+/// figure; a row that failed in any pass is that failure. Memory: the median figure.
+pub fn median(passes: Vec<Pass>) -> Pass {
+    let mut rows: Vec<Vec<Row>> = Vec::new();
+    let mut memory: Vec<(Who, Vec<Result<f64, String>>)> = Vec::new();
+    for (pass_rows, pass_memory) in passes {
+        for r in pass_rows {
+            match rows.iter_mut().find(|g| g.first().is_some_and(|f| f.who == r.who && f.workload == r.workload && f.mode == r.mode)) {
+                Some(g) => g.push(r),
+                None => rows.push(vec![r]),
+            }
+        }
+        for (w, m) in pass_memory {
+            match memory.iter_mut().find(|(x, _)| *x == w) {
+                Some((_, g)) => g.push(m),
+                None => memory.push((w, vec![m])),
+            }
+        }
+    }
+    let rows = rows
+        .into_iter()
+        .filter_map(|mut g| {
+            if let Some(i) = g.iter().position(|r| !r.ok()) {
+                return Some(g.swap_remove(i));
+            }
+            g.sort_by(|a, b| a.cpu_per_job().total_cmp(&b.cpu_per_job()));
+            let figures: Vec<f64> = g.iter().map(Row::cpu_per_job).collect();
+            let mid = g.len().checked_sub(1)? / 2;
+            let mut r = g.swap_remove(mid);
+            if figures.len() > 1 {
+                r.passes = figures;
+            }
+            Some(r)
+        })
+        .collect();
+    let memory = memory
+        .into_iter()
+        .map(|(w, mut g)| {
+            if let Some(i) = g.iter().position(Result::is_err) {
+                return (w, g.swap_remove(i));
+            }
+            let mut v: Vec<f64> = g.into_iter().filter_map(Result::ok).collect();
+            v.sort_by(f64::total_cmp);
+            let mid = v.len().saturating_sub(1) / 2;
+            (w, v.get(mid).copied().ok_or_else(|| "not measured".to_string()))
+        })
+        .collect();
+    (rows, memory)
 }
 
 /// Replace what lies between the bench markers of `readme`, if both are there, in order.
