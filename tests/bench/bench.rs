@@ -415,6 +415,18 @@ fn pass(srv: &Server, c: &mut Conn, contenders: &[Contender], bull: &mut Bull, o
             say(&format!("  {:.0} jobs/s, {:.2} µs server CPU per job", f.rate(), f.cpu_per_job()));
         }
         rows.push(f);
+        fresh(c)?;
+        say("floor CLAIM alone c50, then COMPLETE alone c50");
+        match queue::floor_per_call(srv, o.n, keep, cap, shape(o, 1)) {
+            Ok((claim, complete)) => {
+                rows.push(row(Who::Floor, "CLAIM alone", "c50", Ok::<_, String>(claim), None));
+                rows.push(row(Who::Floor, "COMPLETE alone", "c50", Ok::<_, String>(complete), None));
+            }
+            Err(e) => {
+                rows.push(failed(Who::Floor, "CLAIM alone", "c50", e.clone()));
+                rows.push(failed(Who::Floor, "COMPLETE alone", "c50", e));
+            }
+        }
     }
     bull.round(srv, c, o, "lifecycle", &mut rows, &mut memory)?;
     for x in contenders {
@@ -728,7 +740,7 @@ fn run(o: &Opts) -> Result<bool, String> {
             coherence::frame(0).len() - 14
         ));
     }
-    notes.push("The floor sends, per job, the writes the module replicates for ENQUEUE, CLAIM and COMPLETE (HSET, LPUSH, XADD MAXLEN ~ ×3, RPOP, ZADD ×2, ZREM, HSET ×2, and the default retention's batched ZREM + DEL) as plain commands, pipelined 32 jobs per write on 50 connections: no reads, no checks, no fence.".into());
+    notes.push("The floor sends, per job, the writes the module replicates for ENQUEUE, CLAIM and COMPLETE (HSET, LPUSH, XADD MAXLEN ~ ×3, RPOP, ZADD ×2, ZREM, HSET ×2, and the default retention's batched ZREM + DEL) as plain commands, pipelined 32 jobs per write on 50 connections: no reads, no checks, no fence. The per-call floors (CLAIM's writes: RPOP, ZADD, HSET, XADD; COMPLETE's: ZREM, ZADD, HSET, XADD and the retention's share) send one job's writes together in one round trip, one job at a time on each of the 50 connections: what those writes cost the server at c50 with no module at all.".into());
 
     let busy: Vec<String> = rows
         .iter()

@@ -454,14 +454,82 @@ pub fn complete_only(srv: &Server, e: &Engine, held: &[Held], s: Shape) -> Resul
     })
 }
 
+/// The writes the module replicates for one job's ENQUEUE, CLAIM and COMPLETE (events on
+/// unless the cap is 0, the default retention), as plain commands: the floor's material.
+struct FloorWrites {
+    keys: Keys,
+    cap: String,
+    events: bool,
+    keep: u64,
+}
+
+impl FloorWrites {
+    fn new(keep: u64, events_maxlen: u64) -> FloorWrites {
+        FloorWrites { keys: Keys::new("floor"), cap: events_maxlen.to_string(), events: events_maxlen > 0, keep: keep.max(1) }
+    }
+
+    fn event(&self, p: &mut Pipe, id: &[u8], name: &[u8], facts: &[&[u8]]) {
+        if self.events {
+            let mut a: Vec<&[u8]> = vec![b"XADD", &self.keys.events, b"MAXLEN", b"~", self.cap.as_bytes(), b"*", b"event", name, b"id", id];
+            a.extend_from_slice(facts);
+            p.cmd(&a);
+        }
+    }
+
+    fn enqueue(&self, p: &mut Pipe, j: u64, now: &[u8]) {
+        let id = jid(j);
+        p.cmd(&[b"HSET", &self.keys.job(&id), b"st", b"wait", b"n", JOB_NAME, b"d", JOB_DATA, b"c", now]);
+        p.cmd(&[b"LPUSH", &self.keys.wait, &id]);
+        self.event(p, &id, b"added", &[b"name", JOB_NAME, b"prio", b"0"]);
+    }
+
+    fn claim(&self, p: &mut Pipe, j: u64, tok: &[u8], now: &[u8], deadline: &[u8]) {
+        let id = jid(j);
+        p.cmd(&[b"RPOP", &self.keys.wait]);
+        p.cmd(&[b"ZADD", &self.keys.active, deadline, &id]);
+        p.cmd(&[b"HSET", &self.keys.job(&id), b"st", b"active", b"tk", tok, b"as", b"1", b"ca", now]);
+        self.event(p, &id, b"active", &[b"attempt", b"1"]);
+    }
+
+    /// With the default retention: a soft cap trimmed back to `keep` in one batch once it is
+    /// over by its slack (the module's Keep::Soft), counted by `j` as if jobs finish in order.
+    fn complete(&self, p: &mut Pipe, j: u64, now: &[u8]) {
+        let id = jid(j);
+        p.cmd(&[b"ZREM", &self.keys.active, &id]);
+        p.cmd(&[b"ZADD", &self.keys.completed, now, &id]);
+        p.cmd(&[b"HSET", &self.keys.job(&id), b"st", b"completed", b"r", RESULT, b"f", now, b"am", b"1"]);
+        self.event(p, &id, b"completed", &[b"attempt", b"1"]);
+        let (keep, slack) = (self.keep, (self.keep / 16).min(64));
+        if j >= keep + slack && (j - keep) % (slack + 1) == slack {
+            let olds: Vec<[u8; 14]> = (j - keep - slack..=j - keep).map(jid).collect();
+            let rows: Vec<Vec<u8>> = olds.iter().map(|o| self.keys.job(o)).collect();
+            let mut zrem: Vec<&[u8]> = vec![b"ZREM", &self.keys.completed];
+            zrem.extend(olds.iter().map(|o| &o[..]));
+            p.cmd(&zrem);
+            let mut del: Vec<&[u8]> = vec![b"DEL"];
+            del.extend(rows.iter().map(Vec::as_slice));
+            p.cmd(&del);
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+fn run_plain(p: &mut Pipe, conn: &mut Conn) -> Result<(), String> {
+    match p.run(conn)?.iter().find_map(Reply::err) {
+        Some(e) => Err(format!("floor: {e}")),
+        None => Ok(()),
+    }
+}
+
 /// The floor: the writes a lifecycle makes (what the module replicates for ENQUEUE, CLAIM
 /// and COMPLETE with events on and the default retention), sent as plain commands, `depth`
 /// jobs per write. No reads, no checks, no fence: the least work the same keyspace outcome
 /// can cost. Latency: the batch's round trip, per job.
 pub fn floor(srv: &Server, n: u64, keep: u64, events_maxlen: u64, s: Shape) -> Result<Measured<()>, String> {
-    let keys = Keys::new("floor");
-    let cap = events_maxlen.to_string();
-    let keep = keep.max(1);
+    let w = FloorWrites::new(keep, events_maxlen);
     load::phase(srv, s.conns, s.limit, |cx| {
         let mut p = Pipe::new();
         let mine: Vec<u64> = load::share(n, s.conns, cx.index).collect();
@@ -469,55 +537,59 @@ pub fn floor(srv: &Server, n: u64, keep: u64, events_maxlen: u64, s: Shape) -> R
         for chunk in mine.chunks(s.depth) {
             cx.check_time()?;
             let t = Instant::now();
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+            let now = now_ms();
             let (now_s, deadline_s) = (now.to_string(), (now + 600_000).to_string());
             for &j in chunk {
-                let id = jid(j);
-                let row = keys.job(&id);
-                let ev = |p: &mut Pipe, name: &[u8], facts: &[&[u8]]| {
-                    if events_maxlen > 0 {
-                        let mut a: Vec<&[u8]> =
-                            vec![b"XADD", &keys.events, b"MAXLEN", b"~", cap.as_bytes(), b"*", b"event", name, b"id", &id];
-                        a.extend_from_slice(facts);
-                        p.cmd(&a);
-                    }
-                };
-                // ENQUEUE
-                p.cmd(&[b"HSET", &row, b"st", b"wait", b"n", JOB_NAME, b"d", JOB_DATA, b"c", now_s.as_bytes()]);
-                p.cmd(&[b"LPUSH", &keys.wait, &id]);
-                ev(&mut p, b"added", &[b"name", JOB_NAME, b"prio", b"0"]);
-                // CLAIM
-                p.cmd(&[b"RPOP", &keys.wait]);
-                p.cmd(&[b"ZADD", &keys.active, deadline_s.as_bytes(), &id]);
-                p.cmd(&[b"HSET", &row, b"st", b"active", b"tk", &tok, b"as", b"1", b"ca", now_s.as_bytes()]);
-                ev(&mut p, b"active", &[b"attempt", b"1"]);
-                // COMPLETE, with the default retention: a soft cap trimmed back to `keep` in
-                // one batch once it is over by `slack` (the module's Keep::Soft)
-                p.cmd(&[b"ZREM", &keys.active, &id]);
-                p.cmd(&[b"ZADD", &keys.completed, now_s.as_bytes(), &id]);
-                p.cmd(&[b"HSET", &row, b"st", b"completed", b"r", RESULT, b"f", now_s.as_bytes(), b"am", b"1"]);
-                ev(&mut p, b"completed", &[b"attempt", b"1"]);
-                let slack = (keep / 16).min(64);
-                if j >= keep + slack && (j - keep) % (slack + 1) == slack {
-                    let olds: Vec<[u8; 14]> = (j - keep - slack..=j - keep).map(jid).collect();
-                    let rows: Vec<Vec<u8>> = olds.iter().map(|o| keys.job(o)).collect();
-                    let mut zrem: Vec<&[u8]> = vec![b"ZREM", &keys.completed];
-                    zrem.extend(olds.iter().map(|o| &o[..]));
-                    p.cmd(&zrem);
-                    let mut del: Vec<&[u8]> = vec![b"DEL"];
-                    del.extend(rows.iter().map(Vec::as_slice));
-                    p.cmd(&del);
-                }
+                w.enqueue(&mut p, j, now_s.as_bytes());
+                w.claim(&mut p, j, &tok, now_s.as_bytes(), deadline_s.as_bytes());
+                w.complete(&mut p, j, now_s.as_bytes());
             }
-            for r in p.run(cx.conn)? {
-                if let Some(e) = r.err() {
-                    return Err(format!("floor: {e}"));
-                }
-            }
+            run_plain(&mut p, cx.conn)?;
             cx.record(t, chunk.len());
         }
         Ok((mine.len() as u64, ()))
     })
+}
+
+/// The per-call floors: CLAIM's writes, then COMPLETE's, for one job at a time, each job's
+/// writes sent together in one round trip (plain commands, not even MULTI): what the server
+/// spends on the writes one verb call makes, with the per-request cost of one call. The
+/// jobs' rows and wait list are written first, unmeasured.
+pub fn floor_per_call(srv: &Server, n: u64, keep: u64, events_maxlen: u64, s: Shape) -> Result<(Measured<()>, Measured<()>), String> {
+    let w = FloorWrites::new(keep, events_maxlen);
+    load::phase(srv, s.conns, s.limit, |cx| {
+        let mut p = Pipe::new();
+        let now = now_ms().to_string();
+        for chunk in load::share(n, s.conns, cx.index).collect::<Vec<_>>().chunks(32) {
+            for &j in chunk {
+                w.enqueue(&mut p, j, now.as_bytes());
+            }
+            run_plain(&mut p, cx.conn)?;
+        }
+        Ok((0, ()))
+    })?;
+    let one_at_a_time = |verb: &'static str| {
+        load::phase(srv, s.conns, s.limit, |cx| {
+            let mut p = Pipe::new();
+            let mine = load::share(n, s.conns, cx.index);
+            let count = mine.end - mine.start;
+            let tok = token(cx, 0);
+            for j in mine {
+                cx.check_time()?;
+                let t = Instant::now();
+                let now = now_ms();
+                let (now_s, deadline_s) = (now.to_string(), (now + 600_000).to_string());
+                match verb {
+                    "claim" => w.claim(&mut p, j, &tok, now_s.as_bytes(), deadline_s.as_bytes()),
+                    _ => w.complete(&mut p, j, now_s.as_bytes()),
+                }
+                run_plain(&mut p, cx.conn)?;
+                cx.record(t, 1);
+            }
+            Ok((count, ()))
+        })
+    };
+    Ok((one_at_a_time("claim")?, one_at_a_time("complete")?))
 }
 
 /// The per-request reference: `SET` of a new small key, one call at a time.

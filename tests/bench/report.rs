@@ -212,7 +212,7 @@ impl Report {
                 ratio(b)
             );
         }
-        if let Some(f) = self.rows.iter().find(|r| r.who == Who::Floor && r.ok()) {
+        if let Some(f) = self.get(Who::Floor, "lifecycle", "p32") {
             let t = self.get(Who::Trafikey, "lifecycle", "p32");
             let _ = writeln!(
                 s,
@@ -221,6 +221,19 @@ impl Report {
                 num(f.cpu_per_job()),
                 t.map_or("–".into(), |t| format!("{:.2}×", t.cpu_per_job() / f.cpu_per_job()))
             );
+        }
+        for verb in ["CLAIM", "COMPLETE"] {
+            let w = if verb == "CLAIM" { "CLAIM alone" } else { "COMPLETE alone" };
+            if let Some(f) = self.get(Who::Floor, w, "c50") {
+                let t = self.get(Who::Trafikey, w, "c50");
+                let _ = writeln!(
+                    s,
+                    "| floor: {verb}'s writes as plain commands, one round trip a call | c50 | {} | | | {} | | | trafikey ÷ floor: {} | |",
+                    rate(f.rate()),
+                    num(f.cpu_per_job()),
+                    t.map_or("–".into(), |t| format!("{:.2}×", t.cpu_per_job() / f.cpu_per_job()))
+                );
+            }
         }
         if let Some(x) = self.get(Who::Set, "plain SET", "c50") {
             let _ = writeln!(s, "| plain SET (per request) | c50 | {} | | | {} | | | | |", rate(x.rate()), num(x.cpu_per_job()));
@@ -266,7 +279,7 @@ impl Report {
         let bull = self.get(Who::BullMq, "lifecycle", "p32").map(Row::cpu_per_job);
         let r = life.zip(bull).map(|(a, b)| a / b);
         target("lifecycle p32 server CPU per job ÷ BullMQ best mode's", r, "≤ 0.2×", r.map(|r| r <= 0.2), "×");
-        let floor = self.rows.iter().find(|r| r.who == Who::Floor && r.ok()).map(Row::cpu_per_job);
+        let floor = self.get(Who::Floor, "lifecycle", "p32").map(Row::cpu_per_job);
         let r = life.zip(floor).map(|(a, b)| a / b);
         target("lifecycle p32 server CPU per job ÷ the floor's", r, "≤ 1×", r.map(|r| r <= 1.0), "×");
         let m = self.mem(Who::Trafikey).zip(self.mem(Who::BullMq));
@@ -275,6 +288,23 @@ impl Report {
         target("enqueues/s, pipelined", e, "≥ 200 000", e.map(|v| v >= 200_000.0), "");
         let l = self.get(Who::Trafikey, "lifecycle, events off", "p32").map(Row::rate);
         target("lifecycle jobs/s, pipelined, events off", l, "≥ 100 000", l.map(|v| v >= 100_000.0), "");
+
+        // What a per-call target is up against: the same writes with no module at all.
+        let floors: Vec<(&str, f64, Option<f64>)> = [("CLAIM", "CLAIM alone"), ("COMPLETE", "COMPLETE alone")]
+            .iter()
+            .filter_map(|(v, w)| {
+                let f = self.get(Who::Floor, w, "c50")?.cpu_per_job();
+                Some((*v, f / set?, self.get(Who::Trafikey, w, "c50").map(|t| t.cpu_per_job() / f)))
+            })
+            .collect();
+        if !floors.is_empty() {
+            let _ = writeln!(s, "\nThe per-call targets beside the per-call floors (the verb's own writes as plain commands, one round trip a call, no module):\n");
+            let _ = writeln!(s, "| verb | its writes alone ÷ SET's, c50 | the verb ÷ its writes alone, c50 |");
+            let _ = writeln!(s, "|---|--:|--:|");
+            for (v, f, t) in floors {
+                let _ = writeln!(s, "| {v} | {}× | {} |", num(f), t.map_or("–".into(), |t| format!("{}×", num(t))));
+            }
+        }
 
         // Detail.
         let _ = writeln!(s, "\n### Every figure\n");
