@@ -413,8 +413,8 @@ pub fn finish(
         row.delete();
         return Ok(());
     }
-    set.zadd(now, id.ptr())?;
     let finished = x.int(now)?;
+    set.zadd_as(now, &finished, id.ptr())?;
     let mut pairs: Pairs = smallvec::smallvec![(&field::STATE, state.lit().get()), (&field::FINISHED, finished.ptr())];
     pairs.extend_from_slice(fields);
     row.hset(&pairs)?;

@@ -340,14 +340,19 @@ impl Key {
     }
 
     pub fn zadd(&self, score: i64, member: *mut RedisModuleString) -> Result<(), Refusal> {
+        let sc = Str::int(self.ctx, score).ok_or_else(crate::errors::host_reply)?;
+        self.zadd_as(score, &sc, member)
+    }
+
+    /// ZADD with the score's string already made (`text` is `score` written out).
+    pub fn zadd_as(&self, score: i64, text: &Str, member: *mut RedisModuleString) -> Result<(), Refusal> {
         let (k, f) = (self.live().ok_or_else(crate::errors::host_reply)?, api!(RedisModule_ZsetAdd));
         if let Some(f) = f {
             let mut flags: c_int = 0;
             // SAFETY: writable zset (or empty) key; scores are below 2^53, exact in a double.
             unsafe { f(k, score as f64, member, &mut flags) };
         }
-        let sc = Str::int(self.ctx, score).ok_or_else(crate::errors::host_reply)?;
-        replicate(self.ctx, c"ZADD", &[self.name(), sc.ptr(), member]);
+        replicate(self.ctx, c"ZADD", &[self.name(), text.ptr(), member]);
         Ok(())
     }
 

@@ -5,30 +5,55 @@ use std::ptr::NonNull;
 
 use valkey_module::raw::{RedisModuleCtx, RedisModuleString};
 
-/// An owned server string, freed on drop.
+/// A server string: owned (freed on drop), or one of the shared constants for small numbers.
 pub struct Str {
     ctx: *mut RedisModuleCtx,
     ptr: NonNull<RedisModuleString>,
+    owned: bool,
 }
+
+/// The numbers 0..=15 as constant strings: attempt counts and the like, written with every
+/// job, cost no allocation.
+static SMALL: [Lit; 16] = [
+    Lit::new(c"0"),
+    Lit::new(c"1"),
+    Lit::new(c"2"),
+    Lit::new(c"3"),
+    Lit::new(c"4"),
+    Lit::new(c"5"),
+    Lit::new(c"6"),
+    Lit::new(c"7"),
+    Lit::new(c"8"),
+    Lit::new(c"9"),
+    Lit::new(c"10"),
+    Lit::new(c"11"),
+    Lit::new(c"12"),
+    Lit::new(c"13"),
+    Lit::new(c"14"),
+    Lit::new(c"15"),
+];
 
 impl Str {
     pub fn new(ctx: *mut RedisModuleCtx, bytes: &[u8]) -> Option<Str> {
         let create = api!(RedisModule_CreateString)?;
         // SAFETY: bytes is a live slice; the server copies it.
         let p = unsafe { create(ctx, bytes.as_ptr().cast::<c_char>(), bytes.len()) };
-        NonNull::new(p).map(|ptr| Str { ctx, ptr })
+        Str::adopt(ctx, p)
     }
 
     pub fn int(ctx: *mut RedisModuleCtx, v: i64) -> Option<Str> {
+        if let Some(lit) = usize::try_from(v).ok().and_then(|i| SMALL.get(i)) {
+            return NonNull::new(lit.get()).map(|ptr| Str { ctx, ptr, owned: false });
+        }
         let create = api!(RedisModule_CreateStringFromLongLong)?;
         // SAFETY: plain value in, new string out.
         let p = unsafe { create(ctx, v) };
-        NonNull::new(p).map(|ptr| Str { ctx, ptr })
+        Str::adopt(ctx, p)
     }
 
     /// Take ownership of a string the server handed out (e.g. a hash value or list element).
     pub fn adopt(ctx: *mut RedisModuleCtx, p: *mut RedisModuleString) -> Option<Str> {
-        NonNull::new(p).map(|ptr| Str { ctx, ptr })
+        NonNull::new(p).map(|ptr| Str { ctx, ptr, owned: true })
     }
 
     pub fn ptr(&self) -> *mut RedisModuleString {
@@ -42,7 +67,7 @@ impl Str {
 
 impl Drop for Str {
     fn drop(&mut self) {
-        if let Some(free) = api!(RedisModule_FreeString) {
+        if let (true, Some(free)) = (self.owned, api!(RedisModule_FreeString)) {
             // SAFETY: we own this string and free it once.
             unsafe { free(self.ctx, self.ptr.as_ptr()) }
         }
