@@ -222,6 +222,7 @@ fn row<T>(who: Who, workload: &'static str, mode: &'static str, r: Result<Measur
                 p50_us: load::percentile(&m.lat, 50.0),
                 p99_us: load::percentile(&m.lat, 99.0),
                 foreign: Some(m.foreign),
+                client: Some(m.client),
                 status: Status::Ok,
                 passes: vec![],
             }
@@ -252,6 +253,7 @@ fn empty_row(who: Who, workload: &'static str, mode: &'static str, status: Statu
         p50_us: 0,
         p99_us: 0,
         foreign: None,
+        client: None,
         status,
         passes: vec![],
     }
@@ -594,6 +596,7 @@ impl Bull {
                         p50_us: f.p50_us,
                         p99_us: f.p99_us,
                         foreign: Some(out.foreign),
+                        client: None,
                         status: Status::Ok,
                         passes: vec![],
                     });

@@ -24,6 +24,8 @@ pub struct Measured<T> {
     pub out: Vec<T>,
     /// CPU used by other processes on the machine during the phase, in cores.
     pub foreign: f64,
+    /// CPU this tool (the clients) used during the phase, in cores.
+    pub client: f64,
 }
 
 /// CPU time so far, in clock ticks: the whole machine (busy), the server, this process and
@@ -71,6 +73,16 @@ pub fn foreign(a: &CpuSnap, b: &CpuSnap) -> f64 {
     let ours = (b.server - a.server) + (b.me - a.me) + (b.children - a.children);
     let other = b.busy.saturating_sub(a.busy).saturating_sub(ours);
     (other as f64 / HZ / secs).max(0.0)
+}
+
+/// Cores this process (the load's clients) used between two snapshots.
+pub fn client(a: &CpuSnap, b: &CpuSnap) -> f64 {
+    let (Some(t0), Some(t1)) = (a.at, b.at) else { return 0.0 };
+    let secs = t1.duration_since(t0).as_secs_f64();
+    if secs <= 0.0 {
+        return 0.0;
+    }
+    (b.me.saturating_sub(a.me)) as f64 / HZ / secs
 }
 
 /// Wait (at most `max`, and within the run's budget) until other processes use less than
@@ -165,11 +177,11 @@ where
         let secs = t0.elapsed().as_secs_f64();
         let s1 = snap(srv.pid());
         let cpu1 = server::cpu_us(&mut ctl);
-        (results, secs, (cpu1 - cpu0, foreign(&s0, &s1)))
+        (results, secs, (cpu1 - cpu0, foreign(&s0, &s1), client(&s0, &s1)))
     });
-    let (cpu_us, foreign) = cpu_us;
+    let (cpu_us, foreign, client) = cpu_us;
     let inside = server::commandstats(&mut ctl);
-    let mut m = Measured { jobs: 0, secs, cpu_us, inside, lat: Vec::new(), out: Vec::with_capacity(conns), foreign };
+    let mut m = Measured { jobs: 0, secs, cpu_us, inside, lat: Vec::new(), out: Vec::with_capacity(conns), foreign, client };
     for (r, lat) in results {
         let (jobs, out) = r?;
         m.jobs += jobs;

@@ -56,6 +56,8 @@ pub struct Row {
     pub p99_us: u32,
     /// Cores other processes on the machine used meanwhile.
     pub foreign: Option<f64>,
+    /// Cores the tool's own clients used meanwhile (not known for BullMQ's Node clients).
+    pub client: Option<f64>,
     pub status: Status,
     /// Server CPU per job of every pass this row was the median of, lowest first.
     pub passes: Vec<f64>,
@@ -308,9 +310,9 @@ impl Report {
 
         // Detail.
         let _ = writeln!(s, "\n### Every figure\n");
-        let _ = writeln!(s, "Latency is per job: enqueue = its call's round trip (pipelined: its batch's); claim+complete = CLAIM sent → COMPLETE answered (BullMQ: processor start → `completed` event; its fetch rides on the previous job's finish); lifecycle = ENQUEUE sent → COMPLETE answered (BullMQ: `add` sent → `completed` event); coherence drop = its call's round trip (pipelined: its batch's). \"Wall µs in command\" is the time inside the contender's own top-level commands (`INFO commandstats`: EMQ.*, TRA.DROP, EVALSHA, SET, the floor's commands); the rest of the server CPU is the per-request work around them (reading, parsing, replying, the event loop). It is wall time, not CPU: when the clients preempt the server inside a command that counts too, so on a busy machine it can exceed the server CPU. \"Other load\" is the CPU other processes on the machine used meanwhile (from /proc), in cores; a phase with much of it is less reliable. \"CPU ÷ trafikey\" is the row's server CPU per job over trafikey's in the same workload and mode (for the coherence drop: EVALSHA ÷ TRA.DROP).\n");
-        let _ = writeln!(s, "| contender | workload | mode | jobs | s | jobs/s | server CPU µs/job | CPU ÷ trafikey | wall µs in command/job | p50 ms | p99 ms | other load (cores) | CPU µs/job, each pass |");
-        let _ = writeln!(s, "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+        let _ = writeln!(s, "Latency is per job: enqueue = its call's round trip (pipelined: its batch's); claim+complete = CLAIM sent → COMPLETE answered (BullMQ: processor start → `completed` event; its fetch rides on the previous job's finish); lifecycle = ENQUEUE sent → COMPLETE answered (BullMQ: `add` sent → `completed` event); coherence drop = its call's round trip (pipelined: its batch's). \"Wall µs in command\" is the time inside the contender's own top-level commands (`INFO commandstats`: EMQ.*, TRA.DROP, EVALSHA, SET, the floor's commands); the rest of the server CPU is the per-request work around them (reading, parsing, replying, the event loop). It is wall time, not CPU: when the clients preempt the server inside a command that counts too, so on a busy machine it can exceed the server CPU. \"Clients\" is the CPU the tool's own client threads used meanwhile, in cores (client and server share the machine's 2 cores: what the clients take, the server cannot have). \"Other load\" is the CPU other processes on the machine used meanwhile (from /proc), in cores; a phase with much of it is less reliable. \"CPU ÷ trafikey\" is the row's server CPU per job over trafikey's in the same workload and mode (for the coherence drop: EVALSHA ÷ TRA.DROP).\n");
+        let _ = writeln!(s, "| contender | workload | mode | jobs | s | jobs/s | server CPU µs/job | CPU ÷ trafikey | wall µs in command/job | p50 ms | p99 ms | clients (cores) | other load (cores) | CPU µs/job, each pass |");
+        let _ = writeln!(s, "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
         for r in &self.rows {
             match &r.status {
                 Status::Ok => {
@@ -320,7 +322,7 @@ impl Report {
                     };
                     let _ = writeln!(
                         s,
-                        "| {} | {} | {} | {} | {:.2} | {} | {} | {vs} | {} | {} | {} | {} | {} |",
+                        "| {} | {} | {} | {} | {:.2} | {} | {} | {vs} | {} | {} | {} | {} | {} | {} |",
                         contender(r.who, r.workload),
                         r.workload,
                         r.mode,
@@ -331,6 +333,7 @@ impl Report {
                         r.inside_us.map_or("–".into(), |v| num(v / r.jobs as f64)),
                         ms(r.p50_us),
                         ms(r.p99_us),
+                        r.client.map_or("–".into(), |f| format!("{f:.2}")),
                         r.foreign.map_or("–".into(), |f| format!("{f:.2}")),
                         if r.passes.is_empty() {
                             "–".to_string()
@@ -342,7 +345,7 @@ impl Report {
                 Status::Skipped(why) => {
                     let _ = writeln!(
                         s,
-                        "| {} | {} | {} | skipped: {why} | | | | | | | | | |",
+                        "| {} | {} | {} | skipped: {why} | | | | | | | | | | |",
                         contender(r.who, r.workload),
                         r.workload,
                         r.mode
@@ -351,7 +354,7 @@ impl Report {
                 Status::Failed(e) => {
                     let _ = writeln!(
                         s,
-                        "| {} | {} | {} | **failed**: {} | | | | | | | | | |",
+                        "| {} | {} | {} | **failed**: {} | | | | | | | | | | |",
                         contender(r.who, r.workload),
                         r.workload,
                         r.mode,
