@@ -11,6 +11,31 @@ use valkey_module::raw::{self, RedisModuleCtx, RedisModuleKey, RedisModuleStream
 use super::strings::{bytes_of, Lit, Str};
 use crate::errors::Refusal;
 
+/// A stream entry id, `ms-seq`, written out on the stack (every event pays for it, and the
+/// formatting machinery costs more than the digits).
+fn stream_id(ms: u64, seq: u64) -> smallvec::SmallVec<[u8; 48]> {
+    fn digits(out: &mut smallvec::SmallVec<[u8; 48]>, mut v: u64) {
+        let mut tmp = [0u8; 20];
+        let mut i = tmp.len();
+        loop {
+            i -= 1;
+            if let Some(d) = tmp.get_mut(i) {
+                *d = b'0' + (v % 10) as u8;
+            }
+            v /= 10;
+            if v == 0 || i == 0 {
+                break;
+            }
+        }
+        out.extend_from_slice(tmp.get(i..).unwrap_or(&[]));
+    }
+    let mut out = smallvec::SmallVec::new();
+    digits(&mut out, ms);
+    out.push(b'-');
+    digits(&mut out, seq);
+    out
+}
+
 /// The arguments of one effect: short, so on the stack.
 type Effect = smallvec::SmallVec<[*mut RedisModuleString; 16]>;
 
@@ -465,12 +490,7 @@ impl Key {
         if rc != raw::REDISMODULE_OK as c_int {
             return Err(crate::errors::host_reply());
         }
-        // `ms-seq`, formatted on the stack (40 bytes hold two u64s and the dash).
-        let mut buf = [0u8; 48];
-        let mut cur = std::io::Cursor::new(&mut buf[..]);
-        let _ = std::io::Write::write_fmt(&mut cur, format_args!("{}-{}", id.ms, id.seq));
-        let n = usize::try_from(cur.position()).unwrap_or(0);
-        let id = s(self.ctx, buf.get(..n).unwrap_or(&[]))?;
+        let id = s(self.ctx, &stream_id(id.ms, id.seq))?;
         let mut effect = Effect::new();
         effect.push(self.name());
         effect.push(id.ptr());
@@ -518,4 +538,24 @@ pub fn publish(ctx: *mut RedisModuleCtx, channel: *mut RedisModuleString, messag
     let receivers = unsafe { f(ctx, channel, message) };
     replicate(ctx, c"PUBLISH", &[channel, message]);
     Ok(i64::from(receivers))
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn stream_ids_are_written_as_the_server_writes_them(ms in any::<u64>(), seq in any::<u64>()) {
+            let (got, want) = (super::stream_id(ms, seq), format!("{ms}-{seq}"));
+            prop_assert_eq!(got.as_slice(), want.as_bytes());
+        }
+    }
+
+    #[test]
+    fn stream_id_edges() {
+        for (ms, seq) in [(0, 0), (9, 10), (u64::MAX, u64::MAX), (1_764_500_000_000, 1)] {
+            assert_eq!(super::stream_id(ms, seq).as_slice(), format!("{ms}-{seq}").as_bytes());
+        }
+    }
 }
