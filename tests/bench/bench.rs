@@ -225,6 +225,7 @@ fn row<T>(who: Who, workload: &'static str, mode: &'static str, r: Result<Measur
                 client: Some(m.client),
                 status: Status::Ok,
                 passes: vec![],
+                best_rate: None,
             }
         }
         Err(e) => failed(who, workload, mode, e),
@@ -256,6 +257,7 @@ fn empty_row(who: Who, workload: &'static str, mode: &'static str, status: Statu
         client: None,
         status,
         passes: vec![],
+        best_rate: None,
     }
 }
 
@@ -599,6 +601,7 @@ impl Bull {
                         client: None,
                         status: Status::Ok,
                         passes: vec![],
+                        best_rate: None,
                     });
                 }
                 for e in &out.errors {

@@ -61,6 +61,8 @@ pub struct Row {
     pub status: Status,
     /// Server CPU per job of every pass this row was the median of, lowest first.
     pub passes: Vec<f64>,
+    /// The highest jobs/s of those passes.
+    pub best_rate: Option<f64>,
 }
 
 impl Row {
@@ -72,6 +74,13 @@ impl Row {
     }
     pub fn cpu_per_job(&self) -> f64 {
         self.cpu_us / self.jobs as f64
+    }
+    /// The lowest server CPU per job of the passes (other tenants only ever add to it).
+    pub fn best_cpu(&self) -> f64 {
+        self.passes.first().copied().unwrap_or_else(|| self.cpu_per_job())
+    }
+    pub fn best_rate(&self) -> f64 {
+        self.best_rate.unwrap_or_else(|| self.rate())
     }
 }
 
@@ -256,47 +265,47 @@ impl Report {
 
         // Targets.
         let _ = writeln!(s, "\n### Targets (issue 5)\n");
-        let _ = writeln!(s, "| target | figure | goal | verdict |");
-        let _ = writeln!(s, "|---|--:|--:|---|");
-        let set = self.get(Who::Set, "plain SET", "c50").map(Row::cpu_per_job);
-        let mut target = |name: &str, fig: Option<f64>, goal: &str, met: Option<bool>, unit: &str| {
-            let f = fig.map_or("–".into(), |v| format!("{}{unit}", num(v)));
-            let v = match met {
-                Some(true) => "met",
-                Some(false) => "**not met**",
+        let _ = writeln!(s, "| target | figure (median pass) | best pass | goal | verdict (median) |");
+        let _ = writeln!(s, "|---|--:|--:|--:|---|");
+        let set = self.get(Who::Set, "plain SET", "c50");
+        let mut target = |name: &str, fig: Option<(f64, f64)>, goal: &str, met: &dyn Fn(f64) -> bool, unit: &str| {
+            let show = |v: Option<f64>| v.map_or("–".into(), |v| format!("{}{unit}", num(v)));
+            let v = match fig {
+                Some((median, _)) if met(median) => "met",
+                Some(_) => "**not met**",
                 None => "not measured",
             };
-            let _ = writeln!(s, "| {name} | {f} | {goal} | {v} |");
+            let _ = writeln!(s, "| {name} | {} | {} | {goal} | {v} |", show(fig.map(|f| f.0)), show(fig.map(|f| f.1)));
         };
-        let per_call = |w: &str| -> Option<f64> { Some(self.get(Who::Trafikey, w, "c50")?.cpu_per_job() / set?) };
+        // A ratio of two rows' server CPU per job: (median ÷ median, best ÷ best).
+        let ratio = |a: Option<&Row>, b: Option<&Row>| -> Option<(f64, f64)> {
+            let (a, b) = (a?, b?);
+            Some((a.cpu_per_job() / b.cpu_per_job(), a.best_cpu() / b.best_cpu()))
+        };
         for (name, w) in [
             ("ENQUEUE server CPU per call ÷ SET's, c50", "enqueue"),
             ("CLAIM server CPU per call ÷ SET's, c50", "CLAIM alone"),
             ("COMPLETE server CPU per call ÷ SET's, c50", "COMPLETE alone"),
         ] {
-            let r = per_call(w);
-            target(name, r, "≤ 1.5×", r.map(|r| r <= 1.5), "×");
+            target(name, ratio(self.get(Who::Trafikey, w, "c50"), set), "≤ 1.5×", &|r| r <= 1.5, "×");
         }
-        let life = self.get(Who::Trafikey, "lifecycle", "p32").map(Row::cpu_per_job);
-        let bull = self.get(Who::BullMq, "lifecycle", "p32").map(Row::cpu_per_job);
-        let r = life.zip(bull).map(|(a, b)| a / b);
-        target("lifecycle p32 server CPU per job ÷ BullMQ best mode's", r, "≤ 0.2×", r.map(|r| r <= 0.2), "×");
-        let floor = self.get(Who::Floor, "lifecycle", "p32").map(Row::cpu_per_job);
-        let r = life.zip(floor).map(|(a, b)| a / b);
-        target("lifecycle p32 server CPU per job ÷ the floor's", r, "≤ 1×", r.map(|r| r <= 1.0), "×");
-        let m = self.mem(Who::Trafikey).zip(self.mem(Who::BullMq));
-        target("memory per waiting job, trafikey − BullMQ", m.map(|(a, b)| a - b), "< 0 bytes", m.map(|(a, b)| a < b), " B");
-        let e = self.get(Who::Trafikey, "enqueue", "p32").map(Row::rate);
-        target("enqueues/s, pipelined", e, "≥ 200 000", e.map(|v| v >= 200_000.0), "");
-        let l = self.get(Who::Trafikey, "lifecycle, events off", "p32").map(Row::rate);
-        target("lifecycle jobs/s, pipelined, events off", l, "≥ 100 000", l.map(|v| v >= 100_000.0), "");
+        let life = self.get(Who::Trafikey, "lifecycle", "p32");
+        let r = ratio(life, self.get(Who::BullMq, "lifecycle", "p32"));
+        target("lifecycle p32 server CPU per job ÷ BullMQ best mode's", r, "≤ 0.2×", &|r| r <= 0.2, "×");
+        let r = ratio(life, self.get(Who::Floor, "lifecycle", "p32"));
+        target("lifecycle p32 server CPU per job ÷ the floor's", r, "≤ 1×", &|r| r <= 1.0, "×");
+        let m = self.mem(Who::Trafikey).zip(self.mem(Who::BullMq)).map(|(a, b)| (a - b, a - b));
+        target("memory per waiting job, trafikey − BullMQ", m, "< 0 bytes", &|d| d < 0.0, " B");
+        let rates = |w: &str| self.get(Who::Trafikey, w, "p32").map(|r| (r.rate(), r.best_rate()));
+        target("enqueues/s, pipelined", rates("enqueue"), "≥ 200 000", &|v| v >= 200_000.0, "");
+        target("lifecycle jobs/s, pipelined, events off", rates("lifecycle, events off"), "≥ 100 000", &|v| v >= 100_000.0, "");
 
         // What a per-call target is up against: the same writes with no module at all.
         let floors: Vec<(&str, f64, Option<f64>)> = [("CLAIM", "CLAIM alone"), ("COMPLETE", "COMPLETE alone")]
             .iter()
             .filter_map(|(v, w)| {
                 let f = self.get(Who::Floor, w, "c50")?.cpu_per_job();
-                Some((*v, f / set?, self.get(Who::Trafikey, w, "c50").map(|t| t.cpu_per_job() / f)))
+                Some((*v, f / set?.cpu_per_job(), self.get(Who::Trafikey, w, "c50").map(|t| t.cpu_per_job() / f)))
             })
             .collect();
         if !floors.is_empty() {
@@ -407,10 +416,12 @@ pub fn median(passes: Vec<Pass>) -> Pass {
             }
             g.sort_by(|a, b| a.cpu_per_job().total_cmp(&b.cpu_per_job()));
             let figures: Vec<f64> = g.iter().map(Row::cpu_per_job).collect();
+            let best_rate = g.iter().map(Row::rate).fold(f64::NAN, f64::max);
             let mid = g.len().checked_sub(1)? / 2;
             let mut r = g.swap_remove(mid);
             if figures.len() > 1 {
                 r.passes = figures;
+                r.best_rate = Some(best_rate);
             }
             Some(r)
         })
