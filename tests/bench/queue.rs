@@ -568,7 +568,8 @@ pub fn floor_per_call(srv: &Server, n: u64, keep: u64, events_maxlen: u64, s: Sh
         }
         Ok((0, ()))
     })?;
-    let one_at_a_time = |verb: &'static str| {
+    // `claim`: CLAIM's writes for each job; otherwise COMPLETE's.
+    let one_at_a_time = |claim: bool| {
         load::phase(srv, s.conns, s.limit, |cx| {
             let mut p = Pipe::new();
             let mine = load::share(n, s.conns, cx.index);
@@ -579,9 +580,10 @@ pub fn floor_per_call(srv: &Server, n: u64, keep: u64, events_maxlen: u64, s: Sh
                 let t = Instant::now();
                 let now = now_ms();
                 let (now_s, deadline_s) = (now.to_string(), (now + 600_000).to_string());
-                match verb {
-                    "claim" => w.claim(&mut p, j, &tok, now_s.as_bytes(), deadline_s.as_bytes()),
-                    _ => w.complete(&mut p, j, now_s.as_bytes()),
+                if claim {
+                    w.claim(&mut p, j, &tok, now_s.as_bytes(), deadline_s.as_bytes());
+                } else {
+                    w.complete(&mut p, j, now_s.as_bytes());
                 }
                 run_plain(&mut p, cx.conn)?;
                 cx.record(t, 1);
@@ -589,7 +591,7 @@ pub fn floor_per_call(srv: &Server, n: u64, keep: u64, events_maxlen: u64, s: Sh
             Ok((count, ()))
         })
     };
-    Ok((one_at_a_time("claim")?, one_at_a_time("complete")?))
+    Ok((one_at_a_time(true)?, one_at_a_time(false)?))
 }
 
 /// The per-request reference: `SET` of a new small key, one call at a time.
