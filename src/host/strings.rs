@@ -56,6 +56,17 @@ impl Str {
         NonNull::new(p).map(|ptr| Str { ctx, ptr, owned: true })
     }
 
+    /// Another handle on the same server string: a reference, not a copy (None only if the
+    /// server lacks the call).
+    pub fn share(&self) -> Option<Str> {
+        if self.owned {
+            let retain = api!(RedisModule_RetainString)?;
+            // SAFETY: a live string; the new handle owns the reference taken here and frees it.
+            unsafe { retain(self.ctx, self.ptr.as_ptr()) };
+        }
+        Some(Str { ctx: self.ctx, ptr: self.ptr, owned: self.owned })
+    }
+
     pub fn ptr(&self) -> *mut RedisModuleString {
         self.ptr.as_ptr()
     }
