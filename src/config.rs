@@ -1,7 +1,7 @@
 //! Module configs (`CONFIG SET trafikey.<name>`), validated by the server against the ranges
 //! registered in `lib.rs`. Verbs read them with `get`.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 /// Events kept per queue (`XADD … MAXLEN ~`); 0 turns events off.
 pub static EVENTS_MAXLEN: AtomicI64 = AtomicI64::new(EVENTS_MAXLEN_DEFAULT);
@@ -34,6 +34,13 @@ pub const BUS_WINDOW_MS_DEFAULT: i64 = 24 * 3600 * 1000;
 /// Bus stream length kept when APPEND/PUBLISH give no MAXLEN.
 pub static BUS_MAXLEN: AtomicI64 = AtomicI64::new(BUS_MAXLEN_DEFAULT);
 pub const BUS_MAXLEN_DEFAULT: i64 = 100_000;
+
+/// Build every replication effect even when nothing could receive it (`host::effects`).
+pub static EFFECTS_ALWAYS: AtomicBool = AtomicBool::new(false);
+
+pub fn get_bool(c: &AtomicBool) -> bool {
+    c.load(Ordering::Relaxed)
+}
 
 pub fn get(c: &AtomicI64) -> i64 {
     c.load(Ordering::Relaxed)

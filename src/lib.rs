@@ -40,7 +40,7 @@ const MODULE_PATCH: u32 = parse_u32(env!("CARGO_PKG_VERSION_PATCH"));
 const MODULE_VER: i32 = (MODULE_MAJOR * 10_000 + MODULE_MINOR * 100 + MODULE_PATCH) as i32;
 
 fn init(ctx: &Context, _args: &[ValkeyString]) -> Status {
-    match host::register::all(ctx) {
+    match host::register::all(ctx).and_then(|()| host::effects::init(ctx.ctx)) {
         Ok(()) => Status::Ok,
         Err(e) => {
             ctx.log_warning(&format!("trafikey: {e}"));
@@ -76,7 +76,9 @@ valkey_module! {
             ["bus-maxlen", &config::BUS_MAXLEN, config::BUS_MAXLEN_DEFAULT, 1, domain::bus::MAXLEN_MAX, ConfigurationFlags::DEFAULT, None],
         ],
         string: [],
-        bool: [],
+        bool: [
+            ["effects-always", &config::EFFECTS_ALWAYS, false, ConfigurationFlags::DEFAULT, None],
+        ],
         enum: [],
         module_args_as_configuration: true,
     ]

@@ -29,6 +29,10 @@ pub static RECEIVERS: AtomicU64 = AtomicU64::new(0);
 /// TRA.DROP verdicts: rows deleted (1), rows left alone or absent (0).
 pub static DROPPED: AtomicU64 = AtomicU64::new(0);
 pub static KEPT: AtomicU64 = AtomicU64::new(0);
+/// Replication effects built (something could receive them), and writes counted without one
+/// (nothing could): see `host::effects`.
+pub static EFFECTS_BUILT: AtomicU64 = AtomicU64::new(0);
+pub static EFFECTS_SKIPPED: AtomicU64 = AtomicU64::new(0);
 
 pub fn called(i: usize) {
     if let Some(c) = CALLS.get(i) {
@@ -82,6 +86,11 @@ pub fn info(ctx: &InfoContext) -> ValkeyResult<()> {
         .add_section("coherence")
         .field("dropped", DROPPED.load(Ordering::Relaxed).to_string())?
         .field("kept", KEPT.load(Ordering::Relaxed).to_string())?
+        .build_section()?
+        .add_section("effects")
+        .field("effects_built", EFFECTS_BUILT.load(Ordering::Relaxed).to_string())?
+        .field("effects_skipped", EFFECTS_SKIPPED.load(Ordering::Relaxed).to_string())?
+        .field("effects_receivers_seen", u8::from(crate::host::effects::targets_seen()).to_string())?
         .build_section()?
         .build_info()?;
     Ok(())

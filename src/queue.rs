@@ -343,7 +343,7 @@ impl Events {
         if fields.iter().any(|p| p.is_null()) {
             return Err(errors::host_reply());
         }
-        key.xadd(fields)?;
+        key.xadd_quiet(fields)?;
         key.xtrim_approx(self.cap)
     }
 }

@@ -19,6 +19,7 @@ macro_rules! api {
 
 pub mod alloc;
 pub mod caller;
+pub mod effects;
 pub mod register;
 pub mod reply;
 pub mod store;
@@ -73,11 +74,16 @@ pub struct Exec<'a> {
     pub id: &'a [u8],
     now: std::cell::Cell<Option<i64>>,
     caller: Option<Caller>,
+    /// The context's flags, read once per call.
+    flags: c_int,
 }
 
 impl<'a> Exec<'a> {
     fn new(ctx: *mut RedisModuleCtx, argv: &'a [*mut RedisModuleString]) -> Exec<'a> {
-        Exec { ctx, argv, first_arg: 1, queue: b"", id: b"", now: std::cell::Cell::new(None), caller: None }
+        // SAFETY: live ctx.
+        let flags = api!(RedisModule_GetContextFlags).map_or(0, |f| unsafe { f(ctx) });
+        effects::begin(ctx, flags);
+        Exec { ctx, argv, first_arg: 1, queue: b"", id: b"", now: std::cell::Cell::new(None), caller: None, flags }
     }
 
     pub fn ctx(&self) -> *mut RedisModuleCtx {
@@ -145,14 +151,9 @@ impl<'a> Exec<'a> {
         self.caller.as_ref().ok_or_else(errors::host_reply)
     }
 
-    fn flags(&self) -> c_int {
-        // SAFETY: live ctx.
-        api!(RedisModule_GetContextFlags).map_or(0, |f| unsafe { f(self.ctx) })
-    }
-
     /// A cluster-enabled server is refused before anything is read (§8).
     pub fn standalone(&self) -> Result<(), Refusal> {
-        if self.flags() & raw::REDISMODULE_CTX_FLAGS_CLUSTER as c_int != 0 {
+        if self.flags & raw::REDISMODULE_CTX_FLAGS_CLUSTER as c_int != 0 {
             Err(errors::wire_cluster())
         } else {
             Ok(())

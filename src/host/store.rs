@@ -1,6 +1,7 @@
 //! The low-level key API, and the only place that writes: every write replicates itself as
 //! an effect with absolute values (HSET, ZADD with the resolved score, XADD with the id the
 //! primary chose, ...), so replicas and AOF replay never run a verb with their own clock.
+//! When nothing could receive an effect, it is counted instead of built (`effects`).
 
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int};
@@ -40,8 +41,14 @@ fn stream_id(ms: u64, seq: u64) -> smallvec::SmallVec<[u8; 48]> {
 type Effect = smallvec::SmallVec<[*mut RedisModuleString; 16]>;
 
 /// Propagate one command to replicas and AOF. All effects of one call are wrapped in
-/// MULTI/EXEC by the server.
+/// MULTI/EXEC by the server. When nothing could receive it, the write is only counted
+/// (`effects`); callers that must make strings for an effect ask `effects::build()` first.
 pub fn replicate(ctx: *mut RedisModuleCtx, cmd: &CStr, args: &[*mut RedisModuleString]) {
+    if !super::effects::build() {
+        super::effects::skip(ctx);
+        return;
+    }
+    crate::metrics::add(&crate::metrics::EFFECTS_BUILT, 1);
     let Some(f) = api!(RedisModule_Replicate) else { return };
     let c = cmd.as_ptr();
     // One `s` per argument up to twelve: the server sizes its argv from the format once,
@@ -365,18 +372,28 @@ impl Key {
     }
 
     pub fn zadd(&self, score: i64, member: *mut RedisModuleString) -> Result<(), Refusal> {
+        if !super::effects::build() {
+            self.zset_add(score, member)?;
+            super::effects::skip(self.ctx);
+            return Ok(());
+        }
         let sc = Str::int(self.ctx, score).ok_or_else(crate::errors::host_reply)?;
         self.zadd_as(score, &sc, member)
     }
 
-    /// ZADD with the score's string already made (`text` is `score` written out).
-    pub fn zadd_as(&self, score: i64, text: &Str, member: *mut RedisModuleString) -> Result<(), Refusal> {
+    fn zset_add(&self, score: i64, member: *mut RedisModuleString) -> Result<(), Refusal> {
         let (k, f) = (self.live().ok_or_else(crate::errors::host_reply)?, api!(RedisModule_ZsetAdd));
         if let Some(f) = f {
             let mut flags: c_int = 0;
             // SAFETY: writable zset (or empty) key; scores are below 2^53, exact in a double.
             unsafe { f(k, score as f64, member, &mut flags) };
         }
+        Ok(())
+    }
+
+    /// ZADD with the score's string already made (`text` is `score` written out).
+    pub fn zadd_as(&self, score: i64, text: &Str, member: *mut RedisModuleString) -> Result<(), Refusal> {
+        self.zset_add(score, member)?;
         replicate(self.ctx, c"ZADD", &[self.name(), text.ptr(), member]);
         Ok(())
     }
@@ -386,16 +403,18 @@ impl Key {
         if members.is_empty() {
             return Ok(());
         }
-        let k = self.live().ok_or_else(crate::errors::host_reply)?;
+        if !super::effects::build() {
+            for &m in members {
+                self.zset_add(score, m)?;
+            }
+            super::effects::skip(self.ctx);
+            return Ok(());
+        }
         let sc = Str::int(self.ctx, score).ok_or_else(crate::errors::host_reply)?;
         let mut effect = Effect::with_capacity(1 + 2 * members.len());
         effect.push(self.name());
         for &m in members {
-            if let Some(f) = api!(RedisModule_ZsetAdd) {
-                let mut flags: c_int = 0;
-                // SAFETY: writable zset (or empty) key; the score is exact in a double.
-                unsafe { f(k, score as f64, m, &mut flags) };
-            }
+            self.zset_add(score, m)?;
             effect.push(sc.ptr());
             effect.push(m);
         }
@@ -480,7 +499,27 @@ impl Key {
 
     /// XADD with an id the server picks; the effect carries that id, so a replica holds the
     /// same entry. Returns the id as `ms-seq`.
+    /// XADD with the id the server picks, replicated with that id; returns the id.
     pub fn xadd(&self, fields: &[*mut RedisModuleString]) -> Result<Str, Refusal> {
+        let (ms, seq) = self.stream_add(fields)?;
+        let id = s(self.ctx, &stream_id(ms, seq))?;
+        self.replicate_xadd(&id, fields);
+        Ok(id)
+    }
+
+    /// XADD when the caller needs no id: with no receiver of effects, no id string is made.
+    pub fn xadd_quiet(&self, fields: &[*mut RedisModuleString]) -> Result<(), Refusal> {
+        let (ms, seq) = self.stream_add(fields)?;
+        if super::effects::build() {
+            let id = s(self.ctx, &stream_id(ms, seq))?;
+            self.replicate_xadd(&id, fields);
+        } else {
+            super::effects::skip(self.ctx);
+        }
+        Ok(())
+    }
+
+    fn stream_add(&self, fields: &[*mut RedisModuleString]) -> Result<(u64, u64), Refusal> {
         let k = self.live().ok_or_else(crate::errors::host_reply)?;
         let Some(f) = api!(RedisModule_StreamAdd) else { return Err(crate::errors::host_reply()) };
         let mut id = RedisModuleStreamID { ms: 0, seq: 0 };
@@ -490,13 +529,15 @@ impl Key {
         if rc != raw::REDISMODULE_OK as c_int {
             return Err(crate::errors::host_reply());
         }
-        let id = s(self.ctx, &stream_id(id.ms, id.seq))?;
+        Ok((id.ms, id.seq))
+    }
+
+    fn replicate_xadd(&self, id: &Str, fields: &[*mut RedisModuleString]) {
         let mut effect = Effect::new();
         effect.push(self.name());
         effect.push(id.ptr());
         effect.extend_from_slice(fields);
         replicate(self.ctx, c"XADD", &effect);
-        Ok(id)
     }
 
     /// `MAXLEN ~ cap`, replicated as its exact outcome: `XTRIM key MAXLEN = <length left>`.
@@ -504,7 +545,9 @@ impl Key {
         let (Some(k), Some(f)) = (self.live(), api!(RedisModule_StreamTrimByLength)) else { return Ok(()) };
         // SAFETY: writable stream key.
         let removed = unsafe { f(k, raw::REDISMODULE_STREAM_TRIM_APPROX as c_int, cap) };
-        if removed > 0 {
+        if removed > 0 && !super::effects::build() {
+            super::effects::skip(self.ctx);
+        } else if removed > 0 {
             static MAXLEN: Lit = Lit::new(c"MAXLEN");
             static EXACT: Lit = Lit::new(c"=");
             let left = Str::int(self.ctx, self.len() as i64).ok_or_else(crate::errors::host_reply)?;

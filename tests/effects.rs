@@ -1,0 +1,164 @@
+//! Replication effects are built exactly when something could receive them (`host::effects`):
+//! a server with no replica, no backlog and no AOF only counts its writes; every way a
+//! receiver can appear — a replica syncing, a replica attached before the module loaded, a
+//! primary restarted from an RDB that keeps its backlog — turns the effects on in time, and
+//! the replica ends up with the primary's keyspace.
+
+mod common;
+
+use common::*;
+use resp::{Conn, Reply};
+
+/// A mixed lifecycle over jobs `from..to` of queue `q`: enqueues at several priorities,
+/// schedules, claims, and every way a claim ends.
+fn workload(c: &mut Conn, q: &Q, from: u64, to: u64) {
+    for i in from..to {
+        let prio = (i % 3).to_string();
+        if i % 7 == 0 {
+            q.run(c, "EMQ.SCHEDULE", &jid(i), &[b"+0", b"later", b"d"]);
+        } else {
+            q.enqueue(c, &jid(i), &[b"PRIORITY", prio.as_bytes(), b"ATTEMPTS", b"2"]);
+        }
+    }
+    let tok = format!("w{from}");
+    let got = q.run(c, "EMQ.CLAIM", "", &[tok.as_bytes(), b"60000", b"COUNT", b"1000"]);
+    for (k, job) in got.array().iter().enumerate() {
+        let id = job.array()[0].str();
+        let r = match k % 4 {
+            0 => q.run(c, "EMQ.COMPLETE", &id, &[tok.as_bytes(), b"ok"]),
+            1 => q.run(c, "EMQ.FAIL", &id, &[tok.as_bytes(), b"no"]),
+            2 => q.run(c, "EMQ.DELAY", &id, &[tok.as_bytes(), b"+1"]),
+            _ => q.run(c, "EMQ.EXTEND", &id, &[tok.as_bytes(), b"5"]),
+        };
+        assert!(r.err().is_none(), "{r:?}");
+    }
+}
+
+fn effects(c: &mut Conn) -> (u64, u64, String) {
+    let n = |c: &mut Conn, f: &str| info_field(c, "trafikey", f).parse::<u64>().expect("a count");
+    (n(c, "trafikey_effects_built"), n(c, "trafikey_effects_skipped"), info_field(c, "trafikey", "trafikey_effects_receivers_seen"))
+}
+
+fn changes(c: &mut Conn) -> u64 {
+    info_field(c, "persistence", "rdb_changes_since_last_save").parse().expect("a count")
+}
+
+fn same_keyspace(p: &mut Conn, r: &mut Conn) {
+    assert_eq!(p.call(&[b"WAIT", b"1", b"5000"]), Reply::Int(1), "the replica acknowledged");
+    assert_eq!(digest(p), digest(r), "the replica holds what the primary holds");
+}
+
+#[test]
+fn with_nothing_listening_writes_are_counted_not_built() {
+    let quiet = Server::installed();
+    let always = Server::start(Opts { module_args: vec!["effects-always".into(), "yes".into()], ..Opts::default() });
+    let mut a = quiet.conn();
+    let mut b = always.conn();
+    assert_eq!(b.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
+    let q = Q::new("quiet");
+    let (a0, b0) = (changes(&mut a), changes(&mut b));
+    workload(&mut a, &q, 1, 60);
+    workload(&mut b, &q, 1, 60);
+    let (built, skipped, seen) = effects(&mut a);
+    assert_eq!((built, seen.as_str()), (0, "0"), "no receiver: no effect built");
+    assert!(skipped > 100, "{skipped}");
+    let (built_b, skipped_b, _) = effects(&mut b);
+    assert_eq!(skipped_b, 0);
+    // The server's change counter (save points) sees every write either way.
+    assert_eq!(changes(&mut a) - a0, changes(&mut b) - b0, "the same changes counted");
+    assert_eq!(skipped, built_b, "the same writes, INSTALL's SET included");
+
+    // A replica syncs: from then on every effect is built, and it keeps up.
+    let replica = Server::start(Opts::default());
+    let mut r = replica.follow(&quiet);
+    assert_eq!(effects(&mut a).2, "1");
+    workload(&mut a, &q, 60, 120);
+    let (built, skipped_after, _) = effects(&mut a);
+    assert!(built > 100, "{built}");
+    assert_eq!(skipped_after, skipped, "nothing skipped once a replica synced");
+    same_keyspace(&mut a, &mut r);
+}
+
+#[test]
+fn a_replica_attached_before_the_module_loads_gets_every_effect() {
+    let primary = Server::start(Opts { module: false, ..Opts::default() });
+    let replica = Server::start(Opts::default());
+    let mut r = replica.follow(&primary);
+    let mut p = primary.conn();
+    let path = module_path().display().to_string();
+    assert_eq!(p.call(&[b"MODULE", b"LOAD", path.as_bytes()]), Reply::Simple("OK".into()));
+    assert_eq!(p.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
+    workload(&mut p, &Q::new("late"), 1, 80);
+    same_keyspace(&mut p, &mut r);
+    let (built, skipped, seen) = effects(&mut p);
+    assert_eq!((skipped, seen.as_str()), (0, "1"));
+    assert!(built > 100, "{built}");
+}
+
+#[test]
+fn a_primary_restarted_with_its_backlog_replicates_into_it() {
+    // No periodic PING to the replica: its offset stays the saved one until the restart.
+    let args = vec!["--repl-ping-replica-period".into(), "3600".into()];
+    let primary = Server::start(Opts { server_args: args, ..Opts::default() });
+    let replica = Server::start(Opts::default());
+    let mut p = primary.conn();
+    assert_eq!(p.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
+    let mut r = replica.follow(&primary);
+    let q = Q::new("again");
+    workload(&mut p, &q, 1, 40);
+    same_keyspace(&mut p, &mut r);
+    // The RDB carries the replication id and offset: the restarted primary keeps a backlog
+    // for the replica's partial resync.
+    assert_eq!(p.call(&[b"SAVE"]), Reply::Simple("OK".into()));
+    let primary = primary.restart();
+    let mut p = primary.conn();
+    wait_for(|| info_field(&mut p, "persistence", "loading") == "0", "rdb load");
+    assert_eq!(info_field(&mut p, "replication", "repl_backlog_active"), "1");
+    // Written while the replica is away: it can only get these through the backlog.
+    workload(&mut p, &q, 40, 90);
+    r.call(&[b"REPLICAOF", b"127.0.0.1", primary.port.to_string().as_bytes()]);
+    wait_for(|| r.call(&[b"INFO", b"replication"]).str().contains("master_link_status:up"), "replica link");
+    assert_eq!(info_field(&mut p, "stats", "sync_partial_ok"), "1", "a partial resync, from the backlog");
+    same_keyspace(&mut p, &mut r);
+    let (built, skipped, _) = effects(&mut p);
+    assert_eq!(skipped, 0, "a backlog is a receiver");
+    assert!(built > 100, "{built}");
+}
+
+#[test]
+fn writes_while_a_replica_syncs_reach_it() {
+    let primary = Server::installed();
+    let replica = Server::start(Opts::default());
+    let mut p = primary.conn();
+    let q = Q::new("sync");
+    // Nothing listens yet: counted, not built; the snapshot will carry them.
+    workload(&mut p, &q, 1, 30);
+    let skipped = effects(&mut p).1;
+    assert!(skipped > 50, "{skipped}");
+    // A slow snapshot (20 ms a key), so the sync is still running while we write.
+    p.call(&[b"CONFIG", b"SET", b"rdb-key-save-delay", b"20000"]);
+    let mut r = replica.conn();
+    r.call(&[b"REPLICAOF", b"127.0.0.1", primary.port.to_string().as_bytes()]);
+    wait_for(|| info_field(&mut p, "persistence", "rdb_bgsave_in_progress") == "1", "the replica's snapshot");
+    // After the fork: these reach the replica only as effects, through its sync buffer.
+    workload(&mut p, &q, 30, 80);
+    assert_eq!(info_field(&mut p, "persistence", "rdb_bgsave_in_progress"), "1", "written during the sync");
+    p.call(&[b"CONFIG", b"SET", b"rdb-key-save-delay", b"0"]);
+    wait_for(|| r.call(&[b"INFO", b"replication"]).str().contains("master_link_status:up"), "replica link");
+    same_keyspace(&mut p, &mut r);
+    assert_eq!(effects(&mut p).1, skipped, "nothing skipped once the replica asked to sync");
+}
+
+#[test]
+fn the_aof_alone_holds_every_write() {
+    let server = Server::start(Opts { server_args: vec!["--appendonly".into(), "yes".into()], ..Opts::default() });
+    let mut c = server.conn();
+    assert_eq!(c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
+    workload(&mut c, &Q::new("aof"), 1, 60);
+    assert_eq!(effects(&mut c).1, 0, "an AOF is a receiver");
+    let want = digest(&mut c);
+    let server = server.restart();
+    let mut c = server.conn();
+    wait_for(|| info_field(&mut c, "persistence", "loading") == "0", "aof load");
+    assert_eq!(digest(&mut c), want, "AOF replay");
+}
