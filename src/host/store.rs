@@ -334,23 +334,24 @@ impl Key {
         self.push(false, v)
     }
 
-    /// Up to `n` elements from the tail (the front of the queue), one effect `RPOP key n`.
-    pub fn rpop_n(&self, n: usize) -> Vec<Str> {
-        let mut out = Vec::with_capacity(n);
-        let (Some(k), Some(f)) = (self.live(), api!(RedisModule_ListPop)) else { return out };
-        while out.len() < n {
-            // SAFETY: writable list key; each popped element is ours.
-            match Str::adopt(self.ctx, unsafe { f(k, raw::REDISMODULE_LIST_TAIL as c_int) }) {
-                Some(v) => out.push(v),
-                None => break,
+    /// Drop up to `n` elements from the tail (the front of the queue), one effect `RPOP key
+    /// n`; returns how many there were.
+    pub fn rpop_drop(&self, n: usize) -> usize {
+        let (Some(k), Some(f)) = (self.live(), api!(RedisModule_ListPop)) else { return 0 };
+        let mut popped = 0;
+        while popped < n {
+            // SAFETY: writable list key; each popped element is ours (freed as it drops).
+            if Str::adopt(self.ctx, unsafe { f(k, raw::REDISMODULE_LIST_TAIL as c_int) }).is_none() {
+                break;
             }
+            popped += 1;
         }
-        if !out.is_empty() {
-            if let Ok(count) = Str::int(self.ctx, out.len() as i64).ok_or(()) {
+        if popped > 0 {
+            if let Ok(count) = Str::int(self.ctx, popped as i64).ok_or(()) {
                 replicate(self.ctx, c"RPOP", &[self.name(), count.ptr()]);
             }
         }
-        out
+        popped
     }
 
     pub fn rpop(&self) -> Option<Str> {

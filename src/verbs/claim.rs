@@ -121,8 +121,7 @@ fn take(x: &mut Exec, token: &[u8], lease: i64, count: usize) -> Result<Reply, R
     }
     // The jobs taken, in order: the front of wait (its right end), the promoted wait jobs
     // (pushed behind it), then prio and the promoted prio jobs by (priority, id).
-    // Sized up front: growing these vectors job by job cost more than the claim's own reads.
-    let mut picks: Vec<Pick> = Vec::with_capacity(count);
+    let mut picks: Few<Pick> = Few::with_capacity(count);
     if meta.hget(&PAUSED).is_none() {
         let in_wait = usize::try_from(ready.wait.len()).unwrap_or(usize::MAX).min(count);
         for i in 0..in_wait {
@@ -168,23 +167,23 @@ fn take(x: &mut Exec, token: &[u8], lease: i64, count: usize) -> Result<Reply, R
     // Take every pick out of its ready set (one effect per set), then make the live ones
     // active (one effect) and record each claim on its row.
     let deadline = domain::deadline(now, lease);
-    let jobs: Vec<(&Found, Src)> = sized(
+    let jobs: Few<(&Found, Src)> = sized(
         picks.len(),
         picks.iter().filter_map(|pick| match pick {
             Pick::Ready(f, src) => Some((f, *src)),
             Pick::Promoted(i) => promoted.get(*i).map(|p| (p, if p.priority == 0 { Src::Wait } else { Src::Prio })),
         }),
     );
-    ready.wait.rpop_n(jobs.iter().filter(|(_, s)| *s == Src::Wait).count());
+    ready.wait.rpop_drop(jobs.iter().filter(|(_, s)| *s == Src::Wait).count());
     let from_prio = sized(jobs.len(), jobs.iter().filter(|(_, s)| *s == Src::Prio).map(|(j, _)| j.id.ptr()));
     ready.prio.zrem_many(&from_prio);
-    let live: Vec<&Found> = sized(jobs.len(), jobs.iter().map(|(j, _)| *j).filter(|j| !j.orphan));
+    let live: Few<&Found> = sized(jobs.len(), jobs.iter().map(|(j, _)| *j).filter(|j| !j.orphan));
     metrics::add(&metrics::ORPHANS, (jobs.len() - live.len()) as u64);
-    let ids: Vec<_> = live.iter().map(|j| j.id.ptr()).collect();
+    let ids: Few<_> = live.iter().map(|j| j.id.ptr()).collect();
     active.zadd_many(deadline, &ids)?;
     let (tok, at) = (x.string(token)?, x.int(now)?);
     let mut out = Vec::with_capacity(live.len());
-    for job in live {
+    for job in live.iter() {
         let [started, made, name, data] = job.row.hget_many(&[&field::STARTED, &field::MADE, &field::NAME, &field::DATA]);
         let count = |s: Option<Str>| s.and_then(|s| domain::args::int(s.bytes())).unwrap_or(0).saturating_add(1);
         let (started, attempt) = (count(started), count(made));
@@ -205,10 +204,13 @@ fn take(x: &mut Exec, token: &[u8], lease: i64, count: usize) -> Result<Reply, R
     Ok(Reply::Array(out))
 }
 
-/// Collect into a vector sized once: a filter's size hint starts at zero, and growing these
-/// vectors job by job cost more than the claim's own reads (callgrind).
-fn sized<T>(cap: usize, items: impl Iterator<Item = T>) -> Vec<T> {
-    let mut v = Vec::with_capacity(cap);
+/// The call's working lists: on the stack for the usual few jobs, sized once beyond that (a
+/// filter's size hint starts at zero, and growing them job by job cost more than the claim's
+/// own reads: callgrind).
+type Few<T> = smallvec::SmallVec<[T; 8]>;
+
+fn sized<T>(cap: usize, items: impl Iterator<Item = T>) -> Few<T> {
+    let mut v = Few::with_capacity(cap);
     v.extend(items);
     v
 }
