@@ -80,13 +80,15 @@ struct Found {
     row: Key,
     /// The row is missing: the id is dropped from its set and counted, never refused.
     orphan: bool,
+    /// Read only for promoted jobs, which go where their priority says; a job taken from a
+    /// ready set needs none.
     priority: i64,
 }
 
-fn found(x: &mut Exec, id: Str) -> Result<Found, Refusal> {
+fn found(x: &mut Exec, id: Str, promoted: bool) -> Result<Found, Refusal> {
     let row = x.open_undeclared(Role::Job, id.bytes(), Access::Update)?;
     let orphan = !row.exists_as(Kind::Hash)?;
-    let priority = if orphan { 0 } else { Row(&row).priority() };
+    let priority = if orphan || !promoted { 0 } else { Row(&row).priority() };
     Ok(Found { id, row, orphan, priority })
 }
 
@@ -117,7 +119,7 @@ fn take(x: &mut Exec, token: &[u8], lease: i64, count: usize) -> Result<Reply, R
     let due_now = delayed.zrange(f64::NEG_INFINITY, now as f64, batch);
     let mut promoted = Vec::with_capacity(due_now.len());
     for (id, _) in due_now {
-        promoted.push(found(x, id)?);
+        promoted.push(found(x, id, true)?);
     }
     // The jobs taken, in order: the front of wait (its right end), the promoted wait jobs
     // (pushed behind it), then prio and the promoted prio jobs by (priority, id).
@@ -126,7 +128,7 @@ fn take(x: &mut Exec, token: &[u8], lease: i64, count: usize) -> Result<Reply, R
         let in_wait = usize::try_from(ready.wait.len()).unwrap_or(usize::MAX).min(count);
         for i in 0..in_wait {
             let id = ready.wait.lindex(-1 - i as i64).ok_or_else(crate::errors::host_reply)?;
-            picks.push(Pick::Ready(found(x, id)?, Src::Wait));
+            picks.push(Pick::Ready(found(x, id, false)?, Src::Wait));
         }
         let waiting = promoted.iter().enumerate().filter(|(_, p)| !p.orphan && p.priority == 0);
         picks.extend(waiting.map(|(i, _)| Pick::Promoted(i)).take(count.saturating_sub(picks.len())));
@@ -142,7 +144,7 @@ fn take(x: &mut Exec, token: &[u8], lease: i64, count: usize) -> Result<Reply, R
             for (_, id, promo) in cands {
                 picks.push(match promo {
                     Some(i) => Pick::Promoted(i),
-                    None => Pick::Ready(found(x, id)?, Src::Prio),
+                    None => Pick::Ready(found(x, id, false)?, Src::Prio),
                 });
             }
         }
