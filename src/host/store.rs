@@ -500,7 +500,6 @@ impl Key {
 
     /// XADD with an id the server picks; the effect carries that id, so a replica holds the
     /// same entry. Returns the id as `ms-seq`.
-    /// XADD with the id the server picks, replicated with that id; returns the id.
     pub fn xadd(&self, fields: &[*mut RedisModuleString]) -> Result<Str, Refusal> {
         let (ms, seq) = self.stream_add(fields)?;
         let id = s(self.ctx, &stream_id(ms, seq))?;

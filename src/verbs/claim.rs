@@ -180,7 +180,7 @@ fn take(x: &mut Exec, token: &[u8], lease: i64, count: usize) -> Result<Reply, R
     let from_prio = sized(jobs.len(), jobs.iter().filter(|(_, s)| *s == Src::Prio).map(|(j, _)| j.id.ptr()));
     ready.prio.zrem_many(&from_prio);
     let live: Few<&Found> = sized(jobs.len(), jobs.iter().map(|(j, _)| *j).filter(|j| !j.orphan));
-    metrics::add(&metrics::ORPHANS, (jobs.len() - live.len()) as u64);
+    metrics::add(&metrics::ORPHANS, jobs.len().saturating_sub(live.len()) as u64);
     let ids: Few<_> = live.iter().map(|j| j.id.ptr()).collect();
     active.zadd_many(deadline, &ids)?;
     let (tok, at) = (x.string(token)?, x.int(now)?);
