@@ -731,6 +731,13 @@ fn run(o: &Opts) -> Result<bool, String> {
     memory.extend(skipped_memory);
     let lanes_ran = rows.iter().any(|r| r.workload == DROP);
     let bull_ran = bull.ran;
+    if o.wants(Who::Trafikey) {
+        let count = |c: &mut Conn, f: &str| server::info(c, "trafikey", f).unwrap_or_else(|| "?".into());
+        let (built, skipped) = (count(&mut c, "trafikey_effects_built"), count(&mut c, "trafikey_effects_skipped"));
+        notes.push(format!(
+            "Replication: this server has no replica and no AOF, so it propagates nothing — not the twin's script effects, nor BullMQ's or the floor's commands — and trafikey builds none of its effects either (`INFO trafikey` at the end of this run: {skipped} effects skipped, {built} built); a skipped write still counts as a change for `save` points. With a replica or AOF every contender pays for its effects (`EFFECTS=1 scripts/profile` counts trafikey's side)."
+        ));
+    }
 
     notes.push(format!(
         "The Lua twin (tests/bench/lua/) makes the module's checks and writes with EVALSHA, the clock from `redis.call('TIME')`; it skips type checks and ACL checks on undeclared keys, which only makes it cheaper. Events on, `trafikey.keep-completed` {keep} (the twin mirrors it); BullMQ at its defaults (it keeps every completed job)."
