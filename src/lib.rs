@@ -39,6 +39,18 @@ const MODULE_PATCH: u32 = parse_u32(env!("CARGO_PKG_VERSION_PATCH"));
 /// `MODULE LIST`'s `ver`: major·10000 + minor·100 + patch.
 const MODULE_VER: i32 = (MODULE_MAJOR * 10_000 + MODULE_MINOR * 100 + MODULE_PATCH) as i32;
 
+/// Before anything is registered: a server the module cannot serve is refused, with one log
+/// line saying what was found and what is needed, and keeps running.
+fn preload(ctx: &Context, _args: &[ValkeyString]) -> Status {
+    match host::compat::check() {
+        Ok(()) => Status::Ok,
+        Err(e) => {
+            ctx.log_warning(&format!("trafikey: not loaded: {e}"));
+            Status::Err
+        }
+    }
+}
+
 fn init(ctx: &Context, _args: &[ValkeyString]) -> Status {
     match host::register::all(ctx).and_then(|()| host::effects::init(ctx.ctx)) {
         Ok(()) => Status::Ok,
@@ -59,6 +71,7 @@ valkey_module! {
     version: MODULE_VER,
     allocator: (host::alloc::Alloc, host::alloc::Alloc),
     data_types: [],
+    preload: preload,
     init: init,
     acl_categories: ["emq"]
     commands: [],

@@ -19,6 +19,7 @@ macro_rules! api {
 
 pub mod alloc;
 pub mod caller;
+pub mod compat;
 pub mod effects;
 pub mod register;
 pub mod reply;

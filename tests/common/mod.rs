@@ -19,15 +19,34 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The valkey-server binary: $VALKEY_SERVER, PATH, or the pinned wheel (scripts/).
+/// What `scripts/valkey-server-path` prints for these arguments.
+pub fn server_path(args: &[&str]) -> PathBuf {
+    let out = Command::new(root().join("scripts/valkey-server-path")).args(args).output().expect("run scripts/valkey-server-path");
+    assert!(out.status.success(), "cannot find or fetch valkey-server: {}", String::from_utf8_lossy(&out.stderr));
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+thread_local! {
+    /// A server binary this thread's servers use instead of the project's (`with_server`).
+    static SERVER_OVERRIDE: std::cell::RefCell<Option<PathBuf>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with every server this thread starts being `bin`.
+pub fn with_server<R>(bin: PathBuf, f: impl FnOnce() -> R) -> R {
+    SERVER_OVERRIDE.with(|o| *o.borrow_mut() = Some(bin));
+    let r = f();
+    SERVER_OVERRIDE.with(|o| *o.borrow_mut() = None);
+    r
+}
+
+/// The valkey-server binary: this thread's override, else $VALKEY_SERVER, PATH, or the
+/// pinned wheel (scripts/valkey-server-path).
 pub fn server_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let out = Command::new(root().join("scripts/valkey-server-path")).output().expect("run scripts/valkey-server-path");
-        assert!(out.status.success(), "cannot find or fetch valkey-server: {}", String::from_utf8_lossy(&out.stderr));
-        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-    })
-    .clone()
+    if let Some(b) = SERVER_OVERRIDE.with(|o| o.borrow().clone()) {
+        return b;
+    }
+    BIN.get_or_init(|| server_path(&[])).clone()
 }
 
 /// The module: $TRAFIKEY_MODULE (set by scripts/test), else a release build made here, in a
@@ -59,6 +78,7 @@ pub struct Server {
     child: Child,
     pub port: u16,
     pub dir: PathBuf,
+    bin: PathBuf,
     args: Vec<String>,
 }
 
@@ -133,9 +153,9 @@ impl Server {
             args.extend(o.module_args.iter().cloned());
         }
         let log = std::fs::File::create(dir.join("server.log")).ok()?;
-        let child =
-            Command::new(server_bin()).args(&args).stdout(Stdio::from(log.try_clone().ok()?)).stderr(Stdio::from(log)).spawn().ok()?;
-        let mut s = Server { child, port, dir, args };
+        let bin = server_bin();
+        let child = Command::new(&bin).args(&args).stdout(Stdio::from(log.try_clone().ok()?)).stderr(Stdio::from(log)).spawn().ok()?;
+        let mut s = Server { child, port, dir, bin, args };
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(10) {
             if let Ok(Some(_)) = s.child.try_wait() {
@@ -158,6 +178,7 @@ impl Server {
         let _ = self.child.wait();
         let dir = self.dir.clone();
         let args = std::mem::take(&mut self.args);
+        let self_bin = std::mem::take(&mut self.bin);
         std::mem::forget(self);
         let port_idx = args.iter().position(|a| a == "--port").map(|i| i + 1).unwrap_or(3);
         for _ in 0..5 {
@@ -165,13 +186,13 @@ impl Server {
             let mut a = args.clone();
             a[port_idx] = port.to_string();
             let log = std::fs::OpenOptions::new().append(true).create(true).open(dir.join("server.log")).expect("log");
-            let child = Command::new(server_bin())
+            let child = Command::new(&self_bin)
                 .args(&a)
                 .stdout(Stdio::from(log.try_clone().expect("log")))
                 .stderr(Stdio::from(log))
                 .spawn()
                 .expect("spawn");
-            let mut s = Server { child, port, dir: dir.clone(), args: a };
+            let mut s = Server { child, port, dir: dir.clone(), bin: self_bin.clone(), args: a };
             let t0 = Instant::now();
             while t0.elapsed() < Duration::from_secs(20) {
                 if let Ok(Some(_)) = s.child.try_wait() {

@@ -1,8 +1,8 @@
-//! The foundation against a real server: the seed's fence, EMQ.INSTALL, EMQ.VERSION,
-//! TRA.CAPABILITIES and EMQ.ENQUEUE (seed 000, WIRE6 §1–§6).
+//! The foundation checks: the fence, EMQ.INSTALL, EMQ.VERSION, TRA.CAPABILITIES and
+//! EMQ.ENQUEUE against a real server. `foundation` runs each as a test on the project's
+//! server; `compat` runs them all on every server the module is tested on.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 const VK: &[u8] = b"{emq}:version";
 
@@ -37,8 +37,7 @@ fn call(c: &mut Conn, v: &[Vec<u8>]) -> Reply {
     c.call(&refs)
 }
 
-#[test]
-fn version_is_the_six_entry_map_in_both_protocols() {
+pub fn version_is_the_six_entry_map_in_both_protocols() {
     let s = Server::start(Opts::default());
     let mut c = s.conn();
     let r = c.call(&[b"EMQ.VERSION"]);
@@ -69,8 +68,7 @@ fn version_is_the_six_entry_map_in_both_protocols() {
     assert!(c.call(&[b"EMQ.VERSION", b"x"]).error().starts_with("EMQSHAPE"));
 }
 
-#[test]
-fn capabilities_are_the_eight_pairs_of_this_build() {
+pub fn capabilities_are_the_eight_pairs_of_this_build() {
     let s = Server::start(Opts::default());
     let mut c = s.conn();
     let r = c.call(&[b"TRA.CAPABILITIES"]);
@@ -94,8 +92,7 @@ fn capabilities_are_the_eight_pairs_of_this_build() {
     assert_eq!(flat[15], Reply::Int(0));
 }
 
-#[test]
-fn install_answers_its_four_ways_and_carries_its_flags() {
+pub fn install_answers_its_four_ways_and_carries_its_flags() {
     let s = Server::start(Opts::default());
     let mut c = s.conn();
     // absent → one SET, 1
@@ -143,8 +140,7 @@ fn install_answers_its_four_ways_and_carries_its_flags() {
     assert_eq!(c.call(&[b"EXISTS", VK]), Reply::Int(0));
 }
 
-#[test]
-fn fence_lanes_refuse_and_write_nothing() {
+pub fn fence_lanes_refuse_and_write_nothing() {
     let s = Server::start(Opts::default());
     let mut c = s.conn();
     let q = Q::new("fence");
@@ -184,8 +180,28 @@ fn fence_lanes_refuse_and_write_nothing() {
     assert!(unchanged(&mut c, |c| call(c, &bad)).error().starts_with("EMQLAYOUT"));
 }
 
-#[test]
-fn fence_reads_as_the_caller() {
+/// The fence key lives in the keyspace, and a keyspace is one database: each database a queue
+/// lives in is installed on its own.
+pub fn install_is_per_database() {
+    let s = Server::installed();
+    let mut c = s.conn();
+    let q = Q::new("db");
+    assert_eq!(call(&mut c, &enqueue_cmd(&q, &jid(1))), Reply::Int(1), "database 0 is installed");
+    assert_eq!(c.call(&[b"SELECT", b"1"]), Reply::Simple("OK".into()));
+    let e = unchanged(&mut c, |c| call(c, &enqueue_cmd(&q, &jid(1))));
+    assert_eq!(e.error(), "EMQWIRE expected echomq:6.0.0 but {emq}:version is absent");
+    assert_eq!(c.call(&[b"EMQ.INSTALL", b"1", VK]), Reply::Int(1), "installed in database 1 too");
+    assert_eq!(call(&mut c, &enqueue_cmd(&q, &jid(1))), Reply::Int(1), "its own queue, its own ids");
+    assert_eq!(c.call(&[b"SELECT", b"0"]), Reply::Simple("OK".into()));
+    assert_eq!(c.call(&[b"LLEN", q.k("wait").as_bytes()]), Reply::Int(1));
+    assert_eq!(c.call(&[b"FLUSHDB"]), Reply::Simple("OK".into()));
+    let e = call(&mut c, &enqueue_cmd(&q, &jid(2)));
+    assert!(e.error().ends_with("is absent"), "FLUSHDB takes the fence key with it: {e:?}");
+    c.call(&[b"SELECT", b"1"]);
+    assert_eq!(call(&mut c, &enqueue_cmd(&q, &jid(2))), Reply::Int(1), "database 1 keeps its own");
+}
+
+pub fn fence_reads_as_the_caller() {
     let s = Server::installed();
     let mut admin = s.conn();
     let q = Q::new("acl");
@@ -215,8 +231,7 @@ fn fence_reads_as_the_caller() {
     assert!(worker.call(&[b"EMQ.VERSION"]).err().is_none());
 }
 
-#[test]
-fn cluster_enabled_server_is_refused_before_the_read() {
+pub fn cluster_enabled_server_is_refused_before_the_read() {
     let s = Server::start(Opts {
         server_args: vec!["--cluster-enabled".into(), "yes".into(), "--cluster-config-file".into(), "nodes.conf".into()],
         ..Opts::default()
@@ -233,8 +248,7 @@ fn cluster_enabled_server_is_refused_before_the_read() {
     assert_eq!(e.error(), "EMQWIRE trafikey serves standalone servers only");
 }
 
-#[test]
-fn enqueue_creates_the_row_and_makes_it_ready() {
+pub fn enqueue_creates_the_row_and_makes_it_ready() {
     let s = Server::installed();
     let mut c = s.conn();
     let q = Q::new("orders");
@@ -267,8 +281,7 @@ fn enqueue_creates_the_row_and_makes_it_ready() {
     assert_eq!(r, Reply::Int(0));
 }
 
-#[test]
-fn enqueue_refuses_bad_input_with_its_class_and_writes_nothing() {
+pub fn enqueue_refuses_bad_input_with_its_class_and_writes_nothing() {
     let s = Server::installed();
     let mut c = s.conn();
     let q = Q::new("bad");
@@ -342,8 +355,7 @@ fn enqueue_refuses_bad_input_with_its_class_and_writes_nothing() {
     assert!(info_field(&mut c, "trafikey", "trafikey_refused_emqlayout").parse::<u64>().unwrap() >= 5);
 }
 
-#[test]
-fn enqueue_replicates_its_effects_not_the_verb() {
+pub fn enqueue_replicates_its_effects_not_the_verb() {
     let primary = Server::start(Opts { server_args: vec!["--appendonly".into(), "yes".into()], ..Opts::default() });
     let replica = Server::start(Opts::default());
     let mut p = primary.conn();
@@ -373,4 +385,23 @@ fn enqueue_replicates_its_effects_not_the_verb() {
     let mut p = primary.conn();
     wait_for(|| info_field(&mut p, "persistence", "loading") == "0", "aof load");
     assert_eq!(digest(&mut p), after);
+}
+
+/// Calls `$m!` with the name of every check, so each runner lists them from here.
+#[macro_export]
+macro_rules! each_check {
+    ($m:ident) => {
+        $m!(
+            version_is_the_six_entry_map_in_both_protocols
+            capabilities_are_the_eight_pairs_of_this_build
+            install_answers_its_four_ways_and_carries_its_flags
+            fence_lanes_refuse_and_write_nothing
+            install_is_per_database
+            fence_reads_as_the_caller
+            cluster_enabled_server_is_refused_before_the_read
+            enqueue_creates_the_row_and_makes_it_ready
+            enqueue_refuses_bad_input_with_its_class_and_writes_nothing
+            enqueue_replicates_its_effects_not_the_verb
+        );
+    };
 }
