@@ -8,32 +8,40 @@ use valkey_module::raw::RedisModuleString;
 use crate::config;
 use crate::domain::{self, args::Opt, bus};
 use crate::errors::{self, Refusal};
-use crate::host::{Exec, Key, Kind, Lit, Str};
+use crate::host::command::{opt, q, val, Arg, Slot, Spec::*, Ty};
+use crate::host::{ArgStr, Exec, Key, Kind, Lit, Str};
+use crate::keyspace::Role::*;
 use crate::metrics;
 
 /// The fields of a bus stream entry: `id <ID> payload <bytes>`.
 static ID: Lit = Lit::new(c"id");
 static PAYLOAD: Lit = Lit::new(c"payload");
 
+/// The keys and arguments of APPEND and PUBLISH.
+pub const KEYS: &[Slot] = &[q(Bus, Append), q(Seen, Update)];
+pub const ARGS: &[Arg] = &[val("id", Ty::Str), val("payload", Ty::Str), opt("maxlen", "MAXLEN", "n", Ty::Int)];
+
 /// The arguments of APPEND and PUBLISH, shaped.
 pub struct Message<'a> {
-    pub id: &'a [u8],
-    pub payload: &'a [u8],
+    pub id: ArgStr<'a>,
+    pub payload: ArgStr<'a>,
     max_len: Option<i64>,
 }
 
 impl<'a> Message<'a> {
-    pub fn shape(verb: &str, args: &[&'a [u8]]) -> Result<Message<'a>, Refusal> {
+    pub fn shape(args: &[ArgStr<'a>]) -> Result<Message<'a>, Refusal> {
         match args {
-            [id, payload, rest @ ..] => Ok(Message { id, payload, max_len: domain::args::options(rest, &[Opt::MaxLen])?.max_len }),
-            _ => Err(Refusal::Shape(format!("{verb} takes id payload [MAXLEN n]"))),
+            [id, payload, rest @ ..] => {
+                Ok(Message { id: *id, payload: *payload, max_len: domain::args::options(rest, &[Opt::MaxLen])?.max_len })
+            }
+            _ => Err(Refusal::Usage),
         }
     }
 
     /// Domain, before any key is read: the id gate, then the ranges. Returns the stream cap.
     pub fn check(&self) -> Result<i64, Refusal> {
-        domain::message_id(self.id)?;
-        domain::payload(self.payload, config::max_payload(), "payload")?;
+        domain::message_id(&self.id)?;
+        domain::payload(&self.payload, config::max_payload(), "payload")?;
         bus::max_len(self.max_len, config::get(&config::BUS_MAXLEN))
     }
 }
@@ -46,19 +54,19 @@ pub struct Append {
     now: i64,
     /// `seen` entries already outside the window, at most `SEEN_TRIM_BATCH`.
     stale: Vec<Str>,
+    id: *mut RedisModuleString,
+    payload: *mut RedisModuleString,
 }
 
-/// Opens `bus` (key 0) and `seen` (key 1), type-checks them and reads the window: `None` for
+/// Opens `bus` and `seen`, type-checks them and reads the window: `None` for
 /// a duplicate — an id whose first append is less than `trafikey.bus-window-ms` old, whether
 /// or not a trim has run — which writes nothing.
 pub fn plan(x: &Exec, m: &Message, cap: i64) -> Result<Option<Append>, Refusal> {
-    let stream = x.open(0, true);
-    stream.exists_as(Kind::Stream)?;
-    let seen = x.open(1, true);
-    seen.exists_as(Kind::ZSet)?;
+    let stream = x.open_as(Bus, Kind::Stream)?;
+    let seen = x.open_as(Seen, Kind::ZSet)?;
     let now = x.now();
     let window = config::get(&config::BUS_WINDOW_MS);
-    if bus::duplicate(seen.zscore(x.arg_str(0)), now, window) {
+    if bus::duplicate(seen.zscore(m.id.ptr()), now, window) {
         metrics::add(&metrics::BUS_DUPLICATES, 1);
         return Ok(None);
     }
@@ -68,19 +76,19 @@ pub fn plan(x: &Exec, m: &Message, cap: i64) -> Result<Option<Append>, Refusal> 
         .zrange(f64::NEG_INFINITY, floor, bus::SEEN_TRIM_BATCH.saturating_add(1))
         .into_iter()
         .map(|(member, _)| member)
-        .filter(|s| s.bytes() != m.id)
+        .filter(|s| s.bytes() != m.id.bytes())
         .take(bus::SEEN_TRIM_BATCH)
         .collect();
-    Ok(Some(Append { bus: stream, seen, cap, now, stale }))
+    Ok(Some(Append { bus: stream, seen, cap, now, stale, id: m.id.ptr(), payload: m.payload.ptr() }))
 }
 
 impl Append {
     /// The writes, XADD first (the only one the server could refuse): the entry with the id
     /// the server picks, the stream's trim, the window's trim, then the id's first-append
     /// time. Each replicates itself as its exact effect. Returns the entry id.
-    pub fn write(self, x: &Exec) -> Result<Str, Refusal> {
-        let id = x.arg_str(0);
-        let fields: [*mut RedisModuleString; 4] = [ID.get(), id, PAYLOAD.get(), x.arg_str(1)];
+    pub fn write(self) -> Result<Str, Refusal> {
+        let id = self.id;
+        let fields: [*mut RedisModuleString; 4] = [ID.get(), id, PAYLOAD.get(), self.payload];
         if fields.iter().any(|p| p.is_null()) {
             return Err(errors::host_reply());
         }

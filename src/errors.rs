@@ -93,6 +93,10 @@ impl Class {
 pub enum Refusal {
     #[error("EMQSHAPE {0}")]
     Shape(String),
+    /// The arguments are not the command's: answered with what it takes (`Command::usage`),
+    /// which only the host knows; the text here is the fallback.
+    #[error("EMQSHAPE wrong arguments")]
+    Usage,
     #[error("EMQLAYOUT {0}")]
     Layout(String),
     /// A complete EMQWIRE line (the seed's texts are whole sentences).
@@ -117,7 +121,7 @@ pub enum Refusal {
 impl Refusal {
     pub const fn class(&self) -> Class {
         match self {
-            Refusal::Shape(_) => Class::Shape,
+            Refusal::Shape(_) | Refusal::Usage => Class::Shape,
             Refusal::Layout(_) => Class::Layout,
             Refusal::Wire(_) => Class::Wire,
             Refusal::Id(_) => Class::Id,

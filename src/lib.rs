@@ -1,8 +1,9 @@
 //! trafikey: EchoMQ wire 6 — the `EMQ.*` job queue — as a native Valkey module.
 //!
-//! `lib.rs` only declares the module: its name, configs, ACL category and init. The command
-//! table (`table`) drives registration; `host` is the server glue; `verbs` are the commands,
-//! `queue` and `bus` their shared mechanics; `domain`, `keyspace` and `errors` are pure.
+//! `lib.rs` only declares the module: its name, configs, ACL category and init, and hands the
+//! command table down to the host. The layers, each using only those below it:
+//! `verbs` (the commands and their table) → `queue`, `bus` (their shared mechanics) → `host`
+//! (the server glue, the only `unsafe`) → `domain`, `keyspace`, `errors`, `config` (pure).
 
 pub mod bus;
 pub mod config;
@@ -12,7 +13,6 @@ pub mod host;
 pub mod keyspace;
 pub mod metrics;
 pub mod queue;
-pub mod table;
 pub mod verbs;
 
 use valkey_module::configuration::ConfigurationFlags;
@@ -52,7 +52,7 @@ fn preload(ctx: &Context, _args: &[ValkeyString]) -> Status {
 }
 
 fn init(ctx: &Context, _args: &[ValkeyString]) -> Status {
-    match host::register::all(ctx).and_then(|()| host::effects::init(ctx.ctx)) {
+    match host::register::all(ctx, &verbs::COMMANDS).and_then(|()| host::effects::init(ctx.ctx)) {
         Ok(()) => Status::Ok,
         Err(e) => {
             ctx.log_warning(&format!("trafikey: {e}"));
@@ -63,7 +63,7 @@ fn init(ctx: &Context, _args: &[ValkeyString]) -> Status {
 
 #[info_command_handler]
 fn info(ctx: &InfoContext, _for_crash_report: bool) -> ValkeyResult<()> {
-    metrics::info(ctx)
+    metrics::info(ctx, host::commands())
 }
 
 valkey_module! {

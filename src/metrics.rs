@@ -5,10 +5,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use valkey_module::{InfoContext, ValkeyResult};
 
 use crate::errors::Class;
-use crate::table::COMMANDS;
+use crate::host::command::Command;
 
+/// One call counter per registered command (as many as the host has callbacks).
 static CALLS: [AtomicU64; 32] = [const { AtomicU64::new(0) }; 32];
-const _: () = assert!(COMMANDS.len() <= 32, "one call counter per command");
 static REFUSALS: [AtomicU64; Class::ALL.len()] = [const { AtomicU64::new(0) }; Class::ALL.len()];
 /// Delayed jobs CLAIM made ready.
 pub static PROMOTED: AtomicU64 = AtomicU64::new(0);
@@ -54,9 +54,9 @@ fn field_name(s: &str) -> String {
     s.to_ascii_lowercase().replace('.', "_")
 }
 
-pub fn info(ctx: &InfoContext) -> ValkeyResult<()> {
+pub fn info(ctx: &InfoContext, commands: &[Command]) -> ValkeyResult<()> {
     let calls: Vec<(String, u64)> =
-        COMMANDS.iter().zip(CALLS.iter()).map(|(c, n)| (format!("calls_{}", field_name(c.name)), n.load(Ordering::Relaxed))).collect();
+        commands.iter().zip(CALLS.iter()).map(|(c, n)| (format!("calls_{}", field_name(c.name)), n.load(Ordering::Relaxed))).collect();
     let refusals: Vec<(String, u64)> = Class::ALL
         .iter()
         .map(|c| (format!("refused_{}", c.word().to_ascii_lowercase()), REFUSALS.get(c.index()).map_or(0, |n| n.load(Ordering::Relaxed))))

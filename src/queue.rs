@@ -1,12 +1,13 @@
 //! The queue's shared mechanics, in the wire's terms: the job row and its fields, the states,
-//! making a job ready, events, and retention of finished jobs. Verbs compose these.
+//! making a job ready, the holder's lease, events, and retention of finished jobs. Verbs
+//! compose these, opening each key by its role.
 
 use valkey_module::raw::RedisModuleString;
 
 use crate::config;
 use crate::domain::{self, args::Options, Backoff, Keep};
 use crate::errors::{self, Refusal};
-use crate::host::{Access, Exec, Key, Kind, Lit, Str};
+use crate::host::{Access, ArgStr, Exec, Key, Kind, Lit, Str};
 use crate::keyspace::Role;
 use crate::metrics;
 
@@ -135,21 +136,21 @@ type Pairs<'l> = smallvec::SmallVec<[(&'l Lit, *mut RedisModuleString); 8]>;
 
 /// A new job as ENQUEUE and SCHEDULE take it, range-checked.
 pub struct NewJob<'a> {
-    pub name: &'a [u8],
-    pub data: &'a [u8],
+    pub name: ArgStr<'a>,
+    pub data: ArgStr<'a>,
     pub priority: i64,
     pub attempts: i64,
     pub backoff: Option<Backoff>,
-    pub opts: Option<&'a [u8]>,
+    pub opts: Option<ArgStr<'a>>,
 }
 
 impl<'a> NewJob<'a> {
-    pub fn check(name: &'a [u8], data: &'a [u8], o: &Options<'a>) -> Result<NewJob<'a>, Refusal> {
-        domain::bytes_len(name, 1, domain::NAME_MAX, "name")?;
+    pub fn check(name: ArgStr<'a>, data: ArgStr<'a>, o: &Options<ArgStr<'a>>) -> Result<NewJob<'a>, Refusal> {
+        domain::bytes_len(&name, 1, domain::NAME_MAX, "name")?;
         let max = config::max_payload();
-        domain::payload(data, max, "data")?;
+        domain::payload(&data, max, "data")?;
         if let Some(opts) = o.opts {
-            domain::payload(opts, max, "OPTS")?;
+            domain::payload(&opts, max, "OPTS")?;
         }
         Ok(NewJob {
             name,
@@ -161,18 +162,17 @@ impl<'a> NewJob<'a> {
         })
     }
 
-    /// Write the row: its state and the immutable fields. `name_at` is the position of the
-    /// name among the call's arguments (data follows it): their strings go in uncopied.
-    pub fn create(&self, x: &Exec, row: &Key, state: State, now: i64, name_at: usize) -> Result<(), Refusal> {
-        let (name, data) = (x.arg_str(name_at), x.arg_str(name_at + 1));
-        if name.is_null() || data.is_null() {
+    /// Write the row: its state and the immutable fields. The name, data and OPTS go in as
+    /// the server strings they arrived in, uncopied.
+    pub fn create(&self, x: &Exec, row: &Key, state: State, now: i64) -> Result<(), Refusal> {
+        let (name, data) = (self.name.ptr(), self.data.ptr());
+        if name.is_null() || data.is_null() || self.opts.is_some_and(|o| o.ptr().is_null()) {
             return Err(errors::host_reply());
         }
         let created = x.int(now)?;
         let prio = (self.priority != 0).then(|| x.int(self.priority)).transpose()?;
         let attempts = (self.attempts != 1).then(|| x.int(self.attempts)).transpose()?;
         let backoff = self.backoff.map(|b| x.string(domain::backoff_encode(b).as_bytes())).transpose()?;
-        let opts = self.opts.map(|o| x.string(o)).transpose()?;
         let mut pairs: Pairs = smallvec::smallvec![
             (&field::STATE, state.lit().get()),
             (&field::NAME, name),
@@ -182,7 +182,7 @@ impl<'a> NewJob<'a> {
         pairs.extend(prio.as_ref().map(|v| (&field::PRIORITY, v.ptr())));
         pairs.extend(attempts.as_ref().map(|v| (&field::ATTEMPTS, v.ptr())));
         pairs.extend(backoff.as_ref().map(|v| (&field::BACKOFF, v.ptr())));
-        pairs.extend(opts.as_ref().map(|v| (&field::OPTS, v.ptr())));
+        pairs.extend(self.opts.map(|v| (&field::OPTS, v.ptr())));
         row.hset(&pairs)
     }
 }
@@ -194,10 +194,9 @@ pub struct Ready {
 }
 
 impl Ready {
-    pub fn open(wait: Key, prio: Key) -> Result<Ready, Refusal> {
-        wait.exists_as(Kind::List)?;
-        prio.exists_as(Kind::ZSet)?;
-        Ok(Ready { wait, prio })
+    /// The call's declared `wait` and `prio`.
+    pub fn open(x: &Exec) -> Result<Ready, Refusal> {
+        Ok(Ready { wait: x.open_as(Role::Wait, Kind::List)?, prio: x.open_as(Role::Prio, Kind::ZSet)? })
     }
 
     /// Make a job ready by its priority: wait (at the back, or the front for requeues and
@@ -224,7 +223,7 @@ pub struct Events {
     cap: i64,
 }
 
-/// One transition's event, as WIRE6 §8's table lists them.
+/// One transition's event: its name and its facts (the reference page's events table).
 pub enum Event {
     /// `name` is the call's own argument string: no copy.
     Added {
@@ -284,16 +283,10 @@ enum Val {
 }
 
 impl Events {
-    /// The events stream, declared key `i` of the call.
-    pub fn open(x: &Exec, i: usize) -> Result<Events, Refusal> {
+    /// The call's declared events stream.
+    pub fn open(x: &Exec) -> Result<Events, Refusal> {
         let cap = config::get(&config::EVENTS_MAXLEN);
-        let key = if cap > 0 {
-            let key = x.open(i, true);
-            key.exists_as(Kind::Stream)?;
-            Some(key)
-        } else {
-            None
-        };
+        let key = if cap > 0 { Some(x.open_as(Role::Events, Kind::Stream)?) } else { None };
         Ok(Events { key, cap })
     }
 
@@ -424,9 +417,9 @@ pub fn finish(
     Ok(())
 }
 
-/// The call's own job row (declared key 0): it must exist.
+/// The call's own job row: it must exist.
 pub fn existing_row(x: &Exec) -> Result<Key, Refusal> {
-    let row = x.open(0, true);
+    let row = x.open(Role::Job, true)?;
     if row.exists_as(Kind::Hash)? {
         Ok(row)
     } else {
@@ -434,16 +427,36 @@ pub fn existing_row(x: &Exec) -> Result<Key, Refusal> {
     }
 }
 
-/// Declared key `i`, opened for writing, which must be a zset or absent.
-pub fn zset(x: &Exec, i: usize) -> Result<Key, Refusal> {
-    let k = x.open(i, true);
-    k.exists_as(Kind::ZSet)?;
-    Ok(k)
+/// The job a holder verb (EXTEND, COMPLETE, FAIL, DELAY, REQUEUE) acts on: its row, which
+/// must exist, and the active set. Opened first; the verb then opens its other keys, and
+/// only then asks whether the job is held — so a wrong-typed key answers before a lease.
+pub struct Holder {
+    pub row: Key,
+    pub active: Key,
+    pub id: Str,
 }
 
-/// Held: in active with this token — the row says so and the active set agrees.
-pub fn held(row: &Key, active: &Key, id: &Str, token: &[u8]) -> bool {
-    Row(row).held_by(token) && active.zscore(id.ptr()).is_some()
+impl Holder {
+    pub fn open(x: &Exec) -> Result<Holder, Refusal> {
+        let row = existing_row(x)?;
+        let active = x.open_as(Role::Active, Kind::ZSet)?;
+        Ok(Holder { row, active, id: x.string(x.id)? })
+    }
+
+    /// Held by `token`: the row says active with this token, and the active set agrees.
+    pub fn holds(&self, token: &[u8]) -> bool {
+        Row(&self.row).held_by(token) && self.active.zscore(self.id.ptr()).is_some()
+    }
+
+    /// `EMQLEASE` unless held by `token`: a wrong token, a reclaimed lease and a finished job
+    /// are one condition to the holder.
+    pub fn check(&self, token: &[u8]) -> Result<(), Refusal> {
+        if self.holds(token) {
+            Ok(())
+        } else {
+            Err(lease(self.id.bytes()))
+        }
+    }
 }
 
 /// The KEEP a finish uses: the call's, or the config default for that set.

@@ -1,4 +1,4 @@
-//! A fuzzer over the live server: every command of the table (`trafikey::table::COMMANDS`,
+//! A fuzzer over the live server: every command of the table (`trafikey::verbs::COMMANDS`,
 //! checked against the server's own `COMMAND LIST FILTERBY MODULE trafikey`) gets thousands
 //! of random argument vectors — a valid call built from its key roles and its synopsis, then
 //! bent: wrong or malformed `numkeys`, too few or too many arguments, keys of the wrong role,
@@ -31,8 +31,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Instant;
 
+use trafikey::host::command::{Command, Form, KeyRole};
 use trafikey::keyspace::{self, Role};
-use trafikey::table::{Command, Form, KeyRole, COMMANDS};
+use trafikey::verbs::COMMANDS;
 
 const CLASSES: [&str; 12] =
     ["EMQSHAPE", "EMQLAYOUT", "EMQWIRE", "EMQID", "EMQARG", "EMQNOJOB", "EMQSTATE", "EMQLEASE", "WRONGTYPE", "NOPERM", "ERR", "EXECABORT"];
@@ -111,7 +112,7 @@ fn synopsis(args: &str) -> Vec<Vec<Item>> {
 fn option_words() -> Vec<String> {
     let mut v: Vec<String> = COMMANDS
         .iter()
-        .flat_map(|c| c.args.split(|ch: char| ch.is_whitespace() || "[]|".contains(ch)).map(str::to_string).collect::<Vec<_>>())
+        .flat_map(|c| c.args_synopsis().split(|ch: char| ch.is_whitespace() || "[]|".contains(ch)).map(str::to_string).collect::<Vec<_>>())
         .filter(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_uppercase()))
         .collect();
     v.sort();
@@ -204,7 +205,7 @@ fn valid(rng: &mut Rng, ctx: &Ctx, cmd: &Command) -> (Vec<Vec<u8>>, usize) {
         }
     }
     let first_arg = v.len();
-    let alts = synopsis(cmd.args);
+    let alts = synopsis(&cmd.args_synopsis());
     let alt = &alts[rng.below(alts.len())];
     emit(rng, ctx, cmd, alt, &id, &mut v);
     (v, first_arg)

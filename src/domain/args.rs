@@ -1,6 +1,6 @@
-//! Argument shape (WIRE6 §8, "Shape"): numbers that parse, options that exist, once each,
-//! with their values. Pure functions over byte slices; ranges are checked later, in the
-//! domain step, so a shape error always wins over a range error.
+//! Argument shape: numbers that parse, options that exist, once each, with their values.
+//! Pure functions over byte strings; ranges are checked later, in the domain step, so a
+//! shape error always wins over a range error.
 
 use crate::errors::Refusal;
 
@@ -83,13 +83,15 @@ impl Opt {
     }
 }
 
-/// What the options of one call said. Absent options are `None`/`false`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Options<'a> {
+/// What the options of one call said. Absent options are `None`/`false`. `S` is how the
+/// call's arguments arrive (byte slices here, the server's strings in the module): the OPTS
+/// blob is kept as one of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options<S> {
     pub priority: Option<i64>,
     pub attempts: Option<i64>,
     pub backoff: Option<Backoff>,
-    pub opts: Option<&'a [u8]>,
+    pub opts: Option<S>,
     pub lifo: bool,
     pub keep: Option<i64>,
     pub age: Option<i64>,
@@ -100,13 +102,32 @@ pub struct Options<'a> {
     pub ttl: Option<i64>,
 }
 
+impl<S> Default for Options<S> {
+    fn default() -> Self {
+        Options {
+            priority: None,
+            attempts: None,
+            backoff: None,
+            opts: None,
+            lifo: false,
+            keep: None,
+            age: None,
+            final_: false,
+            count: None,
+            max_stalls: None,
+            max_len: None,
+            ttl: None,
+        }
+    }
+}
+
 /// Parse `args` as options from `allowed`: an unknown or repeated option, an option without
 /// its value or a value that does not parse is a shape error.
-pub fn options<'a>(args: &[&'a [u8]], allowed: &[Opt]) -> Result<Options<'a>, Refusal> {
+pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Options<S>, Refusal> {
     let mut o = Options::default();
     let mut seen: u16 = 0;
     let mut i = 0;
-    while let Some(word) = args.get(i) {
+    while let Some(word) = args.get(i).map(AsRef::as_ref) {
         let opt = allowed
             .iter()
             .copied()
@@ -118,10 +139,10 @@ pub fn options<'a>(args: &[&'a [u8]], allowed: &[Opt]) -> Result<Options<'a>, Re
         }
         seen |= bit;
         let at = i;
-        let value = |k: usize| -> Result<&'a [u8], Refusal> {
+        let value = |k: usize| -> Result<S, Refusal> {
             args.get(at + 1 + k).copied().ok_or_else(|| Refusal::Shape(format!("option {} needs a value", opt.word())))
         };
-        let num = |k: usize| -> Result<i64, Refusal> { number(value(k)?, opt.word()) };
+        let num = |k: usize| -> Result<i64, Refusal> { number(value(k)?.as_ref(), opt.word()) };
         i = at + 1;
         match opt {
             Opt::Lifo => o.lifo = true,
@@ -132,6 +153,7 @@ pub fn options<'a>(args: &[&'a [u8]], allowed: &[Opt]) -> Result<Options<'a>, Re
             }
             Opt::Backoff => {
                 let kind = value(0)?;
+                let kind = kind.as_ref();
                 let ms = num(1)?;
                 o.backoff = Some(if kind.eq_ignore_ascii_case(b"FIXED") {
                     Backoff::Fixed(ms)
@@ -190,7 +212,8 @@ mod tests {
     #[test]
     fn option_rules() {
         let all = [Opt::Priority, Opt::Backoff, Opt::Lifo, Opt::Opts];
-        let o = options(&[b"priority", b"7", b"BACKOFF", b"exp", b"100", b"lifo", b"OPTS", b"x y"], &all).unwrap();
+        let args: [&[u8]; 8] = [b"priority", b"7", b"BACKOFF", b"exp", b"100", b"lifo", b"OPTS", b"x y"];
+        let o = options(&args, &all).unwrap();
         assert_eq!(o.priority, Some(7));
         assert_eq!(o.backoff, Some(Backoff::Exp(100)));
         assert!(o.lifo);
@@ -204,7 +227,7 @@ mod tests {
             &[b"BACKOFF", b"FIXED"],
             &[b"ATTEMPTS", b"1"],
         ] {
-            assert!(matches!(options(bad, &all), Err(Refusal::Shape(_))), "{bad:?}");
+            assert!(matches!(options::<&[u8]>(bad, &all), Err(Refusal::Shape(_))), "{bad:?}");
         }
     }
 

@@ -3,8 +3,10 @@
 
 pub mod args;
 pub mod bus;
+pub mod claim;
 pub mod coherence;
 pub mod id;
+pub mod stalled;
 
 use crate::errors::{self, Refusal};
 use crate::keyspace;

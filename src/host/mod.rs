@@ -19,6 +19,7 @@ macro_rules! api {
 
 pub mod alloc;
 pub mod caller;
+pub mod command;
 pub mod compat;
 pub mod effects;
 pub mod register;
@@ -28,6 +29,7 @@ pub mod strings;
 
 use std::os::raw::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::OnceLock;
 
 use valkey_module::raw::{self, RedisModuleCtx, RedisModuleString};
 
@@ -40,23 +42,24 @@ use crate::domain::{self, Stored};
 use crate::errors::{self, Refusal};
 use crate::keyspace::{self, Role};
 use crate::metrics;
-use crate::table::{self, Command, Form};
+use command::{Command, Form, KeyRole};
 
 /// A verb in the wire's terms: its argument shape, then its domain step. `drive` runs them
-/// in the order of WIRE6 §4 around the host's own checks.
+/// in the order of checks around the host's own: shape, layout, fence, domain.
 pub trait Verb {
     type Args<'a>;
-    /// Shape: the arguments after the keys; no server access, no range checks.
-    fn shape<'a>(args: &[&'a [u8]]) -> Result<Self::Args<'a>, Refusal>;
+    /// Shape: the arguments after the keys; no server access, no range checks. A refusal of
+    /// `Refusal::Usage` is answered with the command's synopsis.
+    fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Self::Args<'a>, Refusal>;
     /// Domain: runs after layout and fence; reads and checks everything before it writes.
     fn run<'a>(x: &mut Exec<'a>, args: Self::Args<'a>) -> Result<Reply, Refusal>;
 }
 
-/// shape → layout → fence → domain, for every verb in the table.
+/// shape → layout → fence → domain, for every command.
 pub fn drive<'a, V: Verb>(x: &mut Exec<'a>, cmd: &'static Command) -> Result<Reply, Refusal> {
     x.numkeys(cmd)?;
     let rest = x.rest();
-    let args = V::shape(&rest)?;
+    let args = V::shape(&rest).map_err(|e| if e == Refusal::Usage { cmd.usage() } else { e })?;
     x.layout(cmd)?;
     if cmd.fenced {
         x.fence()?;
@@ -64,10 +67,53 @@ pub fn drive<'a, V: Verb>(x: &mut Exec<'a>, cmd: &'static Command) -> Result<Rep
     V::run(x, args)
 }
 
+/// An argument after the keys, as it arrived: its bytes, and the server string that holds
+/// them, so a verb stores a name or a payload without copying it.
+#[derive(Clone, Copy, Debug)]
+pub struct ArgStr<'a> {
+    bytes: &'a [u8],
+    ptr: *mut RedisModuleString,
+}
+
+impl<'a> ArgStr<'a> {
+    /// Bytes with no server string behind them (shape tests): every write of one refuses.
+    pub const fn detached(bytes: &'a [u8]) -> ArgStr<'a> {
+        ArgStr { bytes, ptr: std::ptr::null_mut() }
+    }
+
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    pub fn ptr(&self) -> *mut RedisModuleString {
+        self.ptr
+    }
+}
+
+impl std::ops::Deref for ArgStr<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.bytes
+    }
+}
+
+impl AsRef<[u8]> for ArgStr<'_> {
+    fn as_ref(&self) -> &[u8] {
+        self.bytes
+    }
+}
+
+impl PartialEq<[u8]> for ArgStr<'_> {
+    fn eq(&self, other: &[u8]) -> bool {
+        self.bytes == other
+    }
+}
+
 /// One call in progress.
 pub struct Exec<'a> {
     ctx: *mut RedisModuleCtx,
     argv: &'a [*mut RedisModuleString],
+    cmd: &'static Command,
     /// Index in argv of the first argument after the keys.
     first_arg: usize,
     /// The queue all declared keys share, and the suffix of the `job:`/`fails:` key.
@@ -80,11 +126,11 @@ pub struct Exec<'a> {
 }
 
 impl<'a> Exec<'a> {
-    fn new(ctx: *mut RedisModuleCtx, argv: &'a [*mut RedisModuleString]) -> Exec<'a> {
+    fn new(ctx: *mut RedisModuleCtx, argv: &'a [*mut RedisModuleString], cmd: &'static Command) -> Exec<'a> {
         // SAFETY: live ctx.
         let flags = api!(RedisModule_GetContextFlags).map_or(0, |f| unsafe { f(ctx) });
         effects::begin(ctx, flags);
-        Exec { ctx, argv, first_arg: 1, queue: b"", id: b"", now: std::cell::Cell::new(None), caller: None, flags }
+        Exec { ctx, argv, cmd, first_arg: 1, queue: b"", id: b"", now: std::cell::Cell::new(None), caller: None, flags }
     }
 
     pub fn ctx(&self) -> *mut RedisModuleCtx {
@@ -96,22 +142,27 @@ impl<'a> Exec<'a> {
     }
 
     /// The arguments after the declared keys (a handful: on the stack).
-    fn rest(&self) -> smallvec::SmallVec<[&'a [u8]; 12]> {
-        self.argv.iter().skip(self.first_arg).map(|&p| bytes_of(p)).collect()
+    fn rest(&self) -> smallvec::SmallVec<[ArgStr<'a>; 12]> {
+        self.argv.iter().skip(self.first_arg).map(|&p| ArgStr { bytes: bytes_of(p), ptr: p }).collect()
     }
 
-    /// Argument `i` after the keys, as the server string it arrived in (no copy).
-    pub fn arg_str(&self, i: usize) -> *mut RedisModuleString {
-        self.argv.get(self.first_arg + i).copied().unwrap_or(std::ptr::null_mut())
+    /// The declared key with this role, as the server string it arrived in. A role the
+    /// command does not declare is a bug in its verb, answered as a host failure.
+    pub fn key_name(&self, role: impl Into<KeyRole>) -> Result<*mut RedisModuleString, Refusal> {
+        let i = self.cmd.position(role.into()).ok_or_else(errors::host_reply)?;
+        self.argv.get(2 + i).copied().ok_or_else(errors::host_reply)
     }
 
-    /// Declared key `i` (0-based), as the server string it arrived in.
-    pub fn key_name(&self, i: usize) -> *mut RedisModuleString {
-        self.argv.get(2 + i).copied().unwrap_or(std::ptr::null_mut())
+    /// Opens the declared key with this role.
+    pub fn open(&self, role: impl Into<KeyRole>, write: bool) -> Result<Key, Refusal> {
+        Ok(Key::open(self.ctx, Name::Arg(self.key_name(role)?), write))
     }
 
-    pub fn open(&self, i: usize, write: bool) -> Key {
-        Key::open(self.ctx, Name::Arg(self.key_name(i)), write)
+    /// Opens the declared key with this role for writing; it must be absent or of `kind`.
+    pub fn open_as(&self, role: impl Into<KeyRole>, kind: Kind) -> Result<Key, Refusal> {
+        let k = self.open(role, true)?;
+        k.exists_as(kind)?;
+        Ok(k)
     }
 
     /// A key of this queue the caller did not declare: ACL-checked as the caller, then opened.
@@ -152,7 +203,8 @@ impl<'a> Exec<'a> {
         self.caller.as_ref().ok_or_else(errors::host_reply)
     }
 
-    /// A cluster-enabled server is refused before anything is read (§8).
+    /// A cluster-enabled server is refused before anything is read: the queue's keys are one
+    /// hash slot, but the fence key and other queues are not.
     pub fn standalone(&self) -> Result<(), Refusal> {
         if self.flags & raw::REDISMODULE_CTX_FLAGS_CLUSTER as c_int != 0 {
             Err(errors::wire_cluster())
@@ -172,7 +224,7 @@ impl<'a> Exec<'a> {
         Ok(Key::open(self.ctx, Name::Arg(name), access != Access::Read))
     }
 
-    /// The fence (seed 000): standalone, one read of `{emq}:version` as the caller, only
+    /// The fence: standalone, one read of `{emq}:version` as the caller, only
     /// `echomq:6.0.0` passes. It never writes.
     pub fn fence(&mut self) -> Result<(), Refusal> {
         self.standalone()?;
@@ -207,13 +259,13 @@ impl<'a> Exec<'a> {
         for (i, slot) in cmd.keys.iter().enumerate() {
             let k = self.arg(2 + i);
             match slot.role {
-                table::KeyRole::Any => {}
-                table::KeyRole::Version => {
+                KeyRole::Any => {}
+                KeyRole::Version => {
                     if k != keyspace::VERSION_KEY {
                         return Err(Refusal::Layout("the key must be {emq}:version".into()));
                     }
                 }
-                table::KeyRole::Queue(role) => {
+                KeyRole::Queue(role) => {
                     let p = keyspace::parse_as(k, role).ok_or_else(|| {
                         Refusal::Layout(format!(
                             "key {} must be emq:{{Q}}:{}{}",
@@ -248,6 +300,14 @@ pub fn stored(key: &Key) -> Result<Stored<'_>, Refusal> {
 /// Slot in the table for each command's C callback.
 pub type Callback = extern "C" fn(*mut RedisModuleCtx, *mut *mut RedisModuleString, c_int) -> c_int;
 
+/// The commands registered at load, in registration order: callback `I` serves entry `I`.
+static COMMANDS: OnceLock<&'static [Command]> = OnceLock::new();
+
+/// The table registration was handed (empty before load).
+pub fn commands() -> &'static [Command] {
+    COMMANDS.get().copied().unwrap_or(&[])
+}
+
 extern "C" fn call<const I: usize>(ctx: *mut RedisModuleCtx, argv: *mut *mut RedisModuleString, argc: c_int) -> c_int {
     serve(ctx, argv, argc, I)
 }
@@ -255,8 +315,7 @@ extern "C" fn call<const I: usize>(ctx: *mut RedisModuleCtx, argv: *mut *mut Red
 macro_rules! callbacks {
     ($($i:literal)*) => { pub const CALLBACKS: &[Callback] = &[$(call::<$i>),*]; };
 }
-callbacks!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23);
-const _: () = assert!(CALLBACKS.len() >= table::COMMANDS.len(), "add callbacks for the new commands");
+callbacks!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
 
 fn serve(ctx: *mut RedisModuleCtx, argv: *mut *mut RedisModuleString, argc: c_int, i: usize) -> c_int {
     let argv: &[*mut RedisModuleString] = match (argv.is_null(), usize::try_from(argc)) {
@@ -267,9 +326,9 @@ fn serve(ctx: *mut RedisModuleCtx, argv: *mut *mut RedisModuleString, argc: c_in
     // The last line of defence: a bug that panics answers an error instead of aborting the
     // user's server. The verbs never panic by design (no unwrap, no indexing, checked math).
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        let cmd = table::COMMANDS.get(i)?;
+        let cmd = commands().get(i)?;
         metrics::called(i);
-        let mut x = Exec::new(ctx, argv);
+        let mut x = Exec::new(ctx, argv, cmd);
         Some((cmd.run)(&mut x, cmd))
     }));
     match outcome {

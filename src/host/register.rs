@@ -1,17 +1,18 @@
-//! Registration from the one table: each command with its flags, one key spec per key
-//! position with that role's exact access (so per-role ACL rules and routing see every
-//! key), its docs and its ACL categories.
+//! Registration of the table the module hands down: each command with its flags, one key
+//! spec per key position with that role's exact access (so per-role ACL rules and routing
+//! see every key), its docs — summary, complexity and every argument, so `COMMAND DOCS` is
+//! complete — and its ACL categories.
 
 use std::ffi::CString;
 use std::mem::MaybeUninit;
-use std::os::raw::c_int;
+use std::os::raw::{c_char, c_int};
 use std::ptr;
 
 use valkey_module::raw;
 use valkey_module::Context;
 
+use super::command::{Arg, Command, Form, KeyRole, Shape, Spec, Ty};
 use super::CALLBACKS;
-use crate::table::{Command, Spec, COMMANDS};
 
 const INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfoVersion {
     version: 1,
@@ -33,6 +34,101 @@ fn spec_flags(s: Spec) -> u64 {
 
 fn cstr(s: &str) -> Result<CString, String> {
     CString::new(s).map_err(|_| format!("NUL in {s:?}"))
+}
+
+/// The argument docs of one command as the server takes them: C structs pointing at strings
+/// and at arrays of further structs, all owned here until the server has copied them.
+#[derive(Default)]
+struct Docs {
+    strings: Vec<CString>,
+    arrays: Vec<Vec<raw::RedisModuleCommandArg>>,
+}
+
+fn zeroed_arg() -> raw::RedisModuleCommandArg {
+    // SAFETY: a struct of pointers and integers; all-zero is the array terminator.
+    unsafe { MaybeUninit::zeroed().assume_init() }
+}
+
+impl Docs {
+    fn text(&mut self, s: &str) -> Result<*const c_char, String> {
+        let c = cstr(s)?;
+        let p = c.as_ptr();
+        self.strings.push(c);
+        Ok(p)
+    }
+
+    /// A zero-terminated array that stays where it is while `self` lives.
+    fn array(&mut self, mut items: Vec<raw::RedisModuleCommandArg>) -> *mut raw::RedisModuleCommandArg {
+        items.push(zeroed_arg());
+        let p = items.as_mut_ptr();
+        self.arrays.push(items);
+        p
+    }
+
+    fn plain(&mut self, name: &str, type_: raw::RedisModuleCommandArgType) -> Result<raw::RedisModuleCommandArg, String> {
+        let mut a = zeroed_arg();
+        a.name = self.text(name)?;
+        a.type_ = type_;
+        a.key_spec_index = -1;
+        Ok(a)
+    }
+
+    fn arg(&mut self, d: &Arg) -> Result<raw::RedisModuleCommandArg, String> {
+        let type_ = match d.shape {
+            Shape::Value(Ty::Str) => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
+            Shape::Value(Ty::Int) => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+            Shape::Word => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+            Shape::OneOf(_) => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
+            Shape::Block(_) => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK,
+        };
+        let mut a = self.plain(&d.name.to_ascii_lowercase(), type_)?;
+        // A word is its own token; an option's token is the word before its value.
+        let token = match d.shape {
+            Shape::Word => Some(d.display),
+            _ => d.token,
+        };
+        if let Some(t) = token {
+            a.token = self.text(t)?;
+        }
+        if matches!(d.shape, Shape::Value(_)) && d.display != d.name {
+            a.display_text = self.text(d.display)?;
+        }
+        if let Shape::OneOf(items) | Shape::Block(items) = d.shape {
+            let subs = items.iter().map(|i| self.arg(i)).collect::<Result<Vec<_>, _>>()?;
+            a.subargs = self.array(subs);
+        }
+        let mut flags = raw::REDISMODULE_CMD_ARG_NONE;
+        if d.optional {
+            flags |= raw::REDISMODULE_CMD_ARG_OPTIONAL;
+        }
+        if d.multiple {
+            flags |= raw::REDISMODULE_CMD_ARG_MULTIPLE;
+        }
+        a.flags = flags as c_int;
+        Ok(a)
+    }
+
+    /// `numkeys`, each declared key by its role, then the arguments after the keys.
+    fn of(&mut self, cmd: &Command) -> Result<*mut raw::RedisModuleCommandArg, String> {
+        let mut top = Vec::new();
+        if cmd.form == Form::Keys {
+            top.push(self.plain("numkeys", raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER)?);
+            for (i, slot) in cmd.keys.iter().enumerate() {
+                let name = match slot.role {
+                    KeyRole::Queue(r) => r.word().trim_end_matches(':'),
+                    KeyRole::Version => "version",
+                    KeyRole::Any => "key",
+                };
+                let mut k = self.plain(name, raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY)?;
+                k.key_spec_index = i as c_int;
+                top.push(k);
+            }
+        }
+        for a in cmd.args {
+            top.push(self.arg(a)?);
+        }
+        Ok(if top.is_empty() { ptr::null_mut() } else { self.array(top) })
+    }
 }
 
 fn one(ctx: &Context, cmd: &Command, callback: super::Callback) -> Result<(), String> {
@@ -76,6 +172,8 @@ fn one(ctx: &Context, cmd: &Command, callback: super::Callback) -> Result<(), St
         let summary = cstr(cmd.summary)?;
         let complexity = cstr(cmd.complexity)?;
         let since = cstr(env!("CARGO_PKG_VERSION"))?;
+        let mut docs = Docs::default();
+        let args = docs.of(cmd)?;
         let info = raw::RedisModuleCommandInfo {
             version: &INFO_VERSION,
             summary: summary.as_ptr(),
@@ -83,10 +181,11 @@ fn one(ctx: &Context, cmd: &Command, callback: super::Callback) -> Result<(), St
             since: since.as_ptr(),
             history: ptr::null_mut(),
             tips: ptr::null(),
-            // Permissive: every shape error is the module's own EMQSHAPE (§8).
+            // Permissive: every shape error is the module's own EMQSHAPE, which names what the
+            // command takes (the server's arity error would not).
             arity: -1,
             key_specs: if cmd.keys.is_empty() { ptr::null_mut() } else { specs.as_mut_ptr() },
-            args: ptr::null_mut(),
+            args,
         };
         if set_info(handle, &info) != raw::REDISMODULE_OK as c_int {
             return Err(format!("cannot describe {}", cmd.name));
@@ -99,8 +198,13 @@ fn one(ctx: &Context, cmd: &Command, callback: super::Callback) -> Result<(), St
     Ok(())
 }
 
-pub fn all(ctx: &Context) -> Result<(), String> {
-    for (cmd, cb) in COMMANDS.iter().zip(CALLBACKS) {
+/// Registers `table`, callback `i` serving entry `i`. Called once, at load.
+pub fn all(ctx: &Context, table: &'static [Command]) -> Result<(), String> {
+    if table.len() > CALLBACKS.len() {
+        return Err(format!("{} commands but {} callbacks: add callbacks", table.len(), CALLBACKS.len()));
+    }
+    super::COMMANDS.set(table).map_err(|_| "registered twice".to_owned())?;
+    for (cmd, cb) in table.iter().zip(CALLBACKS) {
         one(ctx, cmd, *cb)?;
     }
     Ok(())

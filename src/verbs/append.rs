@@ -10,23 +10,24 @@
 //! message too. MAXLEN is 1..=1000000000. Replies the stream entry id, or nil.
 
 use crate::bus::{plan, Message};
+pub use crate::bus::{ARGS, KEYS};
 use crate::errors::Refusal;
-use crate::host::{Exec, Reply, Verb};
+use crate::host::{ArgStr, Exec, Reply, Verb};
 
 pub struct Append;
 
 impl Verb for Append {
     type Args<'a> = Message<'a>;
 
-    fn shape<'a>(args: &[&'a [u8]]) -> Result<Message<'a>, Refusal> {
-        Message::shape("EMQ.APPEND", args)
+    fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Message<'a>, Refusal> {
+        Message::shape(args)
     }
 
     fn run<'a>(x: &mut Exec<'a>, m: Message<'a>) -> Result<Reply, Refusal> {
         let cap = m.check()?;
         match plan(x, &m, cap)? {
             None => Ok(Reply::Null),
-            Some(append) => Ok(Reply::Str(append.write(x)?)),
+            Some(append) => Ok(Reply::Str(append.write()?)),
         }
     }
 }

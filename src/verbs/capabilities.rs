@@ -1,8 +1,12 @@
 //! `TRA.CAPABILITIES`: the facts of this build, as eight pairs in a fixed order.
 
 use crate::errors::Refusal;
-use crate::host::{Exec, Reply, Verb};
-use crate::{table, MODULE_NAME, MODULE_VERSION};
+use crate::host::command::{Arg, Slot};
+use crate::host::{ArgStr, Exec, Reply, Verb};
+use crate::{MODULE_NAME, MODULE_VERSION};
+
+pub const KEYS: &[Slot] = &[];
+pub const ARGS: &[Arg] = &[];
 
 /// The release stage of this build: `beta` — all seventeen wire tokens served, tested
 /// against a model and benchmarked, not yet proven in production (then `ga`).
@@ -15,8 +19,8 @@ pub struct Capabilities;
 impl Verb for Capabilities {
     type Args<'a> = ();
 
-    fn shape(args: &[&[u8]]) -> Result<(), Refusal> {
-        super::version::no_arguments("TRA.CAPABILITIES", args)
+    fn shape(args: &[ArgStr]) -> Result<(), Refusal> {
+        super::no_arguments(args)
     }
 
     fn run(_: &mut Exec<'_>, _: ()) -> Result<Reply, Refusal> {
@@ -25,7 +29,7 @@ impl Verb for Capabilities {
             ("version", Reply::bulk(MODULE_VERSION.as_bytes())),
             ("stage", Reply::bulk(STAGE.as_bytes())),
             ("api_version", Reply::Int(API_VERSION)),
-            ("bitmap_commands", Reply::Int(table::bitmap())),
+            ("bitmap_commands", Reply::Int(super::bitmap())),
             // No API exported to other modules, no Lua inside: every transition is native.
             ("shared_api", Reply::Int(0)),
             ("bundled_lua", Reply::Int(0)),

@@ -2,24 +2,36 @@
 //! `EMQ.CLAIM 6 wait prio active delayed meta events PAUSE|RESUME`
 //!
 //! First promotes due delayed jobs (at most `trafikey.promote-batch`), then, unless the queue
-//! is paused, takes up to COUNT ready jobs — wait first (its front), then prio in score
-//! order — each becoming active with deadline now+lease_ms; the row records the token,
-//! `as+1` and the claim time. Replies `[[id name data attempt] ...]`.
+//! is paused, takes up to COUNT ready jobs in the order the queue serves them
+//! (`domain::claim`), each becoming active with deadline now+lease_ms; the row records the
+//! token, `as+1` and the claim time. Replies `[[id name data attempt] ...]`.
 //! PAUSE/RESUME write `meta` and need the caller's write permission on it (CLAIM declares
 //! `meta` read-only, so a worker with read-only `meta` can claim but not pause).
 
 use crate::config;
-use crate::domain::{self, args::Opt};
+use crate::domain::{self, args::Opt, claim::Pick, claim::Plan};
 use crate::errors::Refusal;
-use crate::host::{Access, Exec, Key, Kind, Lit, Reply, Str, Verb};
-use crate::keyspace::Role;
+use crate::host::command::{block, one_of, opt, q, val, word, Arg, Slot, Spec::*, Ty};
+use crate::host::{Access, ArgStr, Exec, Key, Kind, Lit, Reply, Str, Verb};
+use crate::keyspace::Role::{self, *};
 use crate::metrics;
-use crate::queue::{field, zset, Event, Events, Ready, Row, State};
+use crate::queue::{field, Event, Events, Ready, Row, State};
+
+pub const KEYS: &[Slot] = &[q(Wait, Update), q(Prio, Update), q(Active, Insert), q(Delayed, Take), q(Meta, Read), q(Events, Append)];
+pub const ARGS: &[Arg] = &[one_of(
+    "mode",
+    None,
+    &[
+        block("take", None, &[val("token", Ty::Str), val("lease_ms", Ty::Int), opt("count", "COUNT", "n", Ty::Int)]),
+        word("PAUSE"),
+        word("RESUME"),
+    ],
+)];
 
 pub struct Claim;
 
 pub enum Args<'a> {
-    Take { token: &'a [u8], lease: i64, count: Option<i64> },
+    Take { token: ArgStr<'a>, lease: i64, count: Option<i64> },
     Pause(bool),
 }
 
@@ -29,16 +41,16 @@ static ONE: Lit = Lit::new(c"1");
 impl Verb for Claim {
     type Args<'a> = Args<'a>;
 
-    fn shape<'a>(args: &[&'a [u8]]) -> Result<Args<'a>, Refusal> {
+    fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Args<'a>, Refusal> {
         match args {
             [w] if w.eq_ignore_ascii_case(b"PAUSE") => Ok(Args::Pause(true)),
             [w] if w.eq_ignore_ascii_case(b"RESUME") => Ok(Args::Pause(false)),
             [token, lease, rest @ ..] => Ok(Args::Take {
-                token,
+                token: *token,
                 lease: domain::args::number(lease, "lease_ms")?,
                 count: domain::args::options(rest, &[Opt::Count])?.count,
             }),
-            _ => Err(Refusal::Shape("EMQ.CLAIM takes token lease_ms [COUNT n], or PAUSE or RESUME".into())),
+            _ => Err(Refusal::Usage),
         }
     }
 
@@ -46,7 +58,7 @@ impl Verb for Claim {
         match a {
             Args::Pause(on) => pause(x, on),
             Args::Take { token, lease, count } => {
-                domain::token(token)?;
+                domain::token(&token)?;
                 let lease = domain::range(lease, 1, domain::LEASE_MAX, "lease_ms")?;
                 let count = domain::range(count.unwrap_or(1), 1, domain::CLAIM_COUNT_MAX, "COUNT")?;
                 take(x, token, lease, count as usize)
@@ -56,11 +68,10 @@ impl Verb for Claim {
 }
 
 fn pause(x: &mut Exec, on: bool) -> Result<Reply, Refusal> {
-    let meta_name = x.key_name(4);
+    let meta_name = x.key_name(Meta)?;
     x.caller()?.key(meta_name, Access::Write)?;
-    let meta = x.open(4, true);
-    meta.exists_as(Kind::Hash)?;
-    let events = Events::open(x, 5)?;
+    let meta = x.open_as(Meta, Kind::Hash)?;
+    let events = Events::open(x)?;
     let paused = meta.hget(&PAUSED).is_some();
     if paused == on {
         return Ok(Reply::Int(0));
@@ -92,6 +103,7 @@ fn found(x: &mut Exec, id: Str, promoted: bool) -> Result<Found, Refusal> {
     Ok(Found { id, row, orphan, priority })
 }
 
+/// The ready set a taken job leaves.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Src {
     Wait,
@@ -99,18 +111,18 @@ enum Src {
 }
 
 /// A job this call takes: found in a ready set, or one it promotes first (by index).
-enum Pick {
+enum Taken {
     Ready(Found, Src),
     Promoted(usize),
 }
 
-fn take(x: &mut Exec, token: &[u8], lease: i64, count: usize) -> Result<Reply, Refusal> {
-    let ready = Ready::open(x.open(0, true), x.open(1, true))?;
-    let active = zset(x, 2)?;
-    let delayed = zset(x, 3)?;
-    let meta = x.open(4, false);
+fn take(x: &mut Exec, token: ArgStr, lease: i64, count: usize) -> Result<Reply, Refusal> {
+    let ready = Ready::open(x)?;
+    let active = x.open_as(Active, Kind::ZSet)?;
+    let delayed = x.open_as(Delayed, Kind::ZSet)?;
+    let meta = x.open(Meta, false)?;
     meta.exists_as(Kind::Hash)?;
-    let events = Events::open(x, 5)?;
+    let events = Events::open(x)?;
     let now = x.now();
 
     // Read and check everything first (rows are opened as the caller). Due delayed jobs,
@@ -121,32 +133,33 @@ fn take(x: &mut Exec, token: &[u8], lease: i64, count: usize) -> Result<Reply, R
     for (id, _) in due_now {
         promoted.push(found(x, id, true)?);
     }
-    // The jobs taken, in order: the front of wait (its right end), the promoted wait jobs
-    // (pushed behind it), then prio and the promoted prio jobs by (priority, id).
-    let mut picks: Few<Pick> = Few::with_capacity(count);
+    // The jobs taken, in the order the queue serves them.
+    let mut taken: Few<Taken> = Few::with_capacity(count);
     if meta.hget(&PAUSED).is_none() {
-        let in_wait = usize::try_from(ready.wait.len()).unwrap_or(usize::MAX).min(count);
-        for i in 0..in_wait {
-            let id = ready.wait.lindex(-1 - i as i64).ok_or_else(crate::errors::host_reply)?;
-            picks.push(Pick::Ready(found(x, id, false)?, Src::Wait));
-        }
-        let waiting = promoted.iter().enumerate().filter(|(_, p)| !p.orphan && p.priority == 0);
-        picks.extend(waiting.map(|(i, _)| Pick::Promoted(i)).take(count.saturating_sub(picks.len())));
-        let left = count.saturating_sub(picks.len());
-        if left > 0 {
-            let mut cands: Vec<(i64, Str, Option<usize>)> =
-                ready.prio.zrange(f64::NEG_INFINITY, f64::INFINITY, left).into_iter().map(|(m, s)| (s as i64, m, None)).collect();
-            for (i, p) in promoted.iter().enumerate().filter(|(_, p)| !p.orphan && p.priority != 0) {
-                cands.push((p.priority, x.string(p.id.bytes())?, Some(i)));
-            }
-            cands.sort_by(|a, b| (a.0, a.1.bytes()).cmp(&(b.0, b.1.bytes())));
-            cands.truncate(left);
-            for (_, id, promo) in cands {
-                picks.push(match promo {
-                    Some(i) => Pick::Promoted(i),
-                    None => Pick::Ready(found(x, id, false)?, Src::Prio),
-                });
-            }
+        let wait_len = usize::try_from(ready.wait.len()).unwrap_or(usize::MAX);
+        let prios: Few<Option<i64>> = promoted.iter().map(|p| (!p.orphan).then_some(p.priority)).collect();
+        let plan = Plan::new(wait_len, &prios, count);
+        let lowest = match plan.prio_needed() {
+            0 => Vec::new(),
+            n => ready.prio.zrange(f64::NEG_INFINITY, f64::INFINITY, n),
+        };
+        let prom: Few<(Option<i64>, &[u8])> = prios.iter().zip(&promoted).map(|(p, f)| (*p, f.id.bytes())).collect();
+        let prio: Few<(i64, &[u8])> = lowest.iter().map(|(m, s)| (*s as i64, m.bytes())).collect();
+        let picks = plan.finish(&prom, &prio);
+        drop((prom, prio));
+        let mut lowest = lowest.into_iter().map(|(m, _)| Some(m)).collect::<Few<_>>();
+        for pick in picks {
+            taken.push(match pick {
+                Pick::Wait(i) => {
+                    let id = ready.wait.lindex(-1 - i as i64).ok_or_else(crate::errors::host_reply)?;
+                    Taken::Ready(found(x, id, false)?, Src::Wait)
+                }
+                Pick::Prio(i) => {
+                    let id = lowest.get_mut(i).and_then(Option::take).ok_or_else(crate::errors::host_reply)?;
+                    Taken::Ready(found(x, id, false)?, Src::Prio)
+                }
+                Pick::Promoted(i) => Taken::Promoted(i),
+            });
         }
     }
 
@@ -168,22 +181,21 @@ fn take(x: &mut Exec, token: &[u8], lease: i64, count: usize) -> Result<Reply, R
 
     // Take every pick out of its ready set (one effect per set), then make the live ones
     // active (one effect) and record each claim on its row.
-    let deadline = domain::deadline(now, lease);
-    let jobs: Few<(&Found, Src)> = sized(
-        picks.len(),
-        picks.iter().filter_map(|pick| match pick {
-            Pick::Ready(f, src) => Some((f, *src)),
-            Pick::Promoted(i) => promoted.get(*i).map(|p| (p, if p.priority == 0 { Src::Wait } else { Src::Prio })),
+    let ordered: Few<(&Found, Src)> = sized(
+        taken.len(),
+        taken.iter().filter_map(|t| match t {
+            Taken::Ready(f, src) => Some((f, *src)),
+            Taken::Promoted(i) => promoted.get(*i).map(|p| (p, if p.priority == 0 { Src::Wait } else { Src::Prio })),
         }),
     );
-    ready.wait.rpop_drop(jobs.iter().filter(|(_, s)| *s == Src::Wait).count());
-    let from_prio = sized(jobs.len(), jobs.iter().filter(|(_, s)| *s == Src::Prio).map(|(j, _)| j.id.ptr()));
+    ready.wait.rpop_drop(ordered.iter().filter(|(_, s)| *s == Src::Wait).count());
+    let from_prio = sized(ordered.len(), ordered.iter().filter(|(_, s)| *s == Src::Prio).map(|(j, _)| j.id.ptr()));
     ready.prio.zrem_many(&from_prio);
-    let live: Few<&Found> = sized(jobs.len(), jobs.iter().map(|(j, _)| *j).filter(|j| !j.orphan));
-    metrics::add(&metrics::ORPHANS, jobs.len().saturating_sub(live.len()) as u64);
+    let live: Few<&Found> = sized(ordered.len(), ordered.iter().map(|(j, _)| *j).filter(|j| !j.orphan));
+    metrics::add(&metrics::ORPHANS, ordered.len().saturating_sub(live.len()) as u64);
     let ids: Few<_> = live.iter().map(|j| j.id.ptr()).collect();
-    active.zadd_many(deadline, &ids)?;
-    let (tok, at) = (x.string(token)?, x.int(now)?);
+    active.zadd_many(domain::deadline(now, lease), &ids)?;
+    let (tok, at) = (x.string(&token)?, x.int(now)?);
     let mut out = Vec::with_capacity(live.len());
     for job in live.iter() {
         let [started, made, name, data] = job.row.hget_many(&[&field::STARTED, &field::MADE, &field::NAME, &field::DATA]);

@@ -9,14 +9,22 @@
 use crate::config;
 use crate::domain::{self, args::Opt, Keep};
 use crate::errors::Refusal;
-use crate::host::{Exec, Reply, Verb};
-use crate::queue::{self, existing_row, field, held, zset, Event, Events, Retire, Row, State};
+use crate::host::command::{opt, q, val, Arg, Slot, Spec::*, Ty};
+use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::keyspace::Role::*;
+use crate::queue::{self, field, Event, Events, Holder, Retire, Row, State};
+
+pub const KEYS: &[Slot] = &[q(Job, Update), q(Active, Take), q(Completed, Update), q(Events, Append)];
+/// KEEP and AGE, the retention options COMPLETE and FAIL share.
+pub const KEEP: Arg = opt("keep", "KEEP", "n", Ty::Int);
+pub const AGE: Arg = opt("age", "AGE", "ms", Ty::Int);
+pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("result", Ty::Str), KEEP, AGE];
 
 pub struct Complete;
 
 pub struct Args<'a> {
-    token: &'a [u8],
-    result: &'a [u8],
+    token: ArgStr<'a>,
+    result: ArgStr<'a>,
     keep: Option<i64>,
     age: Option<i64>,
 }
@@ -24,42 +32,42 @@ pub struct Args<'a> {
 impl Verb for Complete {
     type Args<'a> = Args<'a>;
 
-    fn shape<'a>(args: &[&'a [u8]]) -> Result<Args<'a>, Refusal> {
+    fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Args<'a>, Refusal> {
         match args {
             [token, result, rest @ ..] => {
                 let o = domain::args::options(rest, &[Opt::Keep, Opt::Age])?;
-                Ok(Args { token, result, keep: o.keep, age: o.age })
+                Ok(Args { token: *token, result: *result, keep: o.keep, age: o.age })
             }
-            _ => Err(Refusal::Shape("EMQ.COMPLETE takes token result [KEEP n] [AGE ms]".into())),
+            _ => Err(Refusal::Usage),
         }
     }
 
     fn run<'a>(x: &mut Exec<'a>, a: Args<'a>) -> Result<Reply, Refusal> {
         domain::job_id(x.id)?;
-        domain::token(a.token)?;
-        domain::payload(a.result, config::max_payload(), "result")?;
+        domain::token(&a.token)?;
+        domain::payload(&a.result, config::max_payload(), "result")?;
         let keep = queue::keep_for(a.keep, &config::KEEP_COMPLETED)?;
         let age = queue::age(a.age)?;
-        let row = existing_row(x)?;
-        let active = zset(x, 1)?;
-        let completed = zset(x, 2)?;
-        let events = Events::open(x, 3)?;
-        let id = x.string(x.id)?;
-        if !held(&row, &active, &id, a.token) {
-            let r = Row(&row);
-            if r.state() == Some(State::Completed) && r.get(&field::TOKEN).is_some_and(|t| t.bytes() == a.token) {
+        let job = Holder::open(x)?;
+        let completed = x.open_as(Completed, Kind::ZSet)?;
+        let events = Events::open(x)?;
+        if !job.holds(&a.token) {
+            // The same token finishing again: its reply was lost, the job is done.
+            let r = Row(&job.row);
+            if r.state() == Some(State::Completed) && r.get(&field::TOKEN).is_some_and(|t| t.bytes() == a.token.bytes()) {
                 return Ok(Reply::Int(0));
             }
             return Err(queue::lease(x.id));
         }
         let now = x.now();
-        let made = Row(&row).int(&field::MADE, 0).saturating_add(1);
+        let made = Row(&job.row).int(&field::MADE, 0).saturating_add(1);
         let retire = Retire::plan(x, &completed, u64::from(keep != Keep::None), now, keep, age)?;
 
-        active.zrem(id.ptr());
+        job.active.zrem(job.id.ptr());
         let made_s = x.int(made)?;
-        queue::finish(x, &row, &completed, &id, State::Completed, keep, &[(&field::RESULT, x.arg_str(1)), (&field::MADE, made_s.ptr())])?;
-        events.emit(x, Some(id.ptr()), Event::Completed { attempt: made })?;
+        let fields = [(&field::RESULT, a.result.ptr()), (&field::MADE, made_s.ptr())];
+        queue::finish(x, &job.row, &completed, &job.id, State::Completed, keep, &fields)?;
+        events.emit(x, Some(job.id.ptr()), Event::Completed { attempt: made })?;
         retire.apply(&completed);
         Ok(Reply::Int(1))
     }

@@ -3,44 +3,44 @@
 
 use crate::domain::{self, When};
 use crate::errors::Refusal;
-use crate::host::{Exec, Reply, Verb};
-use crate::queue::{existing_row, field, held, lease, zset, Event, Events, State};
+use crate::host::command::{q, val, Arg, Slot, Spec::*, Ty};
+use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::keyspace::Role::*;
+use crate::queue::{field, Event, Events, Holder, State};
+
+pub const KEYS: &[Slot] = &[q(Job, Update), q(Active, Take), q(Delayed, Insert), q(Events, Append)];
+pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("when", Ty::Str)];
 
 pub struct Delay;
 
 pub struct Args<'a> {
-    token: &'a [u8],
+    token: ArgStr<'a>,
     when: When,
 }
 
 impl Verb for Delay {
     type Args<'a> = Args<'a>;
 
-    fn shape<'a>(args: &[&'a [u8]]) -> Result<Args<'a>, Refusal> {
+    fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Args<'a>, Refusal> {
         match args {
-            [token, when] => Ok(Args { token, when: domain::args::when(when)? }),
-            _ => Err(Refusal::Shape("EMQ.DELAY takes token when".into())),
+            [token, when] => Ok(Args { token: *token, when: domain::args::when(when)? }),
+            _ => Err(Refusal::Usage),
         }
     }
 
     fn run<'a>(x: &mut Exec<'a>, a: Args<'a>) -> Result<Reply, Refusal> {
         domain::job_id(x.id)?;
-        domain::token(a.token)?;
-        let now = x.now();
-        let due = domain::due(a.when, now)?;
-        let row = existing_row(x)?;
-        let active = zset(x, 1)?;
-        let delayed = zset(x, 2)?;
-        let events = Events::open(x, 3)?;
-        let id = x.string(x.id)?;
-        if !held(&row, &active, &id, a.token) {
-            return Err(lease(x.id));
-        }
-        active.zrem(id.ptr());
-        delayed.zadd(due, id.ptr())?;
-        row.hset(&[(&field::STATE, State::Delayed.lit().get())])?;
-        row.hdel(&[&field::TOKEN])?;
-        events.emit(x, Some(id.ptr()), Event::Delayed { due })?;
+        domain::token(&a.token)?;
+        let due = domain::due(a.when, x.now())?;
+        let job = Holder::open(x)?;
+        let delayed = x.open_as(Delayed, Kind::ZSet)?;
+        let events = Events::open(x)?;
+        job.check(&a.token)?;
+        job.active.zrem(job.id.ptr());
+        delayed.zadd(due, job.id.ptr())?;
+        job.row.hset(&[(&field::STATE, State::Delayed.lit().get())])?;
+        job.row.hdel(&[&field::TOKEN])?;
+        events.emit(x, Some(job.id.ptr()), Event::Delayed { due })?;
         Ok(Reply::Int(due))
     }
 }

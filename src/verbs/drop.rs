@@ -1,5 +1,5 @@
-//! `TRA.DROP 1 <row key> <version>` — the seed's `:coherence_drop` script done natively
-//! (WIRE6 §7): read the row, compare, delete, in one step.
+//! `TRA.DROP 1 <row key> <version>` — the coherence drop done natively: read the row,
+//! compare, delete, in one step, with the verdict of the reference Lua script.
 //!
 //! The row gone → 0; a stored frame shorter than 14 bytes → deleted, 1; the incoming
 //! version's payload (bytes `[3..14]`) strictly greater, byte-wise, than the frame's →
@@ -10,24 +10,28 @@
 
 use crate::domain::{coherence, Stored};
 use crate::errors::Refusal;
-use crate::host::{stored, Exec, Reply, Verb};
+use crate::host::command::{val, Arg, KeyRole, Slot, Spec, Ty};
+use crate::host::{stored, ArgStr, Exec, Reply, Verb};
 use crate::metrics;
+
+pub const KEYS: &[Slot] = &[Slot { role: KeyRole::Any, spec: Spec::Take }];
+pub const ARGS: &[Arg] = &[val("version", Ty::Str)];
 
 pub struct CoherenceDrop;
 
 impl Verb for CoherenceDrop {
     type Args<'a> = &'a [u8];
 
-    fn shape<'a>(args: &[&'a [u8]]) -> Result<&'a [u8], Refusal> {
+    fn shape<'a>(args: &[ArgStr<'a>]) -> Result<&'a [u8], Refusal> {
         match args {
-            [version] => Ok(version),
-            _ => Err(Refusal::Shape("TRA.DROP takes version".into())),
+            [version] => Ok(version.bytes()),
+            _ => Err(Refusal::Usage),
         }
     }
 
     fn run<'a>(x: &mut Exec<'a>, version: &'a [u8]) -> Result<Reply, Refusal> {
         coherence::version(version)?;
-        let row = x.open(0, true);
+        let row = x.open(KeyRole::Any, true)?;
         let drop = match stored(&row)? {
             Stored::Absent => false,
             Stored::Value(frame) => coherence::drops(frame, version),

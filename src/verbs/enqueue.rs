@@ -7,48 +7,61 @@
 
 use crate::domain::args::{options, Opt, Options};
 use crate::errors::Refusal;
-use crate::host::{Exec, Kind, Reply, Verb};
+use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Slot, Spec::*, Ty};
+use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::keyspace::Role::*;
 use crate::queue::{Event, Events, NewJob, Ready, State};
+
+pub const KEYS: &[Slot] = &[q(Job, Insert), q(Wait, Insert), q(Prio, Insert), q(Events, Append)];
+
+/// The creation options ENQUEUE and SCHEDULE share.
+pub const PRIORITY: Arg = opt("priority", "PRIORITY", "p", Ty::Int);
+pub const ATTEMPTS: Arg = opt("attempts", "ATTEMPTS", "n", Ty::Int);
+pub const BACKOFF: Arg =
+    block("backoff", Some("BACKOFF"), &[one_of("kind", None, &[word("FIXED"), word("EXP")]), val("ms", Ty::Int)]).optional();
+pub const OPTS: Arg = opt("opts", "OPTS", "blob", Ty::Str);
+
+pub const ARGS: &[Arg] = &[val("name", Ty::Str), val("data", Ty::Str), PRIORITY, ATTEMPTS, BACKOFF, OPTS, flag("lifo", "LIFO")];
 
 pub struct Enqueue;
 
 pub struct Args<'a> {
-    name: &'a [u8],
-    data: &'a [u8],
-    o: Options<'a>,
+    name: ArgStr<'a>,
+    data: ArgStr<'a>,
+    o: Options<ArgStr<'a>>,
 }
 
 /// Splits `name data [options]`, the form ENQUEUE and SCHEDULE share.
-pub fn job_args<'a>(verb: &str, args: &[&'a [u8]], allowed: &[Opt]) -> Result<(&'a [u8], &'a [u8], Options<'a>), Refusal> {
+pub fn job_args<'a>(args: &[ArgStr<'a>], allowed: &[Opt]) -> Result<(ArgStr<'a>, ArgStr<'a>, Options<ArgStr<'a>>), Refusal> {
     match args {
-        [name, data, rest @ ..] => Ok((name, data, options(rest, allowed)?)),
-        _ => Err(Refusal::Shape(format!("{verb} needs name and data"))),
+        [name, data, rest @ ..] => Ok((*name, *data, options(rest, allowed)?)),
+        _ => Err(Refusal::Usage),
     }
 }
 
 impl Verb for Enqueue {
     type Args<'a> = Args<'a>;
 
-    fn shape<'a>(args: &[&'a [u8]]) -> Result<Args<'a>, Refusal> {
-        let (name, data, o) = job_args("EMQ.ENQUEUE", args, &[Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts, Opt::Lifo])?;
+    fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Args<'a>, Refusal> {
+        let (name, data, o) = job_args(args, &[Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts, Opt::Lifo])?;
         Ok(Args { name, data, o })
     }
 
     fn run<'a>(x: &mut Exec<'a>, a: Args<'a>) -> Result<Reply, Refusal> {
         crate::domain::job_id(x.id)?;
         let job = NewJob::check(a.name, a.data, &a.o)?;
-        let row = x.open(0, true);
+        let row = x.open(Job, true)?;
         if row.exists_as(Kind::Hash)? {
             return Ok(Reply::Int(0));
         }
-        let ready = Ready::open(x.open(1, true), x.open(2, true))?;
-        let events = Events::open(x, 3)?;
+        let ready = Ready::open(x)?;
+        let events = Events::open(x)?;
         let now = x.now();
         let id = x.string(x.id)?;
         let state = if job.priority == 0 { State::Wait } else { State::Prio };
-        job.create(x, &row, state, now, 0)?;
+        job.create(x, &row, state, now)?;
         ready.put(id.ptr(), job.priority, a.o.lifo)?;
-        events.emit(x, Some(id.ptr()), Event::Added { name: x.arg_str(0), prio: job.priority })?;
+        events.emit(x, Some(id.ptr()), Event::Added { name: a.name.ptr(), prio: job.priority })?;
         Ok(Reply::Int(1))
     }
 }

@@ -4,38 +4,39 @@
 
 use crate::domain;
 use crate::errors::Refusal;
-use crate::host::{Exec, Reply, Verb};
-use crate::queue::{existing_row, held, lease, zset};
+use crate::host::command::{q, val, Arg, Slot, Spec::*, Ty};
+use crate::host::{ArgStr, Exec, Reply, Verb};
+use crate::keyspace::Role::*;
+use crate::queue::Holder;
+
+pub const KEYS: &[Slot] = &[q(Job, Read), q(Active, Update)];
+pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("lease_ms", Ty::Int)];
 
 pub struct Extend;
 
 pub struct Args<'a> {
-    token: &'a [u8],
+    token: ArgStr<'a>,
     lease: i64,
 }
 
 impl Verb for Extend {
     type Args<'a> = Args<'a>;
 
-    fn shape<'a>(args: &[&'a [u8]]) -> Result<Args<'a>, Refusal> {
+    fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Args<'a>, Refusal> {
         match args {
-            [token, lease] => Ok(Args { token, lease: domain::args::number(lease, "lease_ms")? }),
-            _ => Err(Refusal::Shape("EMQ.EXTEND takes token lease_ms".into())),
+            [token, lease] => Ok(Args { token: *token, lease: domain::args::number(lease, "lease_ms")? }),
+            _ => Err(Refusal::Usage),
         }
     }
 
     fn run<'a>(x: &mut Exec<'a>, a: Args<'a>) -> Result<Reply, Refusal> {
         domain::job_id(x.id)?;
-        domain::token(a.token)?;
+        domain::token(&a.token)?;
         let ms = domain::range(a.lease, 1, domain::LEASE_MAX, "lease_ms")?;
-        let row = existing_row(x)?;
-        let active = zset(x, 1)?;
-        let id = x.string(x.id)?;
-        if !held(&row, &active, &id, a.token) {
-            return Err(lease(x.id));
-        }
+        let job = Holder::open(x)?;
+        job.check(&a.token)?;
         let deadline = domain::deadline(x.now(), ms);
-        active.zadd(deadline, id.ptr())?;
+        job.active.zadd(deadline, job.id.ptr())?;
         Ok(Reply::Int(deadline))
     }
 }

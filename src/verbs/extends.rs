@@ -4,27 +4,31 @@
 
 use crate::domain;
 use crate::errors::Refusal;
-use crate::host::{Access, Exec, Reply, Verb};
-use crate::keyspace::Role;
-use crate::queue::{zset, Row};
+use crate::host::command::{block, q, val, Arg, Slot, Spec::*, Ty};
+use crate::host::{Access, ArgStr, Exec, Kind, Reply, Verb};
+use crate::keyspace::Role::{self, *};
+use crate::queue::Row;
+
+pub const KEYS: &[Slot] = &[q(Active, Update)];
+pub const ARGS: &[Arg] = &[val("lease_ms", Ty::Int), block("job", None, &[val("id", Ty::Str), val("token", Ty::Str)]).multiple()];
 
 pub struct Extends;
 
 pub struct Args<'a> {
     lease: i64,
-    pairs: Vec<(&'a [u8], &'a [u8])>,
+    pairs: Vec<(ArgStr<'a>, ArgStr<'a>)>,
 }
 
 impl Verb for Extends {
     type Args<'a> = Args<'a>;
 
-    fn shape<'a>(args: &[&'a [u8]]) -> Result<Args<'a>, Refusal> {
+    fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Args<'a>, Refusal> {
         match args {
             [lease, rest @ ..] if !rest.is_empty() && rest.len() % 2 == 0 => Ok(Args {
                 lease: domain::args::number(lease, "lease_ms")?,
                 pairs: rest.chunks_exact(2).filter_map(|p| Some((*p.first()?, *p.get(1)?))).collect(),
             }),
-            _ => Err(Refusal::Shape("EMQ.EXTENDS takes lease_ms id token [id token ...]".into())),
+            _ => Err(Refusal::Usage),
         }
     }
 
@@ -39,16 +43,16 @@ impl Verb for Extends {
         for (_, token) in &a.pairs {
             domain::token(token)?;
         }
-        let active = zset(x, 0)?;
+        let active = x.open_as(Active, Kind::ZSet)?;
         let mut rows = Vec::with_capacity(a.pairs.len());
         for (id, _) in &a.pairs {
             let row = x.open_undeclared(Role::Job, id, Access::Read)?;
-            row.exists_as(crate::host::Kind::Hash)?;
-            rows.push((x.string(id)?, row));
+            row.exists_as(Kind::Hash)?;
+            rows.push(row);
         }
         let deadline = domain::deadline(x.now(), ms);
         let mut out = Vec::with_capacity(rows.len());
-        for ((id, row), (_, token)) in rows.iter().zip(&a.pairs) {
+        for (row, (id, token)) in rows.iter().zip(&a.pairs) {
             if Row(row).held_by(token) && active.zscore(id.ptr()).is_some() {
                 active.zadd(deadline, id.ptr())?;
                 out.push(Reply::Int(deadline));

@@ -6,17 +6,24 @@
 //! reply `failed`; else the backoff delay (FIXED d, or EXP d·2^(am−1)): 0 or none → ready
 //! again at the back, reply `retry`; above 0 → delayed, reply `delayed`.
 
+use super::complete::{AGE, KEEP};
 use crate::config;
 use crate::domain::{self, args::Opt, AfterFail, Keep};
 use crate::errors::Refusal;
-use crate::host::{Exec, Reply, Verb};
-use crate::queue::{self, existing_row, field, held, zset, Event, Events, Ready, Retire, Row, State};
+use crate::host::command::{flag, q, val, Arg, Slot, Spec::*, Ty};
+use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::keyspace::Role::*;
+use crate::queue::{self, field, Event, Events, Holder, Ready, Retire, Row, State};
+
+pub const KEYS: &[Slot] =
+    &[q(Job, Update), q(Active, Take), q(Wait, Insert), q(Prio, Insert), q(Delayed, Insert), q(Failed, Update), q(Events, Append)];
+pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("error", Ty::Str), KEEP, AGE, flag("final", "FINAL")];
 
 pub struct Fail;
 
 pub struct Args<'a> {
-    token: &'a [u8],
-    error: &'a [u8],
+    token: ArgStr<'a>,
+    error: ArgStr<'a>,
     keep: Option<i64>,
     age: Option<i64>,
     final_: bool,
@@ -25,33 +32,30 @@ pub struct Args<'a> {
 impl Verb for Fail {
     type Args<'a> = Args<'a>;
 
-    fn shape<'a>(args: &[&'a [u8]]) -> Result<Args<'a>, Refusal> {
+    fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Args<'a>, Refusal> {
         match args {
             [token, error, rest @ ..] => {
                 let o = domain::args::options(rest, &[Opt::Keep, Opt::Age, Opt::Final])?;
-                Ok(Args { token, error, keep: o.keep, age: o.age, final_: o.final_ })
+                Ok(Args { token: *token, error: *error, keep: o.keep, age: o.age, final_: o.final_ })
             }
-            _ => Err(Refusal::Shape("EMQ.FAIL takes token error [KEEP n] [AGE ms] [FINAL]".into())),
+            _ => Err(Refusal::Usage),
         }
     }
 
     fn run<'a>(x: &mut Exec<'a>, a: Args<'a>) -> Result<Reply, Refusal> {
         domain::job_id(x.id)?;
-        domain::token(a.token)?;
-        domain::payload(a.error, config::max_payload(), "error")?;
+        domain::token(&a.token)?;
+        domain::payload(&a.error, config::max_payload(), "error")?;
         let keep = queue::keep_for(a.keep, &config::KEEP_FAILED)?;
         let age = queue::age(a.age)?;
-        let row = existing_row(x)?;
-        let active = zset(x, 1)?;
-        let ready = Ready::open(x.open(2, true), x.open(3, true))?;
-        let delayed = zset(x, 4)?;
-        let failed = zset(x, 5)?;
-        let events = Events::open(x, 6)?;
-        let id = x.string(x.id)?;
-        if !held(&row, &active, &id, a.token) {
-            return Err(queue::lease(x.id));
-        }
-        let r = Row(&row);
+        let job = Holder::open(x)?;
+        let ready = Ready::open(x)?;
+        let delayed = x.open_as(Delayed, Kind::ZSet)?;
+        let failed = x.open_as(Failed, Kind::ZSet)?;
+        let events = Events::open(x)?;
+        job.check(&a.token)?;
+        let (row, id) = (&job.row, &job.id);
+        let r = Row(row);
         let made = r.int(&field::MADE, 0).saturating_add(1);
         let next = domain::after_fail(made, r.int(&field::ATTEMPTS, 1), a.final_, r.backoff());
         let now = x.now();
@@ -60,11 +64,11 @@ impl Verb for Fail {
             _ => None,
         };
 
-        active.zrem(id.ptr());
-        let (error, made_s) = (x.arg_str(1), x.int(made)?);
+        job.active.zrem(id.ptr());
+        let (error, made_s) = (a.error.ptr(), x.int(made)?);
         let reply = match next {
             AfterFail::Fail => {
-                queue::finish(x, &row, &failed, &id, State::Failed, keep, &[(&field::ERROR, error), (&field::MADE, made_s.ptr())])?;
+                queue::finish(x, row, &failed, id, State::Failed, keep, &[(&field::ERROR, error), (&field::MADE, made_s.ptr())])?;
                 events.emit(x, Some(id.ptr()), Event::Failed { error, attempt: made })?;
                 c"failed"
             }

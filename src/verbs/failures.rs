@@ -10,21 +10,26 @@
 
 use crate::domain::{self, args::Opt, bus, Stored};
 use crate::errors::Refusal;
-use crate::host::{stored, Exec, Reply, Verb};
+use crate::host::command::{opt, q, Arg, Slot, Spec::*, Ty};
+use crate::host::{stored, ArgStr, Exec, Reply, Verb};
+use crate::keyspace::Role::*;
+
+pub const KEYS: &[Slot] = &[q(Fails, Update)];
+pub const ARGS: &[Arg] = &[opt("ttl", "TTL", "ms", Ty::Int)];
 
 pub struct Failures;
 
 impl Verb for Failures {
     type Args<'a> = Option<i64>;
 
-    fn shape(args: &[&[u8]]) -> Result<Option<i64>, Refusal> {
+    fn shape(args: &[ArgStr]) -> Result<Option<i64>, Refusal> {
         Ok(domain::args::options(args, &[Opt::Ttl])?.ttl)
     }
 
     fn run(x: &mut Exec<'_>, ttl: Option<i64>) -> Result<Reply, Refusal> {
         domain::message_id(x.id)?;
         let at = bus::expiry(x.now(), ttl)?;
-        let counter = x.open(0, true);
+        let counter = x.open(Fails, true)?;
         let count = match stored(&counter)? {
             Stored::Absent => bus::next_count(None),
             Stored::Value(v) => bus::next_count(Some(v)),

@@ -3,22 +3,26 @@
 
 use crate::domain;
 use crate::errors::Refusal;
-use crate::host::{stored, Exec, Reply, Verb};
+use crate::host::command::{Arg, KeyRole, Slot, Spec};
+use crate::host::{stored, ArgStr, Exec, Reply, Verb};
 use crate::keyspace;
+
+pub const KEYS: &[Slot] = &[Slot { role: KeyRole::Version, spec: Spec::Update }];
+pub const ARGS: &[Arg] = &[];
 
 pub struct Install;
 
 impl Verb for Install {
     type Args<'a> = ();
 
-    fn shape(args: &[&[u8]]) -> Result<(), Refusal> {
-        super::version::no_arguments("EMQ.INSTALL", args)
+    fn shape(args: &[ArgStr]) -> Result<(), Refusal> {
+        super::no_arguments(args)
     }
 
     fn run(x: &mut Exec<'_>, _: ()) -> Result<Reply, Refusal> {
         x.standalone()?;
         // Declared key: the server already checked the caller's permission on it.
-        let key = x.open(0, true);
+        let key = x.open(KeyRole::Version, true)?;
         match domain::install(stored(&key)?)? {
             domain::Install::Write => {
                 key.set_string(keyspace::EPOCH)?;

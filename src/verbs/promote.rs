@@ -3,24 +3,29 @@
 
 use crate::domain;
 use crate::errors::Refusal;
-use crate::host::{Exec, Reply, Verb};
-use crate::queue::{existing_row, field, not_in, zset, Event, Events, Ready, Row, State};
+use crate::host::command::{q, Arg, Slot, Spec::*};
+use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::keyspace::Role::*;
+use crate::queue::{existing_row, field, not_in, Event, Events, Ready, Row, State};
+
+pub const KEYS: &[Slot] = &[q(Job, Update), q(Delayed, Take), q(Wait, Insert), q(Prio, Insert), q(Events, Append)];
+pub const ARGS: &[Arg] = &[];
 
 pub struct Promote;
 
 impl Verb for Promote {
     type Args<'a> = ();
 
-    fn shape(args: &[&[u8]]) -> Result<(), Refusal> {
-        super::version::no_arguments("EMQ.PROMOTE", args)
+    fn shape(args: &[ArgStr]) -> Result<(), Refusal> {
+        super::no_arguments(args)
     }
 
     fn run(x: &mut Exec<'_>, _: ()) -> Result<Reply, Refusal> {
         domain::job_id(x.id)?;
         let row = existing_row(x)?;
-        let delayed = zset(x, 1)?;
-        let ready = Ready::open(x.open(2, true), x.open(3, true))?;
-        let events = Events::open(x, 4)?;
+        let delayed = x.open_as(Delayed, Kind::ZSet)?;
+        let ready = Ready::open(x)?;
+        let events = Events::open(x)?;
         let id = x.string(x.id)?;
         if Row(&row).state() != Some(State::Delayed) || delayed.zscore(id.ptr()).is_none() {
             return Err(not_in(x.id, "delayed"));

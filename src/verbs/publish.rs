@@ -12,8 +12,10 @@
 //! this server as PUBLISH counts them.
 
 use crate::bus::{plan, Message};
+pub use crate::bus::{ARGS, KEYS};
 use crate::errors::Refusal;
-use crate::host::{publish, Exec, Reply, Verb};
+use crate::host::{publish, ArgStr, Exec, Reply, Verb};
+use crate::keyspace::Role;
 use crate::metrics;
 
 pub struct Publish;
@@ -21,17 +23,17 @@ pub struct Publish;
 impl Verb for Publish {
     type Args<'a> = Message<'a>;
 
-    fn shape<'a>(args: &[&'a [u8]]) -> Result<Message<'a>, Refusal> {
-        Message::shape("EMQ.PUBLISH", args)
+    fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Message<'a>, Refusal> {
+        Message::shape(args)
     }
 
     fn run<'a>(x: &mut Exec<'a>, m: Message<'a>) -> Result<Reply, Refusal> {
         let cap = m.check()?;
-        let channel = x.key_name(0);
+        let channel = x.key_name(Role::Bus)?;
         x.caller()?.publish(channel)?;
         let Some(append) = plan(x, &m, cap)? else { return Ok(Reply::Null) };
-        let entry = append.write(x)?;
-        let receivers = publish(x.ctx(), channel, x.arg_str(1))?;
+        let entry = append.write()?;
+        let receivers = publish(x.ctx(), channel, m.payload.ptr())?;
         metrics::add(&metrics::PUBLISHED, 1);
         metrics::add(&metrics::RECEIVERS, receivers.unsigned_abs());
         Ok(Reply::Array(vec![Reply::Str(entry), Reply::Int(receivers)]))

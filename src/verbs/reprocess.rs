@@ -1,28 +1,34 @@
 //! `EMQ.REPROCESS 6 job completed failed wait prio events` — send a completed or failed job
-//! back to ready (at the back of wait, or prio), clearing its result, error, finish time and
-//! token and setting its counters to 0. `EMQSTATE` when the job is not finished.
+//! back to ready (at the back of wait, or prio), clearing its result, error, finish time,
+//! token and last claim time and setting its counters to 0. `EMQSTATE` when the job is not
+//! finished.
 
 use crate::domain;
 use crate::errors::Refusal;
-use crate::host::{Exec, Reply, Verb};
-use crate::queue::{existing_row, field, not_in, zset, Event, Events, Ready, Row, State};
+use crate::host::command::{q, Arg, Slot, Spec::*};
+use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::keyspace::Role::*;
+use crate::queue::{existing_row, field, not_in, Event, Events, Ready, Row, State};
+
+pub const KEYS: &[Slot] = &[q(Job, Update), q(Completed, Take), q(Failed, Take), q(Wait, Insert), q(Prio, Insert), q(Events, Append)];
+pub const ARGS: &[Arg] = &[];
 
 pub struct Reprocess;
 
 impl Verb for Reprocess {
     type Args<'a> = ();
 
-    fn shape(args: &[&[u8]]) -> Result<(), Refusal> {
-        super::version::no_arguments("EMQ.REPROCESS", args)
+    fn shape(args: &[ArgStr]) -> Result<(), Refusal> {
+        super::no_arguments(args)
     }
 
     fn run(x: &mut Exec<'_>, _: ()) -> Result<Reply, Refusal> {
         domain::job_id(x.id)?;
         let row = existing_row(x)?;
-        let completed = zset(x, 1)?;
-        let failed = zset(x, 2)?;
-        let ready = Ready::open(x.open(3, true), x.open(4, true))?;
-        let events = Events::open(x, 5)?;
+        let completed = x.open_as(Completed, Kind::ZSet)?;
+        let failed = x.open_as(Failed, Kind::ZSet)?;
+        let ready = Ready::open(x)?;
+        let events = Events::open(x)?;
         let id = x.string(x.id)?;
         let r = Row(&row);
         let (prev, set) = match r.state() {

@@ -4,37 +4,38 @@
 
 use crate::domain;
 use crate::errors::Refusal;
-use crate::host::{Exec, Reply, Verb};
-use crate::queue::{existing_row, field, held, lease, zset, Event, Events, Ready, Row, State};
+use crate::host::command::{q, val, Arg, Slot, Spec::*, Ty};
+use crate::host::{ArgStr, Exec, Reply, Verb};
+use crate::keyspace::Role::*;
+use crate::queue::{field, Event, Events, Holder, Ready, Row, State};
+
+pub const KEYS: &[Slot] = &[q(Job, Update), q(Active, Take), q(Wait, Insert), q(Prio, Insert), q(Events, Append)];
+pub const ARGS: &[Arg] = &[val("token", Ty::Str)];
 
 pub struct Requeue;
 
 impl Verb for Requeue {
-    type Args<'a> = &'a [u8];
+    type Args<'a> = ArgStr<'a>;
 
-    fn shape<'a>(args: &[&'a [u8]]) -> Result<&'a [u8], Refusal> {
+    fn shape<'a>(args: &[ArgStr<'a>]) -> Result<ArgStr<'a>, Refusal> {
         match args {
-            [token] => Ok(token),
-            _ => Err(Refusal::Shape("EMQ.REQUEUE takes token".into())),
+            [token] => Ok(*token),
+            _ => Err(Refusal::Usage),
         }
     }
 
-    fn run<'a>(x: &mut Exec<'a>, token: &'a [u8]) -> Result<Reply, Refusal> {
+    fn run<'a>(x: &mut Exec<'a>, token: ArgStr<'a>) -> Result<Reply, Refusal> {
         domain::job_id(x.id)?;
-        domain::token(token)?;
-        let row = existing_row(x)?;
-        let active = zset(x, 1)?;
-        let ready = Ready::open(x.open(2, true), x.open(3, true))?;
-        let events = Events::open(x, 4)?;
-        let id = x.string(x.id)?;
-        if !held(&row, &active, &id, token) {
-            return Err(lease(x.id));
-        }
-        active.zrem(id.ptr());
-        let state = ready.put(id.ptr(), Row(&row).priority(), true)?;
-        row.hset(&[(&field::STATE, state.lit().get())])?;
-        row.hdel(&[&field::TOKEN])?;
-        events.emit(x, Some(id.ptr()), Event::Waiting { prev: State::Active })?;
+        domain::token(&token)?;
+        let job = Holder::open(x)?;
+        let ready = Ready::open(x)?;
+        let events = Events::open(x)?;
+        job.check(&token)?;
+        job.active.zrem(job.id.ptr());
+        let state = ready.put(job.id.ptr(), Row(&job.row).priority(), true)?;
+        job.row.hset(&[(&field::STATE, state.lit().get())])?;
+        job.row.hdel(&[&field::TOKEN])?;
+        events.emit(x, Some(job.id.ptr()), Event::Waiting { prev: State::Active })?;
         Ok(Reply::Int(1))
     }
 }

@@ -3,28 +3,32 @@
 
 use crate::domain::{self, When};
 use crate::errors::Refusal;
-use crate::host::{Exec, Reply, Verb};
-use crate::queue::{existing_row, not_in, zset, Event, Events, Row, State};
+use crate::host::command::{q, val, Arg, Slot, Spec::*, Ty};
+use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::keyspace::Role::*;
+use crate::queue::{existing_row, not_in, Event, Events, Row, State};
+
+pub const KEYS: &[Slot] = &[q(Job, Read), q(Delayed, Update), q(Events, Append)];
+pub const ARGS: &[Arg] = &[val("when", Ty::Str)];
 
 pub struct Reschedule;
 
 impl Verb for Reschedule {
     type Args<'a> = When;
 
-    fn shape(args: &[&[u8]]) -> Result<When, Refusal> {
+    fn shape(args: &[ArgStr]) -> Result<When, Refusal> {
         match args {
             [when] => domain::args::when(when),
-            _ => Err(Refusal::Shape("EMQ.RESCHEDULE takes when".into())),
+            _ => Err(Refusal::Usage),
         }
     }
 
     fn run(x: &mut Exec<'_>, when: When) -> Result<Reply, Refusal> {
         domain::job_id(x.id)?;
-        let now = x.now();
-        let due = domain::due(when, now)?;
+        let due = domain::due(when, x.now())?;
         let row = existing_row(x)?;
-        let delayed = zset(x, 1)?;
-        let events = Events::open(x, 2)?;
+        let delayed = x.open_as(Delayed, Kind::ZSet)?;
+        let events = Events::open(x)?;
         let id = x.string(x.id)?;
         if Row(&row).state() != Some(State::Delayed) || delayed.zscore(id.ptr()).is_none() {
             return Err(not_in(x.id, "delayed"));

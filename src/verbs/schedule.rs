@@ -6,27 +6,33 @@
 //! row makes the call a no-op answering 0. LIFO is not taken: a scheduled job becomes
 //! ready in due order.
 
+use super::enqueue::{job_args, ATTEMPTS, BACKOFF, OPTS, PRIORITY};
 use crate::domain::{self, args::Opt, args::Options, When};
 use crate::errors::Refusal;
-use crate::host::{Exec, Kind, Reply, Verb};
-use crate::queue::{zset, Event, Events, NewJob, State};
+use crate::host::command::{q, val, Arg, Slot, Spec::*, Ty};
+use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::keyspace::Role::*;
+use crate::queue::{Event, Events, NewJob, State};
+
+pub const KEYS: &[Slot] = &[q(Job, Insert), q(Delayed, Insert), q(Events, Append)];
+pub const ARGS: &[Arg] = &[val("when", Ty::Str), val("name", Ty::Str), val("data", Ty::Str), PRIORITY, ATTEMPTS, BACKOFF, OPTS];
 
 pub struct Schedule;
 
 pub struct Args<'a> {
     when: When,
-    name: &'a [u8],
-    data: &'a [u8],
-    o: Options<'a>,
+    name: ArgStr<'a>,
+    data: ArgStr<'a>,
+    o: Options<ArgStr<'a>>,
 }
 
 impl Verb for Schedule {
     type Args<'a> = Args<'a>;
 
-    fn shape<'a>(args: &[&'a [u8]]) -> Result<Args<'a>, Refusal> {
-        let [when, rest @ ..] = args else { return Err(Refusal::Shape("EMQ.SCHEDULE takes when name data [options]".into())) };
+    fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Args<'a>, Refusal> {
+        let [when, rest @ ..] = args else { return Err(Refusal::Usage) };
         let when = domain::args::when(when)?;
-        let (name, data, o) = super::enqueue::job_args("EMQ.SCHEDULE", rest, &[Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts])?;
+        let (name, data, o) = job_args(rest, &[Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts])?;
         Ok(Args { when, name, data, o })
     }
 
@@ -35,14 +41,14 @@ impl Verb for Schedule {
         let job = NewJob::check(a.name, a.data, &a.o)?;
         let now = x.now();
         let due = domain::due(a.when, now)?;
-        let row = x.open(0, true);
+        let row = x.open(Job, true)?;
         if row.exists_as(Kind::Hash)? {
             return Ok(Reply::Int(0));
         }
-        let delayed = zset(x, 1)?;
-        let events = Events::open(x, 2)?;
+        let delayed = x.open_as(Delayed, Kind::ZSet)?;
+        let events = Events::open(x)?;
         let id = x.string(x.id)?;
-        job.create(x, &row, State::Delayed, now, 1)?;
+        job.create(x, &row, State::Delayed, now)?;
         delayed.zadd(due, id.ptr())?;
         events.emit(x, Some(id.ptr()), Event::Delayed { due })?;
         Ok(Reply::Int(1))

@@ -4,16 +4,20 @@
 //! `trafikey.stalled-batch`, earliest deadline first): `sc+1` and a `stalled` event, then
 //! back to ready at the front of wait (or prio), or — once stalls exceed MAXSTALLS (default
 //! `trafikey.max-stalls`) — failed for good with error `stalled` and `am+1`, under the
-//! default retention of failed jobs. The token is cleared either way.
-//! Replies `[[requeued ids] [failed ids]]`.
+//! default retention of failed jobs (`domain::stalled` decides which). The token is cleared
+//! either way. Replies `[[requeued ids] [failed ids]]`.
 
 use crate::config;
-use crate::domain::{self, args::Opt, Keep};
+use crate::domain::{self, args::Opt, stalled::Fate, Keep};
 use crate::errors::Refusal;
-use crate::host::{Access, Exec, Kind, Lit, Reply, Verb};
-use crate::keyspace::Role;
+use crate::host::command::{opt, q, Arg, Slot, Spec::*, Ty};
+use crate::host::{Access, ArgStr, Exec, Kind, Lit, Reply, Verb};
+use crate::keyspace::Role::{self, *};
 use crate::metrics;
-use crate::queue::{self, field, zset, Event, Events, Ready, Retire, Row, State};
+use crate::queue::{self, field, Event, Events, Ready, Retire, Row, State};
+
+pub const KEYS: &[Slot] = &[q(Active, Take), q(Wait, Insert), q(Prio, Insert), q(Failed, Update), q(Events, Append)];
+pub const ARGS: &[Arg] = &[opt("maxstalls", "MAXSTALLS", "n", Ty::Int), opt("count", "COUNT", "n", Ty::Int)];
 
 pub struct Stalled;
 
@@ -28,7 +32,7 @@ pub struct Args {
 impl Verb for Stalled {
     type Args<'a> = Args;
 
-    fn shape(args: &[&[u8]]) -> Result<Args, Refusal> {
+    fn shape(args: &[ArgStr]) -> Result<Args, Refusal> {
         let o = domain::args::options(args, &[Opt::MaxStalls, Opt::Count])?;
         Ok(Args { max_stalls: o.max_stalls, count: o.count })
     }
@@ -37,46 +41,46 @@ impl Verb for Stalled {
         let max_stalls = domain::range(a.max_stalls.unwrap_or(config::get(&config::MAX_STALLS)), 0, domain::MAX_STALLS_MAX, "MAXSTALLS")?;
         let count = domain::range(a.count.unwrap_or(config::get(&config::STALLED_BATCH)), 1, domain::STALLED_COUNT_MAX, "COUNT")?;
         let keep = queue::keep_for(None, &config::KEEP_FAILED)?;
-        let active = zset(x, 0)?;
-        let ready = Ready::open(x.open(1, true), x.open(2, true))?;
-        let failed = zset(x, 3)?;
-        let events = Events::open(x, 4)?;
+        let active = x.open_as(Active, Kind::ZSet)?;
+        let ready = Ready::open(x)?;
+        let failed = x.open_as(Failed, Kind::ZSet)?;
+        let events = Events::open(x)?;
         let now = x.now();
 
-        // Read and check everything first: the expired leases and their rows.
+        // Read and check everything first: the expired leases, their rows, their fates.
         let expired = active.zrange(f64::NEG_INFINITY, now.saturating_sub(1) as f64, usize::try_from(count).unwrap_or(0));
         let mut jobs = Vec::with_capacity(expired.len());
-        let mut failing = 0u64;
+        let mut fates = Vec::with_capacity(expired.len());
         for (id, _) in expired {
             let row = x.open_undeclared(Role::Job, id.bytes(), Access::Update)?;
-            let exists = row.exists_as(Kind::Hash)?;
-            let stalls = if exists { Row(&row).int(&field::STALLS, 0).saturating_add(1) } else { 0 };
-            let fails = exists && stalls > max_stalls;
-            failing += u64::from(fails && keep != Keep::None);
-            jobs.push((id, row, exists, stalls, fails));
+            let stalls = if row.exists_as(Kind::Hash)? { Some(Row(&row).int(&field::STALLS, 0)) } else { None };
+            fates.push(domain::stalled::fate(stalls, max_stalls));
+            jobs.push((id, row));
         }
+        let failing = if keep == Keep::None { 0 } else { fates.iter().filter(|f| f.fails()).count() as u64 };
         let retire = Retire::plan(x, &failed, failing, now, keep, None)?;
-        // One call can fail more jobs than the cap keeps: the lowest ids among them (all
-        // finish now) are retired at once.
-        let mut failing_ids: Vec<&[u8]> = jobs.iter().filter(|j| j.4).map(|j| j.0.bytes()).collect();
-        failing_ids.sort_unstable();
-        let retired_now: Vec<&[u8]> = failing_ids.into_iter().take(usize::try_from(retire.drop_new).unwrap_or(usize::MAX)).collect();
+        let ids: Vec<&[u8]> = jobs.iter().map(|(id, _)| id.bytes()).collect();
+        domain::stalled::retire_lowest(&mut fates, &ids, retire.drop_new);
 
         let (mut requeued, mut dead) = (Vec::new(), Vec::new());
-        let taken: Vec<_> = jobs.iter().map(|(id, ..)| id.ptr()).collect();
+        let taken: Vec<_> = jobs.iter().map(|(id, _)| id.ptr()).collect();
         active.zrem_many(&taken);
-        for (id, row, exists, stalls, fails) in &jobs {
-            if !exists {
-                metrics::add(&metrics::ORPHANS, 1);
-                continue;
-            }
+        for ((id, row), fate) in jobs.iter().zip(&fates) {
+            let (stalls, keep) = match *fate {
+                Fate::Orphan => {
+                    metrics::add(&metrics::ORPHANS, 1);
+                    continue;
+                }
+                Fate::Requeue { stalls } => (stalls, None),
+                Fate::Fail { stalls } => (stalls, Some(keep)),
+                Fate::Retire { stalls } => (stalls, Some(Keep::None)),
+            };
             let r = Row(row);
-            events.emit(x, Some(id.ptr()), Event::Stalled { stalls: *stalls })?;
-            let sc = x.int(*stalls)?;
-            if *fails {
+            events.emit(x, Some(id.ptr()), Event::Stalled { stalls })?;
+            let sc = x.int(stalls)?;
+            if let Some(keep) = keep {
                 let made = r.int(&field::MADE, 0).saturating_add(1);
                 let made_s = x.int(made)?;
-                let keep = if retired_now.contains(&id.bytes()) { Keep::None } else { keep };
                 queue::finish(
                     x,
                     row,

@@ -1,0 +1,245 @@
+//! What a command is to the host: its name, how it takes its keys and what it does with each,
+//! its arguments as `COMMAND DOCS` and the reference page show them, its flags and ACL
+//! categories, and the function that serves it. The commands themselves — the table — live
+//! above the host, in `verbs`; registration is handed that table.
+
+use crate::errors::Refusal;
+use crate::host::{Exec, Reply};
+use crate::keyspace::Role;
+
+pub type Run = for<'a> fn(&mut Exec<'a>, &'static Command) -> Result<Reply, Refusal>;
+
+/// How a command takes its keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// `CMD numkeys key... arg...`: the FCALL convention, `numkeys` fixed per command.
+    Keys,
+    /// `CMD arg...`: no keys at all.
+    Bare,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyRole {
+    Queue(Role),
+    /// `{emq}:version`, exactly.
+    Version,
+    /// Any key at all (TRA.DROP's cache row): layout checks nothing but its presence.
+    Any,
+}
+
+impl From<Role> for KeyRole {
+    fn from(r: Role) -> KeyRole {
+        KeyRole::Queue(r)
+    }
+}
+
+/// What a command does with the key at one position: its key spec, and so the ACL
+/// permission the server demands for it (read for `Read`, write for the rest).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spec {
+    /// RO ACCESS: read only.
+    Read,
+    /// RW INSERT: adds, never reads or changes what is there.
+    Insert,
+    /// RW UPDATE: writes without reading (appends and trims, as XADD's own spec says).
+    Append,
+    /// RW ACCESS UPDATE: reads and changes, deletions included (a key spec names one of
+    /// INSERT, UPDATE, DELETE; UPDATE is "any other write").
+    Update,
+    /// RW ACCESS DELETE: takes elements out and uses them.
+    Take,
+}
+
+/// One declared key position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slot {
+    pub role: KeyRole,
+    pub spec: Spec,
+}
+
+/// A key of the call's queue with this role.
+pub const fn q(role: Role, spec: Spec) -> Slot {
+    Slot { role: KeyRole::Queue(role), spec }
+}
+
+/// The type of a value argument, for `COMMAND DOCS`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ty {
+    Str,
+    Int,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// A value: shown by its display name.
+    Value(Ty),
+    /// A word that stands for itself (`LIFO`, `PAUSE`).
+    Word,
+    /// One of these.
+    OneOf(&'static [Arg]),
+    /// These, in order.
+    Block(&'static [Arg]),
+}
+
+/// One argument after the keys, as `COMMAND DOCS` lists it and the synopsis writes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Arg {
+    /// The argument's name in `COMMAND DOCS`.
+    pub name: &'static str,
+    /// What the synopsis shows for a value (`p` in `[PRIORITY p]`); the word itself for words.
+    pub display: &'static str,
+    /// The word before the value (`PRIORITY`), for options.
+    pub token: Option<&'static str>,
+    pub shape: Shape,
+    pub optional: bool,
+    pub multiple: bool,
+}
+
+const fn arg(name: &'static str, display: &'static str, token: Option<&'static str>, shape: Shape) -> Arg {
+    Arg { name, display, token, shape, optional: false, multiple: false }
+}
+
+/// A required value.
+pub const fn val(name: &'static str, ty: Ty) -> Arg {
+    arg(name, name, None, Shape::Value(ty))
+}
+
+/// An option with a value: `[TOKEN display]`.
+pub const fn opt(name: &'static str, token: &'static str, display: &'static str, ty: Ty) -> Arg {
+    arg(name, display, Some(token), Shape::Value(ty)).optional()
+}
+
+/// A word that stands for itself, required where it stands.
+pub const fn word(w: &'static str) -> Arg {
+    arg(w, w, None, Shape::Word)
+}
+
+/// An option that is only its word: `[LIFO]`.
+pub const fn flag(name: &'static str, w: &'static str) -> Arg {
+    arg(name, w, None, Shape::Word).optional()
+}
+
+pub const fn one_of(name: &'static str, token: Option<&'static str>, alts: &'static [Arg]) -> Arg {
+    arg(name, name, token, Shape::OneOf(alts))
+}
+
+pub const fn block(name: &'static str, token: Option<&'static str>, items: &'static [Arg]) -> Arg {
+    arg(name, name, token, Shape::Block(items))
+}
+
+impl Arg {
+    pub const fn optional(mut self) -> Arg {
+        self.optional = true;
+        self
+    }
+
+    pub const fn multiple(mut self) -> Arg {
+        self.multiple = true;
+        self
+    }
+
+    /// How the synopsis writes it: `[KEEP n]`, `FIXED|EXP`, `id token [id token ...]`.
+    pub fn synopsis(&self) -> String {
+        let body = match self.shape {
+            Shape::Value(_) | Shape::Word => self.display.to_owned(),
+            Shape::OneOf(alts) => {
+                let words = alts.iter().all(|a| a.shape == Shape::Word && !a.optional);
+                alts.iter().map(Arg::synopsis).collect::<Vec<_>>().join(if words { "|" } else { " | " })
+            }
+            Shape::Block(items) => items.iter().map(Arg::synopsis).collect::<Vec<_>>().join(" "),
+        };
+        let one = match self.token {
+            Some(t) => format!("{t} {body}"),
+            None => body,
+        };
+        match (self.optional, self.multiple) {
+            (false, false) => one,
+            (true, false) => format!("[{one}]"),
+            (false, true) => format!("{one} [{one} ...]"),
+            (true, true) => format!("[{one} [{one} ...]]"),
+        }
+    }
+}
+
+/// One command of the module.
+pub struct Command {
+    pub name: &'static str,
+    /// Capability tokens this command provides (none for the controls).
+    pub tokens: &'static [&'static str],
+    pub form: Form,
+    /// The declared keys, in order; the verb opens each by its role.
+    pub keys: &'static [Slot],
+    /// The arguments after the keys.
+    pub args: &'static [Arg],
+    pub flags: &'static str,
+    pub acl: &'static str,
+    /// Whether the fence runs before the domain step.
+    pub fenced: bool,
+    pub summary: &'static str,
+    pub complexity: &'static str,
+    pub run: Run,
+}
+
+impl Command {
+    /// The position of the declared key with this role.
+    pub fn position(&self, role: KeyRole) -> Option<usize> {
+        self.keys.iter().position(|s| s.role == role)
+    }
+
+    /// The arguments after the keys, as the synopsis writes them.
+    pub fn args_synopsis(&self) -> String {
+        self.args.iter().map(Arg::synopsis).collect::<Vec<_>>().join(" ")
+    }
+
+    /// The synopsis, as the reference page shows it.
+    pub fn synopsis(&self) -> String {
+        let mut s = self.name.to_owned();
+        if self.form == Form::Keys {
+            s.push_str(&format!(" {}", self.keys.len()));
+            for k in self.keys {
+                match k.role {
+                    KeyRole::Version => s.push_str(" {emq}:version"),
+                    KeyRole::Any => s.push_str(" key"),
+                    KeyRole::Queue(r) if r.suffixed() => s.push_str(&format!(" emq:{{Q}}:{}<ID>", r.word())),
+                    KeyRole::Queue(r) => s.push_str(&format!(" emq:{{Q}}:{}", r.word())),
+                }
+            }
+        }
+        let args = self.args_synopsis();
+        if !args.is_empty() {
+            s.push(' ');
+            s.push_str(&args);
+        }
+        s
+    }
+
+    /// The shape refusal for arguments that are not the command's.
+    pub fn usage(&self) -> Refusal {
+        let args = self.args_synopsis();
+        Refusal::Shape(if args.is_empty() {
+            format!("{} takes no arguments after its keys", self.name)
+        } else {
+            format!("{} takes {args}", self.name)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BACKOFF: Arg =
+        block("backoff", Some("BACKOFF"), &[one_of("kind", None, &[word("FIXED"), word("EXP")]), val("ms", Ty::Int)]).optional();
+
+    #[test]
+    fn synopses_read_like_the_reference_page() {
+        assert_eq!(opt("priority", "PRIORITY", "p", Ty::Int).synopsis(), "[PRIORITY p]");
+        assert_eq!(flag("lifo", "LIFO").synopsis(), "[LIFO]");
+        assert_eq!(BACKOFF.synopsis(), "[BACKOFF FIXED|EXP ms]");
+        const PAIRS: Arg = block("pair", None, &[val("id", Ty::Str), val("token", Ty::Str)]).multiple();
+        assert_eq!(PAIRS.synopsis(), "id token [id token ...]");
+        const TAKE: Arg = block("take", None, &[val("token", Ty::Str), val("lease_ms", Ty::Int), opt("count", "COUNT", "n", Ty::Int)]);
+        const MODE: Arg = one_of("mode", None, &[TAKE, word("PAUSE"), word("RESUME")]);
+        assert_eq!(MODE.synopsis(), "token lease_ms [COUNT n] | PAUSE | RESUME");
+    }
+}
