@@ -1,20 +1,22 @@
-//! trafikey's benchmark (issue 5): one Valkey started here, three contenders on the same
+//! trafikey's benchmark: one Valkey started here, three contenders on the same
 //! workloads — trafikey's `EMQ.*` verbs, the same transitions as Lua scripts run with
 //! EVALSHA (tests/bench/lua/), and BullMQ (tests/bench/bullmq/, through Node) — plus the
 //! floor (the lifecycle's writes as plain pipelined commands) and a plain SET as the
-//! per-request reference; and the coherence drop, `TRA.DROP` beside EVALSHA of the seed's
-//! script (tests/fixtures/coherence_drop.lua, issue 4 item 8). Prints the figures side by side, writes target/bench/results.md
-//! and, on a full run, README.md between `<!-- bench:start -->` and `<!-- bench:end -->`.
+//! per-request reference; and the coherence drop, `TRA.DROP` beside EVALSHA of the coherence
+//! drop's reference Lua script (tests/fixtures/coherence_drop.lua). Prints the figures side by
+//! side, writes target/bench/results.md and, on a full run, the benchmark's notebook
+//! (tests/bench/README.md) between `<!-- bench:start -->` and `<!-- bench:end -->`.
 //!
 //! Run it with `scripts/bench` (builds the module, finds the server, installs BullMQ), or
 //! `scripts/bench --short` for the quick check that every contender and workload works.
 //!
-//! Options: --short, --n N, --mem M, --no-bullmq, --no-readme, --phase-limit SECONDS,
+//! Options: --short, --n N, --mem M, --no-bullmq, --no-notebook (leave tests/bench/README.md
+//! alone on a full run; --no-readme is the same), --phase-limit SECONDS,
 //! --quiet-wait SECONDS (how long each phase may wait for other processes on the machine to
 //! go below 0.15 cores before it starts; 60 by default, 0 in the short mode), --only LIST
 //! (some of trafikey,lua,bullmq,floor,set), --repeat R (passes over every workload, each
-//! figure the median pass: 3 by default, 1 in the short mode). A run with --only never
-//! touches README.md.
+//! figure the median pass: 3 by default, 1 in the short mode). A run with --only or --short never
+//! touches tests/bench/README.md.
 //! Environment: TRAFIKEY_MODULE (the .so), VALKEY_SERVER, BENCH_BULLMQ_DIR (BullMQ installed
 //! with bench.mjs), BENCH_BULLMQ_WHY (the note when BullMQ is skipped), BENCH_SCRATCH (where
 //! the server's data dir goes).
@@ -43,13 +45,16 @@ use server::Server;
 
 const CONNS: usize = 50;
 const DEPTH: usize = 32;
+/// The benchmark's notebook, from the repository's root: a full run rewrites its tables.
+const NOTEBOOK: &str = "tests/bench/README.md";
 
 struct Opts {
     short: bool,
     n: u64,
     mem: u64,
     bullmq: bool,
-    readme: bool,
+    /// Whether a full run rewrites the notebook's tables (tests/bench/README.md).
+    notebook: bool,
     phase_limit: Duration,
     /// How long each phase may wait for other processes to quieten down.
     quiet_wait: Duration,
@@ -71,7 +76,7 @@ fn parse_args() -> Result<Opts, String> {
         n: 100_000,
         mem: 100_000,
         bullmq: true,
-        readme: true,
+        notebook: true,
         phase_limit: Duration::from_secs(300),
         quiet_wait: Duration::from_secs(60),
         only: vec![],
@@ -92,7 +97,7 @@ fn parse_args() -> Result<Opts, String> {
             "--mem" => mem = Some(value("--mem")?),
             "--phase-limit" => limit = Some(value("--phase-limit")?),
             "--no-bullmq" => o.bullmq = false,
-            "--no-readme" => o.readme = false,
+            "--no-notebook" | "--no-readme" => o.notebook = false,
             "--quiet-wait" => quiet = Some(value("--quiet-wait")?),
             "--repeat" => repeat = Some(value("--repeat")?),
             "--only" => {
@@ -110,20 +115,20 @@ fn parse_args() -> Result<Opts, String> {
             // cargo bench passes --bench to harness = false targets.
             "--bench" => {}
             "-h" | "--help" => {
-                println!("usage: scripts/bench [--short] [--n N] [--mem M] [--no-bullmq] [--no-readme] [--phase-limit SECONDS] [--quiet-wait SECONDS] [--repeat R] [--only trafikey,lua,bullmq,floor,set]");
+                println!("usage: scripts/bench [--short] [--n N] [--mem M] [--no-bullmq] [--no-notebook] [--phase-limit SECONDS] [--quiet-wait SECONDS] [--repeat R] [--only trafikey,lua,bullmq,floor,set]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other}")),
         }
     }
     if !o.only.is_empty() {
-        o.readme = false;
+        o.notebook = false;
     }
     if o.short {
         o.n = 2_000;
         o.mem = 2_000;
         o.phase_limit = Duration::from_secs(20);
-        o.readme = false;
+        o.notebook = false;
         o.quiet_wait = Duration::ZERO;
         o.repeat = 1;
     }
@@ -473,7 +478,7 @@ enum DropLane {
 
 const NO_DROP: &str = "TRA.DROP is not in this build";
 
-/// Round 7: the coherence drop (issue 4 item 8). Per mode, each lane on a fresh keyspace of
+/// Round 7: the coherence drop. Per mode, each lane on a fresh keyspace of
 /// its own N rows, hit once each; then every lane's rows checked and the lanes' dropped rows
 /// compared: a difference fails both.
 fn round_drop(srv: &Server, c: &mut Conn, lanes: &[(Who, DropLane)], o: &Opts, rows: &mut Vec<Row>) -> Result<(), String> {
@@ -748,7 +753,7 @@ fn run(o: &Opts) -> Result<bool, String> {
     }
     if lanes_ran {
         notes.push(format!(
-            "Coherence drop (issue 4 item 8): {} rows `cache:{{t}}:<i>` hold a frame (a 14-byte version `ECC` + 11 Base62 chars, then a {}-byte value) and are each hit once by `TRA.DROP 1 <row> <version>`; a separate set `cache:{{l}}:<i>` with the same frames is hit with the same versions by EVALSHA of the seed's `:coherence_drop` script (tests/fixtures/coherence_drop.lua, SCRIPT LOADed at run time). Half the versions are newer (dropped), a quarter equal and a quarter older (kept). Each lane runs on a fresh keyspace; afterwards every row is read back and both lanes must have dropped exactly the same rows. The side-by-side table shows them in the trafikey and Lua columns, so \"Lua ÷ trafikey\" there is EVALSHA ÷ TRA.DROP; a job is one call.",
+            "Coherence drop: {} rows `cache:{{t}}:<i>` hold a frame (a 14-byte version `ECC` + 11 Base62 chars, then a {}-byte value) and are each hit once by `TRA.DROP 1 <row> <version>`; a separate set `cache:{{l}}:<i>` with the same frames is hit with the same versions by EVALSHA of the coherence drop's reference Lua script (tests/fixtures/coherence_drop.lua, SCRIPT LOADed at run time). Half the versions are newer (dropped), a quarter equal and a quarter older (kept). Each lane runs on a fresh keyspace; afterwards every row is read back and both lanes must have dropped exactly the same rows. The side-by-side table shows them in the trafikey and Lua columns, so \"Lua ÷ trafikey\" there is EVALSHA ÷ TRA.DROP; a job is one call.",
             o.n,
             coherence::frame(0).len() - 14
         ));
@@ -783,15 +788,15 @@ fn run(o: &Opts) -> Result<bool, String> {
     let title = if o.short { "# trafikey benchmark — short mode (checks the tool, not speed)\n\n" } else { "# trafikey benchmark\n\n" };
     std::fs::write(&out, format!("{title}{md}")).map_err(|e| format!("{}: {e}", out.display()))?;
     say(&format!("results written to {}", out.display()));
-    if o.readme && failures.is_empty() {
-        let path = root().join("README.md");
+    if o.notebook && failures.is_empty() {
+        let path = root().join(NOTEBOOK);
         if let Ok(text) = std::fs::read_to_string(&path) {
-            match report::splice_readme(&text, &md) {
+            match report::splice_notebook(&text, &md) {
                 Some(new) => {
-                    std::fs::write(&path, new).map_err(|e| format!("README.md: {e}"))?;
-                    say("README.md updated between its bench markers");
+                    std::fs::write(&path, new).map_err(|e| format!("{NOTEBOOK}: {e}"))?;
+                    say(&format!("{NOTEBOOK} updated between its bench markers"));
                 }
-                None => say("README.md has no <!-- bench:start --> / <!-- bench:end --> markers: not touched"),
+                None => say(&format!("{NOTEBOOK} has no <!-- bench:start --> / <!-- bench:end --> markers: not touched")),
             }
         }
     }
@@ -812,11 +817,16 @@ fn selfcheck() -> Result<(), String> {
         return Err("selfcheck: jid(u64::MAX)".into());
     }
     let r = "a\n<!-- bench:start -->\nold\n<!-- bench:end -->\nb\n";
-    let ok = report::splice_readme(r, "new").as_deref() == Some("a\n<!-- bench:start -->\nnew\n<!-- bench:end -->\nb\n")
-        && report::splice_readme("no markers", "x").is_none()
-        && report::splice_readme("<!-- bench:end --> <!-- bench:start -->", "x").is_none();
+    let new = "a\n<!-- bench:start -->\nnew\n<!-- bench:end -->\nb\n";
+    let named = "see `<!-- bench:start -->` and <!-- bench:end -->\n";
+    let ok = report::splice_notebook(r, "new").as_deref() == Some(new)
+        && report::splice_notebook("no markers", "x").is_none()
+        && report::splice_notebook("<!-- bench:end --> <!-- bench:start -->", "x").is_none()
+        && report::splice_notebook("<!-- bench:end -->\n<!-- bench:start -->\n", "x").is_none()
+        // Markers named in the prose are not markers.
+        && report::splice_notebook(&format!("{named}{r}"), "new") == Some(format!("{named}{new}"));
     if !ok {
-        return Err("selfcheck: README splicing".into());
+        return Err("selfcheck: splicing the notebook's tables".into());
     }
     // The coherence drop's rows: the expected verdict (on the bytes) is the snowflakes'
     // order, and the mix is about half drops, with equal and older versions both kept.

@@ -1,6 +1,6 @@
-//! The coherence drop (issue 4 item 8, WIRE6 §7): `TRA.DROP 1 <row> <version>` beside
-//! `EVALSHA` of the seed's own `:coherence_drop` script (tests/fixtures/coherence_drop.lua,
-//! read and loaded with SCRIPT LOAD when the run starts), each on a set of rows of its own
+//! The coherence drop: `TRA.DROP 1 <row> <version>` beside `EVALSHA` of the coherence drop's
+//! reference Lua script (tests/fixtures/coherence_drop.lua, read and loaded with SCRIPT LOAD
+//! when the run starts), each on a set of rows of its own
 //! holding the same frames, hit once each with the same versions.
 //!
 //! Row `i` holds a frame: a 14-byte version (`ECC` + 11 Base62 chars of a snowflake) and a
@@ -27,12 +27,12 @@ const BASE_MS: u64 = 1_700_000_000_000;
 /// Who serves the drop.
 pub enum Lane {
     Native,
-    /// The seed's script, by its SHA1.
+    /// The reference script, by its SHA1.
     Script(String),
 }
 
 impl Lane {
-    /// Load the seed's script from `path` (read now, never copied) with SCRIPT LOAD.
+    /// Load the reference script from `path` (read now, never copied) with SCRIPT LOAD.
     pub fn load_script(c: &mut Conn, path: &Path) -> Result<Lane, String> {
         let src = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
         match c.call(&[b"SCRIPT", b"LOAD", &src]) {
@@ -109,7 +109,8 @@ pub fn frame(i: u64) -> Vec<u8> {
 }
 
 /// Whether row `i` should be dropped: the incoming version's bytes `[3..14]` strictly
-/// greater than the frame's (WIRE6 §7), computed here on the bytes, not the numbers.
+/// greater than the frame's (the rule `TRA.DROP` applies), computed here on the bytes, not
+/// the numbers.
 pub fn expected_drop(i: u64) -> bool {
     let (s, v) = snowflakes(i);
     version(v)[3..] > version(s)[3..]

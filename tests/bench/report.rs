@@ -1,5 +1,5 @@
 //! The figures of one run, as Markdown: printed, written to target/bench/results.md and
-//! (full runs) into README.md between its bench markers.
+//! (full runs) into the benchmark's notebook, tests/bench/README.md, between its bench markers.
 
 use std::fmt::Write as _;
 
@@ -24,15 +24,15 @@ impl Who {
     }
 }
 
-/// The coherence drop's workload (issue 4 item 8): trafikey's row is `TRA.DROP`, the Lua
-/// row EVALSHA of the seed's own script.
+/// The coherence drop's workload: trafikey's row is `TRA.DROP`, the Lua row EVALSHA of the
+/// coherence drop's reference Lua script (tests/fixtures/coherence_drop.lua).
 pub const DROP: &str = "coherence drop";
 
 /// Who a row's figures are from: the contender, or for the coherence drop what it ran.
 pub fn contender(who: Who, workload: &str) -> &'static str {
     match (who, workload == DROP) {
         (Who::Trafikey, true) => "trafikey `TRA.DROP`",
-        (Who::Lua, true) => "seed script (EVALSHA)",
+        (Who::Lua, true) => "reference script (EVALSHA)",
         _ => who.label(),
     }
 }
@@ -209,7 +209,7 @@ impl Report {
                 _ => "–".into(),
             };
             let mode = if *m == "p32" && b.is_some() { "p32 (BullMQ: best)" } else { m };
-            let w = if *w == DROP { "coherence drop, per call (trafikey: `TRA.DROP`; Lua: EVALSHA of the seed's script)" } else { w };
+            let w = if *w == DROP { "coherence drop, per call (trafikey: `TRA.DROP`; Lua: EVALSHA of the reference script)" } else { w };
             let _ = writeln!(
                 s,
                 "| {w} | {mode} | {} | {} | {} | {} | {} | {} | {} | {} |",
@@ -264,7 +264,7 @@ impl Report {
         }
 
         // Targets.
-        let _ = writeln!(s, "\n### Targets (issue 5)\n");
+        let _ = writeln!(s, "\n### Targets\n");
         let _ = writeln!(s, "| target | figure (median pass) | best pass | goal | verdict (median) |");
         let _ = writeln!(s, "|---|--:|--:|--:|---|");
         let set = self.get(Who::Set, "plain SET", "c50");
@@ -441,18 +441,31 @@ pub fn median(passes: Vec<Pass>) -> Pass {
     (rows, memory)
 }
 
-/// Replace what lies between the bench markers of `readme`, if both are there, in order.
-pub fn splice_readme(readme: &str, body: &str) -> Option<String> {
+/// Replace what lies between the bench markers of the notebook's text (tests/bench/README.md)
+/// with `body`, if both markers are there, in order. A marker counts only on a line of its
+/// own, so the notebook's prose may name them.
+pub fn splice_notebook(notebook: &str, body: &str) -> Option<String> {
     const START: &str = "<!-- bench:start -->";
     const END: &str = "<!-- bench:end -->";
-    let a = readme.find(START)?;
+    // Where the first line from `from` on that is exactly `marker` starts.
+    let line = |from: usize, marker: &str| -> Option<usize> {
+        let mut at = from;
+        for l in notebook[from..].split_inclusive('\n') {
+            if l.trim_end() == marker {
+                return Some(at);
+            }
+            at += l.len();
+        }
+        None
+    };
+    let a = line(0, START)?;
     let after = a + START.len();
-    let b = after + readme[after..].find(END)?;
-    let mut out = String::with_capacity(readme.len() + body.len());
-    out.push_str(&readme[..after]);
+    let b = line(after, END)?;
+    let mut out = String::with_capacity(notebook.len() + body.len());
+    out.push_str(&notebook[..after]);
     out.push('\n');
     out.push_str(body.trim_end());
     out.push('\n');
-    out.push_str(&readme[b..]);
+    out.push_str(&notebook[b..]);
     Some(out)
 }

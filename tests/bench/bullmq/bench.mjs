@@ -1,4 +1,4 @@
-// BullMQ as a contender in trafikey's benchmark (tests/bench/main.rs runs this file).
+// BullMQ as a contender in trafikey's benchmark (tests/bench/bullmq.rs runs this file).
 //
 // Runs the benchmark's workloads with BullMQ's own API against the server the Rust tool
 // started, and prints one JSON object per line on stdout, each with its own timings and the
