@@ -45,3 +45,58 @@ fn command_docs_come_from_the_table() {
         assert_eq!(get("module").as_deref(), Some("trafikey"));
     }
 }
+
+/// Every name, token and display text in a COMMAND DOCS argument tree, and the key names.
+fn walk_docs(args: &[Reply], words: &mut Vec<String>, keys: &mut Vec<String>) {
+    for a in args {
+        let f = a.array();
+        let get = |k: &str| f.chunks(2).find(|p| p[0].str() == k).map(|p| &p[1]);
+        let name = get("name").map(Reply::str).unwrap_or_default();
+        if get("type").map(Reply::str).as_deref() == Some("key") {
+            keys.push(name.clone());
+        }
+        words.push(name);
+        for k in ["token", "display_text"] {
+            if let Some(v) = get(k) {
+                words.push(v.str());
+            }
+        }
+        if let Some(sub) = get("arguments") {
+            walk_docs(sub.array(), words, keys);
+        }
+    }
+}
+
+/// COMMAND DOCS lists every argument and option of every command, as the reference page
+/// (written by hand, not generated) shows them: `numkeys`, each key by its role, each value
+/// placeholder and each option word.
+#[test]
+fn command_docs_list_every_argument_of_the_reference_page() {
+    let s = Server::start(Opts::default());
+    let mut conn = s.conn();
+    for (name, syn) in documented() {
+        let r = conn.call(&[b"COMMAND", b"DOCS", name.as_bytes()]);
+        let fields = r.array()[1].array();
+        let args = fields.chunks(2).find(|p| p[0].str() == "arguments").map(|p| p[1].array().to_vec()).unwrap_or_default();
+        let (mut words, mut keys) = (Vec::new(), Vec::new());
+        walk_docs(&args, &mut words, &mut keys);
+        let mut parts = syn.split_whitespace().skip(1).peekable();
+        if parts.peek().is_some_and(|p| p.chars().all(|c| c.is_ascii_digit())) {
+            let n: usize = parts.next().map_or(0, |p| p.parse().unwrap_or(0));
+            assert!(words.iter().any(|w| w == "numkeys"), "{name}: numkeys");
+            let page_keys: Vec<String> = parts
+                .by_ref()
+                .take(n)
+                .map(|k| {
+                    let role = k.strip_prefix("emq:{Q}:").unwrap_or(k);
+                    let role = role.trim_end_matches("<ID>").trim_end_matches(':');
+                    if role == "{emq}:version" { "version".to_string() } else { role.to_string() }
+                })
+                .collect();
+            assert_eq!(keys, page_keys, "{name}: every key, in order, by its role");
+        }
+        for w in parts.flat_map(|p| p.split(['[', ']', '|'])).filter(|w| !w.is_empty() && *w != "...") {
+            assert!(words.iter().any(|d| d.eq_ignore_ascii_case(w)), "{name}: COMMAND DOCS lacks {w:?} (has {words:?})");
+        }
+    }
+}
