@@ -1,14 +1,15 @@
-//! The error classes of WIRE6 §4 and the seed's texts. Every refusal is one of these; the
+//! The error classes and the fence's exact texts. Every refusal is one of these; the
 //! first word of the text is the class, and every text is ASCII (the crate's reply path
 //! mangles other characters, and a NUL would abort the server).
 
 use std::fmt::Write;
 
-/// The fence read found no `{emq}:version` (seed text).
+/// The fence read found no `{emq}:version`.
 pub const WIRE_ABSENT: &str = "EMQWIRE expected echomq:6.0.0 but {emq}:version is absent";
 /// The fence read found another value; the stored value follows, through [`printable`].
 pub const WIRE_FOUND: &str = "EMQWIRE expected echomq:6.0.0 found ";
-/// A cluster-enabled server, refused by the fence and by INSTALL before they read (§8).
+/// A cluster-enabled server, refused by the fence and by INSTALL before they read: a queue's
+/// keys share one slot, but the fence key does not.
 pub const WIRE_CLUSTER: &str = "EMQWIRE trafikey serves standalone servers only";
 /// The host answered something the module cannot read (a raw API call failed).
 pub const HOST_REPLY: &str = "EMQWIRE unexpected reply from the host";
@@ -99,7 +100,7 @@ pub enum Refusal {
     Usage,
     #[error("EMQLAYOUT {0}")]
     Layout(String),
-    /// A complete EMQWIRE line (the seed's texts are whole sentences).
+    /// A complete EMQWIRE line (the fence's texts are whole sentences).
     #[error("{0}")]
     Wire(String),
     #[error("EMQID {0}")]
@@ -172,7 +173,7 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn seed_texts() {
+    fn fence_texts() {
         assert_eq!(wire_absent().to_string(), "EMQWIRE expected echomq:6.0.0 but {emq}:version is absent");
         assert_eq!(wire_found(b"echomq:4.0.0").to_string(), "EMQWIRE expected echomq:6.0.0 found echomq:4.0.0");
         assert_eq!(wire_cluster().to_string(), "EMQWIRE trafikey serves standalone servers only");

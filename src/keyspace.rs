@@ -1,6 +1,6 @@
 //! The native mirror of `EchoMQ.Keyspace`: the reserve, the fence key, the wire identity and
-//! the queue space `emq:{Q}:<role>` (WIRE6 §2). Builders and a strict parser; nothing else
-//! in the module spells a key.
+//! the queue space `emq:{Q}:<role>`. Builders and a strict parser; nothing else in the module
+//! spells a key.
 
 /// The core's reserved space: cross-queue keys, first-byte-disjoint from every queue's keys.
 pub const RESERVE: &[u8] = b"{emq}:";
@@ -10,8 +10,6 @@ pub const VERSION_KEY: &[u8] = VERSION_KEY_C.to_bytes();
 pub const VERSION_KEY_C: &std::ffi::CStr = c"{emq}:version";
 /// The only value the fence accepts: this module's wire identity.
 pub const EPOCH: &[u8] = b"echomq:6.0.0";
-/// The scripted wire (EchoMQ wire 4) whose nodes this module refuses.
-pub const SCRIPTED_EPOCH: &[u8] = b"echomq:4.0.0";
 
 const PREFIX: &[u8] = b"emq:{";
 /// Longest queue name: keeps every key short and the hashtag exactly `{Q}`.
@@ -142,7 +140,7 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn fence_constants_are_the_seeds() {
+    fn fence_constants_are_the_wires() {
         assert_eq!(VERSION_KEY, b"{emq}:version");
         assert!(VERSION_KEY.starts_with(RESERVE));
         assert_eq!(EPOCH, b"echomq:6.0.0");

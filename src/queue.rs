@@ -87,17 +87,6 @@ impl State {
             .into_iter()
             .find(|s| s.word().as_bytes() == b)
     }
-
-    pub const fn role(self) -> Role {
-        match self {
-            State::Wait => Role::Wait,
-            State::Prio => Role::Prio,
-            State::Active => Role::Active,
-            State::Delayed => Role::Delayed,
-            State::Completed => Role::Completed,
-            State::Failed => Role::Failed,
-        }
-    }
 }
 
 /// Reads of a job row.

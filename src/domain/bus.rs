@@ -1,4 +1,4 @@
-//! The bus's pure rules (WIRE6 §5, §8 "Bus."): the dedup window, the stream cap, the
+//! The bus's pure rules: the dedup window, the stream cap, the
 //! failure counter and its expiry time.
 
 use super::{range, TIME_MAX};

@@ -1,4 +1,4 @@
-//! The coherence drop (WIRE6 §7, seed `004`): the `:coherence_drop` script's verdict over
+//! The coherence drop: the verdict of its reference Lua script (`:coherence_drop`) over
 //! a row's stored frame and an incoming 14-byte version. A frame is `version <> value`, the
 //! version a branded id whose bytes 4..14 (Rust `[3..14]`) are the snowflake payload, in
 //! mint order byte-wise.
@@ -38,7 +38,7 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn the_seed_branches() {
+    fn the_reference_scripts_branches() {
         let v = |n| encode(JOB_BRAND, n);
         let frame = |n, value: &[u8]| [&v(n)[..], value].concat();
         // (2) a short frame is dropped, whatever the version

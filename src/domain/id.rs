@@ -1,4 +1,4 @@
-//! The branded-id gate (WIRE6 §3): 14 bytes, a 3-byte brand and the 11-byte zero-padded
+//! The branded-id gate: 14 bytes, a 3-byte brand and the 11-byte zero-padded
 //! Base62 form of a 64-bit snowflake. Fixed width and an alphabet in ASCII order make byte
 //! order equal mint order, so ids are compared and stored as plain bytes.
 

@@ -12,7 +12,7 @@ use crate::errors::{self, Refusal};
 use crate::keyspace;
 pub use args::{Backoff, When};
 
-/// The value ranges of WIRE6 §8.
+/// The value ranges every verb checks (src/CONTRACT.md lists them with their reasons).
 pub const PRIORITY_MAX: i64 = (1 << 21) - 1;
 pub const ATTEMPTS_MAX: i64 = 1_000_000;
 pub const BACKOFF_MAX: i64 = 1 << 31;
