@@ -1,9 +1,8 @@
-//! The bus verbs against a real server (WIRE6 §5, §8 "Bus."): EMQ.APPEND, EMQ.PUBLISH and
+//! The bus verbs against a real server (src/CONTRACT.md, "Bus"): EMQ.APPEND, EMQ.PUBLISH and
 //! EMQ.FAILURES — dedup and its window, the stream cap, a real subscriber, channel ACL,
 //! counters with TTLs, effects on a replica and in the AOF, and every bad input.
 
-mod common;
-use common::*;
+use trafikey_support::*;
 
 const VK: &[u8] = b"{emq}:version";
 
@@ -51,7 +50,10 @@ impl Topic {
     /// The stream's entries as (entry id, fields).
     fn entries(&self, c: &mut Conn) -> Vec<(String, Vec<Vec<u8>>)> {
         let r = c.call(&[b"XRANGE", self.bus().as_bytes(), b"-", b"+"]);
-        r.array().iter().map(|e| (e.array()[0].str(), e.array()[1].array().iter().map(|f| f.bytes().to_vec()).collect())).collect()
+        r.array()
+            .iter()
+            .map(|e| (e.array()[0].str(), e.array()[1].array().iter().map(|f| f.bytes().to_vec()).collect()))
+            .collect()
     }
     fn xlen(&self, c: &mut Conn) -> i64 {
         c.call(&[b"XLEN", self.bus().as_bytes()]).int()
@@ -77,7 +79,11 @@ fn now_ms(c: &mut Conn) -> i64 {
 }
 
 fn config_set(c: &mut Conn, name: &str, value: &str) {
-    assert_eq!(c.call(&[b"CONFIG", b"SET", name.as_bytes(), value.as_bytes()]), Reply::Simple("OK".into()), "{name}");
+    assert_eq!(
+        c.call(&[b"CONFIG", b"SET", name.as_bytes(), value.as_bytes()]),
+        Reply::Simple("OK".into()),
+        "{name}"
+    );
 }
 
 fn entry_fields(id: &str, payload: &[u8]) -> Vec<Vec<u8>> {
@@ -158,7 +164,12 @@ fn the_window_decides_duplicates_and_seen_is_trimmed_as_it_goes() {
     assert_eq!(t.append(&mut c, &mid(50), b"b", &[]), Reply::Nil);
     wait_for(|| !t.append(&mut c, &mid(50), b"c", &[]).is_nil(), "the window to pass");
     assert!(t0.elapsed() >= std::time::Duration::from_millis(290), "{:?}", t0.elapsed());
-    let payloads: Vec<Vec<u8>> = t.entries(&mut c).into_iter().filter(|e| e.1[1] == mid(50).as_bytes()).map(|e| e.1[3].clone()).collect();
+    let payloads: Vec<Vec<u8>> = t
+        .entries(&mut c)
+        .into_iter()
+        .filter(|e| e.1[1] == mid(50).as_bytes())
+        .map(|e| e.1[3].clone())
+        .collect();
     assert_eq!(payloads, [b"a".to_vec(), b"c".to_vec()]);
     // Everything older than the window is gone after the next appends.
     std::thread::sleep(std::time::Duration::from_millis(350));
@@ -250,7 +261,17 @@ fn publish_needs_the_callers_channel_permission() {
     // Every key, but no channel (a new user under the default `resetchannels`).
     admin.call(&[b"ACL", b"SETUSER", b"mute", b"on", b">pw", b"~emq:*", b"%R~{emq}:*", b"+@all"]);
     // Another topic's channel only.
-    admin.call(&[b"ACL", b"SETUSER", b"elsewhere", b"on", b">pw", b"~emq:*", b"%R~{emq}:*", b"&emq:{other}:bus", b"+@all"]);
+    admin.call(&[
+        b"ACL",
+        b"SETUSER",
+        b"elsewhere",
+        b"on",
+        b">pw",
+        b"~emq:*",
+        b"%R~{emq}:*",
+        b"&emq:{other}:bus",
+        b"+@all",
+    ]);
     for user in ["mute", "elsewhere"] {
         let mut u = s.conn();
         assert_eq!(u.call(&[b"AUTH", user.as_bytes(), b"pw"]), Reply::Simple("OK".into()));
@@ -260,9 +281,14 @@ fn publish_needs_the_callers_channel_permission() {
         }
         // The id gate and the ranges come first.
         assert!(unchanged(&mut u, |u| t.publish(u, "MSG", b"x", &[])).error().starts_with("EMQID"));
-        assert!(unchanged(&mut u, |u| t.publish(u, &mid(2), b"x", &[b"MAXLEN", b"0"])).error().starts_with("EMQARG"));
+        assert!(unchanged(&mut u, |u| t.publish(u, &mid(2), b"x", &[b"MAXLEN", b"0"]))
+            .error()
+            .starts_with("EMQARG"));
         // APPEND publishes nothing and needs no channel.
-        assert!(matches!(t.append(&mut u, &id_of(&user[..3].to_ascii_uppercase(), 9), b"x", &[]), Reply::Bulk(_)));
+        assert!(matches!(
+            t.append(&mut u, &id_of(&user[..3].to_ascii_uppercase(), 9), b"x", &[]),
+            Reply::Bulk(_)
+        ));
     }
     // Granted the topic's channel, the same user publishes.
     admin.call(&[b"ACL", b"SETUSER", b"mute", b"&emq:{acl}:*"]);
@@ -304,7 +330,8 @@ fn failures_count_and_refresh_their_ttl() {
 
 #[test]
 fn bus_verbs_replicate_their_effects_exactly() {
-    let primary = Server::start(Opts { server_args: vec!["--appendonly".into(), "yes".into()], ..Opts::default() });
+    let primary =
+        Server::start(Opts { server_args: vec!["--appendonly".into(), "yes".into()], ..Opts::default() });
     let replica = Server::start(Opts::default());
     let mut p = primary.conn();
     p.call(&[b"EMQ.INSTALL", b"1", VK]);
@@ -320,7 +347,10 @@ fn bus_verbs_replicate_their_effects_exactly() {
         if i % 2 == 0 {
             t.append(&mut p, &mid(i), format!("a{i}").as_bytes(), &[b"MAXLEN", b"7"]);
         } else {
-            assert_eq!(t.publish(&mut p, &mid(i), format!("p{i}").as_bytes(), &[b"MAXLEN", b"7"]).array().len(), 2);
+            assert_eq!(
+                t.publish(&mut p, &mid(i), format!("p{i}").as_bytes(), &[b"MAXLEN", b"7"]).array().len(),
+                2
+            );
         }
         t.append(&mut p, &mid(i), b"dup", &[]);
         t.failures(&mut p, &mid(i % 5), &[b"TTL", b"100000"]);
@@ -372,7 +402,8 @@ fn bus_rows_carry_their_flags_categories_and_key_specs() {
         let got = entry[8].array();
         assert_eq!(got.len(), specs.len(), "{name}: one key spec per key");
         for (spec, want) in got.iter().zip(specs) {
-            let flags = spec.array().chunks(2).find(|kv| kv[0].str() == "flags").map(|kv| kv[1].strings()).unwrap();
+            let flags =
+                spec.array().chunks(2).find(|kv| kv[0].str() == "flags").map(|kv| kv[1].strings()).unwrap();
             assert_eq!(&flags, want, "{name}");
         }
     }
@@ -452,7 +483,11 @@ fn bad_input_is_refused_with_its_class_and_writes_nothing() {
             c.call(&[b"RENAME", key.as_bytes(), b"aside"]);
             c.call(&[b"SET", key.as_bytes(), b"x"]);
             let e = unchanged(&mut c, |c| call(c, &good));
-            assert_eq!(e.error(), "WRONGTYPE Operation against a key holding the wrong kind of value", "{verb} {key}");
+            assert_eq!(
+                e.error(),
+                "WRONGTYPE Operation against a key holding the wrong kind of value",
+                "{verb} {key}"
+            );
             c.call(&[b"DEL", key.as_bytes()]);
             c.call(&[b"RENAME", b"aside", key.as_bytes()]);
         }
@@ -487,10 +522,17 @@ fn bad_input_is_refused_with_its_class_and_writes_nothing() {
         let e = unchanged(&mut c, |c| c.call(&[b"EMQ.FAILURES", b"1", key.as_bytes()]));
         assert!(e.error().starts_with("EMQLAYOUT"), "{key}: {e:?}");
     }
-    assert!(unchanged(&mut c, |c| c.call(&[b"EMQ.FAILURES", b"2", t.fails(&mid(1)).as_bytes()])).error().starts_with("EMQSHAPE"));
+    assert!(unchanged(&mut c, |c| c.call(&[b"EMQ.FAILURES", b"2", t.fails(&mid(1)).as_bytes()]))
+        .error()
+        .starts_with("EMQSHAPE"));
     // A fails key holding anything but a count.
     let odd = mid(9);
-    for make in [&[&b"SET"[..], b"x"][..], &[b"SET", b"-3"], &[b"SET", b"9223372036854775807"], &[b"HSET", b"f", b"v"]] {
+    for make in [
+        &[&b"SET"[..], b"x"][..],
+        &[b"SET", b"-3"],
+        &[b"SET", b"9223372036854775807"],
+        &[b"HSET", b"f", b"v"],
+    ] {
         let key = t.fails(&odd);
         c.call(&[b"DEL", key.as_bytes()]);
         let mut v: Vec<&[u8]> = vec![make[0], key.as_bytes()];
@@ -507,7 +549,10 @@ fn bad_input_is_refused_with_its_class_and_writes_nothing() {
     assert!(unchanged(&mut c, |c| t.publish(c, &mid(5), b"x", &[])).error().starts_with("EMQWIRE"));
     assert!(unchanged(&mut c, |c| t.failures(c, "MSG", &[])).error().starts_with("EMQWIRE"));
     c.call(&[b"SET", VK, b"echomq:4.0.0"]);
-    assert_eq!(unchanged(&mut c, |c| t.failures(c, &mid(1), &[])).error(), "EMQWIRE expected echomq:6.0.0 found echomq:4.0.0");
+    assert_eq!(
+        unchanged(&mut c, |c| t.failures(c, &mid(1), &[])).error(),
+        "EMQWIRE expected echomq:6.0.0 found echomq:4.0.0"
+    );
     // No panic anywhere: the server still serves.
     assert_eq!(c.call(&[b"PING"]), Reply::Simple("PONG".into()));
 }

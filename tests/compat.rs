@@ -7,12 +7,11 @@
 
 #[path = "foundation/checks.rs"]
 mod checks;
-mod common;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use trafikey_support::*;
 
 macro_rules! all_checks {
     ($($name:ident)*) => {
@@ -59,7 +58,10 @@ impl Drop for Plain {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
 }
 
 /// Starts Debian's redis-server on loopback with only the arguments it knows.
@@ -113,7 +115,10 @@ fn refuses_to_load_into_a_server_it_cannot_serve() {
     assert_eq!(c.call(&[b"MODULE", b"LIST"]), Reply::Array(vec![]), "nothing stays loaded");
     assert!(c.call(&[b"EMQ.VERSION"]).error().contains("unknown command"));
     let log = log_of(&s);
-    let line = log.lines().find(|l| l.contains("trafikey needs Valkey 8.0 or later")).unwrap_or_else(|| panic!("one log line: {log}"));
+    let line = log
+        .lines()
+        .find(|l| l.contains("trafikey needs Valkey 8.0 or later"))
+        .unwrap_or_else(|| panic!("one log line: {log}"));
     assert!(line.contains("7.0."), "the line names the version found: {line}");
     assert!(!log.contains("crashed by signal"), "{log}");
     drop(s);
@@ -125,10 +130,17 @@ fn refuses_to_load_into_a_server_it_cannot_serve() {
         if let Ok(Some(st)) = s.child.try_wait() {
             break st;
         }
-        assert!(t0.elapsed() < Duration::from_secs(10), "the server neither served nor stopped: {}", log_of(&s));
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the server neither served nor stopped: {}",
+            log_of(&s)
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     let log = log_of(&s);
     assert_eq!(status.code(), Some(1), "a clean exit, no signal: {log}");
-    assert!(log.contains("trafikey needs Valkey 8.0 or later") && !log.contains("crashed by signal"), "{log}");
+    assert!(
+        log.contains("trafikey needs Valkey 8.0 or later") && !log.contains("crashed by signal"),
+        "{log}"
+    );
 }

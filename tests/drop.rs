@@ -1,14 +1,14 @@
-//! TRA.DROP against a real server (WIRE6 §7, seed 004): the differential property test
-//! against the seed's own `:coherence_drop` script, and the verb's edges, flags and effects.
+//! TRA.DROP against a real server: the differential property test against the coherence
+//! drop's reference Lua script `:coherence_drop` (tests/fixtures/coherence_drop.lua), and the
+//! verb's edges, flags and effects.
 
-mod common;
-use common::*;
 use std::cell::{Cell, RefCell};
+use trafikey_support::*;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
-/// The seed's script body, exactly as the seed document gives it.
+/// The reference Lua script of the coherence drop, byte for byte as the fixture holds it.
 const SCRIPT: &str = include_str!("fixtures/coherence_drop.lua");
 
 const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
@@ -27,13 +27,18 @@ fn tail() -> impl Strategy<Value = Vec<u8>> {
 /// Versions and frames in mint order: the stored frame's version equal to, older or newer
 /// than the incoming one (by one, or by anything), under any brands, followed by a value.
 fn minted() -> impl Strategy<Value = Case> {
-    (any::<u64>(), prop_oneof![Just(0i128), Just(-1), Just(1), any::<i64>().prop_map(i128::from)], brand(), brand(), tail()).prop_map(
-        |(n, delta, b1, b2, value)| {
+    (
+        any::<u64>(),
+        prop_oneof![Just(0i128), Just(-1), Just(1), any::<i64>().prop_map(i128::from)],
+        brand(),
+        brand(),
+        tail(),
+    )
+        .prop_map(|(n, delta, b1, b2, value)| {
             let stored = (i128::from(n) + delta).clamp(0, i128::from(u64::MAX)) as u64;
             let frame = [id_of(&b2, stored).into_bytes(), value].concat();
             (Some(frame), id_of(&b1, n).into_bytes())
-        },
-    )
+        })
 }
 
 /// Any 14 bytes as the version (Base62 or not, NUL and high bytes included), and a frame
@@ -80,11 +85,14 @@ fn set_or_del(key: &str, frame: &Option<Vec<u8>>) -> Vec<Vec<u8>> {
 }
 
 #[test]
-fn drop_agrees_with_the_seed_script_on_every_version() {
+fn drop_agrees_with_the_reference_script_on_every_version() {
     let s = Server::start(Opts::default());
     let c = RefCell::new(s.conn());
     // Lua compares strings with strcoll: only the C collation makes it byte-wise.
-    assert_eq!(c.borrow_mut().call(&[b"CONFIG", b"GET", b"locale-collate"]).strings(), ["locale-collate", "C"]);
+    assert_eq!(
+        c.borrow_mut().call(&[b"CONFIG", b"GET", b"locale-collate"]).strings(),
+        ["locale-collate", "C"]
+    );
     // Batches of cases, each batch one pipeline: 64 × 64 = 4096 cases.
     let batch = proptest::collection::vec(prop_oneof![minted(), raw()], 64);
     let mut runner = TestRunner::new(Config { cases: 64, failure_persistence: None, ..Config::default() });
@@ -97,8 +105,19 @@ fn drop_agrees_with_the_seed_script_on_every_version() {
                 let (lua, native) = (format!("ecc:{{lua}}:{i}"), format!("ecc:{{native}}:{i}"));
                 cmds.push(set_or_del(&lua, frame));
                 cmds.push(set_or_del(&native, frame));
-                cmds.push(vec![b"EVAL".to_vec(), SCRIPT.as_bytes().to_vec(), b"1".to_vec(), lua.clone().into_bytes(), version.clone()]);
-                cmds.push(vec![b"TRA.DROP".to_vec(), b"1".to_vec(), native.clone().into_bytes(), version.clone()]);
+                cmds.push(vec![
+                    b"EVAL".to_vec(),
+                    SCRIPT.as_bytes().to_vec(),
+                    b"1".to_vec(),
+                    lua.clone().into_bytes(),
+                    version.clone(),
+                ]);
+                cmds.push(vec![
+                    b"TRA.DROP".to_vec(),
+                    b"1".to_vec(),
+                    native.clone().into_bytes(),
+                    version.clone(),
+                ]);
                 cmds.push(vec![b"GET".to_vec(), lua.into_bytes()]);
                 cmds.push(vec![b"GET".to_vec(), native.into_bytes()]);
             }
@@ -116,7 +135,7 @@ fn drop_agrees_with_the_seed_script_on_every_version() {
             }
             Ok(())
         })
-        .unwrap_or_else(|e| panic!("TRA.DROP and the seed script diverge: {e}"));
+        .unwrap_or_else(|e| panic!("TRA.DROP and the reference script diverge: {e}"));
     assert_eq!(compared.get(), 64 * 64);
     // Both verdicts are well represented, so the comparison is not vacuous.
     let counts = verdicts.map(|v| v.get());
@@ -172,9 +191,10 @@ fn drop_refuses_bad_input_and_writes_nothing() {
         assert!(e.error().starts_with(class), "{args:?}: {e:?}");
     }
     // A row that is not a string: the server's WRONGTYPE, as the script's GET answers.
-    for (make, key) in
-        [(&[&b"HSET"[..], b"ecc:{t}:h", b"f", b"v"][..], &b"ecc:{t}:h"[..]), (&[b"RPUSH", b"ecc:{t}:l", b"JOB00000000001"], b"ecc:{t}:l")]
-    {
+    for (make, key) in [
+        (&[&b"HSET"[..], b"ecc:{t}:h", b"f", b"v"][..], &b"ecc:{t}:h"[..]),
+        (&[b"RPUSH", b"ecc:{t}:l", b"JOB00000000001"], b"ecc:{t}:l"),
+    ] {
         c.call(make);
         let e = unchanged(&mut c, |c| c.call(&[b"TRA.DROP", b"1", key, &v]));
         assert_eq!(e.error(), "WRONGTYPE Operation against a key holding the wrong kind of value");
@@ -201,7 +221,10 @@ fn drop_is_declared_and_replicated_as_its_effect() {
     for f in ["RW", "access", "delete"] {
         assert!(spec.iter().any(|s| s == f), "key spec {spec:?}");
     }
-    assert_eq!(p.call(&[b"COMMAND", b"GETKEYS", b"TRA.DROP", b"1", b"ecc:{t}:1", b"v"]).strings(), ["ecc:{t}:1"]);
+    assert_eq!(
+        p.call(&[b"COMMAND", b"GETKEYS", b"TRA.DROP", b"1", b"ecc:{t}:1", b"v"]).strings(),
+        ["ecc:{t}:1"]
+    );
     // A caller who may only read the row cannot drop it.
     p.call(&[b"ACL", b"SETUSER", b"reader", b"on", b">pw", b"%R~*", b"+@all"]);
     let mut reader = primary.conn();

@@ -4,10 +4,7 @@
 //! primary restarted from an RDB that keeps its backlog — turns the effects on in time, and
 //! the replica ends up with the primary's keyspace.
 
-mod common;
-
-use common::*;
-use resp::{Conn, Reply};
+use trafikey_support::*;
 
 /// A mixed lifecycle over jobs `from..to` of queue `q`: enqueues at several priorities,
 /// schedules, claims, and every way a claim ends.
@@ -36,7 +33,11 @@ fn workload(c: &mut Conn, q: &Q, from: u64, to: u64) {
 
 fn effects(c: &mut Conn) -> (u64, u64, String) {
     let n = |c: &mut Conn, f: &str| info_field(c, "trafikey", f).parse::<u64>().expect("a count");
-    (n(c, "trafikey_effects_built"), n(c, "trafikey_effects_skipped"), info_field(c, "trafikey", "trafikey_effects_receivers_seen"))
+    (
+        n(c, "trafikey_effects_built"),
+        n(c, "trafikey_effects_skipped"),
+        info_field(c, "trafikey", "trafikey_effects_receivers_seen"),
+    )
 }
 
 fn changes(c: &mut Conn) -> u64 {
@@ -51,7 +52,8 @@ fn same_keyspace(p: &mut Conn, r: &mut Conn) {
 #[test]
 fn with_nothing_listening_writes_are_counted_not_built() {
     let quiet = Server::installed();
-    let always = Server::start(Opts { module_args: vec!["effects-always".into(), "yes".into()], ..Opts::default() });
+    let always =
+        Server::start(Opts { module_args: vec!["effects-always".into(), "yes".into()], ..Opts::default() });
     let mut a = quiet.conn();
     let mut b = always.conn();
     assert_eq!(b.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
@@ -151,7 +153,8 @@ fn writes_while_a_replica_syncs_reach_it() {
 
 #[test]
 fn the_aof_alone_holds_every_write() {
-    let server = Server::start(Opts { server_args: vec!["--appendonly".into(), "yes".into()], ..Opts::default() });
+    let server =
+        Server::start(Opts { server_args: vec!["--appendonly".into(), "yes".into()], ..Opts::default() });
     let mut c = server.conn();
     assert_eq!(c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
     workload(&mut c, &Q::new("aof"), 1, 60);

@@ -1,12 +1,17 @@
-//! The job core against a real server (WIRE6 §5, §8): each verb's happy path and refusals,
-//! leases, retries and backoff, pause, priorities, delays, stalls, retention, events, ACL on
-//! undeclared keys. The state invariant is checked after every test.
+//! The job core against a real server, as src/CONTRACT.md and src/verbs/README.md state it:
+//! each verb's happy path and refusals, leases, retries and backoff, pause, priorities,
+//! delays, stalls, retention, events, ACL on undeclared keys. The state invariant is checked
+//! after every test.
 
-mod common;
-use common::*;
+use trafikey_support::*;
 
 fn claim(q: &Q, c: &mut Conn, token: &str, lease: i64, count: i64) -> Vec<Vec<String>> {
-    let r = q.run(c, "EMQ.CLAIM", "", &[token.as_bytes(), lease.to_string().as_bytes(), b"COUNT", count.to_string().as_bytes()]);
+    let r = q.run(
+        c,
+        "EMQ.CLAIM",
+        "",
+        &[token.as_bytes(), lease.to_string().as_bytes(), b"COUNT", count.to_string().as_bytes()],
+    );
     r.array()
         .iter()
         .map(|j| {
@@ -125,8 +130,12 @@ fn leases_are_checked_on_every_holder_verb() {
     assert_eq!(q.run(&mut c, "EMQ.COMPLETE", &id, &[b"good", b"r"]), Reply::Int(1));
     assert_eq!(unchanged(&mut c, |c| q.run(c, "EMQ.COMPLETE", &id, &[b"good", b"r"])), Reply::Int(0));
     // another token on the finished job: EMQLEASE; and EXTEND of a finished job too
-    assert!(unchanged(&mut c, |c| q.run(c, "EMQ.COMPLETE", &id, &[b"other", b"r"])).error().starts_with("EMQLEASE"));
-    assert!(unchanged(&mut c, |c| q.run(c, "EMQ.EXTEND", &id, &[b"good", b"100"])).error().starts_with("EMQLEASE"));
+    assert!(unchanged(&mut c, |c| q.run(c, "EMQ.COMPLETE", &id, &[b"other", b"r"]))
+        .error()
+        .starts_with("EMQLEASE"));
+    assert!(unchanged(&mut c, |c| q.run(c, "EMQ.EXTEND", &id, &[b"good", b"100"]))
+        .error()
+        .starts_with("EMQLEASE"));
     q.check_invariant(&mut c);
 }
 
@@ -210,7 +219,8 @@ fn fail_retries_then_backs_off_then_fails_for_good() {
     claim(&q, &mut c, "g", 60_000, 1);
     let t0 = now_ms(&mut c);
     assert_eq!(q.run(&mut c, "EMQ.FAIL", &jid(3), &[b"g", b"e"]), Reply::Simple("delayed".into()));
-    let due = c.call(&[b"ZSCORE", q.k("delayed").as_bytes(), jid(3).as_bytes()]).str().parse::<i64>().unwrap();
+    let due =
+        c.call(&[b"ZSCORE", q.k("delayed").as_bytes(), jid(3).as_bytes()]).str().parse::<i64>().unwrap();
     assert!((due - t0 - 60_000).abs() < 50);
     q.check_invariant(&mut c);
 }
@@ -263,8 +273,14 @@ fn pause_stops_claims_but_not_promotion() {
 fn delayed_jobs_become_ready_when_due_and_not_before() {
     let (_s, mut c, q) = setup("delay");
     let t = now_ms(&mut c);
-    assert_eq!(q.run(&mut c, "EMQ.SCHEDULE", &jid(1), &[(t + 400).to_string().as_bytes(), b"later", b"d"]), Reply::Int(1));
-    assert_eq!(q.run(&mut c, "EMQ.SCHEDULE", &jid(2), &[b"+100", b"soon", b"d", b"PRIORITY", b"3"]), Reply::Int(1));
+    assert_eq!(
+        q.run(&mut c, "EMQ.SCHEDULE", &jid(1), &[(t + 400).to_string().as_bytes(), b"later", b"d"]),
+        Reply::Int(1)
+    );
+    assert_eq!(
+        q.run(&mut c, "EMQ.SCHEDULE", &jid(2), &[b"+100", b"soon", b"d", b"PRIORITY", b"3"]),
+        Reply::Int(1)
+    );
     assert_eq!(q.run(&mut c, "EMQ.SCHEDULE", &jid(2), &[b"+100", b"x", b"y"]), Reply::Int(0));
     assert_eq!(q.run(&mut c, "EMQ.SCHEDULE", &jid(3), &[b"5", b"past", b"d"]), Reply::Int(1));
     let snap = q.check_invariant(&mut c);
@@ -279,7 +295,9 @@ fn delayed_jobs_become_ready_when_due_and_not_before() {
     assert!(due > t + 500_000);
     assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &jid(1), &[]), Reply::Int(1));
     assert!(unchanged(&mut c, |c| q.run(c, "EMQ.PROMOTE", &jid(1), &[])).error().starts_with("EMQSTATE"));
-    assert!(unchanged(&mut c, |c| q.run(c, "EMQ.RESCHEDULE", &jid(1), &[b"+5"])).error().starts_with("EMQSTATE"));
+    assert!(unchanged(&mut c, |c| q.run(c, "EMQ.RESCHEDULE", &jid(1), &[b"+5"]))
+        .error()
+        .starts_with("EMQSTATE"));
     assert_eq!(ids(&claim(&q, &mut c, "t", 60_000, 5)), [jid(1)]);
     // DELAY parks a held job without counting an attempt
     let due = q.run(&mut c, "EMQ.DELAY", &jid(1), &[b"t", b"+50"]).int();
@@ -316,7 +334,10 @@ fn reprocess_and_requeue() {
         assert_eq!(snap.field(&jid(1), f), None, "{f} cleared");
     }
     assert_eq!(snap.field(&jid(1), "n").as_deref(), Some("job"), "immutable fields stay");
-    let kinds: Vec<String> = events(&mut c, &q).iter().map(|e| format!("{}:{}", e[1], e.get(5).cloned().unwrap_or_default())).collect();
+    let kinds: Vec<String> = events(&mut c, &q)
+        .iter()
+        .map(|e| format!("{}:{}", e[1], e.get(5).cloned().unwrap_or_default()))
+        .collect();
     assert!(kinds.contains(&"waiting:completed".to_string()), "{kinds:?}");
 }
 
@@ -389,7 +410,9 @@ fn claim_count_is_bounded_and_orphans_are_dropped() {
         assert!(e.error().starts_with(class), "{args:?}: {e:?}");
     }
     let long = vec![b't'; 129];
-    assert!(unchanged(&mut c, |c| q.run(c, "EMQ.CLAIM", "", &[&long, b"1000"])).error().starts_with("EMQARG"));
+    assert!(unchanged(&mut c, |c| q.run(c, "EMQ.CLAIM", "", &[&long, b"1000"]))
+        .error()
+        .starts_with("EMQARG"));
 }
 
 #[test]
@@ -454,7 +477,9 @@ fn every_verb_refuses_bad_input_and_writes_nothing() {
     // a row overwritten with another type by hand: WRONGTYPE, nothing written
     c.call(&[b"DEL", q.job(&jid(1)).as_bytes()]);
     c.call(&[b"SET", q.job(&jid(1)).as_bytes(), b"oops"]);
-    for (verb, args) in [("EMQ.COMPLETE", vec![&b"t"[..], b"r"]), ("EMQ.EXTEND", vec![b"t", b"5"]), ("EMQ.PROMOTE", vec![])] {
+    for (verb, args) in
+        [("EMQ.COMPLETE", vec![&b"t"[..], b"r"]), ("EMQ.EXTEND", vec![b"t", b"5"]), ("EMQ.PROMOTE", vec![])]
+    {
         let e = unchanged(&mut c, |c| q.run(c, verb, &jid(1), &args));
         assert!(e.error().starts_with("WRONGTYPE"), "{verb}: {e:?}");
     }
@@ -517,7 +542,8 @@ fn undeclared_rows_are_opened_as_the_caller() {
 
 #[test]
 fn replica_and_aof_hold_what_the_primary_holds() {
-    let primary = Server::start(Opts { server_args: vec!["--appendonly".into(), "yes".into()], ..Opts::default() });
+    let primary =
+        Server::start(Opts { server_args: vec!["--appendonly".into(), "yes".into()], ..Opts::default() });
     let replica = Server::start(Opts::default());
     let mut p = primary.conn();
     p.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]);
@@ -528,7 +554,11 @@ fn replica_and_aof_hold_what_the_primary_holds() {
     // a mixed workload touching every verb
     for i in 0..200u64 {
         let prio = (i % 4).to_string();
-        q.enqueue(&mut p, &jid(i), &[b"PRIORITY", prio.as_bytes(), b"ATTEMPTS", b"2", b"BACKOFF", b"FIXED", b"1"]);
+        q.enqueue(
+            &mut p,
+            &jid(i),
+            &[b"PRIORITY", prio.as_bytes(), b"ATTEMPTS", b"2", b"BACKOFF", b"FIXED", b"1"],
+        );
     }
     for i in 200..220u64 {
         q.run(&mut p, "EMQ.SCHEDULE", &jid(i), &[b"+1", b"later", b"d"]);

@@ -1,11 +1,12 @@
-//! Model-based property test of the job core (issue 3 item 10): a pure Rust model of the
-//! thirteen job verbs of WIRE6 §5 (ENQUEUE, CLAIM with PAUSE/RESUME, EXTEND, EXTENDS,
-//! COMPLETE, SCHEDULE, PROMOTE, RESCHEDULE, DELAY, FAIL, REPROCESS, REQUEUE, STALLED),
-//! written from the wire page (§2–§5, §8) and the verbs' doc comments — not from the
-//! module's code — run side by side with a live server on random sequences of verbs.
+//! Model-based property test of the job core: a pure Rust model of the thirteen job verbs
+//! (ENQUEUE, CLAIM with PAUSE/RESUME, EXTEND, EXTENDS, COMPLETE, SCHEDULE, PROMOTE,
+//! RESCHEDULE, DELAY, FAIL, REPROCESS, REQUEUE, STALLED), written from the contract
+//! (src/CONTRACT.md), the reference page (src/verbs/README.md) and the verbs' doc comments —
+//! not from the module's code — run side by side with a live server on random sequences of
+//! verbs.
 //!
 //! After every step the test compares: the reply (value, or the class of an error: its first
-//! word), the events the step appended (§8's events table: names, ids and facts, in order),
+//! word), the events the step appended (the contract's events table: names, ids and facts, in order),
 //! and the whole queue — every state set with its scores (lease deadlines, due times, finish
 //! times, priorities), `wait` in claim order, the paused flag, and every job row's fields the
 //! model tracks (state, name, data, priority, attempts, created, token, started, made,
@@ -39,8 +40,7 @@
 //! from the contract are replayed by `found_divergences_replay` on every run, whatever the
 //! seed (regressions once fixed).
 
-mod common;
-use common::*;
+use trafikey_support::*;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
@@ -51,7 +51,7 @@ use proptest::strategy::Union;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 
 // ---------------------------------------------------------------------------------------
-// The contract's constants (WIRE6 §8, "Values").
+// The contract's constants (src/CONTRACT.md, "Value ranges").
 
 const TIME_MAX: i64 = (1 << 53) - 1;
 const PRIORITY_MAX: i64 = (1 << 21) - 1;
@@ -71,14 +71,17 @@ const POOL_MAX: usize = 24;
 fn pool_id(i: usize) -> Vec<u8> {
     jid(1000 + i as u64).into_bytes()
 }
-/// Ids the gate refuses (§3): above u64::MAX, 13 bytes, wrong brand case, just past the max.
+/// Ids the id gate refuses: above u64::MAX, 13 bytes, wrong brand case, just past the max.
 const BAD_IDS: [&[u8]; 4] = [b"JOBzzzzzzzzzzz", b"JOB0000000001", b"job0000000000A", b"JOBLygHa16AHYG"];
 const TOKENS: [&[u8]; 3] = [b"w1", b"w2", b"w3"];
 
-/// The id gate of §3, written from the page: 14 bytes, brand `JOB`, 11 Base62 characters
-/// whose value fits in a u64 (the alphabet is in ASCII order, so compare bytes).
+/// The id gate, written from the contract ("Branded ids"): 14 bytes, brand `JOB`, 11 Base62
+/// characters whose value fits in a u64 (the alphabet is in ASCII order, so compare bytes).
 fn is_job_id(id: &[u8]) -> bool {
-    id.len() == 14 && &id[..3] == b"JOB" && id[3..].iter().all(u8::is_ascii_alphanumeric) && id[3..] <= b"LygHa16AHYF"[..]
+    id.len() == 14
+        && &id[..3] == b"JOB"
+        && id[3..].iter().all(u8::is_ascii_alphanumeric)
+        && id[3..] <= b"LygHa16AHYF"[..]
 }
 
 // ---------------------------------------------------------------------------------------
@@ -169,8 +172,8 @@ impl Call {
         }
     }
 
-    /// The arguments after the keys. `lc` spells option words in lower case (§5: options
-    /// are case-insensitive).
+    /// The arguments after the keys. `lc` spells option words in lower case (options are
+    /// case-insensitive).
     fn args(&self, lc: bool) -> Vec<Vec<u8>> {
         let w = |s: &str| if lc { s.to_ascii_lowercase().into_bytes() } else { s.as_bytes().to_vec() };
         let num = |v: i64| v.to_string().into_bytes();
@@ -249,7 +252,7 @@ impl Call {
         a
     }
 
-    /// The whole command: `verb numkeys keys... args...`, keys by the roles of WIRE6 §5.
+    /// The whole command: `verb numkeys keys... args...`, keys by the verb's key roles.
     fn argv(&self, q: &Q, lc: bool) -> Vec<Vec<u8>> {
         let roles = keys_of(self.verb());
         let mut v = vec![self.verb().as_bytes().to_vec(), roles.len().to_string().into_bytes()];
@@ -394,7 +397,7 @@ fn token_ok(t: &[u8]) -> Result<(), Refused> {
     }
 }
 
-/// `when` at `now` (§8): absolute or `+ms`, ≤ 2^53−1, a time in the past is due now.
+/// `when` at `now`: absolute or `+ms`, ≤ 2^53−1, a time in the past is due now.
 fn due_of(w: WhenArg, now: i64) -> Result<i64, Refused> {
     let at = match w {
         WhenArg::At(t) => t,
@@ -403,7 +406,7 @@ fn due_of(w: WhenArg, now: i64) -> Result<i64, Refused> {
     Ok(within(at, 0, TIME_MAX)?.max(now))
 }
 
-/// KEEP (§8): -1 all, 0 delete this job now, n the n newest; default: the config.
+/// KEEP: -1 all, 0 delete this job now, n the n newest; default: the config.
 fn keep_of(given: Option<i64>, default: i64) -> Result<i64, Refused> {
     match given {
         Some(k) if k < -1 => Err("EMQARG"),
@@ -480,12 +483,13 @@ impl Model {
         self.rows.get_mut(id).expect("the model's own row")
     }
 
-    /// Held (§5): in active, and the row carries the token.
+    /// Held: in active, and the row carries the token.
     fn held(&self, id: &[u8], token: &[u8]) -> bool {
-        self.active.contains_key(id) && self.rows.get(id).is_some_and(|r| r.state == St::Active && r.token.as_deref() == Some(token))
+        self.active.contains_key(id)
+            && self.rows.get(id).is_some_and(|r| r.state == St::Active && r.token.as_deref() == Some(token))
     }
 
-    /// Make a job ready by its priority (§5): wait (back, or front for the "not at fault"
+    /// Make a job ready by its priority: wait (back, or front for the "not at fault"
     /// returns and LIFO) for priority 0, else prio.
     fn ready(&mut self, id: &[u8], front: bool) {
         let p = self.rows[id].priority;
@@ -502,7 +506,7 @@ impl Model {
         }
     }
 
-    /// Retention of a finished set (§5, §8): after `added` (finished now, so the newest)
+    /// Retention of a finished set: after `added` (finished now, so the newest)
     /// joined the entries `before`, keep the `keep` newest (n > 0), and with AGE drop entries
     /// finished before now−age, at most `retention-batch` per call. Trimmed rows are deleted.
     /// Entries are ordered as the set orders them, by (finish time, id): jobs finished in the
@@ -528,7 +532,8 @@ impl Model {
         added.sort();
         order.extend(added.into_iter().map(|id| (now, id)));
         let slack = if soft && keep > 0 { (keep as usize / 16).min(64) } else { 0 };
-        let by_count = if keep > 0 && order.len() > keep as usize + slack { order.len() - keep as usize } else { 0 };
+        let by_count =
+            if keep > 0 && order.len() > keep as usize + slack { order.len() - keep as usize } else { 0 };
         let cutoff = age.map(|a| now - a);
         let mut budget = self.cfg.retention_batch;
         for (i, (score, id)) in order.iter().enumerate() {
@@ -619,7 +624,12 @@ impl Model {
                         self.active.insert(id.clone(), (now + lease).min(TIME_MAX));
                         self.last_token.insert(id.clone(), token.clone());
                         ev.push(event("active", Some(&id), &[("attempt", n(attempt))]));
-                        out.push(Reply::Array(vec![Reply::Bulk(id), Reply::Bulk(name), Reply::Bulk(data), Reply::Int(attempt)]));
+                        out.push(Reply::Array(vec![
+                            Reply::Bulk(id),
+                            Reply::Bulk(name),
+                            Reply::Bulk(data),
+                            Reply::Int(attempt),
+                        ]));
                     }
                 }
                 Ok(Reply::Array(out))
@@ -862,7 +872,11 @@ impl Model {
                             self.failed.insert(id.clone(), now);
                             added.push(id.clone());
                         }
-                        ev.push(event("failed", Some(&id), &[("error", b"stalled".to_vec()), ("attempt", n(made))]));
+                        ev.push(event(
+                            "failed",
+                            Some(&id),
+                            &[("error", b"stalled".to_vec()), ("attempt", n(made))],
+                        ));
                         dead.push(Reply::Bulk(id));
                     } else {
                         self.ready(&id, true);
@@ -997,11 +1011,17 @@ fn arr(r: &Reply) -> Result<&[Reply], String> {
 }
 
 fn int_of(b: &[u8]) -> Result<i64, String> {
-    std::str::from_utf8(b).ok().and_then(|s| s.parse().ok()).ok_or_else(|| format!("not an integer: {}", show(b)))
+    std::str::from_utf8(b)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("not an integer: {}", show(b)))
 }
 
 fn score_of(b: &[u8]) -> Result<i64, String> {
-    let f: f64 = std::str::from_utf8(b).ok().and_then(|s| s.parse().ok()).ok_or_else(|| format!("not a score: {}", show(b)))?;
+    let f: f64 = std::str::from_utf8(b)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("not a score: {}", show(b)))?;
     if f.fract() != 0.0 {
         return Err(format!("a fractional score {f}"));
     }
@@ -1009,7 +1029,12 @@ fn score_of(b: &[u8]) -> Result<i64, String> {
 }
 
 /// The server's queue, plus the events appended since `last_event`.
-fn read_view(c: &mut Conn, q: &Q, pool: usize, last_event: &mut Vec<u8>) -> Result<(View, Vec<Event>), String> {
+fn read_view(
+    c: &mut Conn,
+    q: &Q,
+    pool: usize,
+    last_event: &mut Vec<u8>,
+) -> Result<(View, Vec<Event>), String> {
     let mut cmds = vec![cmd(&[b"LRANGE", q.k("wait").as_bytes(), b"0", b"-1"])];
     for z in ["prio", "active", "delayed", "completed", "failed"] {
         cmds.push(cmd(&[b"ZRANGE", q.k(z).as_bytes(), b"0", b"-1", b"WITHSCORES"]));
@@ -1076,7 +1101,16 @@ fn read_view(c: &mut Conn, q: &Q, pool: usize, last_event: &mut Vec<u8>) -> Resu
     }
     let mut zs = zs.into_iter();
     let mut next = || zs.next().unwrap_or_default();
-    let view = View { wait, prio: next(), active: next(), delayed: next(), completed: next(), failed: next(), paused, rows };
+    let view = View {
+        wait,
+        prio: next(),
+        active: next(),
+        delayed: next(),
+        completed: next(),
+        failed: next(),
+        paused,
+        rows,
+    };
     Ok((view, events))
 }
 
@@ -1088,7 +1122,14 @@ fn same_reply(exp: &Reply, got: &Reply) -> bool {
 }
 
 /// Where the model's step and the server's differ; None when they agree.
-fn differences(exp: &Reply, got: &Reply, exp_ev: &[Event], got_ev: &[Event], m: &View, s: &View) -> Option<String> {
+fn differences(
+    exp: &Reply,
+    got: &Reply,
+    exp_ev: &[Event],
+    got_ev: &[Event],
+    m: &View,
+    s: &View,
+) -> Option<String> {
     let mut d = String::new();
     if !same_reply(exp, got) {
         let _ = writeln!(d, "  reply: model {} / server {}", show_reply(exp), show_reply(got));
@@ -1114,7 +1155,13 @@ fn differences(exp: &Reply, got: &Reply, exp_ev: &[Event], got_ev: &[Event], m: 
     for id in ids {
         let (a, b) = (m.rows.get(id), s.rows.get(id));
         if a != b {
-            let _ = writeln!(d, "  row {}:\n    model  {:?}\n    server {:?}", show(id), a.map(RowShow), b.map(RowShow));
+            let _ = writeln!(
+                d,
+                "  row {}:\n    model  {:?}\n    server {:?}",
+                show(id),
+                a.map(RowShow),
+                b.map(RowShow)
+            );
         }
     }
     (!d.is_empty()).then_some(d)
@@ -1166,7 +1213,13 @@ fn show_scored(v: &[(Vec<u8>, i64)]) -> String {
 }
 
 fn show_events(v: &[Event]) -> String {
-    format!("[{}]", v.iter().map(|e| e.iter().map(|p| show(p)).collect::<Vec<_>>().join(" ")).collect::<Vec<_>>().join(" | "))
+    format!(
+        "[{}]",
+        v.iter()
+            .map(|e| e.iter().map(|p| show(p)).collect::<Vec<_>>().join(" "))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    )
 }
 
 fn show_reply(r: &Reply) -> String {
@@ -1335,7 +1388,13 @@ struct Resolver<'a> {
 
 impl Resolver<'_> {
     fn id(&self, c: &IdC) -> Vec<u8> {
-        let pick = |ids: Vec<&Vec<u8>>, k: usize| if ids.is_empty() { pool_id(k % self.pool) } else { ids[k % ids.len()].clone() };
+        let pick = |ids: Vec<&Vec<u8>>, k: usize| {
+            if ids.is_empty() {
+                pool_id(k % self.pool)
+            } else {
+                ids[k % ids.len()].clone()
+            }
+        };
         match c {
             IdC::Pool(i) => pool_id(*i % self.pool),
             IdC::Bad(i) => BAD_IDS[*i].to_vec(),
@@ -1346,7 +1405,9 @@ impl Resolver<'_> {
     }
     fn tok(&self, c: &TokC, id: &[u8]) -> Vec<u8> {
         match c {
-            TokC::Holder => self.m.rows.get(id).and_then(|r| r.token.clone()).unwrap_or_else(|| TOKENS[0].to_vec()),
+            TokC::Holder => {
+                self.m.rows.get(id).and_then(|r| r.token.clone()).unwrap_or_else(|| TOKENS[0].to_vec())
+            }
             TokC::Last => self.m.last_token.get(id).cloned().unwrap_or_else(|| TOKENS[0].to_vec()),
             TokC::Pool(i) => TOKENS[*i].to_vec(),
             TokC::Empty => vec![],
@@ -1362,14 +1423,24 @@ impl Resolver<'_> {
         }
     }
     fn job(&self, j: &JobC) -> NewJob {
-        NewJob { name: j.name.0.clone(), data: j.data.0.clone(), priority: j.priority, attempts: j.attempts, backoff: j.backoff }
+        NewJob {
+            name: j.name.0.clone(),
+            data: j.data.0.clone(),
+            priority: j.priority,
+            attempts: j.attempts,
+            backoff: j.backoff,
+        }
     }
 
     /// The concrete call, and whether option words go in lower case.
     fn call(&mut self, op: &Op) -> (Call, bool) {
         match op {
-            Op::Enqueue { id, job, lifo, lc } => (Call::Enqueue { id: self.id(id), job: self.job(job), lifo: *lifo }, *lc),
-            Op::Schedule { id, when, job, lc } => (Call::Schedule { id: self.id(id), when: self.when(when), job: self.job(job) }, *lc),
+            Op::Enqueue { id, job, lifo, lc } => {
+                (Call::Enqueue { id: self.id(id), job: self.job(job), lifo: *lifo }, *lc)
+            }
+            Op::Schedule { id, when, job, lc } => {
+                (Call::Schedule { id: self.id(id), when: self.when(when), job: self.job(job) }, *lc)
+            }
             Op::Claim { tok, lease, count, lc } => {
                 let token = match tok {
                     ClaimTok::Fresh => {
@@ -1399,24 +1470,47 @@ impl Resolver<'_> {
             }
             Op::Complete { id, tok, result, keep, age, lc } => {
                 let id = self.id(id);
-                (Call::Complete { token: self.tok(tok, &id), id, result: result.0.clone(), keep: *keep, age: *age }, *lc)
+                (
+                    Call::Complete {
+                        token: self.tok(tok, &id),
+                        id,
+                        result: result.0.clone(),
+                        keep: *keep,
+                        age: *age,
+                    },
+                    *lc,
+                )
             }
             Op::Promote { id } => (Call::Promote { id: self.id(id) }, false),
-            Op::Reschedule { id, when } => (Call::Reschedule { id: self.id(id), when: self.when(when) }, false),
+            Op::Reschedule { id, when } => {
+                (Call::Reschedule { id: self.id(id), when: self.when(when) }, false)
+            }
             Op::Delay { id, tok, when } => {
                 let id = self.id(id);
                 (Call::Delay { token: self.tok(tok, &id), id, when: self.when(when) }, false)
             }
             Op::Fail { id, tok, error, keep, age, final_, lc } => {
                 let id = self.id(id);
-                (Call::Fail { token: self.tok(tok, &id), id, error: error.0.clone(), keep: *keep, age: *age, final_: *final_ }, *lc)
+                (
+                    Call::Fail {
+                        token: self.tok(tok, &id),
+                        id,
+                        error: error.0.clone(),
+                        keep: *keep,
+                        age: *age,
+                        final_: *final_,
+                    },
+                    *lc,
+                )
             }
             Op::Reprocess { id } => (Call::Reprocess { id: self.id(id) }, false),
             Op::Requeue { id, tok } => {
                 let id = self.id(id);
                 (Call::Requeue { token: self.tok(tok, &id), id }, false)
             }
-            Op::Stalled { max_stalls, count, lc } => (Call::Stalled { max_stalls: *max_stalls, count: *count }, *lc),
+            Op::Stalled { max_stalls, count, lc } => {
+                (Call::Stalled { max_stalls: *max_stalls, count: *count }, *lc)
+            }
             Op::Sleep(_) => unreachable!("sleeps are not calls"),
         }
     }
@@ -1427,7 +1521,10 @@ fn weighted<T: std::fmt::Debug + 'static>(arms: Vec<(u32, BoxedStrategy<T>)>) ->
 }
 
 fn id_c() -> BoxedStrategy<IdC> {
-    weighted(vec![(40, (0..POOL_MAX).prop_map(IdC::Pool).boxed()), (1, (0..BAD_IDS.len()).prop_map(IdC::Bad).boxed())])
+    weighted(vec![
+        (40, (0..POOL_MAX).prop_map(IdC::Pool).boxed()),
+        (1, (0..BAD_IDS.len()).prop_map(IdC::Bad).boxed()),
+    ])
 }
 
 /// An id for a verb that wants a job in some state: mostly one that is, sometimes any.
@@ -1495,8 +1592,11 @@ fn job_c() -> BoxedStrategy<JobC> {
         (1, Just(vec![]).boxed()),
         (1, Just(vec![b'n'; NAME_MAX + 1]).boxed()),
     ]);
-    let data =
-        weighted(vec![(6, Just(b"{}".to_vec()).boxed()), (2, Just(vec![]).boxed()), (2, Just(b"\x00\xff\r\n data".to_vec()).boxed())]);
+    let data = weighted(vec![
+        (6, Just(b"{}".to_vec()).boxed()),
+        (2, Just(vec![]).boxed()),
+        (2, Just(b"\x00\xff\r\n data".to_vec()).boxed()),
+    ]);
     let priority = weighted(vec![
         (40, Just(None).boxed()),
         (10, Just(Some(0i64)).boxed()),
@@ -1522,7 +1622,13 @@ fn job_c() -> BoxedStrategy<JobC> {
         (1, Just(Some(Backoff::Exp(-1))).boxed()),
     ]);
     (name, data, priority, attempts, backoff)
-        .prop_map(|(name, data, priority, attempts, backoff)| JobC { name: B(name), data: B(data), priority, attempts, backoff })
+        .prop_map(|(name, data, priority, attempts, backoff)| JobC {
+            name: B(name),
+            data: B(data),
+            priority,
+            attempts,
+            backoff,
+        })
         .boxed()
 }
 
@@ -1561,9 +1667,16 @@ fn op(crashy: bool) -> BoxedStrategy<Op> {
         (1, Just(Some(0i64)).boxed()),
         (1, Just(Some(CLAIM_COUNT_MAX + 1)).boxed()),
     ]);
-    let result = weighted(vec![(8, Just(b"ok".to_vec()).boxed()), (1, Just(vec![]).boxed()), (1, Just(b"\x00\xfe bin".to_vec()).boxed())]);
-    let error =
-        weighted(vec![(8, Just(b"boom".to_vec()).boxed()), (1, Just(vec![]).boxed()), (1, Just(b"\xc3\xa9 \x00".to_vec()).boxed())]);
+    let result = weighted(vec![
+        (8, Just(b"ok".to_vec()).boxed()),
+        (1, Just(vec![]).boxed()),
+        (1, Just(b"\x00\xfe bin".to_vec()).boxed()),
+    ]);
+    let error = weighted(vec![
+        (8, Just(b"boom".to_vec()).boxed()),
+        (1, Just(vec![]).boxed()),
+        (1, Just(b"\xc3\xa9 \x00".to_vec()).boxed()),
+    ]);
     let max_stalls = weighted(vec![
         (24, Just(None).boxed()),
         (16, (0i64..=2).prop_map(Some).boxed()),
@@ -1577,34 +1690,77 @@ fn op(crashy: bool) -> BoxedStrategy<Op> {
         (1, Just(Some(STALLED_COUNT_MAX + 1)).boxed()),
     ]);
     weighted(vec![
-        (16, (id_c(), job_c(), prop::bool::weighted(0.2), lc()).prop_map(|(id, job, lifo, lc)| Op::Enqueue { id, job, lifo, lc }).boxed()),
-        (6, (id_c(), when_c(), job_c(), lc()).prop_map(|(id, when, job, lc)| Op::Schedule { id, when, job, lc }).boxed()),
-        (14, (claim_tok(), lease(), count, lc()).prop_map(|(tok, lease, count, lc)| Op::Claim { tok, lease, count, lc }).boxed()),
+        (
+            16,
+            (id_c(), job_c(), prop::bool::weighted(0.2), lc())
+                .prop_map(|(id, job, lifo, lc)| Op::Enqueue { id, job, lifo, lc })
+                .boxed(),
+        ),
+        (
+            6,
+            (id_c(), when_c(), job_c(), lc())
+                .prop_map(|(id, when, job, lc)| Op::Schedule { id, when, job, lc })
+                .boxed(),
+        ),
+        (
+            14,
+            (claim_tok(), lease(), count, lc())
+                .prop_map(|(tok, lease, count, lc)| Op::Claim { tok, lease, count, lc })
+                .boxed(),
+        ),
         (1, lc().prop_map(|lc| Op::Pause(true, lc)).boxed()),
         (2, lc().prop_map(|lc| Op::Pause(false, lc)).boxed()),
-        (h(4), (held_id(), tok_c(), lease()).prop_map(|(id, tok, lease)| Op::Extend { id, tok, lease }).boxed()),
+        (
+            h(4),
+            (held_id(), tok_c(), lease()).prop_map(|(id, tok, lease)| Op::Extend { id, tok, lease }).boxed(),
+        ),
         (
             h(3),
-            (lease(), prop::collection::vec((held_id(), tok_c()), 1..=3)).prop_map(|(lease, pairs)| Op::Extends { lease, pairs }).boxed(),
+            (lease(), prop::collection::vec((held_id(), tok_c()), 1..=3))
+                .prop_map(|(lease, pairs)| Op::Extends { lease, pairs })
+                .boxed(),
         ),
         (
             h(9),
             (held_id(), tok_c(), result, keep(), age(), lc())
-                .prop_map(|(id, tok, result, keep, age, lc)| Op::Complete { id, tok, result: B(result), keep, age, lc })
+                .prop_map(|(id, tok, result, keep, age, lc)| Op::Complete {
+                    id,
+                    tok,
+                    result: B(result),
+                    keep,
+                    age,
+                    lc,
+                })
                 .boxed(),
         ),
         (3, id_in(IdC::Delayed).prop_map(|id| Op::Promote { id }).boxed()),
         (3, (id_in(IdC::Delayed), when_c()).prop_map(|(id, when)| Op::Reschedule { id, when }).boxed()),
-        (h(3), (held_id(), tok_c(), when_c()).prop_map(|(id, tok, when)| Op::Delay { id, tok, when }).boxed()),
+        (
+            h(3),
+            (held_id(), tok_c(), when_c()).prop_map(|(id, tok, when)| Op::Delay { id, tok, when }).boxed(),
+        ),
         (
             h(9),
             (held_id(), tok_c(), error, keep(), age(), prop::bool::weighted(0.2), lc())
-                .prop_map(|(id, tok, error, keep, age, final_, lc)| Op::Fail { id, tok, error: B(error), keep, age, final_, lc })
+                .prop_map(|(id, tok, error, keep, age, final_, lc)| Op::Fail {
+                    id,
+                    tok,
+                    error: B(error),
+                    keep,
+                    age,
+                    final_,
+                    lc,
+                })
                 .boxed(),
         ),
         (4, id_in(IdC::Finished).prop_map(|id| Op::Reprocess { id }).boxed()),
         (h(3), (held_id(), tok_c()).prop_map(|(id, tok)| Op::Requeue { id, tok }).boxed()),
-        (16, (max_stalls, s_count, lc()).prop_map(|(max_stalls, count, lc)| Op::Stalled { max_stalls, count, lc }).boxed()),
+        (
+            16,
+            (max_stalls, s_count, lc())
+                .prop_map(|(max_stalls, count, lc)| Op::Stalled { max_stalls, count, lc })
+                .boxed(),
+        ),
         (8, (1u64..=25).prop_map(Op::Sleep).boxed()),
         (2, (100u64..=150).prop_map(Op::Sleep).boxed()),
     ])
@@ -1616,7 +1772,7 @@ struct Case {
     /// How many ids the case draws from.
     pool: usize,
     crashy: bool,
-    /// Send the verbs over RESP3 (§8: the same replies in both protocols).
+    /// Send the verbs over RESP3 (the same replies in both protocols).
     resp3: bool,
     ops: Vec<Op>,
 }
@@ -1629,7 +1785,10 @@ fn case(steps: usize) -> BoxedStrategy<Case> {
         (batch(), batch(), prop::sample::select(vec![4usize, 1 << 20, 1 << 20]), prop::bool::weighted(0.85)),
     )
         .prop_map(
-            |((keep_completed, keep_failed, max_stalls, stalled_batch), (promote_batch, retention_batch, max_payload, events))| Cfg {
+            |(
+                (keep_completed, keep_failed, max_stalls, stalled_batch),
+                (promote_batch, retention_batch, max_payload, events),
+            )| Cfg {
                 keep_completed,
                 keep_failed,
                 max_stalls,
@@ -1643,7 +1802,13 @@ fn case(steps: usize) -> BoxedStrategy<Case> {
     let pool = prop::sample::select(vec![5usize, 5, 5, POOL_MAX]);
     (cfg, pool, prop::bool::weighted(0.3), prop::bool::weighted(0.3))
         .prop_flat_map(move |(cfg, pool, crashy, resp3)| {
-            prop::collection::vec(op(crashy), 1..=steps).prop_map(move |ops| Case { cfg, pool, crashy, resp3, ops })
+            prop::collection::vec(op(crashy), 1..=steps).prop_map(move |ops| Case {
+                cfg,
+                pool,
+                crashy,
+                resp3,
+                ops,
+            })
         })
         .boxed()
 }
@@ -1675,7 +1840,8 @@ fn outcome(call: &Call, r: &Reply) -> String {
         (_, Reply::Simple(s)) => s.clone(),
         (Call::Claim { .. }, Reply::Array(a)) => format!("{} jobs", a.len().min(2)),
         (Call::Stalled { .. }, Reply::Array(a)) => {
-            let n = |i: usize| a.get(i).map_or(0, |x| if let Reply::Array(v) = x { v.len().min(1) } else { 0 });
+            let n =
+                |i: usize| a.get(i).map_or(0, |x| if let Reply::Array(v) = x { v.len().min(1) } else { 0 });
             format!("requeued {} failed {}", n(0), n(1))
         }
         (Call::Extends { .. }, Reply::Array(a)) => {
@@ -1690,7 +1856,7 @@ fn outcome(call: &Call, r: &Reply) -> String {
 }
 
 /// A primary with the module installed and a replica following it: every case's effects must
-/// reach the replica (WIRE6 §4: verbs replicate their resolved writes, never the verb).
+/// reach the replica (verbs replicate their resolved writes, never the verb).
 struct Pair {
     primary: Server,
     replica: Server,
@@ -1712,7 +1878,9 @@ impl Pair {
         }
         let (a, b) = (digest(&mut p), digest(&mut self.replica.conn()));
         if a != b {
-            return Err(format!("the replica's keyspace differs from the primary's (DEBUG DIGEST {a} / {b})"));
+            return Err(format!(
+                "the replica's keyspace differs from the primary's (DEBUG DIGEST {a} / {b})"
+            ));
         }
         Ok(())
     }
@@ -1763,7 +1931,8 @@ fn run_case(pair: &Pair, case: &Case, cov: &Coverage) -> Result<(), String> {
         let refs: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
         let reply = vc.call(&refs);
         let t1 = time_ms(&mut c)?;
-        let (view, events) = read_view(&mut c, &q, case.pool, &mut last_event).map_err(|e| format!("{log}reading the queue: {e}"))?;
+        let (view, events) = read_view(&mut c, &q, case.pool, &mut last_event)
+            .map_err(|e| format!("{log}reading the queue: {e}"))?;
         let _ = writeln!(log, "{i:>3} [{t0}..{t1}] {} -> {}", show_argv(&argv), show_reply(&reply));
         *cov.borrow_mut().entry((call.verb().to_string(), outcome(&call, &reply))).or_default() += 1;
         let step = |now: i64| {
@@ -1809,7 +1978,9 @@ fn run_case(pair: &Pair, case: &Case, cov: &Coverage) -> Result<(), String> {
                     ),
                     None => String::new(),
                 };
-                return Err(format!("{log}\nDIVERGENCE at step {i} (model run at now={now} of [{t0}, {t1}]):\n{d}{note}"));
+                return Err(format!(
+                    "{log}\nDIVERGENCE at step {i} (model run at now={now} of [{t0}, {t1}]):\n{d}{note}"
+                ));
             }
         }
     }
@@ -1817,10 +1988,16 @@ fn run_case(pair: &Pair, case: &Case, cov: &Coverage) -> Result<(), String> {
         q.check_invariant(&mut c);
     }));
     if let Err(p) = inv {
-        let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
-        return Err(format!("{log}\nINVARIANT (WIRE6 §2) broken at the end: {msg}"));
+        let msg = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        return Err(format!(
+            "{log}\nINVARIANT (each job in at most one state set, named by its row) broken at the end: {msg}"
+        ));
     }
-    pair.in_sync().map_err(|e| format!("{log}\nREPLICATION (WIRE6 §4): {e}"))?;
+    pair.in_sync().map_err(|e| format!("{log}\nREPLICATION (verbs replicate their resolved writes): {e}"))?;
     Ok(())
 }
 
@@ -1858,11 +2035,17 @@ fn job_core_agrees_with_its_model() {
         let _ = write!(summary, "{verb}:{out}={k}  ");
     }
     eprintln!("model: outcomes: {summary}");
-    eprintln!("model: {} sequences, {} steps (shrinking included) in {:.1?}", ran.get(), steps_run.get(), t.elapsed());
+    eprintln!(
+        "model: {} sequences, {} steps (shrinking included) in {:.1?}",
+        ran.get(),
+        steps_run.get(),
+        t.elapsed()
+    );
     match result {
         Ok(()) => {}
         Err(TestError::Fail(reason, case)) => {
-            let ops: Vec<String> = case.ops.iter().enumerate().map(|(i, o)| format!("{i:>3} {o:?}")).collect();
+            let ops: Vec<String> =
+                case.ops.iter().enumerate().map(|(i, o)| format!("{i:>3} {o:?}")).collect();
             panic!(
                 "the module and the model disagree (MODEL_SEED={seed}).\n\nminimal sequence ({:?}, {} ids, crashy {}, resp3 {}):\n{}\n\nits run (TIME bracket, command, reply):\n{reason}",
                 case.cfg,
@@ -1876,11 +2059,17 @@ fn job_core_agrees_with_its_model() {
     }
 }
 
-/// The shrunk sequences the random test found where the module departed from WIRE6, replayed
-/// on every run whatever the seed: regressions once the module is fixed.
+/// The shrunk sequences the random test found where the module departed from the contract,
+/// replayed on every run whatever the random seed: regressions once the module is fixed.
 #[test]
 fn found_divergences_replay() {
-    let job = || JobC { name: B(b"alpha".to_vec()), data: B(b"{}".to_vec()), priority: None, attempts: None, backoff: None };
+    let job = || JobC {
+        name: B(b"alpha".to_vec()),
+        data: B(b"{}".to_vec()),
+        priority: None,
+        attempts: None,
+        backoff: None,
+    };
     let enqueue = |i| Op::Enqueue { id: IdC::Pool(i), job: job(), lifo: false, lc: false };
     let cfg = Cfg {
         keep_completed: -1,
@@ -1896,7 +2085,7 @@ fn found_divergences_replay() {
     let found: Vec<(&str, Case)> = vec![
         (
             "STALLED failing more jobs in one call than keep-failed left them all in `failed` \
-             (fixed in de15125): WIRE6 §5 (KEEP n trims that finished set to its n newest; \
+             (fixed in de15125): src/CONTRACT.md (KEEP n trims that finished set to its n newest; \
              without KEEP the config's default applies) and src/verbs/README.md (the default is \
              a soft cap, exact below 16). Retire::plan only trimmed entries already in the set.",
             case(vec![
@@ -1930,5 +2119,10 @@ fn found_divergences_replay() {
             failures.push(format!("== {what}\n{e}"));
         }
     }
-    assert!(failures.is_empty(), "{} known divergence(s) still reproduce:\n\n{}", failures.len(), failures.join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "{} known divergence(s) still reproduce:\n\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
 }

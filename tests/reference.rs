@@ -2,12 +2,12 @@
 //! in table order, with the synopsis the table registers; and the server's COMMAND DOCS
 //! carry the table's summary and complexity.
 
-mod common;
-use common::*;
 use trafikey::verbs::COMMANDS;
+use trafikey_support::*;
 
 fn documented() -> Vec<(String, String)> {
-    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/verbs/README.md")).expect("reference page");
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/verbs/README.md"))
+        .expect("reference page");
     let mut out = Vec::new();
     let mut lines = page.lines().peekable();
     while let Some(l) = lines.next() {
@@ -77,7 +77,11 @@ fn command_docs_list_every_argument_of_the_reference_page() {
     for (name, syn) in documented() {
         let r = conn.call(&[b"COMMAND", b"DOCS", name.as_bytes()]);
         let fields = r.array()[1].array();
-        let args = fields.chunks(2).find(|p| p[0].str() == "arguments").map(|p| p[1].array().to_vec()).unwrap_or_default();
+        let args = fields
+            .chunks(2)
+            .find(|p| p[0].str() == "arguments")
+            .map(|p| p[1].array().to_vec())
+            .unwrap_or_default();
         let (mut words, mut keys) = (Vec::new(), Vec::new());
         walk_docs(&args, &mut words, &mut keys);
         let mut parts = syn.split_whitespace().skip(1).peekable();
@@ -90,13 +94,20 @@ fn command_docs_list_every_argument_of_the_reference_page() {
                 .map(|k| {
                     let role = k.strip_prefix("emq:{Q}:").unwrap_or(k);
                     let role = role.trim_end_matches("<ID>").trim_end_matches(':');
-                    if role == "{emq}:version" { "version".to_string() } else { role.to_string() }
+                    if role == "{emq}:version" {
+                        "version".to_string()
+                    } else {
+                        role.to_string()
+                    }
                 })
                 .collect();
             assert_eq!(keys, page_keys, "{name}: every key, in order, by its role");
         }
         for w in parts.flat_map(|p| p.split(['[', ']', '|'])).filter(|w| !w.is_empty() && *w != "...") {
-            assert!(words.iter().any(|d| d.eq_ignore_ascii_case(w)), "{name}: COMMAND DOCS lacks {w:?} (has {words:?})");
+            assert!(
+                words.iter().any(|d| d.eq_ignore_ascii_case(w)),
+                "{name}: COMMAND DOCS lacks {w:?} (has {words:?})"
+            );
         }
     }
 }

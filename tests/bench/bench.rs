@@ -21,9 +21,7 @@
 //! with bench.mjs), BENCH_BULLMQ_WHY (the note when BullMQ is skipped), BENCH_SCRATCH (where
 //! the server's data dir goes).
 
-#[path = "../common/resp.rs"]
-#[allow(dead_code)]
-mod resp;
+use trafikey_support::resp;
 
 mod bullmq;
 mod coherence;
@@ -89,8 +87,9 @@ fn parse_args() -> Result<Opts, String> {
     let mut repeat = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
-        let mut value =
-            |what: &str| -> Result<u64, String> { args.next().and_then(|v| v.parse().ok()).ok_or(format!("{what} needs a number")) };
+        let mut value = |what: &str| -> Result<u64, String> {
+            args.next().and_then(|v| v.parse().ok()).ok_or(format!("{what} needs a number"))
+        };
         match a.as_str() {
             "--short" => o.short = true,
             "--n" => n = Some(value("--n")?),
@@ -108,7 +107,11 @@ fn parse_args() -> Result<Opts, String> {
                         "bullmq" => Who::BullMq,
                         "floor" => Who::Floor,
                         "set" => Who::Set,
-                        other => return Err(format!("--only: unknown contender {other} (trafikey, lua, bullmq, floor, set)")),
+                        other => {
+                            return Err(format!(
+                                "--only: unknown contender {other} (trafikey, lua, bullmq, floor, set)"
+                            ))
+                        }
                     });
                 }
             }
@@ -155,7 +158,9 @@ fn server_bin() -> Result<PathBuf, String> {
     if let Ok(p) = std::env::var("VALKEY_SERVER") {
         return Ok(PathBuf::from(p));
     }
-    let out = Command::new(root().join("scripts/valkey-server-path")).output().map_err(|e| format!("scripts/valkey-server-path: {e}"))?;
+    let out = Command::new(root().join("scripts/valkey-server-path"))
+        .output()
+        .map_err(|e| format!("scripts/valkey-server-path: {e}"))?;
     if !out.status.success() {
         return Err(format!("cannot find valkey-server: {}", String::from_utf8_lossy(&out.stderr)));
     }
@@ -163,7 +168,8 @@ fn server_bin() -> Result<PathBuf, String> {
 }
 
 fn module_path() -> PathBuf {
-    std::env::var("TRAFIKEY_MODULE").map_or_else(|_| root().join("target/release/libtrafikey.so"), PathBuf::from)
+    std::env::var("TRAFIKEY_MODULE")
+        .map_or_else(|_| root().join("target/release/libtrafikey.so"), PathBuf::from)
 }
 
 fn say(s: &str) {
@@ -185,7 +191,9 @@ fn capabilities(c: &mut Conn) -> (Vec<String>, String) {
     let r = c.call(&[b"EMQ.VERSION"]);
     let pairs: Vec<(Reply, Reply)> = match r {
         Reply::Map(m) => m,
-        Reply::Array(a) => a.chunks(2).filter(|p| p.len() == 2).map(|p| (p[0].clone(), p[1].clone())).collect(),
+        Reply::Array(a) => {
+            a.chunks(2).filter(|p| p.len() == 2).map(|p| (p[0].clone(), p[1].clone())).collect()
+        }
         _ => vec![],
     };
     let mut caps = vec![];
@@ -206,13 +214,21 @@ fn inside(m: &[(String, u64, u64)], names: Option<&[&str]>) -> f64 {
     m.iter()
         .filter(|(n, _, _)| match names {
             Some(ns) => ns.contains(&n.as_str()),
-            None => !matches!(n.as_str(), "info" | "config|resetstat" | "config|get" | "config|set" | "config"),
+            None => {
+                !matches!(n.as_str(), "info" | "config|resetstat" | "config|get" | "config|set" | "config")
+            }
         })
         .map(|(_, _, us)| *us as f64)
         .sum()
 }
 
-fn row<T>(who: Who, workload: &'static str, mode: &'static str, r: Result<Measured<T>, String>, names: Option<&[&str]>) -> Row {
+fn row<T>(
+    who: Who,
+    workload: &'static str,
+    mode: &'static str,
+    r: Result<Measured<T>, String>,
+    names: Option<&[&str]>,
+) -> Row {
     match r {
         Ok(mut m) => {
             m.lat.sort_unstable();
@@ -301,12 +317,20 @@ struct Contender<'a> {
 const NO_VERBS: &str = "EMQ.CLAIM/EMQ.COMPLETE are not in this build";
 
 /// Round 1: enqueue, one call at a time and pipelined.
-fn round_enqueue(srv: &Server, c: &mut Conn, x: &Contender, o: &Opts, rows: &mut Vec<Row>) -> Result<(), String> {
+fn round_enqueue(
+    srv: &Server,
+    c: &mut Conn,
+    x: &Contender,
+    o: &Opts,
+    rows: &mut Vec<Row>,
+) -> Result<(), String> {
     let (names, e, n) = (x.engine.commands(), x.engine, o.n);
     fresh(c)?;
     rows.push(measured(srv, x.who, names, "enqueue", "c50", n, || queue::enqueue(srv, e, n, shape(o, 1))));
     fresh(c)?;
-    rows.push(measured(srv, x.who, names, "enqueue", "p32", n, || queue::enqueue(srv, e, n, shape(o, DEPTH))));
+    rows.push(measured(srv, x.who, names, "enqueue", "p32", n, || {
+        queue::enqueue(srv, e, n, shape(o, DEPTH))
+    }));
     Ok(())
 }
 
@@ -321,7 +345,13 @@ fn prefill(srv: &Server, c: &mut Conn, e: &Engine, o: &Opts) -> Result<(), Strin
 }
 
 /// Round 2: claim+complete of N waiting jobs.
-fn round_claim(srv: &Server, c: &mut Conn, x: &Contender, o: &Opts, rows: &mut Vec<Row>) -> Result<(), String> {
+fn round_claim(
+    srv: &Server,
+    c: &mut Conn,
+    x: &Contender,
+    o: &Opts,
+    rows: &mut Vec<Row>,
+) -> Result<(), String> {
     let (names, e, n) = (x.engine.commands(), x.engine, o.n);
     for (mode, depth) in [("c50", 1), ("p32", DEPTH)] {
         if !x.verbs {
@@ -329,13 +359,21 @@ fn round_claim(srv: &Server, c: &mut Conn, x: &Contender, o: &Opts, rows: &mut V
             continue;
         }
         prefill(srv, c, e, o)?;
-        rows.push(measured(srv, x.who, names, "claim+complete", mode, 0, || queue::claim_complete(srv, e, n, shape(o, depth))));
+        rows.push(measured(srv, x.who, names, "claim+complete", mode, 0, || {
+            queue::claim_complete(srv, e, n, shape(o, depth))
+        }));
     }
     Ok(())
 }
 
 /// Round 3: the full lifecycle.
-fn round_lifecycle(srv: &Server, c: &mut Conn, x: &Contender, o: &Opts, rows: &mut Vec<Row>) -> Result<(), String> {
+fn round_lifecycle(
+    srv: &Server,
+    c: &mut Conn,
+    x: &Contender,
+    o: &Opts,
+    rows: &mut Vec<Row>,
+) -> Result<(), String> {
     let (names, e, n) = (x.engine.commands(), x.engine, o.n);
     for (mode, depth) in [("c50", 1), ("p32", DEPTH)] {
         if !x.verbs {
@@ -343,14 +381,22 @@ fn round_lifecycle(srv: &Server, c: &mut Conn, x: &Contender, o: &Opts, rows: &m
             continue;
         }
         fresh(c)?;
-        rows.push(measured(srv, x.who, names, "lifecycle", mode, 0, || queue::lifecycle(srv, e, n, shape(o, depth))));
+        rows.push(measured(srv, x.who, names, "lifecycle", mode, 0, || {
+            queue::lifecycle(srv, e, n, shape(o, depth))
+        }));
     }
     Ok(())
 }
 
 /// Round 4: CLAIM alone, then COMPLETE alone, one call at a time: each verb's server CPU
 /// per call, to set beside a plain SET's.
-fn round_per_call(srv: &Server, c: &mut Conn, x: &Contender, o: &Opts, rows: &mut Vec<Row>) -> Result<(), String> {
+fn round_per_call(
+    srv: &Server,
+    c: &mut Conn,
+    x: &Contender,
+    o: &Opts,
+    rows: &mut Vec<Row>,
+) -> Result<(), String> {
     let (names, e, n) = (x.engine.commands(), x.engine, o.n);
     if !x.verbs {
         rows.push(skipped(x.who, "CLAIM alone", "c50", NO_VERBS));
@@ -364,10 +410,16 @@ fn round_per_call(srv: &Server, c: &mut Conn, x: &Contender, o: &Opts, rows: &mu
             let held = std::mem::take(&mut m.out);
             let claim_row = row(x.who, "CLAIM alone", "c50", Ok::<_, String>(m), Some(names));
             if claim_row.ok() {
-                say(&format!("  {:.0} jobs/s, {:.2} µs server CPU per job", claim_row.rate(), claim_row.cpu_per_job()));
+                say(&format!(
+                    "  {:.0} jobs/s, {:.2} µs server CPU per job",
+                    claim_row.rate(),
+                    claim_row.cpu_per_job()
+                ));
             }
             rows.push(claim_row);
-            rows.push(measured(srv, x.who, names, "COMPLETE alone", "c50", 0, || queue::complete_only(srv, e, &held, shape(o, 1))));
+            rows.push(measured(srv, x.who, names, "COMPLETE alone", "c50", 0, || {
+                queue::complete_only(srv, e, &held, shape(o, 1))
+            }));
         }
         Err(err) => {
             rows.push(failed(x.who, "CLAIM alone", "c50", err));
@@ -379,7 +431,13 @@ fn round_per_call(srv: &Server, c: &mut Conn, x: &Contender, o: &Opts, rows: &mu
 
 /// Round 5: the pipelined lifecycle with events off (trafikey.events-maxlen 0; the twin is
 /// reloaded so that it mirrors it).
-fn round_events_off(srv: &Server, c: &mut Conn, x: &Contender, o: &Opts, rows: &mut Vec<Row>) -> Result<(), String> {
+fn round_events_off(
+    srv: &Server,
+    c: &mut Conn,
+    x: &Contender,
+    o: &Opts,
+    rows: &mut Vec<Row>,
+) -> Result<(), String> {
     let (names, n) = (x.engine.commands(), o.n);
     if !x.verbs {
         rows.push(skipped(x.who, "lifecycle, events off", "p32", NO_VERBS));
@@ -393,7 +451,9 @@ fn round_events_off(srv: &Server, c: &mut Conn, x: &Contender, o: &Opts, rows: &
     };
     let r = quiet.and_then(|q| {
         fresh(c)?;
-        Ok(measured(srv, x.who, names, "lifecycle, events off", "p32", 0, || queue::lifecycle(srv, &q, n, shape(o, DEPTH))))
+        Ok(measured(srv, x.who, names, "lifecycle, events off", "p32", 0, || {
+            queue::lifecycle(srv, &q, n, shape(o, DEPTH))
+        }))
     });
     queue::config_set(c, "trafikey.events-maxlen", &cap)?;
     rows.push(r.unwrap_or_else(|err| failed(x.who, "lifecycle, events off", "p32", err)));
@@ -401,7 +461,15 @@ fn round_events_off(srv: &Server, c: &mut Conn, x: &Contender, o: &Opts, rows: &
 }
 
 /// One pass over every workload and contender: its rows and memory figures.
-fn pass(srv: &Server, c: &mut Conn, contenders: &[Contender], bull: &mut Bull, o: &Opts, keep: u64, cap: u64) -> Result<Pass, String> {
+fn pass(
+    srv: &Server,
+    c: &mut Conn,
+    contenders: &[Contender],
+    bull: &mut Bull,
+    o: &Opts,
+    keep: u64,
+    cap: u64,
+) -> Result<Pass, String> {
     let mut rows = Vec::new();
     let mut memory = Vec::new();
     for x in contenders {
@@ -452,7 +520,10 @@ fn pass(srv: &Server, c: &mut Conn, contenders: &[Contender], bull: &mut Bull, o
     }
     let mut lanes = Vec::new();
     if o.wants(Who::Trafikey) {
-        lanes.push((Who::Trafikey, if Lane::native_here(c) { DropLane::Ready(Lane::Native) } else { DropLane::Skipped(NO_DROP) }));
+        lanes.push((
+            Who::Trafikey,
+            if Lane::native_here(c) { DropLane::Ready(Lane::Native) } else { DropLane::Skipped(NO_DROP) },
+        ));
     }
     if o.wants(Who::Lua) {
         let script = root().join("tests/fixtures/coherence_drop.lua");
@@ -481,7 +552,13 @@ const NO_DROP: &str = "TRA.DROP is not in this build";
 /// Round 7: the coherence drop. Per mode, each lane on a fresh keyspace of
 /// its own N rows, hit once each; then every lane's rows checked and the lanes' dropped rows
 /// compared: a difference fails both.
-fn round_drop(srv: &Server, c: &mut Conn, lanes: &[(Who, DropLane)], o: &Opts, rows: &mut Vec<Row>) -> Result<(), String> {
+fn round_drop(
+    srv: &Server,
+    c: &mut Conn,
+    lanes: &[(Who, DropLane)],
+    o: &Opts,
+    rows: &mut Vec<Row>,
+) -> Result<(), String> {
     for (mode, depth) in [("c50", 1), ("p32", DEPTH)] {
         let mut seen: Vec<(usize, Vec<u64>)> = Vec::new();
         for (who, lane) in lanes {
@@ -535,7 +612,13 @@ fn round_drop(srv: &Server, c: &mut Conn, lanes: &[(Who, DropLane)], o: &Opts, r
 }
 
 /// Round 6: memory per waiting job.
-fn round_memory(srv: &Server, c: &mut Conn, x: &Contender, o: &Opts, memory: &mut Memory) -> Result<(), String> {
+fn round_memory(
+    srv: &Server,
+    c: &mut Conn,
+    x: &Contender,
+    o: &Opts,
+    memory: &mut Memory,
+) -> Result<(), String> {
     fresh(c)?;
     if o.quiet_wait > Duration::ZERO {
         load::wait_quiet(srv.pid(), load::QUIET_CORES, o.quiet_wait);
@@ -557,7 +640,15 @@ struct Bull {
 }
 
 impl Bull {
-    fn round(&mut self, srv: &Server, c: &mut Conn, o: &Opts, part: &str, rows: &mut Vec<Row>, memory: &mut Memory) -> Result<(), String> {
+    fn round(
+        &mut self,
+        srv: &Server,
+        c: &mut Conn,
+        o: &Opts,
+        part: &str,
+        rows: &mut Vec<Row>,
+        memory: &mut Memory,
+    ) -> Result<(), String> {
         if !self.ready {
             return Ok(());
         }
@@ -631,18 +722,22 @@ fn machine(c: &mut Conn, module_version: &str, bull_dir: &Path, bull_ran: bool) 
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
         .lines()
-        .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim().to_string()))
+        .find_map(|l| {
+            l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim().to_string())
+        })
         .unwrap_or_else(|| "?".into());
     let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
     let memtotal = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|m| m.lines().find_map(|l| l.strip_prefix("MemTotal:").map(|v| v.trim().to_string())))
         .unwrap_or_else(|| "?".into());
-    let valkey =
-        server::info(c, "server", "valkey_version").or_else(|| server::info(c, "server", "redis_version")).unwrap_or_else(|| "?".into());
+    let valkey = server::info(c, "server", "valkey_version")
+        .or_else(|| server::info(c, "server", "redis_version"))
+        .unwrap_or_else(|| "?".into());
     let alloc = server::info(c, "memory", "mem_allocator").unwrap_or_else(|| "?".into());
     let io_threads = queue::config_get(c, "io-threads").unwrap_or_else(|_| "?".into());
-    let commit = sh("git", &["-C", &root().display().to_string(), "describe", "--always", "--dirty"]).unwrap_or_else(|| "?".into());
+    let commit = sh("git", &["-C", &root().display().to_string(), "describe", "--always", "--dirty"])
+        .unwrap_or_else(|| "?".into());
     let mut m = vec![
         ("CPU".to_string(), format!("{model}, nproc {nproc} — shared by the server, the 50 client connections and (for BullMQ) Node")),
         ("memory".to_string(), memtotal),
@@ -656,7 +751,10 @@ fn machine(c: &mut Conn, module_version: &str, bull_dir: &Path, bull_ran: bool) 
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
             .and_then(|v| v.get("version").and_then(|x| x.as_str()).map(String::from))
             .unwrap_or_else(|| "?".into());
-        m.push(("BullMQ".to_string(), format!("{ver} on Node {}", sh("node", &["--version"]).unwrap_or_else(|| "?".into()))));
+        m.push((
+            "BullMQ".to_string(),
+            format!("{ver} on Node {}", sh("node", &["--version"]).unwrap_or_else(|| "?".into())),
+        ));
     }
     m
 }
@@ -672,7 +770,13 @@ fn run(o: &Opts) -> Result<bool, String> {
     let bull_dir = std::env::var("BENCH_BULLMQ_DIR").map_or_else(|_| scratch.join("bullmq"), PathBuf::from);
 
     let srv = Server::start(&bin, &module, &scratch)?;
-    say(&format!("valkey-server pid {} on 127.0.0.1:{}, N = {}, {} connections", srv.pid(), srv.port, o.n, CONNS));
+    say(&format!(
+        "valkey-server pid {} on 127.0.0.1:{}, N = {}, {} connections",
+        srv.pid(),
+        srv.port,
+        o.n,
+        CONNS
+    ));
     let mut c = srv.conn()?;
     fresh(&mut c)?;
     let (caps, module_version) = capabilities(&mut c);
@@ -700,9 +804,11 @@ fn run(o: &Opts) -> Result<bool, String> {
     fresh(&mut c)?;
     for x in &contenders {
         if x.verbs {
-            queue::lifecycle(&srv, x.engine, o.n.min(5_000), shape(o, DEPTH)).map_err(|e| format!("warm-up: {e}"))?;
+            queue::lifecycle(&srv, x.engine, o.n.min(5_000), shape(o, DEPTH))
+                .map_err(|e| format!("warm-up: {e}"))?;
         } else {
-            queue::enqueue(&srv, x.engine, o.n.min(5_000), shape(o, DEPTH)).map_err(|e| format!("warm-up: {e}"))?;
+            queue::enqueue(&srv, x.engine, o.n.min(5_000), shape(o, DEPTH))
+                .map_err(|e| format!("warm-up: {e}"))?;
         }
         fresh(&mut c)?;
     }
@@ -713,7 +819,10 @@ fn run(o: &Opts) -> Result<bool, String> {
         notes.push(std::env::var("BENCH_BULLMQ_WHY").unwrap_or_else(|_| "BullMQ was not run.".into()));
         skipped_memory.push((Who::BullMq, Err("skipped".into())));
     } else if !bullmq::installed(&bull_dir) {
-        let s = format!("BullMQ is not installed in {} (scripts/bench installs it; no network?): skipped.", bull_dir.display());
+        let s = format!(
+            "BullMQ is not installed in {} (scripts/bench installs it; no network?): skipped.",
+            bull_dir.display()
+        );
         say(&s);
         notes.push(s);
         skipped_memory.push((Who::BullMq, Err("skipped: not installed".into())));
@@ -738,7 +847,8 @@ fn run(o: &Opts) -> Result<bool, String> {
     let bull_ran = bull.ran;
     if o.wants(Who::Trafikey) {
         let count = |c: &mut Conn, f: &str| server::info(c, "trafikey", f).unwrap_or_else(|| "?".into());
-        let (built, skipped) = (count(&mut c, "trafikey_effects_built"), count(&mut c, "trafikey_effects_skipped"));
+        let (built, skipped) =
+            (count(&mut c, "trafikey_effects_built"), count(&mut c, "trafikey_effects_skipped"));
         notes.push(format!(
             "Replication: this server has no replica and no AOF, so it propagates nothing — not the twin's script effects, nor BullMQ's or the floor's commands — and trafikey builds none of its effects either (`INFO trafikey` at the end of this run: {skipped} effects skipped, {built} built); a skipped write still counts as a change for `save` points. With a replica or AOF every contender pays for its effects (`EFFECTS=1 scripts/profile` counts trafikey's side)."
         ));
@@ -763,7 +873,15 @@ fn run(o: &Opts) -> Result<bool, String> {
     let busy: Vec<String> = rows
         .iter()
         .filter(|r| r.foreign.is_some_and(|f| f > load::QUIET_CORES))
-        .map(|r| format!("{} {} {} ({:.2})", report::contender(r.who, r.workload), r.workload, r.mode, r.foreign.unwrap_or(0.0)))
+        .map(|r| {
+            format!(
+                "{} {} {} ({:.2})",
+                report::contender(r.who, r.workload),
+                r.workload,
+                r.mode,
+                r.foreign.unwrap_or(0.0)
+            )
+        })
         .collect();
     if !busy.is_empty() {
         notes.push(format!("Other processes used more than {} cores of the machine during: {}. Those figures are less reliable; run again on a quiet machine.", load::QUIET_CORES, busy.join(", ")));
@@ -785,7 +903,11 @@ fn run(o: &Opts) -> Result<bool, String> {
     println!("{md}");
     let failures = report.failures();
     let out = scratch.join(if o.short { "results-short.md" } else { "results.md" });
-    let title = if o.short { "# trafikey benchmark — short mode (checks the tool, not speed)\n\n" } else { "# trafikey benchmark\n\n" };
+    let title = if o.short {
+        "# trafikey benchmark — short mode (checks the tool, not speed)\n\n"
+    } else {
+        "# trafikey benchmark\n\n"
+    };
     std::fs::write(&out, format!("{title}{md}")).map_err(|e| format!("{}: {e}", out.display()))?;
     say(&format!("results written to {}", out.display()));
     if o.notebook && failures.is_empty() {
@@ -796,7 +918,9 @@ fn run(o: &Opts) -> Result<bool, String> {
                     std::fs::write(&path, new).map_err(|e| format!("{NOTEBOOK}: {e}"))?;
                     say(&format!("{NOTEBOOK} updated between its bench markers"));
                 }
-                None => say(&format!("{NOTEBOOK} has no <!-- bench:start --> / <!-- bench:end --> markers: not touched")),
+                None => say(&format!(
+                    "{NOTEBOOK} has no <!-- bench:start --> / <!-- bench:end --> markers: not touched"
+                )),
             }
         }
     }
@@ -833,7 +957,9 @@ fn selfcheck() -> Result<(), String> {
     let mut kinds = [0u32; 3];
     for i in 0..10_000 {
         let (stored, incoming) = coherence::snowflakes(i);
-        if coherence::expected_drop(i) != (incoming > stored) || coherence::frame(i)[..14] != coherence::version(stored) {
+        if coherence::expected_drop(i) != (incoming > stored)
+            || coherence::frame(i)[..14] != coherence::version(stored)
+        {
             return Err(format!("selfcheck: coherence drop row {i}"));
         }
         kinds[usize::from(incoming >= stored) + usize::from(incoming > stored)] += 1;
@@ -843,9 +969,17 @@ fn selfcheck() -> Result<(), String> {
     }
     // The median of passes: the middle row by CPU per job, carrying every pass's figure; a
     // failure in any pass wins.
-    let at = |cpu: f64, status: Status| Row { jobs: 10, cpu_us: cpu * 10.0, ..empty_row(Who::Trafikey, "enqueue", "c50", status) };
-    let passes =
-        [3.0, 1.0, 2.0].map(|c| (vec![at(c, Status::Ok), at(c, if c == 1.0 { Status::Failed("x".into()) } else { Status::Ok })], vec![]));
+    let at = |cpu: f64, status: Status| Row {
+        jobs: 10,
+        cpu_us: cpu * 10.0,
+        ..empty_row(Who::Trafikey, "enqueue", "c50", status)
+    };
+    let passes = [3.0, 1.0, 2.0].map(|c| {
+        (
+            vec![at(c, Status::Ok), at(c, if c == 1.0 { Status::Failed("x".into()) } else { Status::Ok })],
+            vec![],
+        )
+    });
     let mut passes = Vec::from(passes);
     for (i, p) in passes.iter_mut().enumerate() {
         if let Some(r) = p.0.get_mut(1) {

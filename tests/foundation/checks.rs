@@ -2,12 +2,13 @@
 //! EMQ.ENQUEUE against a real server. `foundation` runs each as a test on the project's
 //! server; `compat` runs them all on every server the module is tested on.
 
-use crate::common::*;
+use trafikey_support::*;
 
 const VK: &[u8] = b"{emq}:version";
 
-/// The capability tokens of wire 6, in the seed's order (seed 000), written out here as the
-/// test's own oracle rather than taken from the module's table.
+/// The capability tokens of wire 6, in the wire's fixed order (bit i of `bitmap_commands` is
+/// token i), written out here as the test's own oracle rather than taken from the module's
+/// table.
 const WIRE: [&str; 17] = [
     "enqueue",
     "claim",
@@ -50,7 +51,7 @@ pub fn version_is_the_six_entry_map_in_both_protocols() {
     assert_eq!(flat[7], Reply::Int(0));
     assert_eq!(flat[9], Reply::Nil, "build is unset unless the builder sets one");
     let caps = flat[11].strings();
-    // The seed's seventeen tokens, in its order: every one is served.
+    // The wire's seventeen tokens, in its order: every one is served.
     assert_eq!(caps, WIRE);
 
     // RESP3: a real map, same order.
@@ -74,7 +75,19 @@ pub fn capabilities_are_the_eight_pairs_of_this_build() {
     let r = c.call(&[b"TRA.CAPABILITIES"]);
     let flat = r.array();
     let keys: Vec<String> = flat.iter().step_by(2).map(Reply::str).collect();
-    assert_eq!(keys, ["module", "version", "stage", "api_version", "bitmap_commands", "shared_api", "bundled_lua", "lua_scripts"]);
+    assert_eq!(
+        keys,
+        [
+            "module",
+            "version",
+            "stage",
+            "api_version",
+            "bitmap_commands",
+            "shared_api",
+            "bundled_lua",
+            "lua_scripts"
+        ]
+    );
     assert_eq!(flat[1].str(), "trafikey");
     assert_eq!(flat[7], Reply::Int(1));
     // bitmap_commands: bit i for the i-th wire token whose command is registered.
@@ -110,7 +123,8 @@ pub fn install_answers_its_four_ways_and_carries_its_flags() {
     let e = unchanged(&mut c, |c| c.call(&[b"EMQ.INSTALL", b"1", VK]));
     assert_eq!(e.error(), "WRONGTYPE Operation against a key holding the wrong kind of value");
     // layout: only {emq}:version; shape: numkeys 1, nothing after the key
-    for bad in [vec![&b"EMQ.INSTALL"[..], b"1", b"{emq}:other"], vec![b"EMQ.INSTALL", b"1", b"emq:{q}:wait"]] {
+    for bad in [vec![&b"EMQ.INSTALL"[..], b"1", b"{emq}:other"], vec![b"EMQ.INSTALL", b"1", b"emq:{q}:wait"]]
+    {
         assert!(unchanged(&mut c, |c| c.call(&bad)).error().starts_with("EMQLAYOUT"), "{bad:?}");
     }
     for bad in [
@@ -155,7 +169,10 @@ pub fn fence_lanes_refuse_and_write_nothing() {
     // any other value, printed safely: non-ASCII, NUL, space, and cut after 64 bytes
     c.call(&[b"SET", VK, b"echomq:6.0.0\x00\xff \xc3\xa9\r\n"]);
     let e = unchanged(&mut c, |c| call(c, &cmd));
-    assert_eq!(e.error(), "EMQWIRE expected echomq:6.0.0 found echomq:6.0.0\\x00\\xFF\\x20\\xC3\\xA9\\x0D\\x0A");
+    assert_eq!(
+        e.error(),
+        "EMQWIRE expected echomq:6.0.0 found echomq:6.0.0\\x00\\xFF\\x20\\xC3\\xA9\\x0D\\x0A"
+    );
     let long = vec![b'v'; 100];
     c.call(&[b"SET", VK, &long]);
     let e = unchanged(&mut c, |c| call(c, &cmd));
@@ -233,7 +250,12 @@ pub fn fence_reads_as_the_caller() {
 
 pub fn cluster_enabled_server_is_refused_before_the_read() {
     let s = Server::start(Opts {
-        server_args: vec!["--cluster-enabled".into(), "yes".into(), "--cluster-config-file".into(), "nodes.conf".into()],
+        server_args: vec![
+            "--cluster-enabled".into(),
+            "yes".into(),
+            "--cluster-config-file".into(),
+            "nodes.conf".into(),
+        ],
         ..Opts::default()
     });
     let mut c = s.conn();
@@ -254,7 +276,10 @@ pub fn enqueue_creates_the_row_and_makes_it_ready() {
     let q = Q::new("orders");
     let (a, b, p, l) = (jid(1), jid(2), jid(3), jid(4));
     assert_eq!(q.enqueue(&mut c, &a, &[]), Reply::Int(1));
-    assert_eq!(q.enqueue(&mut c, &b, &[b"ATTEMPTS", b"3", b"BACKOFF", b"EXP", b"100", b"OPTS", b"{\"x\":1}"]), Reply::Int(1));
+    assert_eq!(
+        q.enqueue(&mut c, &b, &[b"ATTEMPTS", b"3", b"BACKOFF", b"EXP", b"100", b"OPTS", b"{\"x\":1}"]),
+        Reply::Int(1)
+    );
     assert_eq!(q.enqueue(&mut c, &p, &[b"priority", b"5"]), Reply::Int(1));
     assert_eq!(q.enqueue(&mut c, &l, &[b"LIFO"]), Reply::Int(1));
     let snap = q.check_invariant(&mut c);
@@ -324,9 +349,13 @@ pub fn enqueue_refuses_bad_input_with_its_class_and_writes_nothing() {
     // layout: wrong role, two queues, empty suffix, not a queue key
     let base = q.cmd("EMQ.ENQUEUE", &id, keys_of("EMQ.ENQUEUE"), &[b"job", b"d"]);
     let other = Q::new("other");
-    for (pos, key) in
-        [(3usize, q.k("prio")), (4, other.k("prio")), (2, format!("emq:{{{}}}:job:", q.0)), (5, "events".to_string()), (2, other.job(&id))]
-    {
+    for (pos, key) in [
+        (3usize, q.k("prio")),
+        (4, other.k("prio")),
+        (2, format!("emq:{{{}}}:job:", q.0)),
+        (5, "events".to_string()),
+        (2, other.job(&id)),
+    ] {
         let mut v = base.clone();
         v[pos] = key.into_bytes();
         let e = unchanged(&mut c, |c| call(c, &v));
@@ -339,7 +368,9 @@ pub fn enqueue_refuses_bad_input_with_its_class_and_writes_nothing() {
         assert!(unchanged(&mut c, |c| call(c, &v)).error().starts_with("EMQSHAPE"));
     }
     assert!(unchanged(&mut c, |c| c.call(&[b"EMQ.ENQUEUE"])).error().starts_with("EMQSHAPE"));
-    assert!(unchanged(&mut c, |c| c.call(&[b"EMQ.ENQUEUE", b"4", q.job(&id).as_bytes()])).error().starts_with("EMQSHAPE"));
+    assert!(unchanged(&mut c, |c| c.call(&[b"EMQ.ENQUEUE", b"4", q.job(&id).as_bytes()]))
+        .error()
+        .starts_with("EMQSHAPE"));
     // wrong types on any key: WRONGTYPE, nothing written
     c.call(&[b"SET", q.k("wait").as_bytes(), b"x"]);
     let e = unchanged(&mut c, |c| q.enqueue(c, &id, &[]));
@@ -356,7 +387,8 @@ pub fn enqueue_refuses_bad_input_with_its_class_and_writes_nothing() {
 }
 
 pub fn enqueue_replicates_its_effects_not_the_verb() {
-    let primary = Server::start(Opts { server_args: vec!["--appendonly".into(), "yes".into()], ..Opts::default() });
+    let primary =
+        Server::start(Opts { server_args: vec!["--appendonly".into(), "yes".into()], ..Opts::default() });
     let replica = Server::start(Opts::default());
     let mut p = primary.conn();
     p.call(&[b"EMQ.INSTALL", b"1", VK]);

@@ -1,8 +1,6 @@
 //! The foundation against a real server, one test per check (the checks are in `checks`).
 
 mod checks;
-#[path = "../common/mod.rs"]
-mod common;
 
 macro_rules! tests {
     ($($name:ident)*) => { $( #[test] fn $name() { checks::$name() } )* };

@@ -1,7 +1,9 @@
 //! The real-server harness: finds (or fetches) `valkey-server`, builds the release module
 //! when the test command did not, starts servers on 127.0.0.1 and free ports with the module
-//! loaded, and stops each by its pid. Plus the queue helpers every test uses.
-#![allow(dead_code)]
+//! loaded, and stops each by its pid. Plus the queue helpers the tests use.
+//!
+//! A crate of its own (tests/support, a dev-dependency of trafikey), so each test takes what
+//! it needs: `use trafikey_support::*;`.
 
 pub mod resp;
 
@@ -15,8 +17,14 @@ use std::time::{Duration, Instant};
 
 pub use resp::{Conn, Reply};
 
+/// The project's root (where scripts/ and target/ are): two levels above this crate.
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    static ROOT: OnceLock<PathBuf> = OnceLock::new();
+    ROOT.get_or_init(|| {
+        let up = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        up.canonicalize().unwrap_or(up)
+    })
+    .clone()
 }
 
 /// What `scripts/valkey-server-path` prints for these arguments.
@@ -49,8 +57,8 @@ pub fn server_bin() -> PathBuf {
     BIN.get_or_init(|| server_path(&[])).clone()
 }
 
-/// The module: $TRAFIKEY_MODULE (set by scripts/test), else a release build made here, in a
-/// target dir of its own so it never waits on the cargo that runs the tests.
+/// The module: $TRAFIKEY_MODULE (set by scripts/test), else a release build of the root crate
+/// made here, in a target dir of its own so it never waits on the cargo that runs the tests.
 pub fn module_path() -> PathBuf {
     static SO: OnceLock<PathBuf> = OnceLock::new();
     SO.get_or_init(|| {
@@ -227,10 +235,6 @@ impl Server {
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
     }
-
-    pub fn path(&self, f: &str) -> PathBuf {
-        self.dir.join(f)
-    }
 }
 
 pub fn digest(c: &mut Conn) -> String {
@@ -281,9 +285,6 @@ impl Q {
     }
     pub fn job(&self, id: &str) -> String {
         format!("emq:{{{}}}:job:{id}", self.0)
-    }
-    pub fn roles(&self, roles: &[&str]) -> Vec<Vec<u8>> {
-        roles.iter().map(|r| self.k(r).into_bytes()).collect()
     }
 
     /// `EMQ.<verb> n keys... args...` where keys are given by role ("job" means this id's row).
@@ -342,8 +343,8 @@ impl Q {
         Snapshot { sets, rows }
     }
 
-    /// WIRE6 §2: every job id in at most one state set, its row's state naming it, and a row
-    /// iff the job exists (is in a set).
+    /// The invariant: every job id in at most one state set, its row's state naming it, and
+    /// a row iff the job exists (is in a set).
     pub fn check_invariant(&self, c: &mut Conn) -> Snapshot {
         let s = self.snapshot(c);
         let mut seen: HashMap<String, String> = HashMap::new();
@@ -389,7 +390,7 @@ impl Snapshot {
     }
 }
 
-/// The key roles of each verb, in order (WIRE6 §5).
+/// The key roles of each verb, in order (src/CONTRACT.md, "Calling convention").
 pub fn keys_of(verb: &str) -> &'static [&'static str] {
     match verb.to_ascii_uppercase().as_str() {
         "EMQ.ENQUEUE" => &["job", "wait", "prio", "events"],
@@ -418,10 +419,6 @@ pub fn wait_for(mut f: impl FnMut() -> bool, what: &str) {
         sleep(Duration::from_millis(20));
     }
     panic!("timed out waiting for {what}");
-}
-
-pub fn file_exists(p: &Path) -> bool {
-    p.exists()
 }
 
 /// Bytes as a readable token for failure messages: printable ASCII as it is (but `"` and

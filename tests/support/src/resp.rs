@@ -116,10 +116,6 @@ impl Conn {
         cmds.iter().map(|_| self.read().expect("read")).collect()
     }
 
-    pub fn set_timeout(&self, d: Duration) {
-        let _ = self.w.set_read_timeout(Some(d));
-    }
-
     fn line(&mut self) -> io::Result<Vec<u8>> {
         let mut l = Vec::new();
         self.r.read_until(b'\n', &mut l)?;
@@ -195,65 +191,5 @@ impl Conn {
         self.r.read_exact(&mut b)?;
         b.truncate(n as usize);
         Ok(b)
-    }
-}
-
-/// Build a command from anything byte-like: `cmd!["EMQ.ENQUEUE", 4, key, ...]`.
-#[macro_export]
-macro_rules! cmd {
-    ($($a:expr),* $(,)?) => { vec![$($crate::common::resp::Arg::arg(&$a)),*] };
-}
-
-pub trait Arg {
-    fn arg(&self) -> Vec<u8>;
-}
-impl Arg for &str {
-    fn arg(&self) -> Vec<u8> {
-        self.as_bytes().to_vec()
-    }
-}
-impl Arg for String {
-    fn arg(&self) -> Vec<u8> {
-        self.as_bytes().to_vec()
-    }
-}
-impl Arg for &String {
-    fn arg(&self) -> Vec<u8> {
-        self.as_bytes().to_vec()
-    }
-}
-impl Arg for Vec<u8> {
-    fn arg(&self) -> Vec<u8> {
-        self.clone()
-    }
-}
-impl Arg for &[u8] {
-    fn arg(&self) -> Vec<u8> {
-        self.to_vec()
-    }
-}
-impl<const N: usize> Arg for &[u8; N] {
-    fn arg(&self) -> Vec<u8> {
-        self.to_vec()
-    }
-}
-impl Arg for i64 {
-    fn arg(&self) -> Vec<u8> {
-        self.to_string().into_bytes()
-    }
-}
-impl Arg for i32 {
-    fn arg(&self) -> Vec<u8> {
-        self.to_string().into_bytes()
-    }
-}
-impl Arg for usize {
-    fn arg(&self) -> Vec<u8> {
-        self.to_string().into_bytes()
-    }
-}
-impl Arg for u64 {
-    fn arg(&self) -> Vec<u8> {
-        self.to_string().into_bytes()
     }
 }
