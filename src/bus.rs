@@ -8,7 +8,7 @@ use valkey_module::raw::RedisModuleString;
 use crate::config;
 use crate::domain::{self, args::Opt, bus};
 use crate::errors::{self, Refusal};
-use crate::host::command::{opt, q, val, Arg, Slot, Spec::*, Ty};
+use crate::host::command::{opt, q, val, Arg, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Key, Kind, Lit, Str};
 use crate::keyspace::Role::*;
 use crate::metrics;
@@ -18,8 +18,9 @@ static ID: Lit = Lit::new(c"id");
 static PAYLOAD: Lit = Lit::new(c"payload");
 
 /// The keys and arguments of APPEND and PUBLISH.
-pub const KEYS: &[Slot] = &[q(Bus, Append), q(Seen, Update)];
-pub const ARGS: &[Arg] = &[val("id", Ty::Str), val("payload", Ty::Str), opt("maxlen", "MAXLEN", "n", Ty::Int)];
+pub const KEYS: Keys = Keys::of(&[q(Bus, Append), q(Seen, Update)]);
+pub const ARGS: &[Arg] =
+    &[val("id", Ty::Str), val("payload", Ty::Str), opt("maxlen", "MAXLEN", "n", Ty::Int)];
 
 /// The arguments of APPEND and PUBLISH, shaped.
 pub struct Message<'a> {
@@ -31,9 +32,11 @@ pub struct Message<'a> {
 impl<'a> Message<'a> {
     pub fn shape(args: &[ArgStr<'a>]) -> Result<Message<'a>, Refusal> {
         match args {
-            [id, payload, rest @ ..] => {
-                Ok(Message { id: *id, payload: *payload, max_len: domain::args::options(rest, &[Opt::MaxLen])?.max_len })
-            }
+            [id, payload, rest @ ..] => Ok(Message {
+                id: *id,
+                payload: *payload,
+                max_len: domain::args::options(rest, &[Opt::MaxLen])?.max_len,
+            }),
             _ => Err(Refusal::Usage),
         }
     }

@@ -175,7 +175,10 @@ mod tests {
     #[test]
     fn fence_texts() {
         assert_eq!(wire_absent().to_string(), "EMQWIRE expected echomq:6.0.0 but {emq}:version is absent");
-        assert_eq!(wire_found(b"echomq:4.0.0").to_string(), "EMQWIRE expected echomq:6.0.0 found echomq:4.0.0");
+        assert_eq!(
+            wire_found(b"echomq:4.0.0").to_string(),
+            "EMQWIRE expected echomq:6.0.0 found echomq:4.0.0"
+        );
         assert_eq!(wire_cluster().to_string(), "EMQWIRE trafikey serves standalone servers only");
         assert_eq!(Refusal::WrongType.to_string(), WRONGTYPE);
         assert_eq!(Refusal::Shape("x".into()).class().word(), "EMQSHAPE");

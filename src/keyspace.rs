@@ -129,6 +129,12 @@ pub fn parse_as(key: &[u8], role: Role) -> Option<Parsed<'_>> {
     role_suffix(tail, role).map(|suffix| Parsed { queue, role, suffix })
 }
 
+/// [`parse_as`] for a key that must also name `queue`, already known valid: its suffix.
+pub fn parse_in<'k>(key: &'k [u8], queue: &[u8], role: Role) -> Option<&'k [u8]> {
+    let rest = key.strip_prefix(PREFIX)?.strip_prefix(queue)?.strip_prefix(b"}:")?;
+    role_suffix(rest, role)
+}
+
 /// The prefix every job row of queue `Q` shares: `emq:{Q}:job:`.
 pub fn job_prefix(queue: &[u8]) -> Vec<u8> {
     key(queue, Role::Job, b"")
@@ -147,6 +153,18 @@ mod tests {
         // The reserve is first-byte-disjoint from every queue key.
         assert_ne!(RESERVE[0], PREFIX[0]);
         assert_eq!(parse(VERSION_KEY), None);
+    }
+
+    proptest! {
+        /// Within a known queue, the quick parse agrees with the full one.
+        #[test]
+        fn parse_in_agrees_with_parse_as(q in "[a-z{}]{1,4}", k in "emq:\\{[a-z{}]{0,4}\\}:(wait|job:[A-Z0-9]{0,3}|prio|xx)", r in 0usize..12) {
+            let role = Role::ALL[r];
+            if valid_queue(q.as_bytes()) {
+                let full = parse_as(k.as_bytes(), role).filter(|p| p.queue == q.as_bytes()).map(|p| p.suffix);
+                prop_assert_eq!(parse_in(k.as_bytes(), q.as_bytes(), role), full);
+            }
+        }
     }
 
     #[test]
@@ -176,7 +194,10 @@ mod tests {
     }
 
     fn queue() -> impl Strategy<Value = Vec<u8>> {
-        proptest::collection::vec((0x21u8..=0xff).prop_filter("brace", |b| *b != b'{' && *b != b'}'), 1..=MAX_QUEUE)
+        proptest::collection::vec(
+            (0x21u8..=0xff).prop_filter("brace", |b| *b != b'{' && *b != b'}'),
+            1..=MAX_QUEUE,
+        )
     }
 
     proptest! {

@@ -29,6 +29,11 @@ pub static RECEIVERS: AtomicU64 = AtomicU64::new(0);
 /// TRA.DROP verdicts: rows deleted (1), rows left alone or absent (0).
 pub static DROPPED: AtomicU64 = AtomicU64::new(0);
 pub static KEPT: AtomicU64 = AtomicU64::new(0);
+/// Calls that blocked waiting for work, waits that ended with an answer (a job or a
+/// refusal), and waits that timed out.
+pub static BLOCKED: AtomicU64 = AtomicU64::new(0);
+pub static WOKEN: AtomicU64 = AtomicU64::new(0);
+pub static BLOCK_TIMEOUTS: AtomicU64 = AtomicU64::new(0);
 /// Replication effects built (something could receive them), and writes counted without one
 /// (nothing could): see `host::effects`.
 pub static EFFECTS_BUILT: AtomicU64 = AtomicU64::new(0);
@@ -55,11 +60,19 @@ fn field_name(s: &str) -> String {
 }
 
 pub fn info(ctx: &InfoContext, commands: &[Command]) -> ValkeyResult<()> {
-    let calls: Vec<(String, u64)> =
-        commands.iter().zip(CALLS.iter()).map(|(c, n)| (format!("calls_{}", field_name(c.name)), n.load(Ordering::Relaxed))).collect();
+    let calls: Vec<(String, u64)> = commands
+        .iter()
+        .zip(CALLS.iter())
+        .map(|(c, n)| (format!("calls_{}", field_name(c.name)), n.load(Ordering::Relaxed)))
+        .collect();
     let refusals: Vec<(String, u64)> = Class::ALL
         .iter()
-        .map(|c| (format!("refused_{}", c.word().to_ascii_lowercase()), REFUSALS.get(c.index()).map_or(0, |n| n.load(Ordering::Relaxed))))
+        .map(|c| {
+            (
+                format!("refused_{}", c.word().to_ascii_lowercase()),
+                REFUSALS.get(c.index()).map_or(0, |n| n.load(Ordering::Relaxed)),
+            )
+        })
         .collect();
     let mut b = ctx.builder().add_section("calls");
     for (k, v) in &calls {
@@ -75,6 +88,11 @@ pub fn info(ctx: &InfoContext, commands: &[Command]) -> ValkeyResult<()> {
         .field("reclaimed", RECLAIMED.load(Ordering::Relaxed).to_string())?
         .field("retired", RETIRED.load(Ordering::Relaxed).to_string())?
         .field("orphans", ORPHANS.load(Ordering::Relaxed).to_string())?
+        .build_section()?
+        .add_section("waiting")
+        .field("blocked", BLOCKED.load(Ordering::Relaxed).to_string())?
+        .field("woken", WOKEN.load(Ordering::Relaxed).to_string())?
+        .field("timeouts", BLOCK_TIMEOUTS.load(Ordering::Relaxed).to_string())?
         .build_section()?
         .add_section("bus")
         .field("appended", BUS_APPENDED.load(Ordering::Relaxed).to_string())?

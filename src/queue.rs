@@ -77,8 +77,14 @@ impl State {
 
     /// The state's word as a constant server string.
     pub fn lit(self) -> &'static Lit {
-        static WORDS: [Lit; 6] =
-            [Lit::new(c"wait"), Lit::new(c"prio"), Lit::new(c"active"), Lit::new(c"delayed"), Lit::new(c"completed"), Lit::new(c"failed")];
+        static WORDS: [Lit; 6] = [
+            Lit::new(c"wait"),
+            Lit::new(c"prio"),
+            Lit::new(c"active"),
+            Lit::new(c"delayed"),
+            Lit::new(c"completed"),
+            Lit::new(c"failed"),
+        ];
         &WORDS[self as usize]
     }
 
@@ -189,7 +195,8 @@ impl Ready {
     }
 
     /// Make a job ready by its priority: wait (at the back, or the front for requeues and
-    /// LIFO) for priority 0, else prio (priority, then id). Returns the state it now has.
+    /// LIFO) for priority 0, else prio (priority, then id), and wake a claimer waiting on
+    /// that set. Returns the state the job now has.
     pub fn put(&self, id: *mut RedisModuleString, priority: i64, front: bool) -> Result<State, Refusal> {
         if priority == 0 {
             if front {
@@ -197,9 +204,11 @@ impl Ready {
             } else {
                 self.wait.lpush(id)?;
             }
+            self.wait.signal_ready();
             Ok(State::Wait)
         } else {
             self.prio.zadd(priority, id)?;
+            self.prio.signal_ready();
             Ok(State::Prio)
         }
     }
@@ -283,14 +292,19 @@ impl Events {
     pub fn emit(&self, x: &Exec, id: Option<*mut RedisModuleString>, e: Event) -> Result<(), Refusal> {
         let Some(key) = &self.key else { return Ok(()) };
         let (name, facts): (&Lit, [Option<(&Lit, Val)>; 2]) = match e {
-            Event::Added { name, prio } => (&word::ADDED, [Some((&word::NAME, Val::Str(name))), Some((&word::PRIO, Val::Int(prio)))]),
+            Event::Added { name, prio } => {
+                (&word::ADDED, [Some((&word::NAME, Val::Str(name))), Some((&word::PRIO, Val::Int(prio)))])
+            }
             Event::Delayed { due } => (&word::DELAYED, [Some((&word::DUE, Val::Int(due))), None]),
             Event::Waiting { prev } => (&word::WAITING, [Some((&word::PREV, Val::Lit(prev.lit()))), None]),
             Event::Active { attempt } => (&word::ACTIVE, [Some((&word::ATTEMPT, Val::Int(attempt))), None]),
-            Event::Completed { attempt } => (&word::COMPLETED, [Some((&word::ATTEMPT, Val::Int(attempt))), None]),
-            Event::Failed { error, attempt } => {
-                (&word::FAILED, [Some((&word::ERROR, Val::Str(error))), Some((&word::ATTEMPT, Val::Int(attempt)))])
+            Event::Completed { attempt } => {
+                (&word::COMPLETED, [Some((&word::ATTEMPT, Val::Int(attempt))), None])
             }
+            Event::Failed { error, attempt } => (
+                &word::FAILED,
+                [Some((&word::ERROR, Val::Str(error))), Some((&word::ATTEMPT, Val::Int(attempt)))],
+            ),
             Event::Stalled { stalls } => (&word::STALLED, [Some((&word::STALLS, Val::Int(stalls))), None]),
             Event::Paused => (&word::PAUSED, [None, None]),
             Event::Resumed => (&word::RESUMED, [None, None]),
@@ -346,7 +360,14 @@ impl Retire {
     /// Plan for `set` as it will be once `adding` more jobs (finished now, so the newest)
     /// are in it: entries already there are retired oldest first, then, if the cap is below
     /// `adding`, `drop_new` of the jobs being added.
-    pub fn plan(x: &mut Exec, set: &Key, adding: u64, now: i64, keep: Keep, age: Option<i64>) -> Result<Retire, Refusal> {
+    pub fn plan(
+        x: &mut Exec,
+        set: &Key,
+        adding: u64,
+        now: i64,
+        keep: Keep,
+        age: Option<i64>,
+    ) -> Result<Retire, Refusal> {
         let batch = u64::try_from(config::get(&config::RETENTION_BATCH)).unwrap_or(0);
         let by_count = domain::trim_count(set.len().saturating_add(adding), keep, batch);
         let cutoff = age.map(|a| now.saturating_sub(a));
@@ -397,7 +418,8 @@ pub fn finish(
     }
     let finished = x.int(now)?;
     set.zadd_as(now, &finished, id.ptr())?;
-    let mut pairs: Pairs = smallvec::smallvec![(&field::STATE, state.lit().get()), (&field::FINISHED, finished.ptr())];
+    let mut pairs: Pairs =
+        smallvec::smallvec![(&field::STATE, state.lit().get()), (&field::FINISHED, finished.ptr())];
     pairs.extend_from_slice(fields);
     row.hset(&pairs)?;
     if state != State::Completed {

@@ -10,22 +10,22 @@
 //! After each call: the server still answers PING; an error reply is ASCII, one line, and
 //! its first word is a known class (EMQSHAPE EMQLAYOUT EMQWIRE EMQID EMQARG EMQNOJOB EMQSTATE
 //! EMQLEASE WRONGTYPE NOPERM, or the server's own ERR); an error leaves `DEBUG DIGEST`
-//! unchanged (a refusal writes nothing, WIRE6 §4). The fence key stays in place, so an
+//! unchanged (a refusal writes nothing). The fence key stays in place, so an
 //! EMQWIRE is a failure too (it would be the host-reply text of a caught panic or a failed
 //! server call). `Q::check_invariant` holds on the fuzzed queues every 100 calls and at the
 //! end, a replica holds the primary's keyspace (`DEBUG DIGEST`) at the same points, and the
 //! server log shows no panic.
 //!
 //! For 60 calls in every 1000 the fence key is absent, `echomq:4.0.0` or a list: the fence's
-//! seed texts and WRONGTYPE are then expected where a call passes shape and layout.
+//! refusals (`EMQWIRE expected echomq:6.0.0 …`) and WRONGTYPE are then expected where a call
+//! passes shape and layout.
 //!
 //! A few calls go through `EVAL` (`server.pcall`) or `MULTI`/`EXEC`, and a tenth also through
 //! `COMMAND GETKEYSANDFLAGS`, so the server's key-spec extraction meets the same vectors.
 //!
 //! Deterministic: `FUZZ_SEED` (default fixed), `FUZZ_CALLS` (default 10000).
 
-mod common;
-use common::*;
+use trafikey_support::*;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -35,8 +35,20 @@ use trafikey::host::command::{Command, Form, KeyRole};
 use trafikey::keyspace::{self, Role};
 use trafikey::verbs::COMMANDS;
 
-const CLASSES: [&str; 12] =
-    ["EMQSHAPE", "EMQLAYOUT", "EMQWIRE", "EMQID", "EMQARG", "EMQNOJOB", "EMQSTATE", "EMQLEASE", "WRONGTYPE", "NOPERM", "ERR", "EXECABORT"];
+const CLASSES: [&str; 12] = [
+    "EMQSHAPE",
+    "EMQLAYOUT",
+    "EMQWIRE",
+    "EMQID",
+    "EMQARG",
+    "EMQNOJOB",
+    "EMQSTATE",
+    "EMQLEASE",
+    "WRONGTYPE",
+    "NOPERM",
+    "ERR",
+    "EXECABORT",
+];
 
 /// The queues: `fz` (populated, fuzzed), `fz2` (a second populated queue, for mixed-queue
 /// calls), `fzt` (keys of the wrong types), `fzr` (rows of the wrong type). Tokens: the
@@ -108,11 +120,34 @@ fn synopsis(args: &str) -> Vec<Vec<Item>> {
         .collect()
 }
 
+/// A `BLOCK ms` the server would honour becomes a wait of 1–3 ms, so no call waits long
+/// (BLOCK 0 would wait forever on a connection that sends nothing else); values it refuses
+/// (not a number, out of range) stay as they are.
+fn short_waits(rng: &mut Rng, v: &mut [Vec<u8>]) {
+    for i in 1..v.len() {
+        let is_block = v.get(i - 1).is_some_and(|w| w.eq_ignore_ascii_case(b"BLOCK"));
+        // The module's integers: an optional '-', then digits ("-0" is 0).
+        let digits = v[i].strip_prefix(b"-").unwrap_or(&v[i]);
+        let value = (!digits.is_empty() && digits.iter().all(u8::is_ascii_digit))
+            .then(|| std::str::from_utf8(&v[i]).ok()?.parse::<i128>().ok())
+            .flatten();
+        let honoured = value.is_some_and(|ms| (0..=1 << 31).contains(&ms));
+        if is_block && honoured {
+            v[i] = (1 + rng.below(3)).to_string().into_bytes();
+        }
+    }
+}
+
 /// All option-like words (upper case) of every synopsis: the fuzzer's option vocabulary.
 fn option_words() -> Vec<String> {
     let mut v: Vec<String> = COMMANDS
         .iter()
-        .flat_map(|c| c.args_synopsis().split(|ch: char| ch.is_whitespace() || "[]|".contains(ch)).map(str::to_string).collect::<Vec<_>>())
+        .flat_map(|c| {
+            c.args_synopsis()
+                .split(|ch: char| ch.is_whitespace() || "[]|".contains(ch))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
         .filter(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_uppercase()))
         .collect();
     v.sort();
@@ -130,11 +165,16 @@ struct Ctx {
 /// A value for a synopsis placeholder. `id` is the job the call is about: its holder's token
 /// (`tok<N>` for `jid(N)`, see `populate`) is the likeliest token.
 fn value(rng: &mut Rng, ctx: &Ctx, cmd: &Command, placeholder: &str, id: &str) -> Vec<u8> {
-    let job_verb = cmd.keys.iter().any(|k| k.role == KeyRole::Queue(Role::Job) || k.role == KeyRole::Queue(Role::Active));
+    let job_verb = cmd
+        .keys
+        .iter()
+        .any(|k| k.role == KeyRole::Queue(Role::Job) || k.role == KeyRole::Queue(Role::Active));
     let s: String = match placeholder {
         "name" => rng.pick(&["alpha", "b", "x"]).to_string(),
         "data" | "result" | "error" | "payload" | "blob" => rng.pick(&["{}", "", "ok", "boom"]).to_string(),
-        "token" if rng.chance(50) => ctx.ids.iter().position(|i| i == id).map_or("tok5".to_string(), |n| format!("tok{}", n + 1)),
+        "token" if rng.chance(50) => {
+            ctx.ids.iter().position(|i| i == id).map_or("tok5".to_string(), |n| format!("tok{}", n + 1))
+        }
         "token" => rng.pick(&TOKENS).to_string(),
         "lease_ms" => rng.pick(&["60000", "1", "10", "2147483648"]).to_string(),
         "when" => match rng.below(4) {
@@ -145,9 +185,16 @@ fn value(rng: &mut Rng, ctx: &Ctx, cmd: &Command, placeholder: &str, id: &str) -
         },
         "id" if job_verb => rng.pick(&ctx.ids).clone(),
         "id" => id_of(rng.pick::<&str>(&["MSG", "abc", "XYZ"]), rng.below(5) as u64),
-        "version" => {
-            rng.pick(&["JOB00000000009", "JOBzzzzzzzzzzz", "JOB00000000000", "JOB00000000005", "abc", "JOB000000000099"]).to_string()
-        }
+        "version" => rng
+            .pick(&[
+                "JOB00000000009",
+                "JOBzzzzzzzzzzz",
+                "JOB00000000000",
+                "JOB00000000005",
+                "abc",
+                "JOB000000000099",
+            ])
+            .to_string(),
         "ms" | "n" | "p" => rng.pick(&["0", "1", "2", "5", "100", "-1"]).to_string(),
         _ => "1".into(),
     };
@@ -193,7 +240,9 @@ fn valid(rng: &mut Rng, ctx: &Ctx, cmd: &Command) -> (Vec<Vec<u8>>, usize) {
         for k in cmd.keys {
             v.push(match k.role {
                 KeyRole::Version => b"{emq}:version".to_vec(),
-                KeyRole::Queue(Role::Fails) => role_key(queue, Role::Fails, &id_of("MSG", rng.below(3) as u64)),
+                KeyRole::Queue(Role::Fails) => {
+                    role_key(queue, Role::Fails, &id_of("MSG", rng.below(3) as u64))
+                }
                 KeyRole::Queue(r) => role_key(queue, r, &id),
                 // TRA.DROP's cache row: mostly the rows `populate` wrote, sometimes anything.
                 KeyRole::Any => match rng.below(8) {
@@ -322,7 +371,8 @@ fn mutate(rng: &mut Rng, ctx: &Ctx, cmd: &Command, v: &mut Vec<Vec<u8>>, first_a
         // too many
         2 => {
             for _ in 0..1 + rng.below(4) {
-                let extra = if rng.chance(50) { rng.pick(&ctx.options).as_bytes().to_vec() } else { odd_string(rng) };
+                let extra =
+                    if rng.chance(50) { rng.pick(&ctx.options).as_bytes().to_vec() } else { odd_string(rng) };
                 v.push(extra);
             }
         }
@@ -409,7 +459,10 @@ fn populate(c: &mut Conn) -> Vec<String> {
     for q in [Q::new("fz"), Q::new("fz2"), Q::new("fzr")] {
         // Claimed in this order: 5..8 (8 with a 1 ms lease, so it is expired), 11, 12.
         for i in [5, 6, 7, 8, 11, 12] {
-            assert_eq!(run(c, &q, "EMQ.ENQUEUE", &jid(i), &["job", "{}", "ATTEMPTS", "3", "BACKOFF", "FIXED", "10"]), Reply::Int(1));
+            assert_eq!(
+                run(c, &q, "EMQ.ENQUEUE", &jid(i), &["job", "{}", "ATTEMPTS", "3", "BACKOFF", "FIXED", "10"]),
+                Reply::Int(1)
+            );
         }
         for i in [5, 6, 7, 8, 11, 12] {
             let lease = if i == 8 { "1" } else { "600000" };
@@ -417,7 +470,10 @@ fn populate(c: &mut Conn) -> Vec<String> {
             assert_eq!(r.array()[0].array()[0].str(), jid(i), "{r:?}");
         }
         assert_eq!(run(c, &q, "EMQ.COMPLETE", &jid(11), &["tok11", "done", "KEEP", "-1"]), Reply::Int(1));
-        assert_eq!(run(c, &q, "EMQ.FAIL", &jid(12), &["tok12", "boom", "KEEP", "-1", "FINAL"]), Reply::Simple("failed".into()));
+        assert_eq!(
+            run(c, &q, "EMQ.FAIL", &jid(12), &["tok12", "boom", "KEEP", "-1", "FINAL"]),
+            Reply::Simple("failed".into())
+        );
         run(c, &q, "EMQ.ENQUEUE", &jid(1), &["job", "{}"]);
         run(c, &q, "EMQ.ENQUEUE", &jid(2), &["job", "{}"]);
         run(c, &q, "EMQ.ENQUEUE", &jid(3), &["job", "{}", "PRIORITY", "5"]);
@@ -427,7 +483,13 @@ fn populate(c: &mut Conn) -> Vec<String> {
         q.check_invariant(c);
     }
     let t = Q::new("fzt");
-    for (k, ty) in [("wait", "string"), ("active", "hash"), ("events", "list"), ("meta", "string"), ("delayed", "string")] {
+    for (k, ty) in [
+        ("wait", "string"),
+        ("active", "hash"),
+        ("events", "list"),
+        ("meta", "string"),
+        ("delayed", "string"),
+    ] {
         let key = t.k(k);
         let r = match ty {
             "string" => c.call(&[b"SET", key.as_bytes(), b"x"]),
@@ -441,7 +503,12 @@ fn populate(c: &mut Conn) -> Vec<String> {
     }
     c.call(&[b"ZADD", t.k("completed").as_bytes(), b"1", jid(11).as_bytes()]);
     // TRA.DROP's cache rows: a frame newer and older than the versions, a short one, a hash.
-    for (k, v) in [("fzc:0", &b"JOB00000000005rest"[..]), ("fzc:1", b"JOBzzzzzzzzzzz"), ("fzc:2", b"short"), ("fzc:3", b"JOB00000000009")] {
+    for (k, v) in [
+        ("fzc:0", &b"JOB00000000005rest"[..]),
+        ("fzc:1", b"JOBzzzzzzzzzzz"),
+        ("fzc:2", b"short"),
+        ("fzc:3", b"JOB00000000009"),
+    ] {
         c.call(&[b"SET", k.as_bytes(), v]);
     }
     c.call(&[b"HSET", b"fzc:4", b"f", b"v"]);
@@ -449,7 +516,11 @@ fn populate(c: &mut Conn) -> Vec<String> {
     for (i, ty) in [(2, "string"), (3, "list"), (7, "string"), (8, "list"), (9, "string"), (12, "string")] {
         let key = r.job(&jid(i));
         c.call(&[b"DEL", key.as_bytes()]);
-        let rep = if ty == "string" { c.call(&[b"SET", key.as_bytes(), b"x"]) } else { c.call(&[b"RPUSH", key.as_bytes(), b"x"]) };
+        let rep = if ty == "string" {
+            c.call(&[b"SET", key.as_bytes(), b"x"])
+        } else {
+            c.call(&[b"RPUSH", key.as_bytes(), b"x"])
+        };
         assert!(rep.err().is_none(), "{rep:?}");
     }
     // ids[k] is jid(k + 1), held (if at all) by token `tok{k + 1}`.
@@ -551,10 +622,13 @@ fn every_command_survives_random_arguments() {
                 Q::new(q).check_invariant(c);
             }));
             if let Err(p) = r {
-                let msg =
-                    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+                let msg = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
                 panic!(
-                    "FUZZ_SEED={seed}: the invariant (WIRE6 §2) broke on queue {q} by call {at}: {msg}\nthe last calls:\n{}",
+                    "FUZZ_SEED={seed}: the invariant (each job in at most one state set, named by its row) broke on queue {q} by call {at}: {msg}\nthe last calls:\n{}",
                     recent.join("\n")
                 );
             }
@@ -567,7 +641,7 @@ fn every_command_survives_random_arguments() {
             ctx.ids = populate(&mut c);
         }
         // Fence phases: for 60 calls in every 1000 the fence key is absent, the scripted
-        // wire's, or of the wrong type; then EMQWIRE's seed texts and WRONGTYPE are expected.
+        // wire's, or of the wrong type; then the fence's EMQWIRE refusals and WRONGTYPE are expected.
         if i % 1000 == 900 {
             fence = Some(i / 1000 % 3);
             match i / 1000 % 3 {
@@ -599,6 +673,7 @@ fn every_command_survives_random_arguments() {
         for _ in 0..bends {
             mutate(&mut rng, &ctx, cmd, &mut v, first_arg);
         }
+        short_waits(&mut rng, &mut v);
         let mut pick = rng.below(total_weight);
         let w = who.iter().position(|w| {
             if pick < w.weight {
@@ -649,7 +724,11 @@ fn every_command_survives_random_arguments() {
             l.push_str(&format!(" [{wrap}]"));
         }
         let mut sent: Vec<Vec<u8>> = match wrap {
-            "script" => [vec![b"EVAL".to_vec(), b"return server.pcall(unpack(ARGV))".to_vec(), b"0".to_vec()], v.clone()].concat(),
+            "script" => [
+                vec![b"EVAL".to_vec(), b"return server.pcall(unpack(ARGV))".to_vec(), b"0".to_vec()],
+                v.clone(),
+            ]
+            .concat(),
             _ => v.clone(),
         };
         if wrap == "multi" {
@@ -691,18 +770,25 @@ fn every_command_survives_random_arguments() {
                 if !CLASSES.contains(&class.as_str()) {
                     fail(format!("an error of no known class: {e:?}"), &recent);
                 }
-                let seed_text = e.starts_with("EMQWIRE expected echomq:6.0.0 ");
-                if class == "EMQWIRE" && !(fence.is_some() && seed_text) {
+                let fence_text = e.starts_with("EMQWIRE expected echomq:6.0.0 ");
+                if class == "EMQWIRE" && !(fence.is_some() && fence_text) {
                     fail(
                         format!(
                             "EMQWIRE {} (a caught panic or a failed server call?): {e:?}",
-                            if fence.is_some() { "that is not a seed text" } else { "with the fence key in place" }
+                            if fence.is_some() {
+                                "that is not a fence refusal"
+                            } else {
+                                "with the fence key in place"
+                            }
                         ),
                         &recent,
                     );
                 }
                 if before != after {
-                    fail(format!("a refusal ({e}) changed the keyspace (DEBUG DIGEST {before} -> {after})"), &recent);
+                    fail(
+                        format!("a refusal ({e}) changed the keyspace (DEBUG DIGEST {before} -> {after})"),
+                        &recent,
+                    );
                 }
                 samples.entry(format!("{} {class}", cmd.name)).or_insert_with(|| e.clone());
                 class
@@ -710,8 +796,9 @@ fn every_command_survives_random_arguments() {
             _ => "ok".to_string(),
         };
         *classes.entry((cmd.name.to_string(), outcome)).or_default() += 1;
-        // TRA.DROP takes any key: it may delete the fence key (a 12-byte frame is short),
-        // as the seed's script would. Put it back outside the fence phases.
+        // TRA.DROP takes any key: it may delete the fence key (a 12-byte frame is short), as
+        // the coherence drop's reference Lua script (tests/fixtures/coherence_drop.lua) would.
+        // Put it back outside the fence phases.
         if fence.is_none() && c.call(&[b"EXISTS", b"{emq}:version"]) == Reply::Int(0) {
             assert_eq!(c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1), "after {line}");
         }

@@ -40,7 +40,12 @@ impl Tree {
     fn plan_with(&self, mode: &str, env: &[(&str, &Path)]) -> Vec<String> {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/setup");
         let mut cmd = Command::new("/bin/bash");
-        cmd.arg(script).arg("--plan").arg(&self.root).arg(mode).env_clear().env("PATH", self.root.join("bin"));
+        cmd.arg(script)
+            .arg("--plan")
+            .arg(&self.root)
+            .arg(mode)
+            .env_clear()
+            .env("PATH", self.root.join("bin"));
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -100,7 +105,10 @@ fn a_file_that_is_no_library_or_lies_outside_the_search_does_not_count() {
     let t = Tree::new("far");
     t.library("opt/llvm/lib/libclang.so.1");
     t.library("usr/lib/llvm-14/lib/clang/14/lib/linux/libclang_rt.asan.so");
-    assert!(wants(&t.plan("run"), "libclang-dev"), "outside the directories bindgen searches, or another name");
+    assert!(
+        wants(&t.plan("run"), "libclang-dev"),
+        "outside the directories bindgen searches, or another name"
+    );
 }
 
 #[test]
@@ -109,13 +117,25 @@ fn libclang_path_is_the_only_place_searched_when_set() {
     t.library("usr/lib/llvm-14/lib/libclang.so.1");
     let only_cpp = t.library("custom/libclang-cpp.so.14");
     let dir = only_cpp.parent().expect("dir").to_path_buf();
-    assert!(wants(&t.plan_with("run", &[("LIBCLANG_PATH", &dir)]), "libclang-dev"), "a directory with only libclang-cpp");
+    assert!(
+        wants(&t.plan_with("run", &[("LIBCLANG_PATH", &dir)]), "libclang-dev"),
+        "a directory with only libclang-cpp"
+    );
     let good = t.library("custom/libclang-17.so.1");
-    assert!(!wants(&t.plan_with("run", &[("LIBCLANG_PATH", &dir)]), "libclang-dev"), "a directory with a loadable one");
+    assert!(
+        !wants(&t.plan_with("run", &[("LIBCLANG_PATH", &dir)]), "libclang-dev"),
+        "a directory with a loadable one"
+    );
     assert!(!wants(&t.plan_with("run", &[("LIBCLANG_PATH", &good)]), "libclang-dev"), "the file itself");
-    assert!(wants(&t.plan_with("run", &[("LIBCLANG_PATH", &only_cpp)]), "libclang-dev"), "the cpp file itself");
+    assert!(
+        wants(&t.plan_with("run", &[("LIBCLANG_PATH", &only_cpp)]), "libclang-dev"),
+        "the cpp file itself"
+    );
     let lib_dir = t.root.join("custom");
-    assert!(!wants(&t.plan_with("run", &[("LD_LIBRARY_PATH", &lib_dir)]), "libclang-dev"), "LD_LIBRARY_PATH is searched");
+    assert!(
+        !wants(&t.plan_with("run", &[("LD_LIBRARY_PATH", &lib_dir)]), "libclang-dev"),
+        "LD_LIBRARY_PATH is searched"
+    );
 }
 
 #[test]

@@ -62,6 +62,7 @@ pub enum Opt {
     MaxStalls,
     MaxLen,
     Ttl,
+    Block,
 }
 
 impl Opt {
@@ -79,6 +80,7 @@ impl Opt {
             Opt::MaxStalls => "MAXSTALLS",
             Opt::MaxLen => "MAXLEN",
             Opt::Ttl => "TTL",
+            Opt::Block => "BLOCK",
         }
     }
 }
@@ -100,6 +102,7 @@ pub struct Options<S> {
     pub max_stalls: Option<i64>,
     pub max_len: Option<i64>,
     pub ttl: Option<i64>,
+    pub block: Option<i64>,
 }
 
 impl<S> Default for Options<S> {
@@ -117,6 +120,7 @@ impl<S> Default for Options<S> {
             max_stalls: None,
             max_len: None,
             ttl: None,
+            block: None,
         }
     }
 }
@@ -128,11 +132,10 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
     let mut seen: u16 = 0;
     let mut i = 0;
     while let Some(word) = args.get(i).map(AsRef::as_ref) {
-        let opt = allowed
-            .iter()
-            .copied()
-            .find(|opt| word.eq_ignore_ascii_case(opt.word().as_bytes()))
-            .ok_or_else(|| Refusal::Shape(format!("unknown option {}", crate::errors::printable(word))))?;
+        let opt =
+            allowed.iter().copied().find(|opt| word.eq_ignore_ascii_case(opt.word().as_bytes())).ok_or_else(
+                || Refusal::Shape(format!("unknown option {}", crate::errors::printable(word))),
+            )?;
         let bit = 1u16 << (opt as u16);
         if seen & bit != 0 {
             return Err(Refusal::Shape(format!("option {} given twice", opt.word())));
@@ -140,7 +143,9 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
         seen |= bit;
         let at = i;
         let value = |k: usize| -> Result<S, Refusal> {
-            args.get(at + 1 + k).copied().ok_or_else(|| Refusal::Shape(format!("option {} needs a value", opt.word())))
+            args.get(at + 1 + k)
+                .copied()
+                .ok_or_else(|| Refusal::Shape(format!("option {} needs a value", opt.word())))
         };
         let num = |k: usize| -> Result<i64, Refusal> { number(value(k)?.as_ref(), opt.word()) };
         i = at + 1;
@@ -164,7 +169,15 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
                 });
                 i += 2;
             }
-            Opt::Priority | Opt::Attempts | Opt::Keep | Opt::Age | Opt::Count | Opt::MaxStalls | Opt::MaxLen | Opt::Ttl => {
+            Opt::Priority
+            | Opt::Attempts
+            | Opt::Keep
+            | Opt::Age
+            | Opt::Count
+            | Opt::MaxStalls
+            | Opt::MaxLen
+            | Opt::Ttl
+            | Opt::Block => {
                 let v = Some(num(0)?);
                 match opt {
                     Opt::Priority => o.priority = v,
@@ -174,6 +187,7 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
                     Opt::Count => o.count = v,
                     Opt::MaxStalls => o.max_stalls = v,
                     Opt::MaxLen => o.max_len = v,
+                    Opt::Block => o.block = v,
                     _ => o.ttl = v,
                 }
                 i += 1;
@@ -242,7 +256,7 @@ mod tests {
         fn options_never_panic(args in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..12), 0..8)) {
             let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
             let all = [Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts, Opt::Lifo, Opt::Keep, Opt::Age,
-                       Opt::Final, Opt::Count, Opt::MaxStalls, Opt::MaxLen, Opt::Ttl];
+                       Opt::Final, Opt::Count, Opt::MaxStalls, Opt::MaxLen, Opt::Ttl, Opt::Block];
             let _ = options(&refs, &all);
         }
     }

@@ -79,7 +79,10 @@ mod tests {
         for bad in [0, -1, TIME_MAX + 1, i64::MAX] {
             assert!(matches!(expiry(1000, Some(bad)), Err(Refusal::Arg(_))), "{bad}");
         }
-        assert!(matches!(expiry(1000, Some(TIME_MAX)), Err(Refusal::Arg(_))), "the sum overflows the time range");
+        assert!(
+            matches!(expiry(1000, Some(TIME_MAX)), Err(Refusal::Arg(_))),
+            "the sum overflows the time range"
+        );
     }
 
     #[test]

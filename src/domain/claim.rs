@@ -30,7 +30,8 @@ impl Plan {
     /// due order (`None` for one whose row is gone).
     pub fn new(wait_len: usize, promoted: &[Option<i64>], count: usize) -> Plan {
         let mut picks: Vec<Pick> = (0..wait_len.min(count)).map(Pick::Wait).collect();
-        let waiting = promoted.iter().enumerate().filter(|(_, p)| **p == Some(0)).map(|(i, _)| Pick::Promoted(i));
+        let waiting =
+            promoted.iter().enumerate().filter(|(_, p)| **p == Some(0)).map(|(i, _)| Pick::Promoted(i));
         picks.extend(waiting.take(count.saturating_sub(picks.len())));
         Plan { picks, count }
     }
@@ -47,7 +48,8 @@ impl Plan {
         if left == 0 {
             return self.picks;
         }
-        let mut cands: Vec<(i64, &[u8], Pick)> = prio.iter().take(left).enumerate().map(|(i, (p, id))| (*p, *id, Pick::Prio(i))).collect();
+        let mut cands: Vec<(i64, &[u8], Pick)> =
+            prio.iter().take(left).enumerate().map(|(i, (p, id))| (*p, *id, Pick::Prio(i))).collect();
         for (i, (p, id)) in promoted.iter().enumerate() {
             if let Some(p) = p.filter(|p| *p != 0) {
                 cands.push((p, id, Pick::Promoted(i)));
@@ -67,7 +69,12 @@ mod tests {
 
     /// The queue served job by job, as a worker would see it: promotions applied first (to
     /// wait's back, or into prio), then `count` pops — wait's front, else prio's lowest.
-    fn served(wait: &[Vec<u8>], promoted: &[(Option<i64>, Vec<u8>)], prio: &[(i64, Vec<u8>)], count: usize) -> Vec<Vec<u8>> {
+    fn served(
+        wait: &[Vec<u8>],
+        promoted: &[(Option<i64>, Vec<u8>)],
+        prio: &[(i64, Vec<u8>)],
+        count: usize,
+    ) -> Vec<Vec<u8>> {
         let mut w: VecDeque<Vec<u8>> = wait.iter().cloned().collect();
         let mut p: BTreeSet<(i64, Vec<u8>)> = prio.iter().cloned().collect();
         for (pr, id) in promoted {
@@ -132,8 +139,24 @@ mod tests {
     fn wait_first_then_promoted_then_by_priority_and_id() {
         let plan = Plan::new(1, &[Some(2), Some(0), None, Some(2)], 10);
         assert_eq!(plan.prio_needed(), 8);
-        let picks = plan.finish(&[(Some(2), b"d2"), (Some(0), b"d0"), (None, b"dx"), (Some(2), b"d1")], &[(1, b"p9"), (2, b"d15")]);
-        assert_eq!(picks, [Pick::Wait(0), Pick::Promoted(1), Pick::Prio(0), Pick::Promoted(3), Pick::Prio(1), Pick::Promoted(0)]);
-        assert_eq!(Plan::new(5, &[Some(0)], 3).finish(&[(Some(0), b"d")], &[]), [Pick::Wait(0), Pick::Wait(1), Pick::Wait(2)]);
+        let picks = plan.finish(
+            &[(Some(2), b"d2"), (Some(0), b"d0"), (None, b"dx"), (Some(2), b"d1")],
+            &[(1, b"p9"), (2, b"d15")],
+        );
+        assert_eq!(
+            picks,
+            [
+                Pick::Wait(0),
+                Pick::Promoted(1),
+                Pick::Prio(0),
+                Pick::Promoted(3),
+                Pick::Prio(1),
+                Pick::Promoted(0)
+            ]
+        );
+        assert_eq!(
+            Plan::new(5, &[Some(0)], 3).finish(&[(Some(0), b"d")], &[]),
+            [Pick::Wait(0), Pick::Wait(1), Pick::Wait(2)]
+        );
     }
 }

@@ -10,7 +10,9 @@ pub const PAYLOAD_MAX: &[u8; 11] = b"LygHa16AHYF";
 const ALPHABET: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
 fn payload_ok(payload: &[u8]) -> bool {
-    payload.len() == LEN - BRAND_LEN && payload.iter().all(u8::is_ascii_alphanumeric) && payload <= &PAYLOAD_MAX[..]
+    payload.len() == LEN - BRAND_LEN
+        && payload.iter().all(u8::is_ascii_alphanumeric)
+        && payload <= &PAYLOAD_MAX[..]
 }
 
 /// A job id: brand `JOB` and a payload no greater than `u64::MAX`.

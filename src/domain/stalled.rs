@@ -43,7 +43,8 @@ pub fn fate(stalls: Option<i64>, max_stalls: i64) -> Fate {
 
 /// Marks the `retire_now` lowest ids among the failing jobs as retired at once.
 pub fn retire_lowest(fates: &mut [Fate], ids: &[&[u8]], retire_now: u64) {
-    let mut failing: Vec<usize> = (0..fates.len()).filter(|&i| fates.get(i).is_some_and(|f| f.fails())).collect();
+    let mut failing: Vec<usize> =
+        (0..fates.len()).filter(|&i| fates.get(i).is_some_and(|f| f.fails())).collect();
     failing.sort_by_key(|&i| ids.get(i).copied().unwrap_or_default());
     for i in failing.into_iter().take(usize::try_from(retire_now).unwrap_or(usize::MAX)) {
         if let Some(slot) = fates.get_mut(i) {

@@ -71,7 +71,8 @@ impl Caller {
         let Some(u) = self.user else { return Ok(()) };
         let check = api!(RedisModule_ACLCheckChannelPermissions).ok_or_else(crate::errors::host_reply)?;
         // SAFETY: live user handle and channel name.
-        let ok = unsafe { check(u.as_ptr(), channel, raw::REDISMODULE_CMD_CHANNEL_PUBLISH as c_int) } == raw::REDISMODULE_OK as c_int;
+        let ok = unsafe { check(u.as_ptr(), channel, raw::REDISMODULE_CMD_CHANNEL_PUBLISH as c_int) }
+            == raw::REDISMODULE_OK as c_int;
         if ok {
             Ok(())
         } else {

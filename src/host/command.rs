@@ -33,6 +33,18 @@ impl From<Role> for KeyRole {
     }
 }
 
+impl KeyRole {
+    const COUNT: usize = Role::ALL.len() + 2;
+
+    const fn index(self) -> usize {
+        match self {
+            KeyRole::Queue(r) => r as usize,
+            KeyRole::Version => Role::ALL.len(),
+            KeyRole::Any => Role::ALL.len() + 1,
+        }
+    }
+}
+
 /// What a command does with the key at one position: its key spec, and so the ACL
 /// permission the server demands for it (read for `Read`, write for the rest).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +72,52 @@ pub struct Slot {
 /// A key of the call's queue with this role.
 pub const fn q(role: Role, spec: Spec) -> Slot {
     Slot { role: KeyRole::Queue(role), spec }
+}
+
+/// A command's declared keys, in order, and where each role stands among them — worked out
+/// when the module is compiled, so a verb opens a key by its role at the cost of an index,
+/// and a command that declared one role twice does not compile.
+#[derive(Clone, Copy, Debug)]
+pub struct Keys {
+    slots: &'static [Slot],
+    at: [u8; KeyRole::COUNT],
+}
+
+const ABSENT: u8 = u8::MAX;
+
+impl Keys {
+    pub const fn of(slots: &'static [Slot]) -> Keys {
+        let mut at = [ABSENT; KeyRole::COUNT];
+        let mut i = 0;
+        while i < slots.len() {
+            let r = slots[i].role.index();
+            assert!(at[r] == ABSENT, "a role declared twice");
+            assert!(i < ABSENT as usize, "too many keys");
+            at[r] = i as u8;
+            i += 1;
+        }
+        Keys { slots, at }
+    }
+
+    /// The position of the key with this role.
+    pub fn position(&self, role: KeyRole) -> Option<usize> {
+        self.at.get(role.index()).copied().filter(|&i| i != ABSENT).map(usize::from)
+    }
+}
+
+impl std::ops::Deref for Keys {
+    type Target = [Slot];
+    fn deref(&self) -> &[Slot] {
+        self.slots
+    }
+}
+
+impl IntoIterator for Keys {
+    type Item = &'static Slot;
+    type IntoIter = std::slice::Iter<'static, Slot>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.slots.iter()
+    }
 }
 
 /// The type of a value argument, for `COMMAND DOCS`.
@@ -168,7 +226,7 @@ pub struct Command {
     pub tokens: &'static [&'static str],
     pub form: Form,
     /// The declared keys, in order; the verb opens each by its role.
-    pub keys: &'static [Slot],
+    pub keys: Keys,
     /// The arguments after the keys.
     pub args: &'static [Arg],
     pub flags: &'static str,
@@ -183,7 +241,7 @@ pub struct Command {
 impl Command {
     /// The position of the declared key with this role.
     pub fn position(&self, role: KeyRole) -> Option<usize> {
-        self.keys.iter().position(|s| s.role == role)
+        self.keys.position(role)
     }
 
     /// The arguments after the keys, as the synopsis writes them.
@@ -228,8 +286,12 @@ impl Command {
 mod tests {
     use super::*;
 
-    const BACKOFF: Arg =
-        block("backoff", Some("BACKOFF"), &[one_of("kind", None, &[word("FIXED"), word("EXP")]), val("ms", Ty::Int)]).optional();
+    const BACKOFF: Arg = block(
+        "backoff",
+        Some("BACKOFF"),
+        &[one_of("kind", None, &[word("FIXED"), word("EXP")]), val("ms", Ty::Int)],
+    )
+    .optional();
 
     #[test]
     fn synopses_read_like_the_reference_page() {
@@ -238,7 +300,11 @@ mod tests {
         assert_eq!(BACKOFF.synopsis(), "[BACKOFF FIXED|EXP ms]");
         const PAIRS: Arg = block("pair", None, &[val("id", Ty::Str), val("token", Ty::Str)]).multiple();
         assert_eq!(PAIRS.synopsis(), "id token [id token ...]");
-        const TAKE: Arg = block("take", None, &[val("token", Ty::Str), val("lease_ms", Ty::Int), opt("count", "COUNT", "n", Ty::Int)]);
+        const TAKE: Arg = block(
+            "take",
+            None,
+            &[val("token", Ty::Str), val("lease_ms", Ty::Int), opt("count", "COUNT", "n", Ty::Int)],
+        );
         const MODE: Arg = one_of("mode", None, &[TAKE, word("PAUSE"), word("RESUME")]);
         assert_eq!(MODE.synopsis(), "token lease_ms [COUNT n] | PAUSE | RESUME");
     }

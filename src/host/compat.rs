@@ -31,7 +31,7 @@ macro_rules! apis {
 
 apis! {
     RedisModule_ACLCheckChannelPermissions RedisModule_ACLCheckKeyPermissions RedisModule_AddACLCategory
-    RedisModule_Alloc RedisModule_Calloc RedisModule_Free RedisModule_Realloc
+    RedisModule_Alloc RedisModule_BlockClientOnKeysWithFlags RedisModule_Calloc RedisModule_Free RedisModule_Realloc
     RedisModule_CachedMicroseconds RedisModule_CloseKey RedisModule_CommandFilterArgGet
     RedisModule_CreateCommand RedisModule_CreateString RedisModule_CreateStringFromLongLong
     RedisModule_DeleteKey RedisModule_FreeModuleUser RedisModule_FreeServerInfo RedisModule_FreeString
@@ -45,7 +45,7 @@ apis! {
     RedisModule_ReplyWithLongLong RedisModule_ReplyWithMap RedisModule_ReplyWithNull
     RedisModule_ReplyWithSimpleString RedisModule_ReplyWithString RedisModule_ReplyWithStringBuffer
     RedisModule_RetainString RedisModule_ServerInfoGetFieldC RedisModule_ServerInfoGetFieldSigned
-    RedisModule_SetAbsExpire RedisModule_SetCommandACLCategories RedisModule_SetCommandInfo
+    RedisModule_SetAbsExpire RedisModule_SetCommandACLCategories RedisModule_SetCommandInfo RedisModule_SignalKeyAsReady
     RedisModule_StreamAdd RedisModule_StreamTrimByLength RedisModule_StringDMA RedisModule_StringPtrLen
     RedisModule_StringSet RedisModule_SubscribeToServerEvent RedisModule_ValueLength RedisModule_ZsetAdd
     RedisModule_ZsetFirstInScoreRange RedisModule_ZsetRangeCurrentElement RedisModule_ZsetRangeEndReached
@@ -117,7 +117,9 @@ mod tests {
                 let name = &rest[..end];
                 // Types (RedisModuleCtx...) have no underscore after the prefix; the entry points
                 // and GetApi itself are not pointers the server fills in.
-                if name.len() > "RedisModule_".len() && name.as_bytes()["RedisModule_".len()].is_ascii_uppercase() {
+                if name.len() > "RedisModule_".len()
+                    && name.as_bytes()["RedisModule_".len()].is_ascii_uppercase()
+                {
                     named.insert(name.to_owned());
                 }
             }

@@ -55,8 +55,14 @@ pub fn init(ctx: *mut RedisModuleCtx) -> Result<(), String> {
         if filter(ctx, Some(on_command), raw::REDISMODULE_CMDFILTER_NOSELF as c_int).is_null() {
             return Err("cannot register the command filter".into());
         }
-        for id in [raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED, raw::REDISMODULE_EVENT_REPLICA_CHANGE, raw::REDISMODULE_EVENT_LOADING] {
-            if subscribe(ctx, RedisModuleEvent { id, dataver: 1 }, Some(on_event)) != raw::REDISMODULE_OK as c_int {
+        for id in [
+            raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+            raw::REDISMODULE_EVENT_REPLICA_CHANGE,
+            raw::REDISMODULE_EVENT_LOADING,
+        ] {
+            if subscribe(ctx, RedisModuleEvent { id, dataver: 1 }, Some(on_event))
+                != raw::REDISMODULE_OK as c_int
+            {
                 return Err(format!("cannot subscribe to server event {id}"));
             }
         }
@@ -69,7 +75,9 @@ pub fn begin(ctx: *mut RedisModuleCtx, flags: c_int) {
     if PROBE.swap(false, Ordering::Relaxed) {
         probe(ctx);
     }
-    let build = config::get_bool(&config::EFFECTS_ALWAYS) || TARGETS.load(Ordering::Relaxed) || (flags as u32) & ALWAYS_FLAGS != 0;
+    let build = config::get_bool(&config::EFFECTS_ALWAYS)
+        || TARGETS.load(Ordering::Relaxed)
+        || (flags as u32) & ALWAYS_FLAGS != 0;
     BUILD.store(build, Ordering::Relaxed);
 }
 
@@ -117,7 +125,12 @@ extern "C" fn on_command(fctx: *mut RedisModuleCommandFilterCtx) {
     }
 }
 
-extern "C" fn on_event(_ctx: *mut RedisModuleCtx, eid: RedisModuleEvent, sub: u64, _data: *mut std::os::raw::c_void) {
+extern "C" fn on_event(
+    _ctx: *mut RedisModuleCtx,
+    eid: RedisModuleEvent,
+    sub: u64,
+    _data: *mut std::os::raw::c_void,
+) {
     if eid.id == raw::REDISMODULE_EVENT_LOADING {
         // Read INFO once the load is over and the server has settled its backlog.
         if sub == raw::REDISMODULE_SUBEVENT_LOADING_ENDED || sub == raw::REDISMODULE_SUBEVENT_LOADING_FAILED {

@@ -18,6 +18,7 @@ macro_rules! api {
 }
 
 pub mod alloc;
+pub mod blocking;
 pub mod caller;
 pub mod command;
 pub mod compat;
@@ -130,7 +131,17 @@ impl<'a> Exec<'a> {
         // SAFETY: live ctx.
         let flags = api!(RedisModule_GetContextFlags).map_or(0, |f| unsafe { f(ctx) });
         effects::begin(ctx, flags);
-        Exec { ctx, argv, cmd, first_arg: 1, queue: b"", id: b"", now: std::cell::Cell::new(None), caller: None, flags }
+        Exec {
+            ctx,
+            argv,
+            cmd,
+            first_arg: 1,
+            queue: b"",
+            id: b"",
+            now: std::cell::Cell::new(None),
+            caller: None,
+            flags,
+        }
     }
 
     pub fn ctx(&self) -> *mut RedisModuleCtx {
@@ -148,6 +159,7 @@ impl<'a> Exec<'a> {
 
     /// The declared key with this role, as the server string it arrived in. A role the
     /// command does not declare is a bug in its verb, answered as a host failure.
+    #[inline]
     pub fn key_name(&self, role: impl Into<KeyRole>) -> Result<*mut RedisModuleString, Refusal> {
         let i = self.cmd.position(role.into()).ok_or_else(errors::host_reply)?;
         self.argv.get(2 + i).copied().ok_or_else(errors::host_reply)
@@ -266,20 +278,31 @@ impl<'a> Exec<'a> {
                     }
                 }
                 KeyRole::Queue(role) => {
-                    let p = keyspace::parse_as(k, role).ok_or_else(|| {
-                        Refusal::Layout(format!(
-                            "key {} must be emq:{{Q}}:{}{}",
-                            i + 1,
-                            role.word(),
-                            if role.suffixed() { "<ID>" } else { "" }
-                        ))
-                    })?;
-                    if i > 0 && p.queue != self.queue {
-                        return Err(Refusal::Layout("all keys must name one queue".into()));
-                    }
-                    self.queue = p.queue;
+                    // After the first key only its queue is known to be valid: the others must
+                    // spell that same queue, which a comparison decides. A full parse only
+                    // picks the refusal's text.
+                    let known =
+                        (!self.queue.is_empty()).then(|| keyspace::parse_in(k, self.queue, role)).flatten();
+                    let suffix = match known {
+                        Some(suffix) => suffix,
+                        None => {
+                            let p = keyspace::parse_as(k, role).ok_or_else(|| {
+                                Refusal::Layout(format!(
+                                    "key {} must be emq:{{Q}}:{}{}",
+                                    i + 1,
+                                    role.word(),
+                                    if role.suffixed() { "<ID>" } else { "" }
+                                ))
+                            })?;
+                            if !self.queue.is_empty() && p.queue != self.queue {
+                                return Err(Refusal::Layout("all keys must name one queue".into()));
+                            }
+                            self.queue = p.queue;
+                            p.suffix
+                        }
+                    };
                     if role.suffixed() {
-                        self.id = p.suffix;
+                        self.id = suffix;
                     }
                 }
             }
@@ -308,16 +331,49 @@ pub fn commands() -> &'static [Command] {
     COMMANDS.get().copied().unwrap_or(&[])
 }
 
-extern "C" fn call<const I: usize>(ctx: *mut RedisModuleCtx, argv: *mut *mut RedisModuleString, argc: c_int) -> c_int {
-    serve(ctx, argv, argc, I)
+extern "C" fn call<const I: usize>(
+    ctx: *mut RedisModuleCtx,
+    argv: *mut *mut RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    serve(ctx, argv, argc, I, false)
+}
+
+/// A blocked call of command `I` runs again: its key was signalled ready.
+extern "C" fn retry<const I: usize>(
+    ctx: *mut RedisModuleCtx,
+    argv: *mut *mut RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    serve(ctx, argv, argc, I, true)
 }
 
 macro_rules! callbacks {
-    ($($i:literal)*) => { pub const CALLBACKS: &[Callback] = &[$(call::<$i>),*]; };
+    ($($i:literal)*) => {
+        pub const CALLBACKS: &[Callback] = &[$(call::<$i>),*];
+        const RETRIES: &[Callback] = &[$(retry::<$i>),*];
+    };
 }
 callbacks!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
 
-fn serve(ctx: *mut RedisModuleCtx, argv: *mut *mut RedisModuleString, argc: c_int, i: usize) -> c_int {
+/// What a call came to, once its verb has run.
+enum Served {
+    Reply(Reply),
+    Refused(Refusal),
+    /// Wait on these keys (for at most this many ms, 0: no limit), then run again; the
+    /// call's context flags say whether it may wait.
+    Wait(smallvec::SmallVec<[*mut RedisModuleString; 4]>, i64, c_int),
+}
+
+/// Serves one call of command `i`. `retrying`: the server runs a blocked call again, and
+/// then finding nothing keeps the client waiting (REDISMODULE_ERR) and answers nothing.
+fn serve(
+    ctx: *mut RedisModuleCtx,
+    argv: *mut *mut RedisModuleString,
+    argc: c_int,
+    i: usize,
+    retrying: bool,
+) -> c_int {
     let argv: &[*mut RedisModuleString] = match (argv.is_null(), usize::try_from(argc)) {
         // SAFETY: the server hands argc live argument strings.
         (false, Ok(n)) => unsafe { std::slice::from_raw_parts(argv, n) },
@@ -327,17 +383,37 @@ fn serve(ctx: *mut RedisModuleCtx, argv: *mut *mut RedisModuleString, argc: c_in
     // user's server. The verbs never panic by design (no unwrap, no indexing, checked math).
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         let cmd = commands().get(i)?;
-        metrics::called(i);
+        if !retrying {
+            metrics::called(i);
+        }
         let mut x = Exec::new(ctx, argv, cmd);
-        Some((cmd.run)(&mut x, cmd))
+        Some(match (cmd.run)(&mut x, cmd) {
+            Ok(Reply::Block { timeout_ms, roles }) => {
+                let keys = roles.iter().filter_map(|r| x.key_name(*r).ok()).collect();
+                Served::Wait(keys, timeout_ms, x.flags)
+            }
+            Ok(r) => Served::Reply(r),
+            Err(e) => Served::Refused(e),
+        })
     }));
     match outcome {
-        Ok(Some(Ok(r))) => reply::send(ctx, &r),
-        Ok(Some(Err(e))) => {
+        Ok(Some(Served::Wait(..))) if retrying => return raw::REDISMODULE_ERR as c_int,
+        Ok(Some(Served::Wait(mut keys, timeout, flags))) => {
+            let waits = blocking::may_block(flags)
+                && RETRIES.get(i).is_some_and(|cb| blocking::block(ctx, &mut keys, timeout, *cb));
+            if !waits {
+                reply::send(ctx, &Reply::Array(Vec::new()));
+            }
+        }
+        Ok(Some(Served::Reply(r))) => reply::send(ctx, &r),
+        Ok(Some(Served::Refused(e))) => {
             metrics::refused(e.class());
             reply::refuse(ctx, &e);
         }
         Ok(None) | Err(_) => reply::refuse(ctx, &errors::host_reply()),
+    }
+    if retrying {
+        metrics::add(&metrics::WOKEN, 1);
     }
     raw::REDISMODULE_OK as c_int
 }

@@ -26,8 +26,12 @@ fn spec_flags(s: Spec) -> u64 {
         Spec::Read => raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS,
         Spec::Insert => raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_INSERT,
         Spec::Append => raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE,
-        Spec::Update => raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_UPDATE,
-        Spec::Take => raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_DELETE,
+        Spec::Update => {
+            raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_UPDATE
+        }
+        Spec::Take => {
+            raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_DELETE
+        }
     };
     u64::from(f)
 }
@@ -65,7 +69,11 @@ impl Docs {
         p
     }
 
-    fn plain(&mut self, name: &str, type_: raw::RedisModuleCommandArgType) -> Result<raw::RedisModuleCommandArg, String> {
+    fn plain(
+        &mut self,
+        name: &str,
+        type_: raw::RedisModuleCommandArgType,
+    ) -> Result<raw::RedisModuleCommandArg, String> {
         let mut a = zeroed_arg();
         a.name = self.text(name)?;
         a.type_ = type_;
@@ -143,7 +151,9 @@ fn one(ctx: &Context, cmd: &Command, callback: super::Callback) -> Result<(), St
     // SAFETY: load-time registration on the module's context; the strings live across the
     // calls and the server copies what it keeps.
     unsafe {
-        if create(ctx.ctx, name.as_ptr(), Some(callback), flags.as_ptr(), 0, 0, 0) != raw::REDISMODULE_OK as c_int {
+        if create(ctx.ctx, name.as_ptr(), Some(callback), flags.as_ptr(), 0, 0, 0)
+            != raw::REDISMODULE_OK as c_int
+        {
             return Err(format!("cannot create {}", cmd.name));
         }
         let handle = get(ctx.ctx, name.as_ptr());
@@ -163,7 +173,11 @@ fn one(ctx: &Context, cmd: &Command, callback: super::Callback) -> Result<(), St
                 },
                 find_keys_type: raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
                 fk: raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
-                    range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 { lastkey: 0, keystep: 1, limit: 0 },
+                    range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
+                        lastkey: 0,
+                        keystep: 1,
+                        limit: 0,
+                    },
                 },
             })
             .collect();

@@ -18,6 +18,16 @@ pub enum Reply {
     Array(Vec<Reply>),
     /// A RESP3 map; RESP2 clients get the flat pairs.
     Map(Vec<(&'static str, Reply)>),
+    /// Rows of four: `[[a b c d] ...]`, in one allocation for the whole reply (CLAIM's jobs:
+    /// a nested array per job would cost an allocation per job).
+    Rows4(Vec<[Reply; 4]>),
+    /// Nothing to answer yet: wait until one of the declared keys of these roles is signalled
+    /// ready, at most `timeout_ms` (0: no limit), then run the call again (`host::blocking`).
+    /// Where the call cannot wait, and when the wait ends without work: the empty array.
+    Block {
+        timeout_ms: i64,
+        roles: &'static [crate::keyspace::Role],
+    },
 }
 
 impl Reply {
@@ -64,6 +74,18 @@ pub fn send(ctx: *mut RedisModuleCtx, r: &Reply) {
                     send(ctx, i);
                 }
             }
+            Reply::Block { .. } => send(ctx, &Reply::Array(Vec::new())),
+            Reply::Rows4(rows) => {
+                if let Some(f) = api!(RedisModule_ReplyWithArray) {
+                    f(ctx, rows.len() as c_long);
+                    for row in rows {
+                        f(ctx, 4);
+                        for i in row {
+                            send(ctx, i);
+                        }
+                    }
+                }
+            }
             Reply::Map(pairs) => {
                 if let Some(f) = api!(RedisModule_ReplyWithMap) {
                     f(ctx, pairs.len() as c_long);
@@ -79,7 +101,8 @@ pub fn send(ctx: *mut RedisModuleCtx, r: &Reply) {
 
 pub fn refuse(ctx: *mut RedisModuleCtx, r: &Refusal) {
     // Refusal::line is ASCII without NUL; the fallback only guards that promise.
-    let line = CString::new(r.line()).unwrap_or_else(|_| CString::from(c"EMQWIRE unexpected reply from the host"));
+    let line =
+        CString::new(r.line()).unwrap_or_else(|_| CString::from(c"EMQWIRE unexpected reply from the host"));
     if let Some(f) = api!(RedisModule_ReplyWithError) {
         // SAFETY: live ctx, NUL-terminated text.
         unsafe { f(ctx, line.as_ptr()) };

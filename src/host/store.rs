@@ -248,7 +248,9 @@ impl Key {
     /// Up to four fields in one call (the rest of the answer is `None`).
     pub fn hget_many(&self, fields: &[&Lit]) -> [Option<Str>; 4] {
         let mut out: [*mut RedisModuleString; 4] = [ptr::null_mut(); 4];
-        let (Some(k), Some(f)) = (self.live(), api!(RedisModule_HashGet)) else { return [None, None, None, None] };
+        let (Some(k), Some(f)) = (self.live(), api!(RedisModule_HashGet)) else {
+            return [None, None, None, None];
+        };
         // A NULL field ends the list, so unused slots are NULL.
         let name = |i: usize| fields.get(i).map_or(ptr::null_mut(), |l| l.get());
         let [o0, o1, o2, o3] = &mut out;
@@ -288,7 +290,25 @@ impl Key {
             }
             let [(f0, v0), (f1, v1), (f2, v2), (f3, v3), (f4, v4), (f5, v5)] = slot;
             // SAFETY: field/value pairs, ended by the first NULL field (or the final NULL).
-            unsafe { f(k, raw::REDISMODULE_HASH_NONE as c_int, f0, v0, f1, v1, f2, v2, f3, v3, f4, v4, f5, v5, ptr::null_mut::<c_char>()) };
+            unsafe {
+                f(
+                    k,
+                    raw::REDISMODULE_HASH_NONE as c_int,
+                    f0,
+                    v0,
+                    f1,
+                    v1,
+                    f2,
+                    v2,
+                    f3,
+                    v3,
+                    f4,
+                    v4,
+                    f5,
+                    v5,
+                    ptr::null_mut::<c_char>(),
+                )
+            };
         }
         replicate(self.ctx, c"HSET", &effect);
         Ok(())
@@ -301,8 +321,15 @@ impl Key {
         effect.push(self.name());
         for field in fields {
             // SAFETY: REDISMODULE_HASH_DELETE as the value deletes the field.
-            let n =
-                unsafe { f(k, raw::REDISMODULE_HASH_NONE as c_int, field.get(), raw::REDISMODULE_HASH_DELETE, ptr::null_mut::<c_char>()) };
+            let n = unsafe {
+                f(
+                    k,
+                    raw::REDISMODULE_HASH_NONE as c_int,
+                    field.get(),
+                    raw::REDISMODULE_HASH_DELETE,
+                    ptr::null_mut::<c_char>(),
+                )
+            };
             if n > 0 {
                 effect.push(field.get());
             }
@@ -324,6 +351,15 @@ impl Key {
         }
         replicate(self.ctx, if head { c"LPUSH" } else { c"RPUSH" }, &[self.name(), v]);
         Ok(())
+    }
+
+    /// Tells the server this key may now satisfy clients blocked on it (`host::blocking`):
+    /// a write through the key API does not say so itself. Nearly free when nobody waits.
+    pub fn signal_ready(&self) {
+        if let Some(f) = api!(RedisModule_SignalKeyAsReady) {
+            // SAFETY: live ctx and key name.
+            unsafe { f(self.ctx, self.name()) };
+        }
     }
 
     pub fn lpush(&self, v: *mut RedisModuleString) -> Result<(), Refusal> {
@@ -525,7 +561,15 @@ impl Key {
         let mut id = RedisModuleStreamID { ms: 0, seq: 0 };
         let mut argv: Effect = fields.iter().copied().collect();
         // SAFETY: writable stream (or empty) key; argv holds field/value pairs.
-        let rc = unsafe { f(k, raw::REDISMODULE_STREAM_ADD_AUTOID as c_int, &mut id, argv.as_mut_ptr(), (fields.len() / 2) as i64) };
+        let rc = unsafe {
+            f(
+                k,
+                raw::REDISMODULE_STREAM_ADD_AUTOID as c_int,
+                &mut id,
+                argv.as_mut_ptr(),
+                (fields.len() / 2) as i64,
+            )
+        };
         if rc != raw::REDISMODULE_OK as c_int {
             return Err(crate::errors::host_reply());
         }
@@ -575,7 +619,11 @@ impl Key {
 /// `PUBLISH` effect: a replica's subscribers get it, an AOF replay delivers it to no one.
 /// The caller's channel permission is the verb's to check first (`Caller::publish`): the
 /// API skips it. Returns the receivers on this server.
-pub fn publish(ctx: *mut RedisModuleCtx, channel: *mut RedisModuleString, message: *mut RedisModuleString) -> Result<i64, Refusal> {
+pub fn publish(
+    ctx: *mut RedisModuleCtx,
+    channel: *mut RedisModuleString,
+    message: *mut RedisModuleString,
+) -> Result<i64, Refusal> {
     let f = api!(RedisModule_PublishMessage).ok_or_else(crate::errors::host_reply)?;
     // SAFETY: live ctx and strings; the server copies what it keeps.
     let receivers = unsafe { f(ctx, channel, message) };

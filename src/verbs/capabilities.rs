@@ -1,11 +1,11 @@
 //! `TRA.CAPABILITIES`: the facts of this build, as eight pairs in a fixed order.
 
 use crate::errors::Refusal;
-use crate::host::command::{Arg, Slot};
+use crate::host::command::{Arg, Keys};
 use crate::host::{ArgStr, Exec, Reply, Verb};
 use crate::{MODULE_NAME, MODULE_VERSION};
 
-pub const KEYS: &[Slot] = &[];
+pub const KEYS: Keys = Keys::of(&[]);
 pub const ARGS: &[Arg] = &[];
 
 /// The release stage of this build: `beta` — all seventeen wire tokens served, tested

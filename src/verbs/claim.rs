@@ -1,28 +1,49 @@
-//! `EMQ.CLAIM 6 wait prio active delayed meta events token lease_ms [COUNT n]`
+//! `EMQ.CLAIM 6 wait prio active delayed meta events token lease_ms [COUNT n] [BLOCK ms]`
 //! `EMQ.CLAIM 6 wait prio active delayed meta events PAUSE|RESUME`
 //!
 //! First promotes due delayed jobs (at most `trafikey.promote-batch`), then, unless the queue
 //! is paused, takes up to COUNT ready jobs in the order the queue serves them
 //! (`domain::claim`), each becoming active with deadline now+lease_ms; the row records the
 //! token, `as+1` and the claim time. Replies `[[id name data attempt] ...]`.
+//! With BLOCK and nothing to take (none ready, or paused), the caller waits up to ms (0: no
+//! limit) for a job of this queue to become ready or for RESUME — `wait`, `prio` and `meta`
+//! are signalled by every verb that makes a job ready, by upkeep's promotions and by RESUME —
+//! and the claim then runs as it would at that moment (`host::blocking`); the timeout
+//! answers the empty array. Inside MULTI or a script it answers at once, as without BLOCK.
 //! PAUSE/RESUME write `meta` and need the caller's write permission on it (CLAIM declares
 //! `meta` read-only, so a worker with read-only `meta` can claim but not pause).
 
 use crate::config;
 use crate::domain::{self, args::Opt, claim::Pick, claim::Plan};
 use crate::errors::Refusal;
-use crate::host::command::{block, one_of, opt, q, val, word, Arg, Slot, Spec::*, Ty};
+use crate::host::command::{block, one_of, opt, q, val, word, Arg, Keys, Spec::*, Ty};
 use crate::host::{Access, ArgStr, Exec, Key, Kind, Lit, Reply, Str, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::metrics;
 use crate::queue::{field, Event, Events, Ready, Row, State};
 
-pub const KEYS: &[Slot] = &[q(Wait, Update), q(Prio, Update), q(Active, Insert), q(Delayed, Take), q(Meta, Read), q(Events, Append)];
+pub const KEYS: Keys = Keys::of(&[
+    q(Wait, Update),
+    q(Prio, Update),
+    q(Active, Insert),
+    q(Delayed, Take),
+    q(Meta, Read),
+    q(Events, Append),
+]);
 pub const ARGS: &[Arg] = &[one_of(
     "mode",
     None,
     &[
-        block("take", None, &[val("token", Ty::Str), val("lease_ms", Ty::Int), opt("count", "COUNT", "n", Ty::Int)]),
+        block(
+            "take",
+            None,
+            &[
+                val("token", Ty::Str),
+                val("lease_ms", Ty::Int),
+                opt("count", "COUNT", "n", Ty::Int),
+                opt("block", "BLOCK", "ms", Ty::Int),
+            ],
+        ),
         word("PAUSE"),
         word("RESUME"),
     ],
@@ -31,9 +52,12 @@ pub const ARGS: &[Arg] = &[one_of(
 pub struct Claim;
 
 pub enum Args<'a> {
-    Take { token: ArgStr<'a>, lease: i64, count: Option<i64> },
+    Take { token: ArgStr<'a>, lease: i64, count: Option<i64>, block: Option<i64> },
     Pause(bool),
 }
+
+/// The keys a waiting claimer is woken by: the ready sets, and `meta` for RESUME.
+const WAKE_ON: &[Role] = &[Wait, Prio, Meta];
 
 static PAUSED: Lit = Lit::new(c"paused");
 static ONE: Lit = Lit::new(c"1");
@@ -45,11 +69,11 @@ impl Verb for Claim {
         match args {
             [w] if w.eq_ignore_ascii_case(b"PAUSE") => Ok(Args::Pause(true)),
             [w] if w.eq_ignore_ascii_case(b"RESUME") => Ok(Args::Pause(false)),
-            [token, lease, rest @ ..] => Ok(Args::Take {
-                token: *token,
-                lease: domain::args::number(lease, "lease_ms")?,
-                count: domain::args::options(rest, &[Opt::Count])?.count,
-            }),
+            [token, lease, rest @ ..] => {
+                let lease = domain::args::number(lease, "lease_ms")?;
+                let o = domain::args::options(rest, &[Opt::Count, Opt::Block])?;
+                Ok(Args::Take { token: *token, lease, count: o.count, block: o.block })
+            }
             _ => Err(Refusal::Usage),
         }
     }
@@ -57,11 +81,17 @@ impl Verb for Claim {
     fn run<'a>(x: &mut Exec<'a>, a: Args<'a>) -> Result<Reply, Refusal> {
         match a {
             Args::Pause(on) => pause(x, on),
-            Args::Take { token, lease, count } => {
+            Args::Take { token, lease, count, block } => {
                 domain::token(&token)?;
                 let lease = domain::range(lease, 1, domain::LEASE_MAX, "lease_ms")?;
                 let count = domain::range(count.unwrap_or(1), 1, domain::CLAIM_COUNT_MAX, "COUNT")?;
-                take(x, token, lease, count as usize)
+                let block = block.map(|b| domain::range(b, 0, domain::BLOCK_MAX, "BLOCK")).transpose()?;
+                let jobs = take(x, token, lease, count as usize)?;
+                Ok(match block {
+                    // Nothing ready (or paused): wait for a job to become ready, or for RESUME.
+                    Some(timeout_ms) if jobs.is_empty() => Reply::Block { timeout_ms, roles: WAKE_ON },
+                    _ => Reply::Rows4(jobs),
+                })
             }
         }
     }
@@ -80,6 +110,7 @@ fn pause(x: &mut Exec, on: bool) -> Result<Reply, Refusal> {
         meta.hset(&[(&PAUSED, ONE.get())])?;
     } else {
         meta.hdel(&[&PAUSED])?;
+        meta.signal_ready();
     }
     events.emit(x, None, if on { Event::Paused } else { Event::Resumed })?;
     Ok(Reply::Int(1))
@@ -116,7 +147,8 @@ enum Taken {
     Promoted(usize),
 }
 
-fn take(x: &mut Exec, token: ArgStr, lease: i64, count: usize) -> Result<Reply, Refusal> {
+/// The claim itself: promotions, then up to `count` jobs, as reply rows.
+fn take(x: &mut Exec, token: ArgStr, lease: i64, count: usize) -> Result<Vec<[Reply; 4]>, Refusal> {
     let ready = Ready::open(x)?;
     let active = x.open_as(Active, Kind::ZSet)?;
     let delayed = x.open_as(Delayed, Kind::ZSet)?;
@@ -143,7 +175,8 @@ fn take(x: &mut Exec, token: ArgStr, lease: i64, count: usize) -> Result<Reply, 
             0 => Vec::new(),
             n => ready.prio.zrange(f64::NEG_INFINITY, f64::INFINITY, n),
         };
-        let prom: Few<(Option<i64>, &[u8])> = prios.iter().zip(&promoted).map(|(p, f)| (*p, f.id.bytes())).collect();
+        let prom: Few<(Option<i64>, &[u8])> =
+            prios.iter().zip(&promoted).map(|(p, f)| (*p, f.id.bytes())).collect();
         let prio: Few<(i64, &[u8])> = lowest.iter().map(|(m, s)| (*s as i64, m.bytes())).collect();
         let picks = plan.finish(&prom, &prio);
         drop((prom, prio));
@@ -155,7 +188,8 @@ fn take(x: &mut Exec, token: ArgStr, lease: i64, count: usize) -> Result<Reply, 
                     Taken::Ready(found(x, id, false)?, Src::Wait)
                 }
                 Pick::Prio(i) => {
-                    let id = lowest.get_mut(i).and_then(Option::take).ok_or_else(crate::errors::host_reply)?;
+                    let id =
+                        lowest.get_mut(i).and_then(Option::take).ok_or_else(crate::errors::host_reply)?;
                     Taken::Ready(found(x, id, false)?, Src::Prio)
                 }
                 Pick::Promoted(i) => Taken::Promoted(i),
@@ -185,11 +219,14 @@ fn take(x: &mut Exec, token: ArgStr, lease: i64, count: usize) -> Result<Reply, 
         taken.len(),
         taken.iter().filter_map(|t| match t {
             Taken::Ready(f, src) => Some((f, *src)),
-            Taken::Promoted(i) => promoted.get(*i).map(|p| (p, if p.priority == 0 { Src::Wait } else { Src::Prio })),
+            Taken::Promoted(i) => {
+                promoted.get(*i).map(|p| (p, if p.priority == 0 { Src::Wait } else { Src::Prio }))
+            }
         }),
     );
     ready.wait.rpop_drop(ordered.iter().filter(|(_, s)| *s == Src::Wait).count());
-    let from_prio = sized(ordered.len(), ordered.iter().filter(|(_, s)| *s == Src::Prio).map(|(j, _)| j.id.ptr()));
+    let from_prio =
+        sized(ordered.len(), ordered.iter().filter(|(_, s)| *s == Src::Prio).map(|(j, _)| j.id.ptr()));
     ready.prio.zrem_many(&from_prio);
     let live: Few<&Found> = sized(ordered.len(), ordered.iter().map(|(j, _)| *j).filter(|j| !j.orphan));
     metrics::add(&metrics::ORPHANS, ordered.len().saturating_sub(live.len()) as u64);
@@ -198,8 +235,10 @@ fn take(x: &mut Exec, token: ArgStr, lease: i64, count: usize) -> Result<Reply, 
     let (tok, at) = (x.string(&token)?, x.int(now)?);
     let mut out = Vec::with_capacity(live.len());
     for job in live.iter() {
-        let [started, made, name, data] = job.row.hget_many(&[&field::STARTED, &field::MADE, &field::NAME, &field::DATA]);
-        let count = |s: Option<Str>| s.and_then(|s| domain::args::int(s.bytes())).unwrap_or(0).saturating_add(1);
+        let [started, made, name, data] =
+            job.row.hget_many(&[&field::STARTED, &field::MADE, &field::NAME, &field::DATA]);
+        let count =
+            |s: Option<Str>| s.and_then(|s| domain::args::int(s.bytes())).unwrap_or(0).saturating_add(1);
         let (started, attempt) = (count(started), count(made));
         job.row.hset(&[
             (&field::STATE, State::Active.lit().get()),
@@ -208,14 +247,14 @@ fn take(x: &mut Exec, token: ArgStr, lease: i64, count: usize) -> Result<Reply, 
             (&field::CLAIMED, at.ptr()),
         ])?;
         events.emit(x, Some(job.id.ptr()), Event::Active { attempt })?;
-        out.push(Reply::Array(vec![
+        out.push([
             job.id.share().map_or_else(|| Reply::bulk(job.id.bytes()), Reply::Str),
             name.map_or(Reply::Null, Reply::Str),
             data.map_or(Reply::Null, Reply::Str),
             Reply::Int(attempt),
-        ]));
+        ]);
     }
-    Ok(Reply::Array(out))
+    Ok(out)
 }
 
 /// The call's working lists: on the stack for the usual few jobs, sized once beyond that (a

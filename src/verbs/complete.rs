@@ -9,12 +9,12 @@
 use crate::config;
 use crate::domain::{self, args::Opt, Keep};
 use crate::errors::Refusal;
-use crate::host::command::{opt, q, val, Arg, Slot, Spec::*, Ty};
+use crate::host::command::{opt, q, val, Arg, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{self, field, Event, Events, Holder, Retire, Row, State};
 
-pub const KEYS: &[Slot] = &[q(Job, Update), q(Active, Take), q(Completed, Update), q(Events, Append)];
+pub const KEYS: Keys = Keys::of(&[q(Job, Update), q(Active, Take), q(Completed, Update), q(Events, Append)]);
 /// KEEP and AGE, the retention options COMPLETE and FAIL share.
 pub const KEEP: Arg = opt("keep", "KEEP", "n", Ty::Int);
 pub const AGE: Arg = opt("age", "AGE", "ms", Ty::Int);
@@ -54,7 +54,9 @@ impl Verb for Complete {
         if !job.holds(&a.token) {
             // The same token finishing again: its reply was lost, the job is done.
             let r = Row(&job.row);
-            if r.state() == Some(State::Completed) && r.get(&field::TOKEN).is_some_and(|t| t.bytes() == a.token.bytes()) {
+            if r.state() == Some(State::Completed)
+                && r.get(&field::TOKEN).is_some_and(|t| t.bytes() == a.token.bytes())
+            {
                 return Ok(Reply::Int(0));
             }
             return Err(queue::lease(x.id));

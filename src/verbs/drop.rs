@@ -10,11 +10,11 @@
 
 use crate::domain::{coherence, Stored};
 use crate::errors::Refusal;
-use crate::host::command::{val, Arg, KeyRole, Slot, Spec, Ty};
+use crate::host::command::{val, Arg, KeyRole, Keys, Slot, Spec, Ty};
 use crate::host::{stored, ArgStr, Exec, Reply, Verb};
 use crate::metrics;
 
-pub const KEYS: &[Slot] = &[Slot { role: KeyRole::Any, spec: Spec::Take }];
+pub const KEYS: Keys = Keys::of(&[Slot { role: KeyRole::Any, spec: Spec::Take }]);
 pub const ARGS: &[Arg] = &[val("version", Ty::Str)];
 
 pub struct CoherenceDrop;

@@ -7,21 +7,26 @@
 
 use crate::domain::args::{options, Opt, Options};
 use crate::errors::Refusal;
-use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Slot, Spec::*, Ty};
+use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{Event, Events, NewJob, Ready, State};
 
-pub const KEYS: &[Slot] = &[q(Job, Insert), q(Wait, Insert), q(Prio, Insert), q(Events, Append)];
+pub const KEYS: Keys = Keys::of(&[q(Job, Insert), q(Wait, Insert), q(Prio, Insert), q(Events, Append)]);
 
 /// The creation options ENQUEUE and SCHEDULE share.
 pub const PRIORITY: Arg = opt("priority", "PRIORITY", "p", Ty::Int);
 pub const ATTEMPTS: Arg = opt("attempts", "ATTEMPTS", "n", Ty::Int);
-pub const BACKOFF: Arg =
-    block("backoff", Some("BACKOFF"), &[one_of("kind", None, &[word("FIXED"), word("EXP")]), val("ms", Ty::Int)]).optional();
+pub const BACKOFF: Arg = block(
+    "backoff",
+    Some("BACKOFF"),
+    &[one_of("kind", None, &[word("FIXED"), word("EXP")]), val("ms", Ty::Int)],
+)
+.optional();
 pub const OPTS: Arg = opt("opts", "OPTS", "blob", Ty::Str);
 
-pub const ARGS: &[Arg] = &[val("name", Ty::Str), val("data", Ty::Str), PRIORITY, ATTEMPTS, BACKOFF, OPTS, flag("lifo", "LIFO")];
+pub const ARGS: &[Arg] =
+    &[val("name", Ty::Str), val("data", Ty::Str), PRIORITY, ATTEMPTS, BACKOFF, OPTS, flag("lifo", "LIFO")];
 
 pub struct Enqueue;
 
@@ -32,7 +37,10 @@ pub struct Args<'a> {
 }
 
 /// Splits `name data [options]`, the form ENQUEUE and SCHEDULE share.
-pub fn job_args<'a>(args: &[ArgStr<'a>], allowed: &[Opt]) -> Result<(ArgStr<'a>, ArgStr<'a>, Options<ArgStr<'a>>), Refusal> {
+pub fn job_args<'a>(
+    args: &[ArgStr<'a>],
+    allowed: &[Opt],
+) -> Result<(ArgStr<'a>, ArgStr<'a>, Options<ArgStr<'a>>), Refusal> {
     match args {
         [name, data, rest @ ..] => Ok((*name, *data, options(rest, allowed)?)),
         _ => Err(Refusal::Usage),
@@ -43,7 +51,8 @@ impl Verb for Enqueue {
     type Args<'a> = Args<'a>;
 
     fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Args<'a>, Refusal> {
-        let (name, data, o) = job_args(args, &[Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts, Opt::Lifo])?;
+        let (name, data, o) =
+            job_args(args, &[Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts, Opt::Lifo])?;
         Ok(Args { name, data, o })
     }
 

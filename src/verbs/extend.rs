@@ -4,12 +4,12 @@
 
 use crate::domain;
 use crate::errors::Refusal;
-use crate::host::command::{q, val, Arg, Slot, Spec::*, Ty};
+use crate::host::command::{q, val, Arg, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::Holder;
 
-pub const KEYS: &[Slot] = &[q(Job, Read), q(Active, Update)];
+pub const KEYS: Keys = Keys::of(&[q(Job, Read), q(Active, Update)]);
 pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("lease_ms", Ty::Int)];
 
 pub struct Extend;

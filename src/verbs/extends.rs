@@ -4,13 +4,14 @@
 
 use crate::domain;
 use crate::errors::Refusal;
-use crate::host::command::{block, q, val, Arg, Slot, Spec::*, Ty};
+use crate::host::command::{block, q, val, Arg, Keys, Spec::*, Ty};
 use crate::host::{Access, ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::queue::Row;
 
-pub const KEYS: &[Slot] = &[q(Active, Update)];
-pub const ARGS: &[Arg] = &[val("lease_ms", Ty::Int), block("job", None, &[val("id", Ty::Str), val("token", Ty::Str)]).multiple()];
+pub const KEYS: Keys = Keys::of(&[q(Active, Update)]);
+pub const ARGS: &[Arg] =
+    &[val("lease_ms", Ty::Int), block("job", None, &[val("id", Ty::Str), val("token", Ty::Str)]).multiple()];
 
 pub struct Extends;
 

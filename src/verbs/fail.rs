@@ -10,13 +10,20 @@ use super::complete::{AGE, KEEP};
 use crate::config;
 use crate::domain::{self, args::Opt, AfterFail, Keep};
 use crate::errors::Refusal;
-use crate::host::command::{flag, q, val, Arg, Slot, Spec::*, Ty};
+use crate::host::command::{flag, q, val, Arg, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{self, field, Event, Events, Holder, Ready, Retire, Row, State};
 
-pub const KEYS: &[Slot] =
-    &[q(Job, Update), q(Active, Take), q(Wait, Insert), q(Prio, Insert), q(Delayed, Insert), q(Failed, Update), q(Events, Append)];
+pub const KEYS: Keys = Keys::of(&[
+    q(Job, Update),
+    q(Active, Take),
+    q(Wait, Insert),
+    q(Prio, Insert),
+    q(Delayed, Insert),
+    q(Failed, Update),
+    q(Events, Append),
+]);
 pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("error", Ty::Str), KEEP, AGE, flag("final", "FINAL")];
 
 pub struct Fail;
@@ -68,13 +75,25 @@ impl Verb for Fail {
         let (error, made_s) = (a.error.ptr(), x.int(made)?);
         let reply = match next {
             AfterFail::Fail => {
-                queue::finish(x, row, &failed, id, State::Failed, keep, &[(&field::ERROR, error), (&field::MADE, made_s.ptr())])?;
+                queue::finish(
+                    x,
+                    row,
+                    &failed,
+                    id,
+                    State::Failed,
+                    keep,
+                    &[(&field::ERROR, error), (&field::MADE, made_s.ptr())],
+                )?;
                 events.emit(x, Some(id.ptr()), Event::Failed { error, attempt: made })?;
                 c"failed"
             }
             AfterFail::Retry => {
                 let state = ready.put(id.ptr(), r.priority(), false)?;
-                row.hset(&[(&field::STATE, state.lit().get()), (&field::ERROR, error), (&field::MADE, made_s.ptr())])?;
+                row.hset(&[
+                    (&field::STATE, state.lit().get()),
+                    (&field::ERROR, error),
+                    (&field::MADE, made_s.ptr()),
+                ])?;
                 row.hdel(&[&field::TOKEN])?;
                 events.emit(x, Some(id.ptr()), Event::Waiting { prev: State::Active })?;
                 c"retry"
@@ -82,7 +101,11 @@ impl Verb for Fail {
             AfterFail::Delay(d) => {
                 let due = now.saturating_add(d).min(domain::TIME_MAX);
                 delayed.zadd(due, id.ptr())?;
-                row.hset(&[(&field::STATE, State::Delayed.lit().get()), (&field::ERROR, error), (&field::MADE, made_s.ptr())])?;
+                row.hset(&[
+                    (&field::STATE, State::Delayed.lit().get()),
+                    (&field::ERROR, error),
+                    (&field::MADE, made_s.ptr()),
+                ])?;
                 row.hdel(&[&field::TOKEN])?;
                 events.emit(x, Some(id.ptr()), Event::Delayed { due })?;
                 c"delayed"

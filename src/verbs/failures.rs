@@ -10,11 +10,11 @@
 
 use crate::domain::{self, args::Opt, bus, Stored};
 use crate::errors::Refusal;
-use crate::host::command::{opt, q, Arg, Slot, Spec::*, Ty};
+use crate::host::command::{opt, q, Arg, Keys, Spec::*, Ty};
 use crate::host::{stored, ArgStr, Exec, Reply, Verb};
 use crate::keyspace::Role::*;
 
-pub const KEYS: &[Slot] = &[q(Fails, Update)];
+pub const KEYS: Keys = Keys::of(&[q(Fails, Update)]);
 pub const ARGS: &[Arg] = &[opt("ttl", "TTL", "ms", Ty::Int)];
 
 pub struct Failures;

@@ -3,11 +3,11 @@
 
 use crate::domain;
 use crate::errors::Refusal;
-use crate::host::command::{Arg, KeyRole, Slot, Spec};
+use crate::host::command::{Arg, KeyRole, Keys, Slot, Spec};
 use crate::host::{stored, ArgStr, Exec, Reply, Verb};
 use crate::keyspace;
 
-pub const KEYS: &[Slot] = &[Slot { role: KeyRole::Version, spec: Spec::Update }];
+pub const KEYS: Keys = Keys::of(&[Slot { role: KeyRole::Version, spec: Spec::Update }]);
 pub const ARGS: &[Arg] = &[];
 
 pub struct Install;

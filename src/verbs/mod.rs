@@ -326,7 +326,10 @@ pub fn capabilities() -> Vec<&'static str> {
 
 /// Bit i set when wire token i is provided by a registered command.
 pub fn bitmap() -> i64 {
-    capabilities().iter().filter_map(|t| WIRE_TOKENS.iter().position(|w| w == t)).fold(0i64, |acc, i| acc | (1i64 << i))
+    capabilities()
+        .iter()
+        .filter_map(|t| WIRE_TOKENS.iter().position(|w| w == t))
+        .fold(0i64, |acc, i| acc | (1i64 << i))
 }
 
 /// A command that takes nothing after its keys.
@@ -345,7 +348,8 @@ mod tests {
     #[test]
     fn tokens_are_wire_tokens_in_wire_order() {
         let caps = capabilities();
-        let positions: Vec<usize> = caps.iter().map(|t| WIRE_TOKENS.iter().position(|w| w == t).expect("a wire token")).collect();
+        let positions: Vec<usize> =
+            caps.iter().map(|t| WIRE_TOKENS.iter().position(|w| w == t).expect("a wire token")).collect();
         assert!(positions.windows(2).all(|w| w[0] < w[1]), "table order is wire order: {caps:?}");
         assert_eq!(bitmap().count_ones() as usize, caps.len());
     }
@@ -357,7 +361,11 @@ mod tests {
             assert!(COMMANDS.iter().skip(i + 1).all(|b| !b.name.eq_ignore_ascii_case(a.name)));
             // EMQ write verbs are fenced and in the emq category; controls are not fenced.
             if !a.tokens.is_empty() {
-                assert!(a.fenced && a.acl.starts_with("emq write") && a.flags.starts_with("write"), "{}", a.name);
+                assert!(
+                    a.fenced && a.acl.starts_with("emq write") && a.flags.starts_with("write"),
+                    "{}",
+                    a.name
+                );
             }
         }
     }
@@ -365,14 +373,22 @@ mod tests {
     #[test]
     fn bus_and_drop_rows() {
         let row = |n: &str| COMMANDS.iter().find(|c| c.name == n).expect("a row");
-        assert_eq!(row("EMQ.APPEND").synopsis(), "EMQ.APPEND 2 emq:{Q}:bus emq:{Q}:seen id payload [MAXLEN n]");
-        assert_eq!(row("EMQ.PUBLISH").synopsis(), "EMQ.PUBLISH 2 emq:{Q}:bus emq:{Q}:seen id payload [MAXLEN n]");
+        assert_eq!(
+            row("EMQ.APPEND").synopsis(),
+            "EMQ.APPEND 2 emq:{Q}:bus emq:{Q}:seen id payload [MAXLEN n]"
+        );
+        assert_eq!(
+            row("EMQ.PUBLISH").synopsis(),
+            "EMQ.PUBLISH 2 emq:{Q}:bus emq:{Q}:seen id payload [MAXLEN n]"
+        );
         assert_eq!(row("EMQ.FAILURES").synopsis(), "EMQ.FAILURES 1 emq:{Q}:fails:<ID> [TTL ms]");
         assert_eq!(row("TRA.DROP").synopsis(), "TRA.DROP 1 key version");
         assert_eq!(capabilities().len(), WIRE_TOKENS.len(), "all seventeen tokens");
         assert_eq!(bitmap(), (1 << 17) - 1);
         let drop = row("TRA.DROP");
-        assert!(!drop.fenced && !drop.acl.contains("emq") && COMMANDS.last().map(|c| c.name) == Some("TRA.DROP"));
+        assert!(
+            !drop.fenced && !drop.acl.contains("emq") && COMMANDS.last().map(|c| c.name) == Some("TRA.DROP")
+        );
     }
 
     #[test]

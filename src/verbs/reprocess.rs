@@ -5,12 +5,19 @@
 
 use crate::domain;
 use crate::errors::Refusal;
-use crate::host::command::{q, Arg, Slot, Spec::*};
+use crate::host::command::{q, Arg, Keys, Spec::*};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{existing_row, field, not_in, Event, Events, Ready, Row, State};
 
-pub const KEYS: &[Slot] = &[q(Job, Update), q(Completed, Take), q(Failed, Take), q(Wait, Insert), q(Prio, Insert), q(Events, Append)];
+pub const KEYS: Keys = Keys::of(&[
+    q(Job, Update),
+    q(Completed, Take),
+    q(Failed, Take),
+    q(Wait, Insert),
+    q(Prio, Insert),
+    q(Events, Append),
+]);
 pub const ARGS: &[Arg] = &[];
 
 pub struct Reprocess;

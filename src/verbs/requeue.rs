@@ -4,12 +4,13 @@
 
 use crate::domain;
 use crate::errors::Refusal;
-use crate::host::command::{q, val, Arg, Slot, Spec::*, Ty};
+use crate::host::command::{q, val, Arg, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{field, Event, Events, Holder, Ready, Row, State};
 
-pub const KEYS: &[Slot] = &[q(Job, Update), q(Active, Take), q(Wait, Insert), q(Prio, Insert), q(Events, Append)];
+pub const KEYS: Keys =
+    Keys::of(&[q(Job, Update), q(Active, Take), q(Wait, Insert), q(Prio, Insert), q(Events, Append)]);
 pub const ARGS: &[Arg] = &[val("token", Ty::Str)];
 
 pub struct Requeue;

@@ -3,12 +3,12 @@
 
 use crate::domain::{self, When};
 use crate::errors::Refusal;
-use crate::host::command::{q, val, Arg, Slot, Spec::*, Ty};
+use crate::host::command::{q, val, Arg, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{existing_row, not_in, Event, Events, Row, State};
 
-pub const KEYS: &[Slot] = &[q(Job, Read), q(Delayed, Update), q(Events, Append)];
+pub const KEYS: Keys = Keys::of(&[q(Job, Read), q(Delayed, Update), q(Events, Append)]);
 pub const ARGS: &[Arg] = &[val("when", Ty::Str)];
 
 pub struct Reschedule;

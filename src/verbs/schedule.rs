@@ -9,13 +9,14 @@
 use super::enqueue::{job_args, ATTEMPTS, BACKOFF, OPTS, PRIORITY};
 use crate::domain::{self, args::Opt, args::Options, When};
 use crate::errors::Refusal;
-use crate::host::command::{q, val, Arg, Slot, Spec::*, Ty};
+use crate::host::command::{q, val, Arg, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{Event, Events, NewJob, State};
 
-pub const KEYS: &[Slot] = &[q(Job, Insert), q(Delayed, Insert), q(Events, Append)];
-pub const ARGS: &[Arg] = &[val("when", Ty::Str), val("name", Ty::Str), val("data", Ty::Str), PRIORITY, ATTEMPTS, BACKOFF, OPTS];
+pub const KEYS: Keys = Keys::of(&[q(Job, Insert), q(Delayed, Insert), q(Events, Append)]);
+pub const ARGS: &[Arg] =
+    &[val("when", Ty::Str), val("name", Ty::Str), val("data", Ty::Str), PRIORITY, ATTEMPTS, BACKOFF, OPTS];
 
 pub struct Schedule;
 

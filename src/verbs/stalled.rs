@@ -10,13 +10,14 @@
 use crate::config;
 use crate::domain::{self, args::Opt, stalled::Fate, Keep};
 use crate::errors::Refusal;
-use crate::host::command::{opt, q, Arg, Slot, Spec::*, Ty};
+use crate::host::command::{opt, q, Arg, Keys, Spec::*, Ty};
 use crate::host::{Access, ArgStr, Exec, Kind, Lit, Reply, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::metrics;
 use crate::queue::{self, field, Event, Events, Ready, Retire, Row, State};
 
-pub const KEYS: &[Slot] = &[q(Active, Take), q(Wait, Insert), q(Prio, Insert), q(Failed, Update), q(Events, Append)];
+pub const KEYS: Keys =
+    Keys::of(&[q(Active, Take), q(Wait, Insert), q(Prio, Insert), q(Failed, Update), q(Events, Append)]);
 pub const ARGS: &[Arg] = &[opt("maxstalls", "MAXSTALLS", "n", Ty::Int), opt("count", "COUNT", "n", Ty::Int)];
 
 pub struct Stalled;
@@ -38,8 +39,18 @@ impl Verb for Stalled {
     }
 
     fn run(x: &mut Exec<'_>, a: Args) -> Result<Reply, Refusal> {
-        let max_stalls = domain::range(a.max_stalls.unwrap_or(config::get(&config::MAX_STALLS)), 0, domain::MAX_STALLS_MAX, "MAXSTALLS")?;
-        let count = domain::range(a.count.unwrap_or(config::get(&config::STALLED_BATCH)), 1, domain::STALLED_COUNT_MAX, "COUNT")?;
+        let max_stalls = domain::range(
+            a.max_stalls.unwrap_or(config::get(&config::MAX_STALLS)),
+            0,
+            domain::MAX_STALLS_MAX,
+            "MAXSTALLS",
+        )?;
+        let count = domain::range(
+            a.count.unwrap_or(config::get(&config::STALLED_BATCH)),
+            1,
+            domain::STALLED_COUNT_MAX,
+            "COUNT",
+        )?;
         let keep = queue::keep_for(None, &config::KEEP_FAILED)?;
         let active = x.open_as(Active, Kind::ZSet)?;
         let ready = Ready::open(x)?;
@@ -48,12 +59,17 @@ impl Verb for Stalled {
         let now = x.now();
 
         // Read and check everything first: the expired leases, their rows, their fates.
-        let expired = active.zrange(f64::NEG_INFINITY, now.saturating_sub(1) as f64, usize::try_from(count).unwrap_or(0));
+        let expired = active.zrange(
+            f64::NEG_INFINITY,
+            now.saturating_sub(1) as f64,
+            usize::try_from(count).unwrap_or(0),
+        );
         let mut jobs = Vec::with_capacity(expired.len());
         let mut fates = Vec::with_capacity(expired.len());
         for (id, _) in expired {
             let row = x.open_undeclared(Role::Job, id.bytes(), Access::Update)?;
-            let stalls = if row.exists_as(Kind::Hash)? { Some(Row(&row).int(&field::STALLS, 0)) } else { None };
+            let stalls =
+                if row.exists_as(Kind::Hash)? { Some(Row(&row).int(&field::STALLS, 0)) } else { None };
             fates.push(domain::stalled::fate(stalls, max_stalls));
             jobs.push((id, row));
         }
@@ -88,7 +104,11 @@ impl Verb for Stalled {
                     id,
                     State::Failed,
                     keep,
-                    &[(&field::STALLS, sc.ptr()), (&field::MADE, made_s.ptr()), (&field::ERROR, STALLED.get())],
+                    &[
+                        (&field::STALLS, sc.ptr()),
+                        (&field::MADE, made_s.ptr()),
+                        (&field::ERROR, STALLED.get()),
+                    ],
                 )?;
                 events.emit(x, Some(id.ptr()), Event::Failed { error: STALLED.get(), attempt: made })?;
                 dead.push(Reply::bulk(id.bytes()));

@@ -1,11 +1,11 @@
 //! `EMQ.VERSION`: which build serves the node. Read-only, reads no key, runs no fence.
 
 use crate::errors::Refusal;
-use crate::host::command::{Arg, Slot};
+use crate::host::command::{Arg, Keys};
 use crate::host::{ArgStr, Exec, Reply, Verb};
 use crate::{keyspace, MODULE_MAJOR, MODULE_NAME, MODULE_VERSION};
 
-pub const KEYS: &[Slot] = &[];
+pub const KEYS: Keys = Keys::of(&[]);
 pub const ARGS: &[Arg] = &[];
 
 /// Set by the builder (`TRAFIKEY_BUILD=… cargo build`); reported, never compared.
@@ -27,7 +27,10 @@ impl Verb for Version {
             ("module_version", Reply::bulk(MODULE_VERSION.as_bytes())),
             ("module_major", Reply::Int(i64::from(MODULE_MAJOR))),
             ("build", BUILD.map_or(Reply::Null, |b| Reply::bulk(b.as_bytes()))),
-            ("capabilities", Reply::Array(super::capabilities().iter().map(|t| Reply::bulk(t.as_bytes())).collect())),
+            (
+                "capabilities",
+                Reply::Array(super::capabilities().iter().map(|t| Reply::bulk(t.as_bytes())).collect()),
+            ),
         ]))
     }
 }

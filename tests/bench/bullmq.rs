@@ -86,7 +86,8 @@ pub fn run(dir: &Path, p: &Params) -> Result<Outcome, String> {
     let foreign = crate::load::foreign(&s0, &crate::load::snap(p.server_pid));
     let mut out = Outcome { figures: Vec::new(), memory: None, errors: Vec::new(), foreign };
     for line in text.lines().filter(|l| l.trim_start().starts_with('{')) {
-        let v: Value = serde_json::from_str(line).map_err(|e| format!("bad line from bench.mjs: {e}: {line}"))?;
+        let v: Value =
+            serde_json::from_str(line).map_err(|e| format!("bad line from bench.mjs: {e}: {line}"))?;
         if let Some(e) = v.get("error").and_then(Value::as_str) {
             out.errors.push(e.to_string());
             continue;
@@ -109,7 +110,9 @@ pub fn run(dir: &Path, p: &Params) -> Result<Outcome, String> {
     }
     match status {
         None => out.errors.push(format!("bench.mjs ran past {}s and was stopped", limit.as_secs())),
-        Some(st) if !st.success() && out.errors.is_empty() => out.errors.push(format!("bench.mjs exited with {st}")),
+        Some(st) if !st.success() && out.errors.is_empty() => {
+            out.errors.push(format!("bench.mjs exited with {st}"))
+        }
         _ => {}
     }
     Ok(out)

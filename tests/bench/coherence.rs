@@ -150,7 +150,8 @@ pub fn drops(srv: &Server, lane: &Lane, n: u64, s: Shape) -> Result<Measured<Vec
         let mut dropped = Vec::new();
         for chunk in mine.chunks(s.depth) {
             cx.check_time()?;
-            let keys: Vec<(Vec<u8>, [u8; 14])> = chunk.iter().map(|&i| (lane.key(i), version(snowflakes(i).1))).collect();
+            let keys: Vec<(Vec<u8>, [u8; 14])> =
+                chunk.iter().map(|&i| (lane.key(i), version(snowflakes(i).1))).collect();
             let t = Instant::now();
             for (key, v) in &keys {
                 lane.drop_cmd(&mut p, key, v);

@@ -55,7 +55,14 @@ fn proc_times(path: &str) -> (u64, u64) {
 
 pub fn snap(server_pid: u32) -> CpuSnap {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let cpu: Vec<u64> = stat.lines().next().unwrap_or("").split_whitespace().skip(1).map(|x| x.parse().unwrap_or(0)).collect();
+    let cpu: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
     // user nice system idle iowait irq softirq steal: busy is all but idle and iowait.
     let busy = [0usize, 1, 2, 5, 6, 7].iter().map(|&i| cpu.get(i).copied().unwrap_or(0)).sum();
     let (server, _) = proc_times(&format!("/proc/{server_pid}/stat"));
@@ -99,7 +106,8 @@ pub fn wait_quiet(server_pid: u32, cores: f64, max: Duration) -> f64 {
         }
     };
     let spent = t0.elapsed().as_millis() as u64;
-    let _ = QUIET_BUDGET_MS.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| Some(b.saturating_sub(spent)));
+    let _ =
+        QUIET_BUDGET_MS.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| Some(b.saturating_sub(spent)));
     f
 }
 
@@ -162,7 +170,8 @@ where
                 let (barrier, f) = (&barrier, &f);
                 s.spawn(move || {
                     barrier.wait();
-                    let mut cx = Ctx { conn, index, lat: Vec::new(), deadline: Instant::now() + limit, epoch };
+                    let mut cx =
+                        Ctx { conn, index, lat: Vec::new(), deadline: Instant::now() + limit, epoch };
                     let r = f(&mut cx);
                     (r, cx.lat)
                 })
@@ -172,8 +181,10 @@ where
         let s0 = snap(srv.pid());
         let t0 = Instant::now();
         barrier.wait();
-        let results: Vec<_> =
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| (Err("a load thread panicked".into()), vec![]))).collect();
+        let results: Vec<_> = handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| (Err("a load thread panicked".into()), vec![])))
+            .collect();
         let secs = t0.elapsed().as_secs_f64();
         let s1 = snap(srv.pid());
         let cpu1 = server::cpu_us(&mut ctl);
@@ -181,7 +192,16 @@ where
     });
     let (cpu_us, foreign, client) = cpu_us;
     let inside = server::commandstats(&mut ctl);
-    let mut m = Measured { jobs: 0, secs, cpu_us, inside, lat: Vec::new(), out: Vec::with_capacity(conns), foreign, client };
+    let mut m = Measured {
+        jobs: 0,
+        secs,
+        cpu_us,
+        inside,
+        lat: Vec::new(),
+        out: Vec::with_capacity(conns),
+        foreign,
+        client,
+    };
     for (r, lat) in results {
         let (jobs, out) = r?;
         m.jobs += jobs;

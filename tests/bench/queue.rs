@@ -89,7 +89,11 @@ impl Engine {
                 other => Err(format!("SCRIPT LOAD: {other:?}")),
             }
         };
-        Ok(Engine::Lua { enqueue: load(LUA_ENQUEUE)?, claim: load(LUA_CLAIM)?, complete: load(LUA_COMPLETE)? })
+        Ok(Engine::Lua {
+            enqueue: load(LUA_ENQUEUE)?,
+            claim: load(LUA_CLAIM)?,
+            complete: load(LUA_COMPLETE)?,
+        })
     }
 
     fn head(&self, v: Verb) -> Vec<&[u8]> {
@@ -173,7 +177,15 @@ impl Cmds<'_> {
     fn enqueue(&self, p: &mut Pipe, id: &[u8]) {
         let job = self.keys.job(id);
         let mut a = self.engine.head(Verb::Enqueue);
-        a.extend_from_slice(&[b"4", &job, &self.keys.wait, &self.keys.prio, &self.keys.events, JOB_NAME, JOB_DATA]);
+        a.extend_from_slice(&[
+            b"4",
+            &job,
+            &self.keys.wait,
+            &self.keys.prio,
+            &self.keys.events,
+            JOB_NAME,
+            JOB_DATA,
+        ]);
         p.cmd(&a);
     }
 
@@ -181,7 +193,9 @@ impl Cmds<'_> {
         let k = self.keys;
         let n = count.to_string();
         let mut a = self.engine.head(Verb::Claim);
-        a.extend_from_slice(&[b"6", &k.wait, &k.prio, &k.active, &k.delayed, &k.meta, &k.events, token, LEASE_MS]);
+        a.extend_from_slice(&[
+            b"6", &k.wait, &k.prio, &k.active, &k.delayed, &k.meta, &k.events, token, LEASE_MS,
+        ]);
         if count > 1 {
             a.extend_from_slice(&[b"COUNT", n.as_bytes()]);
         }
@@ -465,12 +479,28 @@ struct FloorWrites {
 
 impl FloorWrites {
     fn new(keep: u64, events_maxlen: u64) -> FloorWrites {
-        FloorWrites { keys: Keys::new("floor"), cap: events_maxlen.to_string(), events: events_maxlen > 0, keep: keep.max(1) }
+        FloorWrites {
+            keys: Keys::new("floor"),
+            cap: events_maxlen.to_string(),
+            events: events_maxlen > 0,
+            keep: keep.max(1),
+        }
     }
 
     fn event(&self, p: &mut Pipe, id: &[u8], name: &[u8], facts: &[&[u8]]) {
         if self.events {
-            let mut a: Vec<&[u8]> = vec![b"XADD", &self.keys.events, b"MAXLEN", b"~", self.cap.as_bytes(), b"*", b"event", name, b"id", id];
+            let mut a: Vec<&[u8]> = vec![
+                b"XADD",
+                &self.keys.events,
+                b"MAXLEN",
+                b"~",
+                self.cap.as_bytes(),
+                b"*",
+                b"event",
+                name,
+                b"id",
+                id,
+            ];
             a.extend_from_slice(facts);
             p.cmd(&a);
         }
@@ -555,7 +585,13 @@ pub fn floor(srv: &Server, n: u64, keep: u64, events_maxlen: u64, s: Shape) -> R
 /// writes sent together in one round trip (plain commands, not even MULTI): what the server
 /// spends on the writes one verb call makes, with the per-request cost of one call. The
 /// jobs' rows and wait list are written first, unmeasured.
-pub fn floor_per_call(srv: &Server, n: u64, keep: u64, events_maxlen: u64, s: Shape) -> Result<(Measured<()>, Measured<()>), String> {
+pub fn floor_per_call(
+    srv: &Server,
+    n: u64,
+    keep: u64,
+    events_maxlen: u64,
+    s: Shape,
+) -> Result<(Measured<()>, Measured<()>), String> {
     let w = FloorWrites::new(keep, events_maxlen);
     load::phase(srv, s.conns, s.limit, |cx| {
         let mut p = Pipe::new();
@@ -650,6 +686,8 @@ pub fn check_sets(srv: &Server, waiting: u64) -> Result<(), String> {
     let active = c.call(&[b"ZCARD", &keys.active]);
     match (&wait, &active) {
         (Reply::Int(w), Reply::Int(0)) if *w as u64 == waiting => Ok(()),
-        _ => Err(format!("after the workload: wait {wait:?} (expected {waiting}), active {active:?} (expected 0)")),
+        _ => Err(format!(
+            "after the workload: wait {wait:?} (expected {waiting}), active {active:?} (expected 0)"
+        )),
     }
 }

@@ -165,7 +165,9 @@ impl Report {
             .rows
             .iter()
             .filter_map(|r| match &r.status {
-                Status::Failed(e) => Some(format!("{} {} {}: {e}", contender(r.who, r.workload), r.workload, r.mode)),
+                Status::Failed(e) => {
+                    Some(format!("{} {} {}: {e}", contender(r.who, r.workload), r.workload, r.mode))
+                }
                 _ => None,
             })
             .collect();
@@ -209,7 +211,11 @@ impl Report {
                 _ => "–".into(),
             };
             let mode = if *m == "p32" && b.is_some() { "p32 (BullMQ: best)" } else { m };
-            let w = if *w == DROP { "coherence drop, per call (trafikey: `TRA.DROP`; Lua: EVALSHA of the reference script)" } else { w };
+            let w = if *w == DROP {
+                "coherence drop, per call (trafikey: `TRA.DROP`; Lua: EVALSHA of the reference script)"
+            } else {
+                w
+            };
             let _ = writeln!(
                 s,
                 "| {w} | {mode} | {} | {} | {} | {} | {} | {} | {} | {} |",
@@ -247,7 +253,12 @@ impl Report {
             }
         }
         if let Some(x) = self.get(Who::Set, "plain SET", "c50") {
-            let _ = writeln!(s, "| plain SET (per request) | c50 | {} | | | {} | | | | |", rate(x.rate()), num(x.cpu_per_job()));
+            let _ = writeln!(
+                s,
+                "| plain SET (per request) | c50 | {} | | | {} | | | | |",
+                rate(x.rate()),
+                num(x.cpu_per_job())
+            );
         }
 
         // Memory.
@@ -268,15 +279,21 @@ impl Report {
         let _ = writeln!(s, "| target | figure (median pass) | best pass | goal | verdict (median) |");
         let _ = writeln!(s, "|---|--:|--:|--:|---|");
         let set = self.get(Who::Set, "plain SET", "c50");
-        let mut target = |name: &str, fig: Option<(f64, f64)>, goal: &str, met: &dyn Fn(f64) -> bool, unit: &str| {
-            let show = |v: Option<f64>| v.map_or("–".into(), |v| format!("{}{unit}", num(v)));
-            let v = match fig {
-                Some((median, _)) if met(median) => "met",
-                Some(_) => "**not met**",
-                None => "not measured",
+        let mut target =
+            |name: &str, fig: Option<(f64, f64)>, goal: &str, met: &dyn Fn(f64) -> bool, unit: &str| {
+                let show = |v: Option<f64>| v.map_or("–".into(), |v| format!("{}{unit}", num(v)));
+                let v = match fig {
+                    Some((median, _)) if met(median) => "met",
+                    Some(_) => "**not met**",
+                    None => "not measured",
+                };
+                let _ = writeln!(
+                    s,
+                    "| {name} | {} | {} | {goal} | {v} |",
+                    show(fig.map(|f| f.0)),
+                    show(fig.map(|f| f.1))
+                );
             };
-            let _ = writeln!(s, "| {name} | {} | {} | {goal} | {v} |", show(fig.map(|f| f.0)), show(fig.map(|f| f.1)));
-        };
         // A ratio of two rows' server CPU per job: (median ÷ median, best ÷ best).
         let ratio = |a: Option<&Row>, b: Option<&Row>| -> Option<(f64, f64)> {
             let (a, b) = (a?, b?);
@@ -298,22 +315,39 @@ impl Report {
         target("memory per waiting job, trafikey − BullMQ", m, "< 0 bytes", &|d| d < 0.0, " B");
         let rates = |w: &str| self.get(Who::Trafikey, w, "p32").map(|r| (r.rate(), r.best_rate()));
         target("enqueues/s, pipelined", rates("enqueue"), "≥ 200 000", &|v| v >= 200_000.0, "");
-        target("lifecycle jobs/s, pipelined, events off", rates("lifecycle, events off"), "≥ 100 000", &|v| v >= 100_000.0, "");
+        target(
+            "lifecycle jobs/s, pipelined, events off",
+            rates("lifecycle, events off"),
+            "≥ 100 000",
+            &|v| v >= 100_000.0,
+            "",
+        );
 
         // What a per-call target is up against: the same writes with no module at all.
-        let floors: Vec<(&str, f64, Option<f64>)> = [("CLAIM", "CLAIM alone"), ("COMPLETE", "COMPLETE alone")]
-            .iter()
-            .filter_map(|(v, w)| {
-                let f = self.get(Who::Floor, w, "c50")?.cpu_per_job();
-                Some((*v, f / set?.cpu_per_job(), self.get(Who::Trafikey, w, "c50").map(|t| t.cpu_per_job() / f)))
-            })
-            .collect();
+        let floors: Vec<(&str, f64, Option<f64>)> =
+            [("CLAIM", "CLAIM alone"), ("COMPLETE", "COMPLETE alone")]
+                .iter()
+                .filter_map(|(v, w)| {
+                    let f = self.get(Who::Floor, w, "c50")?.cpu_per_job();
+                    Some((
+                        *v,
+                        f / set?.cpu_per_job(),
+                        self.get(Who::Trafikey, w, "c50").map(|t| t.cpu_per_job() / f),
+                    ))
+                })
+                .collect();
         if !floors.is_empty() {
             let _ = writeln!(s, "\nThe per-call targets beside the per-call floors (the verb's own writes as plain commands, one round trip a call, no module):\n");
-            let _ = writeln!(s, "| verb | its writes alone ÷ SET's, c50 | the verb ÷ its writes alone, c50 |");
+            let _ =
+                writeln!(s, "| verb | its writes alone ÷ SET's, c50 | the verb ÷ its writes alone, c50 |");
             let _ = writeln!(s, "|---|--:|--:|");
             for (v, f, t) in floors {
-                let _ = writeln!(s, "| {v} | {}× | {} |", num(f), t.map_or("–".into(), |t| format!("{}×", num(t))));
+                let _ = writeln!(
+                    s,
+                    "| {v} | {}× | {} |",
+                    num(f),
+                    t.map_or("–".into(), |t| format!("{}×", num(t)))
+                );
             }
         }
 
@@ -326,7 +360,9 @@ impl Report {
             match &r.status {
                 Status::Ok => {
                     let vs = match self.get(Who::Trafikey, r.workload, r.mode) {
-                        Some(t) if r.who != Who::Trafikey => format!("{:.2}×", r.cpu_per_job() / t.cpu_per_job()),
+                        Some(t) if r.who != Who::Trafikey => {
+                            format!("{:.2}×", r.cpu_per_job() / t.cpu_per_job())
+                        }
                         _ => "–".into(),
                     };
                     let _ = writeln!(
@@ -396,7 +432,9 @@ pub fn median(passes: Vec<Pass>) -> Pass {
     let mut memory: Vec<(Who, Vec<Result<f64, String>>)> = Vec::new();
     for (pass_rows, pass_memory) in passes {
         for r in pass_rows {
-            match rows.iter_mut().find(|g| g.first().is_some_and(|f| f.who == r.who && f.workload == r.workload && f.mode == r.mode)) {
+            match rows.iter_mut().find(|g| {
+                g.first().is_some_and(|f| f.who == r.who && f.workload == r.workload && f.mode == r.mode)
+            }) {
                 Some(g) => g.push(r),
                 None => rows.push(vec![r]),
             }

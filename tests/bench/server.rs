@@ -49,7 +49,16 @@ impl Server {
             let log = std::fs::File::create(dir.join("server.log")).map_err(|e| e.to_string())?;
             let err = log.try_clone().map_err(|e| e.to_string())?;
             let child = Command::new(bin)
-                .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--save", "", "--appendonly", "no"])
+                .args([
+                    "--bind",
+                    "127.0.0.1",
+                    "--port",
+                    &port.to_string(),
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
                 .arg("--dir")
                 .arg(&dir)
                 // Byte order for Lua string comparison (the twin's id gate), as in the tests.
@@ -77,7 +86,10 @@ impl Server {
             }
             drop(s);
         }
-        Err(format!("valkey-server did not start: {}", last.lines().rev().take(5).collect::<Vec<_>>().join(" | ")))
+        Err(format!(
+            "valkey-server did not start: {}",
+            last.lines().rev().take(5).collect::<Vec<_>>().join(" | ")
+        ))
     }
 
     pub fn pid(&self) -> u32 {
@@ -107,7 +119,10 @@ pub fn cpu_us(c: &mut Conn) -> f64 {
         _ => return f64::NAN,
     };
     let get = |f: &str| -> f64 {
-        text.lines().find_map(|l| l.strip_prefix(&format!("{f}:"))).and_then(|v| v.trim().parse::<f64>().ok()).unwrap_or(f64::NAN)
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{f}:")))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
     };
     (get("used_cpu_sys") + get("used_cpu_user")) * 1e6
 }
