@@ -38,6 +38,15 @@ pub const BUS_MAXLEN_DEFAULT: i64 = 100_000;
 /// Build every replication effect even when nothing could receive it (`host::effects`).
 pub static EFFECTS_ALWAYS: AtomicBool = AtomicBool::new(false);
 
+/// Upkeep: the module promotes due jobs and reclaims expired leases itself (`upkeep`).
+pub static UPKEEP: AtomicBool = AtomicBool::new(true);
+/// The longest upkeep sleeps between two looks, ms (it wakes earlier for a job due sooner).
+pub static UPKEEP_TICK_MS: AtomicI64 = AtomicI64::new(UPKEEP_TICK_MS_DEFAULT);
+pub const UPKEEP_TICK_MS_DEFAULT: i64 = 100;
+/// Jobs one upkeep tick handles at most, over all queues (it also stops after 1 ms).
+pub static UPKEEP_BATCH: AtomicI64 = AtomicI64::new(UPKEEP_BATCH_DEFAULT);
+pub const UPKEEP_BATCH_DEFAULT: i64 = 1000;
+
 pub fn get_bool(c: &AtomicBool) -> bool {
     c.load(Ordering::Relaxed)
 }

@@ -13,6 +13,8 @@ pub mod host;
 pub mod keyspace;
 pub mod metrics;
 pub mod queue;
+pub mod registry;
+pub mod upkeep;
 pub mod verbs;
 
 use valkey_module::configuration::ConfigurationFlags;
@@ -52,7 +54,10 @@ fn preload(ctx: &Context, _args: &[ValkeyString]) -> Status {
 }
 
 fn init(ctx: &Context, _args: &[ValkeyString]) -> Status {
-    match host::register::all(ctx, &verbs::COMMANDS).and_then(|()| host::effects::init(ctx.ctx)) {
+    let started = host::register::all(ctx, &verbs::COMMANDS)
+        .and_then(|()| host::effects::init(ctx.ctx))
+        .and_then(|()| upkeep::start(ctx.ctx));
+    match started {
         Ok(()) => Status::Ok,
         Err(e) => {
             ctx.log_warning(&format!("trafikey: {e}"));
@@ -63,7 +68,15 @@ fn init(ctx: &Context, _args: &[ValkeyString]) -> Status {
 
 #[info_command_handler]
 fn info(ctx: &InfoContext, _for_crash_report: bool) -> ValkeyResult<()> {
-    metrics::info(ctx, host::commands())
+    let mut names = host::commands().iter().map(|c| c.name);
+    metrics::info(
+        ctx,
+        metrics::Facts {
+            commands: &mut names,
+            queues_known: registry::len(),
+            receivers_seen: host::effects::targets_seen(),
+        },
+    )
 }
 
 valkey_module! {
@@ -87,10 +100,13 @@ valkey_module! {
             ["max-payload", &config::MAX_PAYLOAD, config::MAX_PAYLOAD_DEFAULT, 0, 512 * 1024 * 1024, ConfigurationFlags::DEFAULT, None],
             ["bus-window-ms", &config::BUS_WINDOW_MS, config::BUS_WINDOW_MS_DEFAULT, 1, domain::TIME_MAX, ConfigurationFlags::DEFAULT, None],
             ["bus-maxlen", &config::BUS_MAXLEN, config::BUS_MAXLEN_DEFAULT, 1, domain::bus::MAXLEN_MAX, ConfigurationFlags::DEFAULT, None],
+            ["upkeep-tick-ms", &config::UPKEEP_TICK_MS, config::UPKEEP_TICK_MS_DEFAULT, 1, 60_000, ConfigurationFlags::DEFAULT, None],
+            ["upkeep-batch", &config::UPKEEP_BATCH, config::UPKEEP_BATCH_DEFAULT, 1, 100_000, ConfigurationFlags::DEFAULT, None],
         ],
         string: [],
         bool: [
             ["effects-always", &config::EFFECTS_ALWAYS, false, ConfigurationFlags::DEFAULT, None],
+            ["upkeep", &config::UPKEEP, true, ConfigurationFlags::DEFAULT, None],
         ],
         enum: [],
         module_args_as_configuration: true,

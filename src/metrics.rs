@@ -5,7 +5,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use valkey_module::{InfoContext, ValkeyResult};
 
 use crate::errors::Class;
-use crate::host::command::Command;
 
 /// One call counter per registered command (as many as the host has callbacks).
 static CALLS: [AtomicU64; 32] = [const { AtomicU64::new(0) }; 32];
@@ -34,6 +33,12 @@ pub static KEPT: AtomicU64 = AtomicU64::new(0);
 pub static BLOCKED: AtomicU64 = AtomicU64::new(0);
 pub static WOKEN: AtomicU64 = AtomicU64::new(0);
 pub static BLOCK_TIMEOUTS: AtomicU64 = AtomicU64::new(0);
+/// Upkeep: ticks that acted, jobs promoted and leases reclaimed, queues it could not keep
+/// (a refusal: not installed, a key of the wrong type).
+pub static UPKEEP_TICKS: AtomicU64 = AtomicU64::new(0);
+pub static UPKEEP_PROMOTED: AtomicU64 = AtomicU64::new(0);
+pub static UPKEEP_RECLAIMED: AtomicU64 = AtomicU64::new(0);
+pub static UPKEEP_REFUSED: AtomicU64 = AtomicU64::new(0);
 /// Replication effects built (something could receive them), and writes counted without one
 /// (nothing could): see `host::effects`.
 pub static EFFECTS_BUILT: AtomicU64 = AtomicU64::new(0);
@@ -59,11 +64,20 @@ fn field_name(s: &str) -> String {
     s.to_ascii_lowercase().replace('.', "_")
 }
 
-pub fn info(ctx: &InfoContext, commands: &[Command]) -> ValkeyResult<()> {
-    let calls: Vec<(String, u64)> = commands
-        .iter()
+/// The facts INFO shows that live elsewhere: the module hands them in, so this layer uses
+/// none above it.
+pub struct Facts<'a> {
+    /// The registered commands' names, in registration order.
+    pub commands: &'a mut dyn Iterator<Item = &'static str>,
+    pub queues_known: usize,
+    pub receivers_seen: bool,
+}
+
+pub fn info(ctx: &InfoContext, facts: Facts) -> ValkeyResult<()> {
+    let calls: Vec<(String, u64)> = facts
+        .commands
         .zip(CALLS.iter())
-        .map(|(c, n)| (format!("calls_{}", field_name(c.name)), n.load(Ordering::Relaxed)))
+        .map(|(name, n)| (format!("calls_{}", field_name(name)), n.load(Ordering::Relaxed)))
         .collect();
     let refusals: Vec<(String, u64)> = Class::ALL
         .iter()
@@ -94,6 +108,13 @@ pub fn info(ctx: &InfoContext, commands: &[Command]) -> ValkeyResult<()> {
         .field("woken", WOKEN.load(Ordering::Relaxed).to_string())?
         .field("timeouts", BLOCK_TIMEOUTS.load(Ordering::Relaxed).to_string())?
         .build_section()?
+        .add_section("upkeep")
+        .field("upkeep_ticks", UPKEEP_TICKS.load(Ordering::Relaxed).to_string())?
+        .field("upkeep_promoted", UPKEEP_PROMOTED.load(Ordering::Relaxed).to_string())?
+        .field("upkeep_reclaimed", UPKEEP_RECLAIMED.load(Ordering::Relaxed).to_string())?
+        .field("upkeep_refused", UPKEEP_REFUSED.load(Ordering::Relaxed).to_string())?
+        .field("upkeep_queues", facts.queues_known.to_string())?
+        .build_section()?
         .add_section("bus")
         .field("appended", BUS_APPENDED.load(Ordering::Relaxed).to_string())?
         .field("duplicates", BUS_DUPLICATES.load(Ordering::Relaxed).to_string())?
@@ -108,7 +129,7 @@ pub fn info(ctx: &InfoContext, commands: &[Command]) -> ValkeyResult<()> {
         .add_section("effects")
         .field("effects_built", EFFECTS_BUILT.load(Ordering::Relaxed).to_string())?
         .field("effects_skipped", EFFECTS_SKIPPED.load(Ordering::Relaxed).to_string())?
-        .field("effects_receivers_seen", u8::from(crate::host::effects::targets_seen()).to_string())?
+        .field("effects_receivers_seen", u8::from(facts.receivers_seen).to_string())?
         .build_section()?
         .build_info()?;
     Ok(())

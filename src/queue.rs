@@ -126,6 +126,65 @@ impl Row<'_> {
     }
 }
 
+/// A job found in a set (not named by the caller), its row opened as the caller before
+/// anything is written.
+pub struct Found {
+    pub id: Str,
+    pub row: Key,
+    /// The row is missing: the id is dropped from its set and counted, never a refusal.
+    pub orphan: bool,
+    /// Read only when asked for (a promoted job goes where its priority says; a job taken
+    /// from a ready set needs none): 0 otherwise.
+    pub priority: i64,
+}
+
+impl Found {
+    pub fn open(x: &mut Exec, id: Str, with_priority: bool) -> Result<Found, Refusal> {
+        let row = x.open_undeclared(Role::Job, id.bytes(), Access::Update)?;
+        let orphan = !row.exists_as(Kind::Hash)?;
+        let priority = if orphan || !with_priority { 0 } else { Row(&row).priority() };
+        Ok(Found { id, row, orphan, priority })
+    }
+}
+
+/// The delayed jobs due now, earliest due first, at most a batch: read and checked first,
+/// written by `apply`. CLAIM promotes before it takes; upkeep promotes on its timer.
+pub struct Promotion {
+    pub jobs: Vec<Found>,
+}
+
+impl Promotion {
+    pub fn read(x: &mut Exec, delayed: &Key, now: i64, batch: usize) -> Result<Promotion, Refusal> {
+        let due = delayed.zrange(f64::NEG_INFINITY, now as f64, batch);
+        let mut jobs = Vec::with_capacity(due.len());
+        for (id, _) in due {
+            jobs.push(Found::open(x, id, true)?);
+        }
+        Ok(Promotion { jobs })
+    }
+
+    /// Each job out of delayed and ready by its priority (which wakes a waiting claimer),
+    /// its row's state set, one `waiting` event (`prev delayed`); an orphan id is dropped and
+    /// counted. Returns how many were promoted.
+    pub fn apply(&self, x: &Exec, ready: &Ready, delayed: &Key, events: &Events) -> Result<u64, Refusal> {
+        let due: Vec<_> = self.jobs.iter().map(|p| p.id.ptr()).collect();
+        delayed.zrem_many(&due);
+        let mut promoted = 0u64;
+        for p in &self.jobs {
+            if p.orphan {
+                metrics::add(&metrics::ORPHANS, 1);
+                continue;
+            }
+            let state = ready.put(p.id.ptr(), p.priority, false)?;
+            p.row.hset(&[(&field::STATE, state.lit().get())])?;
+            events.emit(x, Some(p.id.ptr()), Event::Waiting { prev: State::Delayed })?;
+            promoted += 1;
+        }
+        metrics::add(&metrics::PROMOTED, promoted);
+        Ok(promoted)
+    }
+}
+
 /// Fields and values of one row write.
 type Pairs<'l> = smallvec::SmallVec<[(&'l Lit, *mut RedisModuleString); 8]>;
 
@@ -426,6 +485,18 @@ pub fn finish(
         row.hdel(&[&field::TOKEN])?;
     }
     Ok(())
+}
+
+/// Something of this queue falls due at `at_ms` (a scheduled or delayed job, a lease): upkeep
+/// knows the queue from now on, and looks no later than then.
+pub fn due_at(x: &Exec, at_ms: i64) {
+    crate::registry::note(crate::host::timer::selected(x.ctx()), x.queue, Some(at_ms));
+    crate::host::timer::wake_by(x.ctx(), at_ms);
+}
+
+/// A job was created in this queue: the node knows the queue from now on (`TRA.QUEUES`).
+pub fn exists(x: &Exec) {
+    crate::registry::note(crate::host::timer::selected(x.ctx()), x.queue, None);
 }
 
 /// The call's own job row: it must exist.

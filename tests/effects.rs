@@ -6,6 +6,11 @@
 
 use trafikey_support::*;
 
+/// Module arguments with upkeep off (see `Server::quiet`).
+fn quiet() -> Vec<String> {
+    vec!["upkeep".into(), "no".into()]
+}
+
 /// A mixed lifecycle over jobs `from..to` of queue `q`: enqueues at several priorities,
 /// schedules, claims, and every way a claim ends.
 fn workload(c: &mut Conn, q: &Q, from: u64, to: u64) {
@@ -51,9 +56,11 @@ fn same_keyspace(p: &mut Conn, r: &mut Conn) {
 
 #[test]
 fn with_nothing_listening_writes_are_counted_not_built() {
-    let quiet = Server::installed();
-    let always =
-        Server::start(Opts { module_args: vec!["effects-always".into(), "yes".into()], ..Opts::default() });
+    let quiet = Server::quiet();
+    let always = Server::start(Opts {
+        module_args: vec!["effects-always".into(), "yes".into(), "upkeep".into(), "no".into()],
+        ..Opts::default()
+    });
     let mut a = quiet.conn();
     let mut b = always.conn();
     assert_eq!(b.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
@@ -88,7 +95,7 @@ fn a_replica_attached_before_the_module_loads_gets_every_effect() {
     let mut r = replica.follow(&primary);
     let mut p = primary.conn();
     let path = module_path().display().to_string();
-    assert_eq!(p.call(&[b"MODULE", b"LOAD", path.as_bytes()]), Reply::Simple("OK".into()));
+    assert_eq!(p.call(&[b"MODULE", b"LOAD", path.as_bytes(), b"upkeep", b"no"]), Reply::Simple("OK".into()));
     assert_eq!(p.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
     workload(&mut p, &Q::new("late"), 1, 80);
     same_keyspace(&mut p, &mut r);
@@ -101,7 +108,7 @@ fn a_replica_attached_before_the_module_loads_gets_every_effect() {
 fn a_primary_restarted_with_its_backlog_replicates_into_it() {
     // No periodic PING to the replica: its offset stays the saved one until the restart.
     let args = vec!["--repl-ping-replica-period".into(), "3600".into()];
-    let primary = Server::start(Opts { server_args: args, ..Opts::default() });
+    let primary = Server::start(Opts { server_args: args, module_args: quiet(), ..Opts::default() });
     let replica = Server::start(Opts::default());
     let mut p = primary.conn();
     assert_eq!(p.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
@@ -129,7 +136,7 @@ fn a_primary_restarted_with_its_backlog_replicates_into_it() {
 
 #[test]
 fn writes_while_a_replica_syncs_reach_it() {
-    let primary = Server::installed();
+    let primary = Server::quiet();
     let replica = Server::start(Opts::default());
     let mut p = primary.conn();
     let q = Q::new("sync");
@@ -153,8 +160,11 @@ fn writes_while_a_replica_syncs_reach_it() {
 
 #[test]
 fn the_aof_alone_holds_every_write() {
-    let server =
-        Server::start(Opts { server_args: vec!["--appendonly".into(), "yes".into()], ..Opts::default() });
+    let server = Server::start(Opts {
+        server_args: vec!["--appendonly".into(), "yes".into()],
+        module_args: quiet(),
+        ..Opts::default()
+    });
     let mut c = server.conn();
     assert_eq!(c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
     workload(&mut c, &Q::new("aof"), 1, 60);

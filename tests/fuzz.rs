@@ -556,7 +556,7 @@ fn every_command_survives_random_arguments() {
     let seed = env_num("FUZZ_SEED", 0x6675_7a7a);
     let calls = env_num("FUZZ_CALLS", 10_000) as usize;
     eprintln!("fuzz: {calls} calls, FUZZ_SEED={seed}");
-    let srv = Server::installed();
+    let srv = Server::quiet();
     let mut c = srv.conn();
     // A replica: whatever the fuzzer did, its effects (and only they) reach it.
     let replica = Server::start(Opts::default());

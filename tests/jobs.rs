@@ -5,6 +5,11 @@
 
 use trafikey_support::*;
 
+/// Module arguments with upkeep off (see `Server::quiet`).
+fn quiet() -> Vec<String> {
+    vec!["upkeep".into(), "no".into()]
+}
+
 fn claim(q: &Q, c: &mut Conn, token: &str, lease: i64, count: i64) -> Vec<Vec<String>> {
     let r = q.run(
         c,
@@ -36,7 +41,7 @@ fn now_ms(c: &mut Conn) -> i64 {
 }
 
 fn setup(name: &str) -> (Server, Conn, Q) {
-    let s = Server::installed();
+    let s = Server::quiet();
     let c = s.conn();
     (s, c, Q::new(name))
 }
@@ -492,7 +497,7 @@ fn every_verb_refuses_bad_input_and_writes_nothing() {
 
 #[test]
 fn undeclared_rows_are_opened_as_the_caller() {
-    let s = Server::installed();
+    let s = Server::quiet();
     let mut admin = s.conn();
     let q = Q::new("acl");
     for i in 1..=3 {
@@ -542,8 +547,11 @@ fn undeclared_rows_are_opened_as_the_caller() {
 
 #[test]
 fn replica_and_aof_hold_what_the_primary_holds() {
-    let primary =
-        Server::start(Opts { server_args: vec!["--appendonly".into(), "yes".into()], ..Opts::default() });
+    let primary = Server::start(Opts {
+        server_args: vec!["--appendonly".into(), "yes".into()],
+        module_args: quiet(),
+        ..Opts::default()
+    });
     let replica = Server::start(Opts::default());
     let mut p = primary.conn();
     p.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]);

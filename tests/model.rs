@@ -1864,7 +1864,7 @@ struct Pair {
 
 impl Pair {
     fn start() -> Pair {
-        let primary = Server::installed();
+        let primary = Server::quiet();
         let replica = Server::start(Opts::default());
         replica.follow(&primary);
         Pair { primary, replica }

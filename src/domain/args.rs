@@ -63,6 +63,7 @@ pub enum Opt {
     MaxLen,
     Ttl,
     Block,
+    From,
 }
 
 impl Opt {
@@ -81,6 +82,7 @@ impl Opt {
             Opt::MaxLen => "MAXLEN",
             Opt::Ttl => "TTL",
             Opt::Block => "BLOCK",
+            Opt::From => "FROM",
         }
     }
 }
@@ -103,6 +105,7 @@ pub struct Options<S> {
     pub max_len: Option<i64>,
     pub ttl: Option<i64>,
     pub block: Option<i64>,
+    pub from: Option<i64>,
 }
 
 impl<S> Default for Options<S> {
@@ -121,6 +124,7 @@ impl<S> Default for Options<S> {
             max_len: None,
             ttl: None,
             block: None,
+            from: None,
         }
     }
 }
@@ -177,7 +181,8 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
             | Opt::MaxStalls
             | Opt::MaxLen
             | Opt::Ttl
-            | Opt::Block => {
+            | Opt::Block
+            | Opt::From => {
                 let v = Some(num(0)?);
                 match opt {
                     Opt::Priority => o.priority = v,
@@ -188,6 +193,7 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
                     Opt::MaxStalls => o.max_stalls = v,
                     Opt::MaxLen => o.max_len = v,
                     Opt::Block => o.block = v,
+                    Opt::From => o.from = v,
                     _ => o.ttl = v,
                 }
                 i += 1;
@@ -256,7 +262,7 @@ mod tests {
         fn options_never_panic(args in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..12), 0..8)) {
             let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
             let all = [Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts, Opt::Lifo, Opt::Keep, Opt::Age,
-                       Opt::Final, Opt::Count, Opt::MaxStalls, Opt::MaxLen, Opt::Ttl, Opt::Block];
+                       Opt::Final, Opt::Count, Opt::MaxStalls, Opt::MaxLen, Opt::Ttl, Opt::Block, Opt::From];
             let _ = options(&refs, &all);
         }
     }

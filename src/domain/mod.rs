@@ -17,6 +17,8 @@ pub const PRIORITY_MAX: i64 = (1 << 21) - 1;
 pub const ATTEMPTS_MAX: i64 = 1_000_000;
 pub const BACKOFF_MAX: i64 = 1 << 31;
 pub const LEASE_MAX: i64 = 1 << 31;
+/// The largest page of TRA.QUEUES (and the other listing commands).
+pub const PAGE_MAX: i64 = 1000;
 /// The longest CLAIM … BLOCK wait, ms (0 waits without a limit).
 pub const BLOCK_MAX: i64 = 1 << 31;
 pub const CLAIM_COUNT_MAX: i64 = 1000;

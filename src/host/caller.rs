@@ -35,6 +35,11 @@ impl Drop for Caller {
 }
 
 impl Caller {
+    /// The module itself (upkeep): the server, to which no ACL applies.
+    pub const fn server() -> Caller {
+        Caller { user: None }
+    }
+
     pub fn of(ctx: *mut RedisModuleCtx) -> Result<Caller, Refusal> {
         let Some(name_of) = api!(RedisModule_GetCurrentUserName) else { return Ok(Caller { user: None }) };
         // SAFETY: live ctx; the name is a new string we own. It is NULL for the clients the

@@ -27,6 +27,7 @@ pub mod register;
 pub mod reply;
 pub mod store;
 pub mod strings;
+pub mod timer;
 
 use std::os::raw::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -318,6 +319,22 @@ pub fn stored(key: &Key) -> Result<Stored<'_>, Refusal> {
         Kind::String => Stored::Value(key.string().ok_or_else(errors::host_reply)?),
         _ => Stored::OtherType,
     })
+}
+
+/// Runs `cmd` for the module itself (upkeep), not for a client: the same order of checks —
+/// so the fence too — and the same effects, as the server: no ACL applies. `argv` as a
+/// client would send it.
+pub fn run_internal(
+    ctx: *mut RedisModuleCtx,
+    cmd: &'static Command,
+    argv: &[*mut RedisModuleString],
+) -> Result<Reply, Refusal> {
+    catch_unwind(AssertUnwindSafe(|| {
+        let mut x = Exec::new(ctx, argv, cmd);
+        x.caller = Some(Caller::server());
+        (cmd.run)(&mut x, cmd)
+    }))
+    .unwrap_or_else(|_| Err(errors::host_reply()))
 }
 
 /// Slot in the table for each command's C callback.

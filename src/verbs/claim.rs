@@ -17,10 +17,10 @@ use crate::config;
 use crate::domain::{self, args::Opt, claim::Pick, claim::Plan};
 use crate::errors::Refusal;
 use crate::host::command::{block, one_of, opt, q, val, word, Arg, Keys, Spec::*, Ty};
-use crate::host::{Access, ArgStr, Exec, Key, Kind, Lit, Reply, Str, Verb};
+use crate::host::{Access, ArgStr, Exec, Kind, Lit, Reply, Str, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::metrics;
-use crate::queue::{field, Event, Events, Ready, Row, State};
+use crate::queue::{field, Event, Events, Found, Promotion, Ready, State};
 
 pub const KEYS: Keys = Keys::of(&[
     q(Wait, Update),
@@ -116,24 +116,6 @@ fn pause(x: &mut Exec, on: bool) -> Result<Reply, Refusal> {
     Ok(Reply::Int(1))
 }
 
-/// A job CLAIM touches, with its row opened (as the caller) before anything is written.
-struct Found {
-    id: Str,
-    row: Key,
-    /// The row is missing: the id is dropped from its set and counted, never refused.
-    orphan: bool,
-    /// Read only for promoted jobs, which go where their priority says; a job taken from a
-    /// ready set needs none.
-    priority: i64,
-}
-
-fn found(x: &mut Exec, id: Str, promoted: bool) -> Result<Found, Refusal> {
-    let row = x.open_undeclared(Role::Job, id.bytes(), Access::Update)?;
-    let orphan = !row.exists_as(Kind::Hash)?;
-    let priority = if orphan || !promoted { 0 } else { Row(&row).priority() };
-    Ok(Found { id, row, orphan, priority })
-}
-
 /// The ready set a taken job leaves.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Src {
@@ -157,14 +139,11 @@ fn take(x: &mut Exec, token: ArgStr, lease: i64, count: usize) -> Result<Vec<[Re
     let events = Events::open(x)?;
     let now = x.now();
 
-    // Read and check everything first (rows are opened as the caller). Due delayed jobs,
-    // earliest due first:
+    // Read and check everything first (rows are opened as the caller): due delayed jobs,
+    // then the jobs taken.
     let batch = usize::try_from(config::get(&config::PROMOTE_BATCH)).unwrap_or(0);
-    let due_now = delayed.zrange(f64::NEG_INFINITY, now as f64, batch);
-    let mut promoted = Vec::with_capacity(due_now.len());
-    for (id, _) in due_now {
-        promoted.push(found(x, id, true)?);
-    }
+    let promotion = Promotion::read(x, &delayed, now, batch)?;
+    let promoted = &promotion.jobs;
     // The jobs taken, in the order the queue serves them.
     let mut taken: Few<Taken> = Few::with_capacity(count);
     if meta.hget(&PAUSED).is_none() {
@@ -176,7 +155,7 @@ fn take(x: &mut Exec, token: ArgStr, lease: i64, count: usize) -> Result<Vec<[Re
             n => ready.prio.zrange(f64::NEG_INFINITY, f64::INFINITY, n),
         };
         let prom: Few<(Option<i64>, &[u8])> =
-            prios.iter().zip(&promoted).map(|(p, f)| (*p, f.id.bytes())).collect();
+            prios.iter().zip(promoted).map(|(p, f)| (*p, f.id.bytes())).collect();
         let prio: Few<(i64, &[u8])> = lowest.iter().map(|(m, s)| (*s as i64, m.bytes())).collect();
         let picks = plan.finish(&prom, &prio);
         drop((prom, prio));
@@ -185,12 +164,12 @@ fn take(x: &mut Exec, token: ArgStr, lease: i64, count: usize) -> Result<Vec<[Re
             taken.push(match pick {
                 Pick::Wait(i) => {
                     let id = ready.wait.lindex(-1 - i as i64).ok_or_else(crate::errors::host_reply)?;
-                    Taken::Ready(found(x, id, false)?, Src::Wait)
+                    Taken::Ready(Found::open(x, id, false)?, Src::Wait)
                 }
                 Pick::Prio(i) => {
                     let id =
                         lowest.get_mut(i).and_then(Option::take).ok_or_else(crate::errors::host_reply)?;
-                    Taken::Ready(found(x, id, false)?, Src::Prio)
+                    Taken::Ready(Found::open(x, id, false)?, Src::Prio)
                 }
                 Pick::Promoted(i) => Taken::Promoted(i),
             });
@@ -198,20 +177,7 @@ fn take(x: &mut Exec, token: ArgStr, lease: i64, count: usize) -> Result<Vec<[Re
     }
 
     // Write: promotions, then claims.
-    let mut promoted_n = 0u64;
-    let due: Vec<_> = promoted.iter().map(|p| p.id.ptr()).collect();
-    delayed.zrem_many(&due);
-    for p in &promoted {
-        if p.orphan {
-            metrics::add(&metrics::ORPHANS, 1);
-            continue;
-        }
-        let state = ready.put(p.id.ptr(), p.priority, false)?;
-        p.row.hset(&[(&field::STATE, state.lit().get())])?;
-        events.emit(x, Some(p.id.ptr()), Event::Waiting { prev: State::Delayed })?;
-        promoted_n += 1;
-    }
-    metrics::add(&metrics::PROMOTED, promoted_n);
+    promotion.apply(x, &ready, &delayed, &events)?;
 
     // Take every pick out of its ready set (one effect per set), then make the live ones
     // active (one effect) and record each claim on its row.
@@ -231,7 +197,11 @@ fn take(x: &mut Exec, token: ArgStr, lease: i64, count: usize) -> Result<Vec<[Re
     let live: Few<&Found> = sized(ordered.len(), ordered.iter().map(|(j, _)| *j).filter(|j| !j.orphan));
     metrics::add(&metrics::ORPHANS, ordered.len().saturating_sub(live.len()) as u64);
     let ids: Few<_> = live.iter().map(|j| j.id.ptr()).collect();
-    active.zadd_many(domain::deadline(now, lease), &ids)?;
+    let deadline = domain::deadline(now, lease);
+    active.zadd_many(deadline, &ids)?;
+    if !live.is_empty() {
+        crate::queue::due_at(x, deadline);
+    }
     let (tok, at) = (x.string(&token)?, x.int(now)?);
     let mut out = Vec::with_capacity(live.len());
     for job in live.iter() {

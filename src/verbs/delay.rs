@@ -41,6 +41,7 @@ impl Verb for Delay {
         job.row.hset(&[(&field::STATE, State::Delayed.lit().get())])?;
         job.row.hdel(&[&field::TOKEN])?;
         events.emit(x, Some(job.id.ptr()), Event::Delayed { due })?;
+        crate::queue::due_at(x, due);
         Ok(Reply::Int(due))
     }
 }

@@ -71,6 +71,7 @@ impl Verb for Enqueue {
         job.create(x, &row, state, now)?;
         ready.put(id.ptr(), job.priority, a.o.lifo)?;
         events.emit(x, Some(id.ptr()), Event::Added { name: a.name.ptr(), prio: job.priority })?;
+        crate::queue::exists(x);
         Ok(Reply::Int(1))
     }
 }

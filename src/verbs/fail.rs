@@ -108,6 +108,7 @@ impl Verb for Fail {
                 ])?;
                 row.hdel(&[&field::TOKEN])?;
                 events.emit(x, Some(id.ptr()), Event::Delayed { due })?;
+                queue::due_at(x, due);
                 c"delayed"
             }
         };

@@ -35,6 +35,7 @@ impl Verb for Reschedule {
         }
         delayed.zadd(due, id.ptr())?;
         events.emit(x, Some(id.ptr()), Event::Delayed { due })?;
+        crate::queue::due_at(x, due);
         Ok(Reply::Int(due))
     }
 }

@@ -52,6 +52,7 @@ impl Verb for Schedule {
         job.create(x, &row, State::Delayed, now)?;
         delayed.zadd(due, id.ptr())?;
         events.emit(x, Some(id.ptr()), Event::Delayed { due })?;
+        crate::queue::due_at(x, due);
         Ok(Reply::Int(1))
     }
 }

@@ -51,77 +51,76 @@ impl Verb for Stalled {
             domain::STALLED_COUNT_MAX,
             "COUNT",
         )?;
-        let keep = queue::keep_for(None, &config::KEEP_FAILED)?;
-        let active = x.open_as(Active, Kind::ZSet)?;
-        let ready = Ready::open(x)?;
-        let failed = x.open_as(Failed, Kind::ZSet)?;
-        let events = Events::open(x)?;
-        let now = x.now();
-
-        // Read and check everything first: the expired leases, their rows, their fates.
-        let expired = active.zrange(
-            f64::NEG_INFINITY,
-            now.saturating_sub(1) as f64,
-            usize::try_from(count).unwrap_or(0),
-        );
-        let mut jobs = Vec::with_capacity(expired.len());
-        let mut fates = Vec::with_capacity(expired.len());
-        for (id, _) in expired {
-            let row = x.open_undeclared(Role::Job, id.bytes(), Access::Update)?;
-            let stalls =
-                if row.exists_as(Kind::Hash)? { Some(Row(&row).int(&field::STALLS, 0)) } else { None };
-            fates.push(domain::stalled::fate(stalls, max_stalls));
-            jobs.push((id, row));
-        }
-        let failing = if keep == Keep::None { 0 } else { fates.iter().filter(|f| f.fails()).count() as u64 };
-        let retire = Retire::plan(x, &failed, failing, now, keep, None)?;
-        let ids: Vec<&[u8]> = jobs.iter().map(|(id, _)| id.bytes()).collect();
-        domain::stalled::retire_lowest(&mut fates, &ids, retire.drop_new);
-
-        let (mut requeued, mut dead) = (Vec::new(), Vec::new());
-        let taken: Vec<_> = jobs.iter().map(|(id, _)| id.ptr()).collect();
-        active.zrem_many(&taken);
-        for ((id, row), fate) in jobs.iter().zip(&fates) {
-            let (stalls, keep) = match *fate {
-                Fate::Orphan => {
-                    metrics::add(&metrics::ORPHANS, 1);
-                    continue;
-                }
-                Fate::Requeue { stalls } => (stalls, None),
-                Fate::Fail { stalls } => (stalls, Some(keep)),
-                Fate::Retire { stalls } => (stalls, Some(Keep::None)),
-            };
-            let r = Row(row);
-            events.emit(x, Some(id.ptr()), Event::Stalled { stalls })?;
-            let sc = x.int(stalls)?;
-            if let Some(keep) = keep {
-                let made = r.int(&field::MADE, 0).saturating_add(1);
-                let made_s = x.int(made)?;
-                queue::finish(
-                    x,
-                    row,
-                    &failed,
-                    id,
-                    State::Failed,
-                    keep,
-                    &[
-                        (&field::STALLS, sc.ptr()),
-                        (&field::MADE, made_s.ptr()),
-                        (&field::ERROR, STALLED.get()),
-                    ],
-                )?;
-                events.emit(x, Some(id.ptr()), Event::Failed { error: STALLED.get(), attempt: made })?;
-                dead.push(Reply::bulk(id.bytes()));
-            } else {
-                let state = ready.put(id.ptr(), r.priority(), true)?;
-                row.hset(&[(&field::STATE, state.lit().get()), (&field::STALLS, sc.ptr())])?;
-                row.hdel(&[&field::TOKEN])?;
-                events.emit(x, Some(id.ptr()), Event::Waiting { prev: State::Active })?;
-                requeued.push(Reply::bulk(id.bytes()));
-            }
-        }
-        retire.apply(&failed);
-        metrics::add(&metrics::RECLAIMED, (requeued.len() + dead.len()) as u64);
+        let (requeued, dead) = reclaim(x, max_stalls, count)?;
         Ok(Reply::Array(vec![Reply::Array(requeued), Reply::Array(dead)]))
     }
+}
+
+/// The expired leases, at most `count`, earliest deadline first: requeued or failed for good
+/// past `max_stalls`. Returns the ids requeued and the ids failed. Upkeep runs this too.
+pub fn reclaim(x: &mut Exec, max_stalls: i64, count: i64) -> Result<(Vec<Reply>, Vec<Reply>), Refusal> {
+    let keep = queue::keep_for(None, &config::KEEP_FAILED)?;
+    let active = x.open_as(Active, Kind::ZSet)?;
+    let ready = Ready::open(x)?;
+    let failed = x.open_as(Failed, Kind::ZSet)?;
+    let events = Events::open(x)?;
+    let now = x.now();
+
+    // Read and check everything first: the expired leases, their rows, their fates.
+    let expired =
+        active.zrange(f64::NEG_INFINITY, now.saturating_sub(1) as f64, usize::try_from(count).unwrap_or(0));
+    let mut jobs = Vec::with_capacity(expired.len());
+    let mut fates = Vec::with_capacity(expired.len());
+    for (id, _) in expired {
+        let row = x.open_undeclared(Role::Job, id.bytes(), Access::Update)?;
+        let stalls = if row.exists_as(Kind::Hash)? { Some(Row(&row).int(&field::STALLS, 0)) } else { None };
+        fates.push(domain::stalled::fate(stalls, max_stalls));
+        jobs.push((id, row));
+    }
+    let failing = if keep == Keep::None { 0 } else { fates.iter().filter(|f| f.fails()).count() as u64 };
+    let retire = Retire::plan(x, &failed, failing, now, keep, None)?;
+    let ids: Vec<&[u8]> = jobs.iter().map(|(id, _)| id.bytes()).collect();
+    domain::stalled::retire_lowest(&mut fates, &ids, retire.drop_new);
+
+    let (mut requeued, mut dead) = (Vec::new(), Vec::new());
+    let taken: Vec<_> = jobs.iter().map(|(id, _)| id.ptr()).collect();
+    active.zrem_many(&taken);
+    for ((id, row), fate) in jobs.iter().zip(&fates) {
+        let (stalls, keep) = match *fate {
+            Fate::Orphan => {
+                metrics::add(&metrics::ORPHANS, 1);
+                continue;
+            }
+            Fate::Requeue { stalls } => (stalls, None),
+            Fate::Fail { stalls } => (stalls, Some(keep)),
+            Fate::Retire { stalls } => (stalls, Some(Keep::None)),
+        };
+        let r = Row(row);
+        events.emit(x, Some(id.ptr()), Event::Stalled { stalls })?;
+        let sc = x.int(stalls)?;
+        if let Some(keep) = keep {
+            let made = r.int(&field::MADE, 0).saturating_add(1);
+            let made_s = x.int(made)?;
+            queue::finish(
+                x,
+                row,
+                &failed,
+                id,
+                State::Failed,
+                keep,
+                &[(&field::STALLS, sc.ptr()), (&field::MADE, made_s.ptr()), (&field::ERROR, STALLED.get())],
+            )?;
+            events.emit(x, Some(id.ptr()), Event::Failed { error: STALLED.get(), attempt: made })?;
+            dead.push(Reply::bulk(id.bytes()));
+        } else {
+            let state = ready.put(id.ptr(), r.priority(), true)?;
+            row.hset(&[(&field::STATE, state.lit().get()), (&field::STALLS, sc.ptr())])?;
+            row.hdel(&[&field::TOKEN])?;
+            events.emit(x, Some(id.ptr()), Event::Waiting { prev: State::Active })?;
+            requeued.push(Reply::bulk(id.bytes()));
+        }
+    }
+    retire.apply(&failed);
+    metrics::add(&metrics::RECLAIMED, (requeued.len() + dead.len()) as u64);
+    Ok((requeued, dead))
 }

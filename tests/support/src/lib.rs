@@ -119,6 +119,15 @@ impl Server {
         s
     }
 
+    /// A server with the module loaded and installed, and its upkeep off: nothing changes the
+    /// keyspace but the calls a test makes (leases stay expired until STALLED, due jobs wait
+    /// for CLAIM), so a test can compare against a model or a digest at any moment.
+    pub fn quiet() -> Server {
+        let s = Server::start(Opts { module_args: vec!["upkeep".into(), "no".into()], ..Opts::default() });
+        assert_eq!(s.conn().call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
+        s
+    }
+
     pub fn start(o: Opts) -> Server {
         for _ in 0..5 {
             if let Some(s) = Server::try_start(&o, None) {
@@ -311,34 +320,45 @@ impl Q {
     }
 
     /// Every job id per state set, and every row, read straight from the keyspace.
+    /// The queue's six state sets and all its rows, read in one script: atomic, so nothing
+    /// the server does on its own (upkeep) can land between two reads of one snapshot. A key
+    /// of the wrong type reads as empty.
     pub fn snapshot(&self, c: &mut Conn) -> Snapshot {
+        const SCRIPT: &[u8] = br#"
+local p = 'emq:{' .. ARGV[1] .. '}:'
+local function safe(...) local ok, r = pcall(redis.call, ...) if ok then return r end return {} end
+local out = { safe('LRANGE', p .. 'wait', 0, -1) }
+for _, z in ipairs({'prio', 'active', 'delayed', 'completed', 'failed'}) do
+  table.insert(out, safe('ZRANGE', p .. z, 0, -1))
+end
+local rows = {}
+local cursor = '0'
+repeat
+  local r = redis.call('SCAN', cursor, 'MATCH', p .. 'job:*', 'COUNT', 1000)
+  cursor = r[1]
+  for _, k in ipairs(r[2]) do
+    table.insert(rows, k)
+    table.insert(rows, safe('HGETALL', k))
+  end
+until cursor == '0'
+table.insert(out, rows)
+return out
+"#;
+        let r = c.call(&[b"EVAL", SCRIPT, b"0", self.0.as_bytes()]);
+        let parts = r.array();
         let mut sets = HashMap::new();
-        let wait = c.call(&[b"LRANGE", self.k("wait").as_bytes(), b"0", b"-1"]);
-        sets.insert("wait".to_string(), list_or_empty(&wait));
-        for z in ["prio", "active", "delayed", "completed", "failed"] {
-            let r = c.call(&[b"ZRANGE", self.k(z).as_bytes(), b"0", b"-1"]);
-            sets.insert(z.to_string(), list_or_empty(&r));
+        for (i, name) in ["wait", "prio", "active", "delayed", "completed", "failed"].iter().enumerate() {
+            sets.insert(name.to_string(), parts[i].strings());
         }
         let mut rows = HashMap::new();
-        let pattern = format!("emq:{{{}}}:job:*", self.0);
-        let mut cursor = b"0".to_vec();
-        loop {
-            let r = c.call(&[b"SCAN", &cursor, b"MATCH", pattern.as_bytes(), b"COUNT", b"1000"]);
-            let parts = r.array();
-            cursor = parts[0].bytes().to_vec();
-            for k in parts[1].array() {
-                let key = k.str();
-                let id = key.rsplit_once(":job:").map(|(_, i)| i.to_string()).unwrap_or_default();
-                let h = c.call(&[b"HGETALL", key.as_bytes()]);
-                let mut fields = HashMap::new();
-                for pair in h.array().chunks(2) {
-                    fields.insert(pair[0].str(), pair[1].bytes().to_vec());
-                }
-                rows.insert(id, fields);
+        for pair in parts[6].array().chunks(2) {
+            let key = pair[0].str();
+            let id = key.rsplit_once(":job:").map(|(_, i)| i.to_string()).unwrap_or_default();
+            let mut fields = HashMap::new();
+            for f in pair[1].array().chunks(2) {
+                fields.insert(f[0].str(), f[1].bytes().to_vec());
             }
-            if cursor == b"0" {
-                break;
-            }
+            rows.insert(id, fields);
         }
         Snapshot { sets, rows }
     }
@@ -366,13 +386,6 @@ impl Q {
             assert!(seen.contains_key(id), "row {id} is in no state set");
         }
         s
-    }
-}
-
-fn list_or_empty(r: &Reply) -> Vec<String> {
-    match r {
-        Reply::Array(_) => r.strings(),
-        _ => vec![],
     }
 }
 

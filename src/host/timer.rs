@@ -1,0 +1,210 @@
+//! The module's clock: one timer that runs upkeep (`crate::upkeep::tick`) and re-arms itself
+//! for the next moment anything falls due; a verb that makes something due earlier brings
+//! the timer forward (`wake_by`). With upkeep off the timer is not re-armed — the server will
+//! not unload a module while one of its timers is pending — and the next verb that makes
+//! something due arms it again once upkeep is back on. Plus the server glue upkeep needs:
+//! choosing a database, an incremental keyspace scan, and the server events that make upkeep
+//! look for its queues again (a load, a flush, a change of role).
+
+use std::os::raw::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+use valkey_module::raw::{self, RedisModuleCtx, RedisModuleEvent, RedisModuleKey, RedisModuleString};
+
+use super::strings::bytes_of;
+
+/// When the timer should fire next, as a tick decides.
+pub enum Next {
+    /// Upkeep is off: leave the timer unarmed.
+    Off,
+    /// Nothing known to be due: look again after the tick.
+    Idle,
+    /// At this time (ms, absolute; at most a tick away).
+    At(i64),
+}
+
+/// What upkeep asks the host to run, once at load.
+pub struct Hooks {
+    /// One tick of upkeep.
+    pub tick: fn(*mut RedisModuleCtx) -> Next,
+    /// Whether upkeep is on (a disarmed timer is armed again only then).
+    pub on: fn() -> bool,
+    /// The dataset of this database (or all, -1) was replaced or is new to upkeep.
+    pub rescan: fn(c_int),
+}
+
+static HOOKS: OnceLock<Hooks> = OnceLock::new();
+/// The armed timer and the time it fires (ms, the server's clock).
+static TIMER: AtomicU64 = AtomicU64::new(0);
+static FIRES_AT: AtomicI64 = AtomicI64::new(i64::MAX);
+/// Whether the module's context can arm timers yet (set once init has run).
+static READY: AtomicBool = AtomicBool::new(false);
+
+/// The longest the timer sleeps; set from the tick config.
+pub static TICK_MS: AtomicI64 = AtomicI64::new(100);
+
+pub fn now_ms() -> i64 {
+    match api!(RedisModule_Milliseconds) {
+        // SAFETY: a plain clock read.
+        Some(f) => unsafe { f() },
+        None => 0,
+    }
+}
+
+/// A monotonic microsecond clock, for bounding a tick's work.
+pub fn monotonic_us() -> u64 {
+    match api!(RedisModule_MonotonicMicroseconds) {
+        // SAFETY: a plain clock read.
+        Some(f) => unsafe { f() },
+        None => 0,
+    }
+}
+
+/// Load time: remember the hooks, subscribe to the events, arm the timer.
+pub fn start(ctx: *mut RedisModuleCtx, hooks: Hooks) -> Result<(), String> {
+    HOOKS.set(hooks).map_err(|_| "upkeep started twice".to_owned())?;
+    let subscribe = api!(RedisModule_SubscribeToServerEvent).ok_or("no SubscribeToServerEvent")?;
+    for id in [
+        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+        raw::REDISMODULE_EVENT_LOADING,
+        raw::REDISMODULE_EVENT_FLUSHDB,
+    ] {
+        // SAFETY: load-time subscription with a callback that lives for the process.
+        if unsafe { subscribe(ctx, RedisModuleEvent { id, dataver: 1 }, Some(on_event)) }
+            != raw::REDISMODULE_OK as c_int
+        {
+            return Err(format!("cannot subscribe to server event {id}"));
+        }
+    }
+    READY.store(true, Ordering::Relaxed);
+    arm(ctx, 1);
+    Ok(())
+}
+
+fn arm(ctx: *mut RedisModuleCtx, in_ms: i64) {
+    let Some(create) = api!(RedisModule_CreateTimer) else { return };
+    let in_ms = in_ms.clamp(1, TICK_MS.load(Ordering::Relaxed).max(1));
+    // SAFETY: the module's own context; the callback lives for the process and takes no data.
+    let id = unsafe { create(ctx, in_ms, Some(fire), std::ptr::null_mut()) };
+    TIMER.store(id, Ordering::Relaxed);
+    FIRES_AT.store(now_ms().saturating_add(in_ms), Ordering::Relaxed);
+}
+
+/// Brings the timer forward to `at_ms` (absolute) if it would fire later. Verbs call this
+/// when something falls due before upkeep would look again: a job scheduled or delayed.
+pub fn wake_by(ctx: *mut RedisModuleCtx, at_ms: i64) {
+    let fires_at = FIRES_AT.load(Ordering::Relaxed);
+    if !READY.load(Ordering::Relaxed) || at_ms >= fires_at {
+        return;
+    }
+    if fires_at == i64::MAX {
+        // Not armed: upkeep was off. Armed again only if it is back on.
+        if !HOOKS.get().is_some_and(|h| (h.on)()) {
+            return;
+        }
+    } else if let Some(stop) = api!(RedisModule_StopTimer) {
+        // SAFETY: our timer id (a stale one is refused by the server, harmlessly).
+        unsafe { stop(ctx, TIMER.load(Ordering::Relaxed), std::ptr::null_mut()) };
+    }
+    arm(ctx, at_ms.saturating_sub(now_ms()));
+}
+
+extern "C" fn fire(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
+    FIRES_AT.store(i64::MAX, Ordering::Relaxed);
+    let next =
+        std::panic::catch_unwind(|| HOOKS.get().map_or(Next::Idle, |h| (h.tick)(ctx))).unwrap_or(Next::Idle);
+    let tick = TICK_MS.load(Ordering::Relaxed);
+    match next {
+        Next::Off => {}
+        Next::Idle => arm(ctx, tick),
+        Next::At(at) => arm(ctx, at.saturating_sub(now_ms())),
+    }
+}
+
+extern "C" fn on_event(_ctx: *mut RedisModuleCtx, eid: RedisModuleEvent, sub: u64, data: *mut c_void) {
+    let Some(h) = HOOKS.get() else { return };
+    let rescan = match eid.id {
+        raw::REDISMODULE_EVENT_LOADING => sub == raw::REDISMODULE_SUBEVENT_LOADING_ENDED,
+        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED => {
+            sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER
+        }
+        raw::REDISMODULE_EVENT_FLUSHDB => sub == raw::REDISMODULE_SUBEVENT_FLUSHDB_END,
+        _ => false,
+    };
+    if !rescan {
+        return;
+    }
+    let db = if eid.id == raw::REDISMODULE_EVENT_FLUSHDB && !data.is_null() {
+        // SAFETY: the flush event's data is its RedisModuleFlushInfo.
+        unsafe { (*data.cast::<raw::RedisModuleFlushInfo>()).dbnum }
+    } else {
+        -1
+    };
+    (h.rescan)(db);
+}
+
+/// Whether this node is a primary that is not loading: the only state upkeep acts in.
+pub fn may_act(ctx: *mut RedisModuleCtx) -> bool {
+    // SAFETY: live ctx.
+    let flags = api!(RedisModule_GetContextFlags).map_or(0, |f| unsafe { f(ctx) }) as u32;
+    flags & raw::REDISMODULE_CTX_FLAGS_MASTER != 0
+        && flags & (raw::REDISMODULE_CTX_FLAGS_LOADING | raw::REDISMODULE_CTX_FLAGS_ASYNC_LOADING) == 0
+}
+
+/// Selects database `db` on `ctx`; false if the server refuses (no such database).
+pub fn select(ctx: *mut RedisModuleCtx, db: c_int) -> bool {
+    // SAFETY: live ctx.
+    api!(RedisModule_SelectDb).is_some_and(|f| unsafe { f(ctx, db) } == raw::REDISMODULE_OK as c_int)
+}
+
+/// The database the call runs in.
+pub fn selected(ctx: *mut RedisModuleCtx) -> c_int {
+    // SAFETY: live ctx.
+    api!(RedisModule_GetSelectedDb).map_or(0, |f| unsafe { f(ctx) })
+}
+
+/// An incremental scan of one database's key names, a bounded step at a time.
+pub struct Scan {
+    cursor: *mut raw::RedisModuleScanCursor,
+}
+
+// SAFETY: the cursor is only touched on the main thread, under the server's lock.
+unsafe impl Send for Scan {}
+
+impl Scan {
+    pub fn new() -> Option<Scan> {
+        // SAFETY: a fresh cursor, freed on drop.
+        let cursor = api!(RedisModule_ScanCursorCreate).map(|f| unsafe { f() })?;
+        (!cursor.is_null()).then_some(Scan { cursor })
+    }
+
+    /// One step over `ctx`'s selected database (a handful of keys), each name handed to
+    /// `f`; false once the database has been covered.
+    pub fn step(&mut self, ctx: *mut RedisModuleCtx, f: &mut dyn FnMut(&[u8])) -> bool {
+        let Some(scan) = api!(RedisModule_Scan) else { return false };
+        extern "C" fn each(
+            _ctx: *mut RedisModuleCtx,
+            name: *mut RedisModuleString,
+            _key: *mut RedisModuleKey,
+            data: *mut c_void,
+        ) {
+            // SAFETY: `data` is the `&mut dyn FnMut` passed below, alive for the call.
+            let f = unsafe { &mut *data.cast::<&mut dyn FnMut(&[u8])>() };
+            f(bytes_of(name));
+        }
+        let mut f = f;
+        let data = (&mut f as *mut &mut dyn FnMut(&[u8])).cast::<c_void>();
+        // SAFETY: live ctx and cursor; the callback only runs during this call.
+        unsafe { scan(ctx, self.cursor, Some(each), data) != 0 }
+    }
+}
+
+impl Drop for Scan {
+    fn drop(&mut self) {
+        if let Some(f) = api!(RedisModule_ScanCursorDestroy) {
+            // SAFETY: our cursor, freed once.
+            unsafe { f(self.cursor) }
+        }
+    }
+}

@@ -1,0 +1,273 @@
+//! The queue keeps itself: on a primary, the module promotes delayed jobs as they fall due and
+//! reclaims expired leases, on its own timer, for every queue it knows (`registry`).
+//!
+//! Each tick takes the queues whose time has come from the registry's agenda, earliest first,
+//! and for each runs one internal command (its keys declared like any verb's, run through the
+//! same shape → layout → fence → domain):
+//! promote what is due (as CLAIM's own promotion does: ready by priority, a `waiting` event,
+//! and the ready set signalled, so a claimer waiting with BLOCK is woken), then reclaim what
+//! expired (as `EMQ.STALLED` does, under `trafikey.max-stalls`). One tick handles at most
+//! `trafikey.upkeep-batch` jobs over all queues and stops after about a millisecond, so the
+//! event loop is never held long; the rest waits for the next tick, at once. The timer then
+//! sleeps until the next thing due — the earliest due delayed job or lease deadline seen, at
+//! most `trafikey.upkeep-tick-ms` — and a verb that schedules something earlier wakes it
+//! sooner (`host::timer::wake_by`).
+//!
+//! Upkeep acts as the server, not as a user: ACL does not apply to it. It does nothing on a
+//! replica, while loading, in a database whose fence key is not this module's (the fence
+//! refuses its command there), or with `trafikey.upkeep no` (then CLAIM still promotes and
+//! `EMQ.STALLED` still reclaims, as without upkeep). Its writes replicate as effects like a
+//! verb's, each tick one transaction. A lease is reclaimed once: reclaiming takes it out of
+//! `active`.
+
+use std::os::raw::c_int;
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+
+use valkey_module::raw::RedisModuleCtx;
+
+use crate::config;
+use crate::domain::{self, args::Opt};
+use crate::errors::Refusal;
+use crate::host::command::{opt, q, Arg, Command, Form, Keys, Spec::*, Ty};
+use crate::host::{self, drive, timer, ArgStr, Exec, Kind, Reply, Str, Verb};
+use crate::keyspace::{self, Role, Role::*};
+use crate::metrics;
+use crate::queue::{Events, Promotion, Ready};
+use crate::registry::{self, Queue};
+use crate::verbs::stalled;
+
+const KEYS: Keys = Keys::of(&[
+    q(Delayed, Take),
+    q(Wait, Insert),
+    q(Prio, Insert),
+    q(Active, Take),
+    q(Failed, Update),
+    q(Events, Append),
+    q(Completed, Read),
+    q(Meta, Read),
+]);
+const ARGS: &[Arg] = &[opt("count", "COUNT", "n", Ty::Int)];
+
+/// The internal command one queue's upkeep runs. Never registered: no client can call it.
+static UPKEEP: Command = Command {
+    name: "TRAFIKEY.UPKEEP",
+    tokens: &[],
+    form: Form::Keys,
+    keys: KEYS,
+    args: ARGS,
+    flags: "write",
+    acl: "",
+    fenced: true,
+    summary: "One queue's upkeep: promote due delayed jobs, reclaim expired leases.",
+    complexity: "O(n log N) for n jobs",
+    run: drive::<Upkeep>,
+};
+
+struct Upkeep;
+
+impl Verb for Upkeep {
+    type Args<'a> = i64;
+
+    fn shape(args: &[ArgStr]) -> Result<i64, Refusal> {
+        domain::args::options(args, &[Opt::Count])?.count.ok_or(Refusal::Usage)
+    }
+
+    /// Replies `[promoted, reclaimed, next]`: `next` the earliest due time or lease deadline
+    /// still pending in the queue (ms), -1 when nothing is, -2 when none of its keys is left.
+    fn run(x: &mut Exec<'_>, count: i64) -> Result<Reply, Refusal> {
+        let budget = usize::try_from(count).unwrap_or(0);
+        let now = x.now();
+        // Every key checked before the first write; each phase closes its keys before the
+        // next opens them again (an emptied set is deleted when its handle closes).
+        let (promoted, expired) = {
+            let ready = Ready::open(x)?;
+            let delayed = x.open_as(Delayed, Kind::ZSet)?;
+            let active = x.open_as(Active, Kind::ZSet)?;
+            x.open_as(Failed, Kind::ZSet)?;
+            let events = Events::open(x)?;
+            let expired = !active.zrange(f64::NEG_INFINITY, now.saturating_sub(1) as f64, 1).is_empty();
+            let promotion = Promotion::read(x, &delayed, now, budget)?;
+            (promotion.apply(x, &ready, &delayed, &events)?, expired)
+        };
+        let left = budget.saturating_sub(usize::try_from(promoted).unwrap_or(budget));
+        let reclaimed = if left > 0 && expired {
+            let max_stalls = config::get(&config::MAX_STALLS);
+            let count = left.min(domain::STALLED_COUNT_MAX as usize) as i64;
+            let (requeued, failed) = stalled::reclaim(x, max_stalls, count)?;
+            (requeued.len() + failed.len()) as i64
+        } else {
+            0
+        };
+        let first = |role: Role| -> Result<Option<i64>, Refusal> {
+            let k = x.open(role, false)?;
+            Ok(k.zrange(f64::NEG_INFINITY, f64::INFINITY, 1).first().map(|(_, s)| *s as i64))
+        };
+        let next = [first(Delayed)?, first(Active)?].into_iter().flatten().min().unwrap_or(-1);
+        let mut gone = true;
+        for role in [Delayed, Wait, Prio, Active, Failed, Events, Completed, Meta] {
+            gone &= x.open(role, false)?.kind() == Kind::Empty;
+        }
+        let next = if gone { -2 } else { next };
+        Ok(Reply::Array(vec![Reply::Int(promoted as i64), Reply::Int(reclaimed), Reply::Int(next)]))
+    }
+}
+
+/// The scan in progress.
+struct State {
+    /// A scan of every database is to start (their number is found by selecting them).
+    scan_all: bool,
+    /// The databases still to scan, and the scan of the first of them.
+    scan_dbs: Vec<c_int>,
+    scan: Option<timer::Scan>,
+}
+
+static STATE: Mutex<State> = Mutex::new(State { scan_all: false, scan_dbs: Vec::new(), scan: None });
+
+fn state() -> std::sync::MutexGuard<'static, State> {
+    STATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Scan steps a tick takes (each a handful of keys).
+const SCAN_STEPS: usize = 100;
+/// How long one tick may work, µs.
+const TICK_BUDGET_US: u64 = 1000;
+
+/// Load time: start the timer and look for queues.
+pub fn start(ctx: *mut RedisModuleCtx) -> Result<(), String> {
+    rescan(-1);
+    timer::start(ctx, timer::Hooks { tick, on, rescan })
+}
+
+/// Look for the queues of database `db` (all with -1) again.
+fn rescan(db: c_int) {
+    registry::clear(db);
+    let mut s = state();
+    s.scan = None;
+    s.scan_all = db < 0;
+    s.scan_dbs = if db >= 0 { vec![db] } else { Vec::new() };
+}
+
+fn on() -> bool {
+    config::get_bool(&config::UPKEEP)
+}
+
+/// One tick: a scan step, then the queues whose time has come, earliest first. Returns when
+/// to look again.
+fn tick(ctx: *mut RedisModuleCtx) -> timer::Next {
+    timer::TICK_MS.store(config::get(&config::UPKEEP_TICK_MS), Ordering::Relaxed);
+    if !on() {
+        return timer::Next::Off;
+    }
+    if !timer::may_act(ctx) {
+        return timer::Next::Idle;
+    }
+    metrics::add(&metrics::UPKEEP_TICKS, 1);
+    let t0 = timer::monotonic_us();
+    let over = || timer::monotonic_us().saturating_sub(t0) > TICK_BUDGET_US;
+    let scanning = scan_step(ctx);
+    let mut left = usize::try_from(config::get(&config::UPKEEP_BATCH)).unwrap_or(0);
+    let now = timer::now_ms();
+    while left > 0 && !over() {
+        let Some(queue) = registry::first_due(now) else { break };
+        match keep(ctx, &queue, left) {
+            Some(Kept { done, next, gone }) => {
+                left = left.saturating_sub(done);
+                // Nothing done: whatever is pending is not due before the next millisecond.
+                let next = if done == 0 { next.map(|t| t.max(now.saturating_add(1))) } else { next };
+                registry::reschedule(&queue, next, gone);
+            }
+            // Not this node's to keep (not installed, wrong types): off the agenda.
+            None => registry::reschedule(&queue, None, false),
+        }
+    }
+    if scanning || registry::first_due(now).is_some() {
+        // Work left over: come back at once, after the event loop has served its clients.
+        return timer::Next::At(now);
+    }
+    registry::next_due().map_or(timer::Next::Idle, timer::Next::At)
+}
+
+/// What one queue's upkeep did: jobs handled, the next time anything is due there (None:
+/// nothing pending), whether none of its keys is left.
+struct Kept {
+    done: usize,
+    next: Option<i64>,
+    gone: bool,
+}
+
+/// One queue's upkeep; None when the queue cannot be kept (not installed, wrong types).
+fn keep(ctx: *mut RedisModuleCtx, (db, name): &Queue, budget: usize) -> Option<Kept> {
+    if !timer::select(ctx, *db) {
+        return None;
+    }
+    let mut argv: Vec<Str> = Vec::with_capacity(10);
+    let mut text = |b: &[u8]| Str::new(ctx, b).map(|s| argv.push(s));
+    text(UPKEEP.name.as_bytes())?;
+    text(UPKEEP.keys.len().to_string().as_bytes())?;
+    for slot in UPKEEP.keys.iter() {
+        let host::command::KeyRole::Queue(role) = slot.role else { return None };
+        text(&keyspace::key(name, role, b""))?;
+    }
+    text(b"COUNT")?;
+    text(budget.to_string().as_bytes())?;
+    let ptrs: Vec<_> = argv.iter().map(Str::ptr).collect();
+    match host::run_internal(ctx, &UPKEEP, &ptrs) {
+        Ok(Reply::Array(r)) => {
+            let int = |i: usize| match r.get(i) {
+                Some(Reply::Int(v)) => *v,
+                _ => 0,
+            };
+            let (promoted, reclaimed, next) = (int(0), int(1), int(2));
+            metrics::add(&metrics::UPKEEP_PROMOTED, promoted.unsigned_abs());
+            metrics::add(&metrics::UPKEEP_RECLAIMED, reclaimed.unsigned_abs());
+            let done = usize::try_from(promoted.saturating_add(reclaimed)).unwrap_or(0);
+            Some(Kept { done, next: (next >= 0).then_some(next), gone: next == -2 })
+        }
+        Ok(_) => None,
+        Err(_) => {
+            metrics::add(&metrics::UPKEEP_REFUSED, 1);
+            None
+        }
+    }
+}
+
+/// Scan steps over the databases still to look at: every `emq:{Q}:delayed` and
+/// `emq:{Q}:active` found notes its queue. True while the scan is not over.
+fn scan_step(ctx: *mut RedisModuleCtx) -> bool {
+    let now = timer::now_ms();
+    let mut s = state();
+    if s.scan_all {
+        s.scan_all = false;
+        s.scan_dbs = (0..c_int::MAX).take_while(|&db| timer::select(ctx, db)).collect();
+    }
+    for _ in 0..SCAN_STEPS {
+        let Some(&db) = s.scan_dbs.first() else { return false };
+        if s.scan.is_none() {
+            s.scan = timer::Scan::new();
+        }
+        let more = match (&mut s.scan, timer::select(ctx, db)) {
+            (Some(scan), true) => scan.step(ctx, &mut |name| {
+                if let Some(p) = keyspace::parse(name) {
+                    match p.role {
+                        // Something may be due: visit it soon, to learn when.
+                        Role::Delayed | Role::Active => registry::note(db, p.queue, Some(now)),
+                        Role::Wait
+                        | Role::Prio
+                        | Role::Completed
+                        | Role::Failed
+                        | Role::Meta
+                        | Role::Events => registry::note(db, p.queue, None),
+                        Role::Job | Role::Bus | Role::Seen | Role::Fails => {}
+                    }
+                }
+            }),
+            _ => false,
+        };
+        if !more {
+            s.scan = None;
+            s.scan_dbs.remove(0);
+        }
+    }
+    !s.scan_dbs.is_empty()
+}

@@ -1,0 +1,342 @@
+//! Server-side upkeep against a real server: due jobs promoted and expired leases reclaimed by
+//! the module's own timer, on the primary only, replicated as effects, found again after a
+//! restart, a flush and a failover; bounded per tick; off on demand. And the worker a user
+//! writes now: CLAIM … BLOCK, work, COMPLETE or FAIL — no sweeper anywhere.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use trafikey_support::*;
+
+fn call(c: &mut Conn, v: &[Vec<u8>]) -> Reply {
+    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+    c.call(&refs)
+}
+
+fn upkeep(c: &mut Conn, field: &str) -> i64 {
+    info_field(c, "trafikey", &format!("trafikey_upkeep_{field}")).parse().unwrap_or(-1)
+}
+
+fn schedule(c: &mut Conn, q: &Q, id: &str, when: &str) {
+    assert_eq!(q.run(c, "EMQ.SCHEDULE", id, &[when.as_bytes(), b"n", b"d"]), Reply::Int(1));
+}
+
+fn state(c: &mut Conn, q: &Q, id: &str) -> Option<String> {
+    q.snapshot(c).state_of(id)
+}
+
+#[test]
+fn due_jobs_are_promoted_with_no_claim_and_expired_leases_come_back() {
+    let s = Server::installed();
+    let mut c = s.conn();
+    let q = Q::new("keep");
+    schedule(&mut c, &q, &jid(1), "+150");
+    schedule(&mut c, &q, &jid(2), "+100000");
+    assert_eq!(state(&mut c, &q, &jid(1)).as_deref(), Some("delayed"));
+    wait_for(|| state(&mut c, &q, &jid(1)).as_deref() == Some("wait"), "jid 1 promoted by upkeep");
+    assert_eq!(state(&mut c, &q, &jid(2)).as_deref(), Some("delayed"), "not due: left alone");
+    let ev = c.call(&[b"XRANGE", q.k("events").as_bytes(), b"-", b"+"]);
+    let last = ev.array().last().map(|e| e.array()[1].strings()).unwrap_or_default();
+    assert_eq!(last, ["event", "waiting", "id", &jid(1), "prev", "delayed"]);
+    // A lease left to expire: back to ready (first stall), then failed past max-stalls.
+    let r = q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"100"]);
+    assert_eq!(r.array()[0].array()[0].str(), jid(1));
+    wait_for(|| state(&mut c, &q, &jid(1)).as_deref() == Some("wait"), "the lease reclaimed");
+    assert_eq!(q.snapshot(&mut c).field(&jid(1), "sc").as_deref(), Some("1"));
+    q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"100"]);
+    wait_for(|| state(&mut c, &q, &jid(1)).as_deref() == Some("failed"), "failed after its second stall");
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.field(&jid(1), "e").as_deref(), Some("stalled"));
+    assert!(upkeep(&mut c, "promoted") >= 1 && upkeep(&mut c, "reclaimed") >= 2);
+    // TRA.QUEUES lists the queue upkeep knows.
+    let r = c.call(&[b"TRA.QUEUES"]);
+    assert_eq!(r.array()[0], Reply::Int(-1));
+    assert_eq!(r.array()[1].strings(), ["keep"]);
+}
+
+#[test]
+fn a_waiting_worker_gets_a_scheduled_job_when_it_falls_due() {
+    let s = Server::installed();
+    let (mut c, mut w) = (s.conn(), s.conn());
+    let q = Q::new("sched");
+    let v = q.cmd("EMQ.CLAIM", "", keys_of("EMQ.CLAIM"), &[b"w", b"30000", b"BLOCK", b"5000"]);
+    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+    w.send(&refs).expect("send");
+    wait_for(|| info_field(&mut c, "clients", "blocked_clients") == "1", "the worker waits");
+    let t0 = Instant::now();
+    schedule(&mut c, &q, &jid(1), "+200");
+    let r = w.read().expect("a job");
+    let took = t0.elapsed();
+    assert_eq!(r.array()[0].array()[0].str(), jid(1));
+    assert!(took >= Duration::from_millis(190) && took < Duration::from_millis(1500), "{took:?}");
+}
+
+#[test]
+fn upkeep_off_leaves_promotion_to_claim_and_reclaiming_to_stalled() {
+    let s = Server::start(Opts { module_args: vec!["upkeep".into(), "no".into()], ..Opts::default() });
+    let mut c = s.conn();
+    c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]);
+    let q = Q::new("manual");
+    schedule(&mut c, &q, &jid(1), "+50");
+    q.enqueue(&mut c, &jid(2), &[]);
+    q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"50"]);
+    sleep(Duration::from_millis(300));
+    assert_eq!(state(&mut c, &q, &jid(1)).as_deref(), Some("delayed"), "no upkeep: still delayed");
+    assert_eq!(state(&mut c, &q, &jid(2)).as_deref(), Some("active"), "no upkeep: the lease stays");
+    assert_eq!(upkeep(&mut c, "ticks"), 0);
+    let r = q.run(&mut c, "EMQ.STALLED", "", &[]);
+    assert_eq!(r.array()[0].strings(), [jid(2)]);
+    let r = q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"1000", b"COUNT", b"5"]);
+    let got: Vec<String> = r.array().iter().map(|j| j.array()[0].str()).collect();
+    assert_eq!(got, [jid(2), jid(1)], "CLAIM promotes what is due itself");
+    // On again: upkeep resumes with the next thing that falls due.
+    assert_eq!(c.call(&[b"CONFIG", b"SET", b"trafikey.upkeep", b"yes"]), Reply::Simple("OK".into()));
+    schedule(&mut c, &q, &jid(3), "+50");
+    wait_for(|| state(&mut c, &q, &jid(3)).as_deref() == Some("wait"), "upkeep on again");
+}
+
+#[test]
+fn upkeep_runs_on_the_primary_and_replicas_hold_the_same() {
+    let primary = Server::installed();
+    let replica = Server::start(Opts::default());
+    let mut r = replica.follow(&primary);
+    let mut p = primary.conn();
+    let q = Q::new("repl");
+    for n in 1..=20 {
+        schedule(&mut p, &q, &jid(n), "+100");
+    }
+    q.enqueue(&mut p, &jid(30), &[]);
+    q.run(&mut p, "EMQ.CLAIM", "", &[b"w", b"80"]);
+    wait_for(
+        || upkeep(&mut p, "promoted") >= 20 && upkeep(&mut p, "reclaimed") >= 1,
+        "upkeep on the primary",
+    );
+    p.call(&[b"WAIT", b"1", b"2000"]);
+    wait_for(|| digest(&mut p) == digest(&mut r), "the replica holds what the primary holds");
+    assert_eq!(upkeep(&mut r, "promoted"), 0, "a replica does no upkeep");
+    assert_eq!(upkeep(&mut r, "reclaimed"), 0);
+    q.check_invariant(&mut r);
+}
+
+#[test]
+fn upkeep_finds_its_queues_again_after_a_restart_from_rdb_and_from_aof() {
+    for persistence in ["rdb", "aof"] {
+        let args = match persistence {
+            "aof" => vec!["--appendonly".into(), "yes".into(), "--appendfsync".into(), "always".into()],
+            _ => vec![],
+        };
+        let s = Server::start(Opts { server_args: args, ..Opts::default() });
+        let mut c = s.conn();
+        c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]);
+        let q = Q::new("restart");
+        schedule(&mut c, &q, &jid(1), "+1500");
+        c.call(&[b"SELECT", b"2"]);
+        c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]);
+        schedule(&mut c, &q, &jid(2), "+1500");
+        if persistence == "rdb" {
+            assert_eq!(c.call(&[b"SAVE"]), Reply::Simple("OK".into()));
+        }
+        drop(c);
+        let s = s.restart();
+        let mut c = s.conn();
+        assert_eq!(state(&mut c, &q, &jid(1)).as_deref(), Some("delayed"), "{persistence}");
+        wait_for(|| state(&mut c, &q, &jid(1)).as_deref() == Some("wait"), "promoted after the restart");
+        c.call(&[b"SELECT", b"2"]);
+        wait_for(|| state(&mut c, &q, &jid(2)).as_deref() == Some("wait"), "and in database 2");
+        assert_eq!(c.call(&[b"TRA.QUEUES"]).array()[1].strings(), ["restart"]);
+    }
+}
+
+#[test]
+fn a_promoted_replica_takes_upkeep_over() {
+    let primary = Server::installed();
+    let replica = Server::start(Opts::default());
+    let mut r = replica.follow(&primary);
+    let mut p = primary.conn();
+    let q = Q::new("failover");
+    schedule(&mut p, &q, &jid(1), "+800");
+    q.enqueue(&mut p, &jid(2), &[]);
+    q.run(&mut p, "EMQ.CLAIM", "", &[b"w", b"600"]);
+    assert_eq!(p.call(&[b"WAIT", b"1", b"2000"]), Reply::Int(1));
+    drop(p);
+    drop(primary);
+    assert_eq!(r.call(&[b"REPLICAOF", b"NO", b"ONE"]), Reply::Simple("OK".into()));
+    wait_for(|| state(&mut r, &q, &jid(1)).as_deref() == Some("wait"), "the new primary promotes");
+    wait_for(|| state(&mut r, &q, &jid(2)).as_deref() == Some("wait"), "and reclaims");
+    q.check_invariant(&mut r);
+}
+
+#[test]
+fn a_flush_forgets_and_an_uninstalled_database_is_left_alone() {
+    let s = Server::installed();
+    let mut c = s.conn();
+    let q = Q::new("flush");
+    schedule(&mut c, &q, &jid(1), "+100000");
+    assert_eq!(c.call(&[b"TRA.QUEUES"]).array()[1].strings(), ["flush"]);
+    c.call(&[b"FLUSHALL"]);
+    wait_for(|| c.call(&[b"TRA.QUEUES"]).array()[1].array().is_empty(), "the flush forgets the queue");
+    // Database 3, never installed: a delayed job written there by hand is not upkeep's.
+    c.call(&[b"SELECT", b"3"]);
+    c.call(&[b"HSET", q.job(&jid(2)).as_bytes(), b"st", b"delayed", b"n", b"n", b"d", b"d", b"c", b"1"]);
+    c.call(&[b"ZADD", q.k("delayed").as_bytes(), b"1", jid(2).as_bytes()]);
+    c.call(&[b"SELECT", b"0"]);
+    c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]);
+    c.call(&[b"DEBUG", b"RELOAD"]);
+    wait_for(|| upkeep(&mut c, "refused") >= 1, "the fence refuses upkeep there");
+    c.call(&[b"SELECT", b"3"]);
+    assert_eq!(state(&mut c, &q, &jid(2)).as_deref(), Some("delayed"));
+}
+
+#[test]
+fn one_tick_does_a_bounded_batch_and_the_rest_follows() {
+    let s = Server::start(Opts {
+        module_args: vec!["upkeep-batch".into(), "7".into(), "upkeep".into(), "no".into()],
+        ..Opts::default()
+    });
+    let mut c = s.conn();
+    c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]);
+    let q = Q::new("batch");
+    for n in 1..=100 {
+        schedule(&mut c, &q, &jid(n), "1");
+    }
+    c.call(&[b"CONFIG", b"SET", b"trafikey.upkeep", b"yes"]);
+    schedule(&mut c, &q, &jid(101), "1");
+    wait_for(|| upkeep(&mut c, "promoted") == 101, "all promoted, a batch at a time");
+    let ticks = upkeep(&mut c, "ticks");
+    assert!(ticks >= 15, "at most 7 a tick: {ticks} ticks");
+    assert_eq!(c.call(&[b"LLEN", q.k("wait").as_bytes()]), Reply::Int(101));
+    q.check_invariant(&mut c);
+}
+
+#[test]
+fn the_module_unloads_once_upkeep_is_off() {
+    let s = Server::installed();
+    let mut c = s.conn();
+    let e = c.call(&[b"MODULE", b"UNLOAD", b"trafikey"]);
+    assert!(e.err().is_some(), "its timer is pending: {e:?}");
+    c.call(&[b"CONFIG", b"SET", b"trafikey.upkeep", b"no"]);
+    wait_for(|| c.call(&[b"MODULE", b"UNLOAD", b"trafikey"]) == Reply::Simple("OK".into()), "unloaded");
+}
+
+/// The whole worker a user writes: CLAIM … BLOCK, do the job (renewing its lease with
+/// EXTENDS when it runs long), COMPLETE or FAIL. Some workers die holding a job, without a
+/// word; no one runs a sweeper. Every job ends completed or failed exactly once.
+#[test]
+fn workers_that_wait_and_die_need_no_sweeper() {
+    let s = Server::installed();
+    let q = Q::new("work");
+    const JOBS: u64 = 300;
+    let mut admin = s.conn();
+    for n in 1..=JOBS {
+        // Jobs whose id ends in 0 fail their first attempt and are retried (3 attempts).
+        q.enqueue(&mut admin, &jid(n), &[b"ATTEMPTS", b"3"]);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let port = s.port;
+    let workers: Vec<_> = (0..6)
+        .map(|w| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let q = Q::new("work");
+                let mut c = Conn::connect(port).expect("connect");
+                let token = |n: usize| format!("w{w}-{n}");
+                let mut outcomes: Vec<(String, &'static str)> = Vec::new();
+                for n in 0.. {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let t = token(n);
+                    let r = call(
+                        &mut c,
+                        &q.cmd(
+                            "EMQ.CLAIM",
+                            "",
+                            keys_of("EMQ.CLAIM"),
+                            &[t.as_bytes(), b"1000", b"BLOCK", b"200"],
+                        ),
+                    );
+                    let Some(job) = r.array().first() else { continue };
+                    let (id, attempt) = (job.array()[0].str(), job.array()[3].int());
+                    // Workers 0 and 1 die now and then, holding the job, and never come back.
+                    if w < 2 && n % 25 == 7 {
+                        return outcomes;
+                    }
+                    if n % 40 == 3 {
+                        // A long job: renew the lease while working.
+                        for _ in 0..3 {
+                            sleep(Duration::from_millis(400));
+                            let r = call(
+                                &mut c,
+                                &q.cmd(
+                                    "EMQ.EXTENDS",
+                                    "",
+                                    &["active"],
+                                    &[b"1000", id.as_bytes(), t.as_bytes()],
+                                ),
+                            );
+                            assert!(r.array()[0].int() > 0, "still held");
+                        }
+                    }
+                    let fails = id.ends_with('0') && attempt == 1;
+                    let (verb, arg): (&str, &[u8]) =
+                        if fails { ("EMQ.FAIL", b"boom") } else { ("EMQ.COMPLETE", b"ok") };
+                    let r = call(&mut c, &q.cmd(verb, &id, keys_of(verb), &[t.as_bytes(), arg]));
+                    match r {
+                        Reply::Int(1) => outcomes.push((id, "completed")),
+                        Reply::Simple(ref s) if s == "retry" => {}
+                        other => panic!("{verb} {id}: {other:?}"),
+                    }
+                }
+                outcomes
+            })
+        })
+        .collect();
+    let t0 = Instant::now();
+    wait_for(
+        || {
+            let snap = q.snapshot(&mut admin);
+            (1..=JOBS)
+                .all(|n| matches!(snap.state_of(&jid(n)).as_deref(), Some("completed") | Some("failed")))
+        },
+        "every job finished",
+    );
+    stop.store(true, Ordering::Relaxed);
+    let mut done: HashMap<String, usize> = HashMap::new();
+    for h in workers {
+        for (id, _) in h.join().expect("a worker") {
+            *done.entry(id).or_default() += 1;
+        }
+    }
+    let snap = q.check_invariant(&mut admin);
+    let completed = (1..=JOBS).filter(|n| snap.state_of(&jid(*n)).as_deref() == Some("completed")).count();
+    assert!(done.values().all(|&n| n == 1), "no job completed twice");
+    assert_eq!(done.len(), completed, "each completed job completed by exactly one worker");
+    // The events: one `added` and one final event per job.
+    let ev = admin.call(&[b"XRANGE", q.k("events").as_bytes(), b"-", b"+"]);
+    let mut finals: HashMap<String, usize> = HashMap::new();
+    let mut added: HashMap<String, usize> = HashMap::new();
+    for e in ev.array() {
+        let f = e.array()[1].strings();
+        let (name, id) = (f[1].clone(), f.get(3).cloned().unwrap_or_default());
+        match name.as_str() {
+            "added" => *added.entry(id).or_default() += 1,
+            "completed" => *finals.entry(id).or_default() += 1,
+            "failed" if snap.state_of(&id).as_deref() == Some("failed") => {
+                *finals.entry(id).or_default() += 1
+            }
+            _ => {}
+        }
+    }
+    assert!((1..=JOBS).all(|n| added.get(&jid(n)) == Some(&1)), "one added per job");
+    assert!((1..=JOBS).all(|n| finals.get(&jid(n)) == Some(&1)), "one final event per job: {finals:?}");
+    assert!(upkeep(&mut admin, "reclaimed") >= 1, "the dead workers' jobs came back by upkeep alone");
+    eprintln!(
+        "{JOBS} jobs in {:?}, {} completed, reclaimed {}",
+        t0.elapsed(),
+        completed,
+        upkeep(&mut admin, "reclaimed")
+    );
+}
