@@ -244,6 +244,13 @@ fn valid(rng: &mut Rng, ctx: &Ctx, cmd: &Command) -> (Vec<Vec<u8>>, usize) {
                     role_key(queue, Role::Fails, &id_of("MSG", rng.below(3) as u64))
                 }
                 KeyRole::Queue(r) => role_key(queue, r, &id),
+                // TRA.JOBS's set: any of the six, now and then another role.
+                KeyRole::StateSet => {
+                    let sets =
+                        [Role::Wait, Role::Prio, Role::Active, Role::Delayed, Role::Completed, Role::Failed];
+                    let r = if rng.chance(10) { *rng.pick(&Role::ALL) } else { *rng.pick(&sets) };
+                    role_key(queue, r, &id)
+                }
                 // TRA.DROP's cache row: mostly the rows `populate` wrote, sometimes anything.
                 KeyRole::Any => match rng.below(8) {
                     0..=5 => format!("fzc:{}", rng.below(5)).into_bytes(),

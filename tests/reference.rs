@@ -94,6 +94,7 @@ fn command_docs_list_every_argument_of_the_reference_page() {
                 .map(|k| {
                     let role = k.strip_prefix("emq:{Q}:").unwrap_or(k);
                     let role = role.trim_end_matches("<ID>").trim_end_matches(':');
+                    let role = role.trim_start_matches('<').trim_end_matches('>');
                     if role == "{emq}:version" {
                         "version".to_string()
                     } else {

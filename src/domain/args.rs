@@ -64,6 +64,7 @@ pub enum Opt {
     Ttl,
     Block,
     From,
+    Rev,
 }
 
 impl Opt {
@@ -83,6 +84,7 @@ impl Opt {
             Opt::Ttl => "TTL",
             Opt::Block => "BLOCK",
             Opt::From => "FROM",
+            Opt::Rev => "REV",
         }
     }
 }
@@ -106,6 +108,7 @@ pub struct Options<S> {
     pub ttl: Option<i64>,
     pub block: Option<i64>,
     pub from: Option<i64>,
+    pub rev: bool,
 }
 
 impl<S> Default for Options<S> {
@@ -125,6 +128,7 @@ impl<S> Default for Options<S> {
             ttl: None,
             block: None,
             from: None,
+            rev: false,
         }
     }
 }
@@ -156,6 +160,7 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
         match opt {
             Opt::Lifo => o.lifo = true,
             Opt::Final => o.final_ = true,
+            Opt::Rev => o.rev = true,
             Opt::Opts => {
                 o.opts = Some(value(0)?);
                 i += 1;
@@ -262,7 +267,7 @@ mod tests {
         fn options_never_panic(args in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..12), 0..8)) {
             let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
             let all = [Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts, Opt::Lifo, Opt::Keep, Opt::Age,
-                       Opt::Final, Opt::Count, Opt::MaxStalls, Opt::MaxLen, Opt::Ttl, Opt::Block, Opt::From];
+                       Opt::Final, Opt::Count, Opt::MaxStalls, Opt::MaxLen, Opt::Ttl, Opt::Block, Opt::From, Opt::Rev];
             let _ = options(&refs, &all);
         }
     }

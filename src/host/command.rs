@@ -25,6 +25,8 @@ pub enum KeyRole {
     Version,
     /// Any key at all (TRA.DROP's cache row): layout checks nothing but its presence.
     Any,
+    /// One of the queue's six state sets, whichever the caller names (TRA.JOBS).
+    StateSet,
 }
 
 impl From<Role> for KeyRole {
@@ -34,13 +36,14 @@ impl From<Role> for KeyRole {
 }
 
 impl KeyRole {
-    const COUNT: usize = Role::ALL.len() + 2;
+    const COUNT: usize = Role::ALL.len() + 3;
 
     const fn index(self) -> usize {
         match self {
             KeyRole::Queue(r) => r as usize,
             KeyRole::Version => Role::ALL.len(),
             KeyRole::Any => Role::ALL.len() + 1,
+            KeyRole::StateSet => Role::ALL.len() + 2,
         }
     }
 }
@@ -258,6 +261,7 @@ impl Command {
                 match k.role {
                     KeyRole::Version => s.push_str(" {emq}:version"),
                     KeyRole::Any => s.push_str(" key"),
+                    KeyRole::StateSet => s.push_str(" emq:{Q}:<set>"),
                     KeyRole::Queue(r) if r.suffixed() => s.push_str(&format!(" emq:{{Q}}:{}<ID>", r.word())),
                     KeyRole::Queue(r) => s.push_str(&format!(" emq:{{Q}}:{}", r.word())),
                 }

@@ -121,6 +121,8 @@ pub struct Exec<'a> {
     /// The queue all declared keys share, and the suffix of the `job:`/`fails:` key.
     pub queue: &'a [u8],
     pub id: &'a [u8],
+    /// The state set a `StateSet` key named.
+    pub set: Option<Role>,
     now: std::cell::Cell<Option<i64>>,
     caller: Option<Caller>,
     /// The context's flags, read once per call.
@@ -139,6 +141,7 @@ impl<'a> Exec<'a> {
             first_arg: 1,
             queue: b"",
             id: b"",
+            set: None,
             now: std::cell::Cell::new(None),
             caller: None,
             flags,
@@ -273,6 +276,21 @@ impl<'a> Exec<'a> {
             let k = self.arg(2 + i);
             match slot.role {
                 KeyRole::Any => {}
+                KeyRole::StateSet => {
+                    const SETS: [Role; 6] =
+                        [Role::Wait, Role::Prio, Role::Active, Role::Delayed, Role::Completed, Role::Failed];
+                    let p = keyspace::parse(k).filter(|p| SETS.contains(&p.role)).ok_or_else(|| {
+                        Refusal::Layout(format!(
+                            "key {} must be a state set: emq:{{Q}}:wait, prio, active, delayed, completed or failed",
+                            i + 1
+                        ))
+                    })?;
+                    if !self.queue.is_empty() && p.queue != self.queue {
+                        return Err(Refusal::Layout("all keys must name one queue".into()));
+                    }
+                    self.queue = p.queue;
+                    self.set = Some(p.role);
+                }
                 KeyRole::Version => {
                     if k != keyspace::VERSION_KEY {
                         return Err(Refusal::Layout("the key must be {emq}:version".into()));

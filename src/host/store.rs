@@ -353,6 +353,74 @@ impl Key {
         Ok(())
     }
 
+    /// A read the key API has no call for: `cmd key a b [extra]` run by the server itself (no
+    /// ACL, no replication: the key is declared, so the server already checked it), its reply
+    /// an array of strings. LRANGE and ZRANGE by rank, for paging a set without walking it.
+    pub fn range_read(
+        &self,
+        cmd: &CStr,
+        a: i64,
+        b: i64,
+        extra: Option<&CStr>,
+    ) -> Result<Vec<Vec<u8>>, Refusal> {
+        let (ctx, key) = (self.ctx, self.name());
+        let (Some(call), Some(kind), Some(len), Some(at), Some(text), Some(free)) = (
+            api!(RedisModule_Call),
+            api!(RedisModule_CallReplyType),
+            api!(RedisModule_CallReplyLength),
+            api!(RedisModule_CallReplyArrayElement),
+            api!(RedisModule_CallReplyStringPtr),
+            api!(RedisModule_FreeCallReply),
+        ) else {
+            return Err(crate::errors::host_reply());
+        };
+        // SAFETY: live ctx and key; the reply is ours until freed below, and its strings live as
+        // long as it.
+        unsafe {
+            let reply = match extra {
+                Some(e) => call(
+                    ctx,
+                    cmd.as_ptr(),
+                    c"sllc".as_ptr(),
+                    key,
+                    a as std::os::raw::c_longlong,
+                    b as std::os::raw::c_longlong,
+                    e.as_ptr(),
+                ),
+                None => call(
+                    ctx,
+                    cmd.as_ptr(),
+                    c"sll".as_ptr(),
+                    key,
+                    a as std::os::raw::c_longlong,
+                    b as std::os::raw::c_longlong,
+                ),
+            };
+            if reply.is_null() {
+                return Err(crate::errors::host_reply());
+            }
+            let out = if kind(reply) == raw::REDISMODULE_REPLY_ARRAY as c_int {
+                let n = len(reply);
+                let mut v = Vec::with_capacity(n);
+                for i in 0..n {
+                    let e = at(reply, i);
+                    let mut l = 0usize;
+                    let p = if e.is_null() { ptr::null() } else { text(e, &mut l) };
+                    v.push(if p.is_null() {
+                        Vec::new()
+                    } else {
+                        std::slice::from_raw_parts(p.cast::<u8>(), l).to_vec()
+                    });
+                }
+                Ok(v)
+            } else {
+                Err(Refusal::WrongType)
+            };
+            free(reply);
+            out
+        }
+    }
+
     /// Tells the server this key may now satisfy clients blocked on it (`host::blocking`):
     /// a write through the key API does not say so itself. Nearly free when nobody waits.
     pub fn signal_ready(&self) {

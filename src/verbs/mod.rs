@@ -13,6 +13,7 @@ pub mod append;
 pub mod capabilities;
 pub mod claim;
 pub mod complete;
+pub mod counts;
 pub mod delay;
 pub mod drop;
 pub mod enqueue;
@@ -21,6 +22,8 @@ pub mod extends;
 pub mod fail;
 pub mod failures;
 pub mod install;
+pub mod job;
+pub mod jobs;
 pub mod promote;
 pub mod publish;
 pub mod queues;
@@ -57,7 +60,7 @@ pub const WIRE_TOKENS: [&str; 17] = [
     "publish",
 ];
 
-pub static COMMANDS: [Command; 21] = [
+pub static COMMANDS: [Command; 24] = [
     Command {
         name: "EMQ.ENQUEUE",
         tokens: &["enqueue"],
@@ -330,6 +333,45 @@ pub static COMMANDS: [Command; 21] = [
         summary: "The queues upkeep knows in this database, a page at a time.",
         complexity: "O(log Q + n) for a page of n of Q queues",
         run: drive::<queues::Queues>,
+    },
+    Command {
+        name: "TRA.JOB",
+        tokens: &[],
+        form: Form::Keys,
+        keys: job::KEYS,
+        args: job::ARGS,
+        flags: "readonly fast",
+        acl: "emq read fast",
+        fenced: false,
+        summary: "One job: its state, fields, lease deadline and due time, as a map; nil when absent.",
+        complexity: "O(1)",
+        run: drive::<job::Inspect>,
+    },
+    Command {
+        name: "TRA.COUNTS",
+        tokens: &[],
+        form: Form::Keys,
+        keys: counts::KEYS,
+        args: counts::ARGS,
+        flags: "readonly fast",
+        acl: "emq read fast",
+        fenced: false,
+        summary: "A queue's depth: the size of each state set and whether it is paused.",
+        complexity: "O(1)",
+        run: drive::<counts::Counts>,
+    },
+    Command {
+        name: "TRA.JOBS",
+        tokens: &[],
+        form: Form::Keys,
+        keys: jobs::KEYS,
+        args: jobs::ARGS,
+        flags: "readonly",
+        acl: "emq read",
+        fenced: false,
+        summary: "A page of one state set's ids, in serving order.",
+        complexity: "O(log N + n) for a page of n",
+        run: drive::<jobs::Jobs>,
     },
 ];
 

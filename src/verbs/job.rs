@@ -1,0 +1,86 @@
+//! `TRA.JOB 1 job` — one job as a map (RESP2: flat pairs), in this order: `id state name data
+//! opts priority attempts backoff created started made stalls claimed deadline due expire
+//! progress result error finished`; nil when the row is absent. A fact not set is null;
+//! `priority`, `attempts`, `started`, `made` and `stalls` are integers with their defaults (0,
+//! 1, 0, 0, 0); `backoff` is `FIXED <ms>` or `EXP <ms>`; `deadline` is the job's score in
+//! `active` (its lease) and `due` its score in `delayed` — those sets are read as the caller,
+//! undeclared. `expire` and `progress` are null until a job has them. Read-only, no fence.
+
+use crate::domain::{self, Backoff};
+use crate::errors::Refusal;
+use crate::host::command::{q, Arg, Keys, Spec::*};
+use crate::host::{Access, ArgStr, Exec, Kind, Lit, Reply, Str, Verb};
+use crate::keyspace::Role::{self, *};
+use crate::queue::{field, State};
+
+pub const KEYS: Keys = Keys::of(&[q(Job, Read)]);
+pub const ARGS: &[Arg] = &[];
+
+pub struct Inspect;
+
+fn text(s: Option<Str>) -> Reply {
+    s.map_or(Reply::Null, Reply::Str)
+}
+
+fn int(s: Option<Str>, default: Option<i64>) -> Reply {
+    match s.and_then(|s| domain::args::int(s.bytes())).or(default) {
+        Some(v) => Reply::Int(v),
+        None => Reply::Null,
+    }
+}
+
+impl Verb for Inspect {
+    type Args<'a> = ();
+
+    fn shape(args: &[ArgStr]) -> Result<(), Refusal> {
+        super::no_arguments(args)
+    }
+
+    fn run(x: &mut Exec<'_>, _: ()) -> Result<Reply, Refusal> {
+        domain::job_id(x.id)?;
+        let row = x.open(Job, false)?;
+        if !row.exists_as(Kind::Hash)? {
+            return Ok(Reply::Null);
+        }
+        let get = |f: &Lit| row.hget(f);
+        let state = get(&field::STATE);
+        let st = state.as_ref().and_then(|s| State::of(s.bytes()));
+        let mut score_in = |role: Role, when: State| -> Result<Reply, Refusal> {
+            if st != Some(when) {
+                return Ok(Reply::Null);
+            }
+            let id = x.string(x.id)?;
+            let set = x.open_undeclared(role, b"", Access::Read)?;
+            set.exists_as(Kind::ZSet)?;
+            Ok(set.zscore(id.ptr()).map_or(Reply::Null, |s| Reply::Int(s as i64)))
+        };
+        let deadline = score_in(Active, State::Active)?;
+        let due = score_in(Delayed, State::Delayed)?;
+        let backoff = get(&field::BACKOFF).and_then(|b| domain::backoff_decode(b.bytes())).map(|b| match b {
+            Backoff::Fixed(ms) => format!("FIXED {ms}"),
+            Backoff::Exp(ms) => format!("EXP {ms}"),
+        });
+        Ok(Reply::Map(vec![
+            ("id", Reply::bulk(x.id)),
+            ("state", text(state)),
+            ("name", text(get(&field::NAME))),
+            ("data", text(get(&field::DATA))),
+            ("opts", text(get(&field::OPTS))),
+            ("priority", int(get(&field::PRIORITY), Some(0))),
+            ("attempts", int(get(&field::ATTEMPTS), Some(1))),
+            ("backoff", backoff.map_or(Reply::Null, |b| Reply::bulk(b.as_bytes()))),
+            ("created", int(get(&field::CREATED), None)),
+            ("started", int(get(&field::STARTED), Some(0))),
+            ("made", int(get(&field::MADE), Some(0))),
+            ("stalls", int(get(&field::STALLS), Some(0))),
+            ("claimed", int(get(&field::CLAIMED), None)),
+            ("deadline", deadline),
+            ("due", due),
+            ("expire", Reply::Null),
+            ("progress", Reply::Null),
+            ("result", text(get(&field::RESULT))),
+            ("error", text(get(&field::ERROR))),
+            ("finished", int(get(&field::FINISHED), None)),
+        ]))
+    }
+}
