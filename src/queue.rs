@@ -308,6 +308,10 @@ pub enum Event {
     },
     Paused,
     Resumed,
+    /// TRA.REMOVE deleted the job; `prev` the state it was in.
+    Removed {
+        prev: State,
+    },
 }
 
 mod word {
@@ -323,6 +327,7 @@ mod word {
     pub static STALLED: Lit = Lit::new(c"stalled");
     pub static PAUSED: Lit = Lit::new(c"paused");
     pub static RESUMED: Lit = Lit::new(c"resumed");
+    pub static REMOVED: Lit = Lit::new(c"removed");
     pub static NAME: Lit = Lit::new(c"name");
     pub static PRIO: Lit = Lit::new(c"prio");
     pub static DUE: Lit = Lit::new(c"due");
@@ -366,6 +371,7 @@ impl Events {
             ),
             Event::Stalled { stalls } => (&word::STALLED, [Some((&word::STALLS, Val::Int(stalls))), None]),
             Event::Paused => (&word::PAUSED, [None, None]),
+            Event::Removed { prev } => (&word::REMOVED, [Some((&word::PREV, Val::Lit(prev.lit()))), None]),
             Event::Resumed => (&word::RESUMED, [None, None]),
         };
         let mut own: [Option<Str>; 2] = [None, None];

@@ -65,6 +65,7 @@ pub enum Opt {
     Block,
     From,
     Rev,
+    Force,
 }
 
 impl Opt {
@@ -85,6 +86,7 @@ impl Opt {
             Opt::Block => "BLOCK",
             Opt::From => "FROM",
             Opt::Rev => "REV",
+            Opt::Force => "FORCE",
         }
     }
 }
@@ -109,6 +111,7 @@ pub struct Options<S> {
     pub block: Option<i64>,
     pub from: Option<i64>,
     pub rev: bool,
+    pub force: bool,
 }
 
 impl<S> Default for Options<S> {
@@ -129,6 +132,7 @@ impl<S> Default for Options<S> {
             block: None,
             from: None,
             rev: false,
+            force: false,
         }
     }
 }
@@ -161,6 +165,7 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
             Opt::Lifo => o.lifo = true,
             Opt::Final => o.final_ = true,
             Opt::Rev => o.rev = true,
+            Opt::Force => o.force = true,
             Opt::Opts => {
                 o.opts = Some(value(0)?);
                 i += 1;
@@ -267,7 +272,7 @@ mod tests {
         fn options_never_panic(args in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..12), 0..8)) {
             let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
             let all = [Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts, Opt::Lifo, Opt::Keep, Opt::Age,
-                       Opt::Final, Opt::Count, Opt::MaxStalls, Opt::MaxLen, Opt::Ttl, Opt::Block, Opt::From, Opt::Rev];
+                       Opt::Final, Opt::Count, Opt::MaxStalls, Opt::MaxLen, Opt::Ttl, Opt::Block, Opt::From, Opt::Rev, Opt::Force];
             let _ = options(&refs, &all);
         }
     }

@@ -32,7 +32,7 @@ macro_rules! apis {
 apis! {
     RedisModule_ACLCheckChannelPermissions RedisModule_ACLCheckKeyPermissions RedisModule_AddACLCategory
     RedisModule_Alloc RedisModule_BlockClientOnKeysWithFlags RedisModule_Call RedisModule_CallReplyArrayElement
-    RedisModule_CallReplyLength RedisModule_CallReplyStringPtr RedisModule_CallReplyType RedisModule_FreeCallReply
+    RedisModule_CallReplyInteger RedisModule_CallReplyLength RedisModule_CallReplyStringPtr RedisModule_CallReplyType RedisModule_FreeCallReply
     RedisModule_Calloc RedisModule_Free RedisModule_Realloc
     RedisModule_CachedMicroseconds RedisModule_CloseKey RedisModule_CreateTimer RedisModule_StopTimer
     RedisModule_MonotonicMicroseconds RedisModule_SelectDb RedisModule_GetSelectedDb RedisModule_Scan

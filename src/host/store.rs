@@ -592,6 +592,32 @@ impl Key {
         out
     }
 
+    /// Removes `member` from this list (its first occurrence from the head), one effect `LREM
+    /// key 1 member`: the key API has no such call, so the server's own LREM runs it (O(N),
+    /// as LREM is). Returns whether it was there.
+    pub fn lrem(&self, member: *mut RedisModuleString) -> Result<bool, Refusal> {
+        static ONE: Lit = Lit::new(c"1");
+        let (Some(call), Some(int), Some(free)) =
+            (api!(RedisModule_Call), api!(RedisModule_CallReplyInteger), api!(RedisModule_FreeCallReply))
+        else {
+            return Err(crate::errors::host_reply());
+        };
+        // SAFETY: live ctx, key name and member; the reply is freed once.
+        let removed = unsafe {
+            let r = call(self.ctx, c"LREM".as_ptr(), c"sss".as_ptr(), self.name(), ONE.get(), member);
+            if r.is_null() {
+                return Err(crate::errors::host_reply());
+            }
+            let n = int(r);
+            free(r);
+            n
+        };
+        if removed > 0 {
+            replicate(self.ctx, c"LREM", &[self.name(), ONE.get(), member]);
+        }
+        Ok(removed > 0)
+    }
+
     /// The list element at `index` (negative from the tail), if any.
     pub fn lindex(&self, index: i64) -> Option<Str> {
         let (k, f) = (self.live()?, api!(RedisModule_ListGet)?);

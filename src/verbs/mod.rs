@@ -27,6 +27,7 @@ pub mod jobs;
 pub mod promote;
 pub mod publish;
 pub mod queues;
+pub mod remove;
 pub mod reprocess;
 pub mod requeue;
 pub mod reschedule;
@@ -60,7 +61,7 @@ pub const WIRE_TOKENS: [&str; 17] = [
     "publish",
 ];
 
-pub static COMMANDS: [Command; 24] = [
+pub static COMMANDS: [Command; 25] = [
     Command {
         name: "EMQ.ENQUEUE",
         tokens: &["enqueue"],
@@ -372,6 +373,19 @@ pub static COMMANDS: [Command; 24] = [
         summary: "A page of one state set's ids, in serving order.",
         complexity: "O(log N + n) for a page of n",
         run: drive::<jobs::Jobs>,
+    },
+    Command {
+        name: "TRA.REMOVE",
+        tokens: &[],
+        form: Form::Keys,
+        keys: remove::KEYS,
+        args: remove::ARGS,
+        flags: "write",
+        acl: "emq write",
+        fenced: true,
+        summary: "Delete one job: its row and its set entry; a held job only with FORCE.",
+        complexity: "O(log N), or O(N) for a job waiting in wait (LREM)",
+        run: drive::<remove::Remove>,
     },
 ];
 

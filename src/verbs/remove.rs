@@ -1,0 +1,72 @@
+//! `TRA.REMOVE 8 job wait prio active delayed completed failed events [FORCE]` — deletes one
+//! job: its row and its entry in the state set the row names. A held job (in `active`) is
+//! removed only with FORCE; its holder then gets `EMQLEASE` on whatever it does next. One
+//! `removed` event (`prev`: the state it was in). Replies 1, or 0 when there is no such job.
+//! Fenced, like every write.
+
+use crate::domain::{self, args::Opt};
+use crate::errors::Refusal;
+use crate::host::command::{flag, q, Arg, Keys, Spec::*};
+use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::keyspace::Role::*;
+use crate::queue::{not_in, Event, Events, Row, State};
+
+pub const KEYS: Keys = Keys::of(&[
+    q(Job, Update),
+    q(Wait, Update),
+    q(Prio, Update),
+    q(Active, Update),
+    q(Delayed, Update),
+    q(Completed, Update),
+    q(Failed, Update),
+    q(Events, Append),
+]);
+pub const ARGS: &[Arg] = &[flag("force", "FORCE")];
+
+pub struct Remove;
+
+impl Verb for Remove {
+    type Args<'a> = bool;
+
+    fn shape(args: &[ArgStr]) -> Result<bool, Refusal> {
+        Ok(domain::args::options(args, &[Opt::Force])?.force)
+    }
+
+    fn run(x: &mut Exec<'_>, force: bool) -> Result<Reply, Refusal> {
+        domain::job_id(x.id)?;
+        let row = x.open(Job, true)?;
+        if !row.exists_as(Kind::Hash)? {
+            return Ok(Reply::Int(0));
+        }
+        let wait = x.open_as(Wait, Kind::List)?;
+        let sets = [
+            (State::Prio, x.open_as(Prio, Kind::ZSet)?),
+            (State::Active, x.open_as(Active, Kind::ZSet)?),
+            (State::Delayed, x.open_as(Delayed, Kind::ZSet)?),
+            (State::Completed, x.open_as(Completed, Kind::ZSet)?),
+            (State::Failed, x.open_as(Failed, Kind::ZSet)?),
+        ];
+        let events = Events::open(x)?;
+        let id = x.string(x.id)?;
+        let state = Row(&row).state();
+        if state == Some(State::Active) && !force {
+            return Err(not_in(x.id, "removable while held: give FORCE"));
+        }
+        match state {
+            Some(State::Wait) => {
+                wait.lrem(id.ptr())?;
+            }
+            Some(s) => {
+                if let Some((_, set)) = sets.iter().find(|(st, _)| *st == s) {
+                    set.zrem(id.ptr());
+                }
+            }
+            None => {}
+        }
+        row.delete();
+        if let Some(prev) = state {
+            events.emit(x, Some(id.ptr()), Event::Removed { prev })?;
+        }
+        Ok(Reply::Int(1))
+    }
+}
