@@ -50,6 +50,8 @@ pub mod field {
         ERROR = c"e";
         /// Finish time, ms.
         FINISHED = c"f";
+        /// The holder's last progress report (TRA.PROGRESS), opaque.
+        PROGRESS = c"g";
     }
 }
 
@@ -308,6 +310,12 @@ pub enum Event {
     },
     Paused,
     Resumed,
+    /// The holder reported progress (no facts: the report is in the row).
+    Progress,
+    /// TRA.DRAIN or TRA.CLEAN deleted `count` jobs (no id).
+    Cleaned {
+        count: i64,
+    },
     /// TRA.REMOVE deleted the job; `prev` the state it was in.
     Removed {
         prev: State,
@@ -328,6 +336,9 @@ mod word {
     pub static PAUSED: Lit = Lit::new(c"paused");
     pub static RESUMED: Lit = Lit::new(c"resumed");
     pub static REMOVED: Lit = Lit::new(c"removed");
+    pub static PROGRESS: Lit = Lit::new(c"progress");
+    pub static CLEANED: Lit = Lit::new(c"cleaned");
+    pub static COUNT: Lit = Lit::new(c"count");
     pub static NAME: Lit = Lit::new(c"name");
     pub static PRIO: Lit = Lit::new(c"prio");
     pub static DUE: Lit = Lit::new(c"due");
@@ -371,6 +382,8 @@ impl Events {
             ),
             Event::Stalled { stalls } => (&word::STALLED, [Some((&word::STALLS, Val::Int(stalls))), None]),
             Event::Paused => (&word::PAUSED, [None, None]),
+            Event::Progress => (&word::PROGRESS, [None, None]),
+            Event::Cleaned { count } => (&word::CLEANED, [Some((&word::COUNT, Val::Int(count))), None]),
             Event::Removed { prev } => (&word::REMOVED, [Some((&word::PREV, Val::Lit(prev.lit()))), None]),
             Event::Resumed => (&word::RESUMED, [None, None]),
         };
@@ -446,12 +459,7 @@ impl Retire {
                 take && (ids.len() as u64) < batch
             });
         }
-        let mut rows = Vec::with_capacity(ids.len());
-        for m in &ids {
-            let row = x.open_undeclared(Role::Job, m.bytes(), Access::Write)?;
-            row.exists_as(Kind::Hash)?;
-            rows.push(row);
-        }
+        let rows = doomed_rows(x, &ids)?;
         let drop_new = by_count.saturating_sub(set.len()).min(adding);
         Ok(Retire { ids, rows, drop_new })
     }
@@ -462,6 +470,19 @@ impl Retire {
         crate::host::store::delete_all(&self.rows);
         metrics::add(&metrics::RETIRED, (self.ids.len() as u64).saturating_add(self.drop_new));
     }
+}
+
+/// The rows of jobs about to be deleted (retention, DRAIN, CLEAN, OBLITERATE), found not
+/// declared: opened as the caller for writing, each a hash or absent, before anything is
+/// written.
+pub fn doomed_rows(x: &mut Exec, ids: &[Str]) -> Result<Vec<Key>, Refusal> {
+    let mut rows = Vec::with_capacity(ids.len());
+    for m in ids {
+        let row = x.open_undeclared(Role::Job, m.bytes(), Access::Write)?;
+        row.exists_as(Kind::Hash)?;
+        rows.push(row);
+    }
+    Ok(rows)
 }
 
 /// Finish a job for good: into `set` (completed or failed, score = now) with its state,

@@ -244,11 +244,9 @@ fn valid(rng: &mut Rng, ctx: &Ctx, cmd: &Command) -> (Vec<Vec<u8>>, usize) {
                     role_key(queue, Role::Fails, &id_of("MSG", rng.below(3) as u64))
                 }
                 KeyRole::Queue(r) => role_key(queue, r, &id),
-                // TRA.JOBS's set: any of the six, now and then another role.
-                KeyRole::StateSet => {
-                    let sets =
-                        [Role::Wait, Role::Prio, Role::Active, Role::Delayed, Role::Completed, Role::Failed];
-                    let r = if rng.chance(10) { *rng.pick(&Role::ALL) } else { *rng.pick(&sets) };
+                // A key that may be any of some roles: one of them, now and then another role.
+                KeyRole::OneOf(sets) => {
+                    let r = if rng.chance(10) { *rng.pick(&Role::ALL) } else { *rng.pick(sets) };
                     role_key(queue, r, &id)
                 }
                 // TRA.DROP's cache row: mostly the rows `populate` wrote, sometimes anything.

@@ -66,6 +66,8 @@ pub enum Opt {
     From,
     Rev,
     Force,
+    Delayed,
+    Grace,
 }
 
 impl Opt {
@@ -87,6 +89,8 @@ impl Opt {
             Opt::From => "FROM",
             Opt::Rev => "REV",
             Opt::Force => "FORCE",
+            Opt::Delayed => "DELAYED",
+            Opt::Grace => "GRACE",
         }
     }
 }
@@ -112,6 +116,8 @@ pub struct Options<S> {
     pub from: Option<i64>,
     pub rev: bool,
     pub force: bool,
+    pub delayed: bool,
+    pub grace: Option<i64>,
 }
 
 impl<S> Default for Options<S> {
@@ -133,6 +139,8 @@ impl<S> Default for Options<S> {
             from: None,
             rev: false,
             force: false,
+            delayed: false,
+            grace: None,
         }
     }
 }
@@ -166,6 +174,7 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
             Opt::Final => o.final_ = true,
             Opt::Rev => o.rev = true,
             Opt::Force => o.force = true,
+            Opt::Delayed => o.delayed = true,
             Opt::Opts => {
                 o.opts = Some(value(0)?);
                 i += 1;
@@ -192,7 +201,8 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
             | Opt::MaxLen
             | Opt::Ttl
             | Opt::Block
-            | Opt::From => {
+            | Opt::From
+            | Opt::Grace => {
                 let v = Some(num(0)?);
                 match opt {
                     Opt::Priority => o.priority = v,
@@ -204,6 +214,7 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
                     Opt::MaxLen => o.max_len = v,
                     Opt::Block => o.block = v,
                     Opt::From => o.from = v,
+                    Opt::Grace => o.grace = v,
                     _ => o.ttl = v,
                 }
                 i += 1;
@@ -272,7 +283,7 @@ mod tests {
         fn options_never_panic(args in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..12), 0..8)) {
             let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
             let all = [Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts, Opt::Lifo, Opt::Keep, Opt::Age,
-                       Opt::Final, Opt::Count, Opt::MaxStalls, Opt::MaxLen, Opt::Ttl, Opt::Block, Opt::From, Opt::Rev, Opt::Force];
+                       Opt::Final, Opt::Count, Opt::MaxStalls, Opt::MaxLen, Opt::Ttl, Opt::Block, Opt::From, Opt::Rev, Opt::Force, Opt::Delayed, Opt::Grace];
             let _ = options(&refs, &all);
         }
     }

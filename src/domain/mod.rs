@@ -19,6 +19,11 @@ pub const BACKOFF_MAX: i64 = 1 << 31;
 pub const LEASE_MAX: i64 = 1 << 31;
 /// The largest page of TRA.QUEUES (and the other listing commands).
 pub const PAGE_MAX: i64 = 1000;
+/// The largest progress report a holder may store, bytes.
+pub const PROGRESS_MAX: usize = 4096;
+/// The most one DRAIN, CLEAN or OBLITERATE call deletes (COUNT), and its default.
+pub const DELETE_COUNT_MAX: i64 = 10_000;
+pub const DELETE_COUNT_DEFAULT: i64 = 1000;
 /// The longest CLAIM … BLOCK wait, ms (0 waits without a limit).
 pub const BLOCK_MAX: i64 = 1 << 31;
 pub const CLAIM_COUNT_MAX: i64 = 1000;

@@ -25,8 +25,9 @@ pub enum KeyRole {
     Version,
     /// Any key at all (TRA.DROP's cache row): layout checks nothing but its presence.
     Any,
-    /// One of the queue's six state sets, whichever the caller names (TRA.JOBS).
-    StateSet,
+    /// A key of the call's queue whose role is any of these, as the caller names it (TRA.JOBS:
+    /// any state set; TRA.CLEAN: a finished set). The verb reads which from `Exec::set`.
+    OneOf(&'static [Role]),
 }
 
 impl From<Role> for KeyRole {
@@ -43,7 +44,7 @@ impl KeyRole {
             KeyRole::Queue(r) => r as usize,
             KeyRole::Version => Role::ALL.len(),
             KeyRole::Any => Role::ALL.len() + 1,
-            KeyRole::StateSet => Role::ALL.len() + 2,
+            KeyRole::OneOf(_) => Role::ALL.len() + 2,
         }
     }
 }
@@ -194,6 +195,12 @@ impl Arg {
         self
     }
 
+    /// An option that must be given (`GRACE ms`): shown without brackets.
+    pub const fn required(mut self) -> Arg {
+        self.optional = false;
+        self
+    }
+
     pub const fn multiple(mut self) -> Arg {
         self.multiple = true;
         self
@@ -261,7 +268,7 @@ impl Command {
                 match k.role {
                     KeyRole::Version => s.push_str(" {emq}:version"),
                     KeyRole::Any => s.push_str(" key"),
-                    KeyRole::StateSet => s.push_str(" emq:{Q}:<set>"),
+                    KeyRole::OneOf(_) => s.push_str(" emq:{Q}:<set>"),
                     KeyRole::Queue(r) if r.suffixed() => s.push_str(&format!(" emq:{{Q}}:{}<ID>", r.word())),
                     KeyRole::Queue(r) => s.push_str(&format!(" emq:{{Q}}:{}", r.word())),
                 }

@@ -276,13 +276,13 @@ impl<'a> Exec<'a> {
             let k = self.arg(2 + i);
             match slot.role {
                 KeyRole::Any => {}
-                KeyRole::StateSet => {
-                    const SETS: [Role; 6] =
-                        [Role::Wait, Role::Prio, Role::Active, Role::Delayed, Role::Completed, Role::Failed];
-                    let p = keyspace::parse(k).filter(|p| SETS.contains(&p.role)).ok_or_else(|| {
+                KeyRole::OneOf(roles) => {
+                    let p = keyspace::parse(k).filter(|p| roles.contains(&p.role)).ok_or_else(|| {
+                        let words: Vec<&str> = roles.iter().map(|r| r.word()).collect();
                         Refusal::Layout(format!(
-                            "key {} must be a state set: emq:{{Q}}:wait, prio, active, delayed, completed or failed",
-                            i + 1
+                            "key {} must be emq:{{Q}}:<set>, one of {}",
+                            i + 1,
+                            words.join(" ")
                         ))
                     })?;
                     if !self.queue.is_empty() && p.queue != self.queue {

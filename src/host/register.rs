@@ -126,7 +126,7 @@ impl Docs {
                     KeyRole::Queue(r) => r.word().trim_end_matches(':'),
                     KeyRole::Version => "version",
                     KeyRole::Any => "key",
-                    KeyRole::StateSet => "set",
+                    KeyRole::OneOf(_) => "set",
                 };
                 let mut k = self.plain(name, raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY)?;
                 k.key_spec_index = i as c_int;

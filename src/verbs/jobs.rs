@@ -11,7 +11,11 @@ use crate::host::command::{flag, opt, Arg, KeyRole, Keys, Slot, Spec, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role;
 
-pub const KEYS: Keys = Keys::of(&[Slot { role: KeyRole::StateSet, spec: Spec::Read }]);
+/// The six state sets: the key TRA.JOBS pages.
+pub const SETS: KeyRole =
+    KeyRole::OneOf(&[Role::Wait, Role::Prio, Role::Active, Role::Delayed, Role::Completed, Role::Failed]);
+
+pub const KEYS: Keys = Keys::of(&[Slot { role: SETS, spec: Spec::Read }]);
 pub const ARGS: &[Arg] =
     &[opt("from", "FROM", "i", Ty::Int), opt("count", "COUNT", "n", Ty::Int), flag("rev", "REV")];
 
@@ -35,7 +39,7 @@ impl Verb for Jobs {
         let from = domain::range(a.from.unwrap_or(0), 0, domain::TIME_MAX, "FROM")?;
         let count = domain::range(a.count.unwrap_or(100), 1, domain::PAGE_MAX, "COUNT")?;
         let set = x.set.ok_or_else(crate::errors::host_reply)?;
-        let key = x.open(KeyRole::StateSet, false)?;
+        let key = x.open(SETS, false)?;
         let list = set == Role::Wait;
         key.exists_as(if list { Kind::List } else { Kind::ZSet })?;
         let total = i64::try_from(key.len()).unwrap_or(i64::MAX);

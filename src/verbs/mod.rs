@@ -12,9 +12,11 @@
 pub mod append;
 pub mod capabilities;
 pub mod claim;
+pub mod clean;
 pub mod complete;
 pub mod counts;
 pub mod delay;
+pub mod drain;
 pub mod drop;
 pub mod enqueue;
 pub mod extend;
@@ -24,6 +26,8 @@ pub mod failures;
 pub mod install;
 pub mod job;
 pub mod jobs;
+pub mod obliterate;
+pub mod progress;
 pub mod promote;
 pub mod publish;
 pub mod queues;
@@ -61,7 +65,7 @@ pub const WIRE_TOKENS: [&str; 17] = [
     "publish",
 ];
 
-pub static COMMANDS: [Command; 25] = [
+pub static COMMANDS: [Command; 29] = [
     Command {
         name: "EMQ.ENQUEUE",
         tokens: &["enqueue"],
@@ -386,6 +390,58 @@ pub static COMMANDS: [Command; 25] = [
         summary: "Delete one job: its row and its set entry; a held job only with FORCE.",
         complexity: "O(log N), or O(N) for a job waiting in wait (LREM)",
         run: drive::<remove::Remove>,
+    },
+    Command {
+        name: "TRA.PROGRESS",
+        tokens: &[],
+        form: Form::Keys,
+        keys: progress::KEYS,
+        args: progress::ARGS,
+        flags: "write fast",
+        acl: "emq write fast",
+        fenced: true,
+        summary: "The holder reports its progress on a job: stored in the row, one event.",
+        complexity: "O(log N)",
+        run: drive::<progress::Progress>,
+    },
+    Command {
+        name: "TRA.DRAIN",
+        tokens: &[],
+        form: Form::Keys,
+        keys: drain::KEYS,
+        args: drain::ARGS,
+        flags: "write",
+        acl: "emq write",
+        fenced: true,
+        summary: "Delete jobs waiting to run (and delayed ones with DELAYED), a bounded batch a call.",
+        complexity: "O(n log N) for n jobs",
+        run: drive::<drain::Drain>,
+    },
+    Command {
+        name: "TRA.CLEAN",
+        tokens: &[],
+        form: Form::Keys,
+        keys: clean::KEYS,
+        args: clean::ARGS,
+        flags: "write",
+        acl: "emq write",
+        fenced: true,
+        summary: "Delete finished jobs older than GRACE ms, oldest first, a bounded batch a call.",
+        complexity: "O(n log N) for n jobs",
+        run: drive::<clean::Clean>,
+    },
+    Command {
+        name: "TRA.OBLITERATE",
+        tokens: &[],
+        form: Form::Keys,
+        keys: obliterate::KEYS,
+        args: obliterate::ARGS,
+        flags: "write",
+        acl: "emq write",
+        fenced: true,
+        summary: "Delete a whole queue, a bounded number of keys a call; refused while jobs are active unless FORCE.",
+        complexity: "O(n log N) for n keys",
+        run: drive::<obliterate::Obliterate>,
     },
 ];
 

@@ -57,6 +57,7 @@ impl Verb for Reprocess {
             &field::MADE,
             &field::STALLS,
             &field::CLAIMED,
+            &field::PROGRESS,
         ])?;
         events.emit(x, Some(id.ptr()), Event::Waiting { prev })?;
         Ok(Reply::Int(1))

@@ -419,6 +419,7 @@ pub fn keys_of(verb: &str) -> &'static [&'static str] {
         "EMQ.REPROCESS" => &["job", "completed", "failed", "wait", "prio", "events"],
         "EMQ.REQUEUE" => &["job", "active", "wait", "prio", "events"],
         "EMQ.STALLED" => &["active", "wait", "prio", "failed", "events"],
+        "TRA.PROGRESS" => &["job", "active", "events"],
         other => panic!("no key roles for {other}"),
     }
 }

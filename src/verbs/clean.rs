@@ -1,0 +1,57 @@
+//! `TRA.CLEAN 2 set events GRACE ms [COUNT n]` — `set` is `completed` or `failed`: deletes
+//! the jobs that finished more than ms ago (score below now − ms), oldest first, rows with
+//! them, at most n (1..=10000, default 1000). Replies the ids deleted (the client repeats
+//! while a full page comes back). One `cleaned` event (`count`) when it deleted any. GRACE is
+//! 0..=2^53−1; rows are opened as the caller. Fenced.
+
+use crate::domain::{self, args::Opt};
+use crate::errors::Refusal;
+use crate::host::command::{opt, q, Arg, KeyRole, Keys, Slot, Spec, Spec::*, Ty};
+use crate::host::{ArgStr, Exec, Kind, Reply, Str, Verb};
+use crate::keyspace::Role::{self, *};
+use crate::queue::{doomed_rows, Event, Events};
+
+/// The finished sets: the key TRA.CLEAN trims.
+pub const FINISHED: KeyRole = KeyRole::OneOf(&[Role::Completed, Role::Failed]);
+
+pub const KEYS: Keys = Keys::of(&[Slot { role: FINISHED, spec: Spec::Take }, q(Events, Append)]);
+pub const ARGS: &[Arg] =
+    &[opt("grace", "GRACE", "ms", Ty::Int).required(), opt("count", "COUNT", "n", Ty::Int)];
+
+pub struct Clean;
+
+impl Verb for Clean {
+    type Args<'a> = (i64, Option<i64>);
+
+    fn shape(args: &[ArgStr]) -> Result<(i64, Option<i64>), Refusal> {
+        let o = domain::args::options(args, &[Opt::Grace, Opt::Count])?;
+        Ok((o.grace.ok_or(Refusal::Usage)?, o.count))
+    }
+
+    fn run(x: &mut Exec<'_>, (grace, count): (i64, Option<i64>)) -> Result<Reply, Refusal> {
+        let grace = domain::range(grace, 0, domain::TIME_MAX, "GRACE")?;
+        let count = domain::range(
+            count.unwrap_or(domain::DELETE_COUNT_DEFAULT),
+            1,
+            domain::DELETE_COUNT_MAX,
+            "COUNT",
+        )?;
+        let set = x.open_as(FINISHED, Kind::ZSet)?;
+        let events = Events::open(x)?;
+        let cutoff = x.now().saturating_sub(grace);
+        let old: Vec<Str> = set
+            .zrange(f64::NEG_INFINITY, cutoff as f64, usize::try_from(count).unwrap_or(0).saturating_add(1))
+            .into_iter()
+            .filter(|(_, score)| (*score as i64) < cutoff)
+            .map(|(m, _)| m)
+            .take(usize::try_from(count).unwrap_or(0))
+            .collect();
+        let rows = doomed_rows(x, &old)?;
+        set.zrem_many(&old.iter().map(Str::ptr).collect::<Vec<_>>());
+        crate::host::store::delete_all(&rows);
+        if !old.is_empty() {
+            events.emit(x, None, Event::Cleaned { count: old.len() as i64 })?;
+        }
+        Ok(Reply::Array(old.iter().map(|id| Reply::bulk(id.bytes())).collect()))
+    }
+}

@@ -1,0 +1,107 @@
+//! `TRA.OBLITERATE 8 wait prio active delayed completed failed meta events [FORCE] [COUNT n]`
+//! — deletes a whole queue, at most n keys a call (1..=10000, default 1000): the rows of its
+//! jobs first (taken from the sets, in this order: wait, prio, active, delayed, completed,
+//! failed), then, once no job is left, the sets, `meta` and `events`. Refuses with `EMQSTATE`
+//! while jobs are active, unless FORCE (their holders then find no job). Replies the number of
+//! keys still left (rows and the queue's own keys): the client repeats until 0; the queue
+//! then leaves `TRA.QUEUES`. Rows are opened as the caller. Fenced.
+
+use crate::domain::{self, args::Opt};
+use crate::errors::Refusal;
+use crate::host::command::{flag, opt, q, Arg, Keys, Spec::*, Ty};
+use crate::host::{timer, ArgStr, Exec, Kind, Reply, Str, Verb};
+use crate::keyspace::Role::*;
+use crate::queue::doomed_rows;
+use crate::registry;
+
+pub const KEYS: Keys = Keys::of(&[
+    q(Wait, Take),
+    q(Prio, Take),
+    q(Active, Take),
+    q(Delayed, Take),
+    q(Completed, Take),
+    q(Failed, Take),
+    q(Meta, Take),
+    q(Events, Take),
+]);
+pub const ARGS: &[Arg] = &[flag("force", "FORCE"), opt("count", "COUNT", "n", Ty::Int)];
+
+pub struct Obliterate;
+
+impl Verb for Obliterate {
+    type Args<'a> = (bool, Option<i64>);
+
+    fn shape(args: &[ArgStr]) -> Result<(bool, Option<i64>), Refusal> {
+        let o = domain::args::options(args, &[Opt::Force, Opt::Count])?;
+        Ok((o.force, o.count))
+    }
+
+    fn run(x: &mut Exec<'_>, (force, count): (bool, Option<i64>)) -> Result<Reply, Refusal> {
+        let count = domain::range(
+            count.unwrap_or(domain::DELETE_COUNT_DEFAULT),
+            1,
+            domain::DELETE_COUNT_MAX,
+            "COUNT",
+        )?;
+        let mut budget = usize::try_from(count).unwrap_or(0);
+        let wait = x.open_as(Wait, Kind::List)?;
+        let mut zsets = Vec::with_capacity(5);
+        for role in [Prio, Active, Delayed, Completed, Failed] {
+            zsets.push((role, x.open_as(role, Kind::ZSet)?));
+        }
+        let meta = x.open_as(Meta, Kind::Hash)?;
+        let events = x.open_as(Events, Kind::Stream)?;
+        let active_len = zsets.iter().find(|(r, _)| *r == Active).map_or(0, |(_, k)| k.len());
+        if active_len > 0 && !force {
+            return Err(Refusal::State(format!("queue has {active_len} active jobs: give FORCE")));
+        }
+        // Read first: the ids whose rows go in this call, and those rows, as the caller.
+        let from_wait: Vec<Vec<u8>> = match budget.min(usize::try_from(wait.len()).unwrap_or(usize::MAX)) {
+            0 => Vec::new(),
+            n => wait.range_read(c"LRANGE", -(n as i64), -1, None)?,
+        };
+        budget -= from_wait.len();
+        let mut ids: Vec<Str> = Vec::new();
+        for id in &from_wait {
+            ids.push(x.string(id)?);
+        }
+        let mut from_sets: Vec<Vec<Str>> = Vec::with_capacity(zsets.len());
+        for (_, set) in &zsets {
+            let taken: Vec<Str> =
+                set.zrange(f64::NEG_INFINITY, f64::INFINITY, budget).into_iter().map(|(m, _)| m).collect();
+            budget -= taken.len();
+            from_sets.push(taken);
+        }
+        let doomed: Vec<Str> = ids.iter().chain(from_sets.iter().flatten()).filter_map(Str::share).collect();
+        let rows = doomed_rows(x, &doomed)?;
+        // Write: the rows and their entries; the queue's own keys once no job is left.
+        wait.rpop_drop(from_wait.len());
+        for ((_, set), taken) in zsets.iter().zip(&from_sets) {
+            set.zrem_many(&taken.iter().map(Str::ptr).collect::<Vec<_>>());
+        }
+        crate::host::store::delete_all(&rows);
+        let jobs_left = wait.len() + zsets.iter().map(|(_, k)| k.len()).sum::<u64>();
+        let own: Vec<&crate::host::Key> =
+            std::iter::once(&wait).chain(zsets.iter().map(|(_, k)| k)).chain([&meta, &events]).collect();
+        let mut keys_left = 0u64;
+        if jobs_left == 0 {
+            for k in own {
+                if k.kind() != Kind::Empty {
+                    if budget > 0 {
+                        k.delete();
+                        budget -= 1;
+                    } else {
+                        keys_left += 1;
+                    }
+                }
+            }
+        } else {
+            keys_left = own.iter().filter(|k| k.kind() != Kind::Empty).count() as u64;
+        }
+        let left = jobs_left.saturating_add(keys_left);
+        if left == 0 {
+            registry::reschedule(&(timer::selected(x.ctx()), x.queue.to_vec()), None, true);
+        }
+        Ok(Reply::Int(i64::try_from(left).unwrap_or(i64::MAX)))
+    }
+}
