@@ -1,0 +1,93 @@
+//! No call holds the server, on a big queue: 1 000 000 jobs (pipelined ENQUEUE), then every
+//! inspection and administration command at its defaults, with the slow log catching any
+//! single call over 10 ms of server time; DRAIN and OBLITERATE loops finish the job.
+
+use std::time::Instant;
+
+use trafikey_support::*;
+
+const JOBS: u64 = 1_000_000;
+
+fn cmd(q: &Q, verb: &str, roles: &[&str], args: &[&[u8]]) -> Vec<Vec<u8>> {
+    q.cmd(verb, "", roles, args)
+}
+
+fn call(c: &mut Conn, v: &[Vec<u8>]) -> Reply {
+    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+    c.call(&refs)
+}
+
+/// The slow log's entries: (command name, µs).
+fn slow(c: &mut Conn) -> Vec<(String, i64)> {
+    let r = c.call(&[b"SLOWLOG", b"GET", b"1000"]);
+    r.array().iter().map(|e| (e.array()[3].array()[0].str(), e.array()[2].int())).collect()
+}
+
+#[test]
+fn a_million_jobs_and_no_call_over_ten_milliseconds() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("big");
+    let t0 = Instant::now();
+    let batch: Vec<Vec<Vec<u8>>> = Vec::new();
+    let mut batch = batch;
+    for n in 1..=JOBS {
+        let prio: &[&[u8]] = if n % 10 == 0 { &[b"PRIORITY", b"3"] } else { &[] };
+        let mut args: Vec<&[u8]> =
+            vec![b"n", b"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"];
+        args.extend_from_slice(prio);
+        batch.push(q.cmd("EMQ.ENQUEUE", &jid(n), keys_of("EMQ.ENQUEUE"), &args));
+        if batch.len() == 1000 {
+            for r in c.pipeline(&batch) {
+                assert_eq!(r, Reply::Int(1));
+            }
+            batch.clear();
+        }
+    }
+    eprintln!("{JOBS} jobs enqueued in {:?}", t0.elapsed());
+    for n in 1..=1000 {
+        q.run(&mut c, "EMQ.SCHEDULE", &id_of("JOB", JOBS + n), &[b"+100000000", b"n", b"d"]);
+    }
+    q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"600000", b"COUNT", b"1000"]);
+    c.call(&[b"CONFIG", b"SET", b"slowlog-log-slower-than", b"10000"]);
+    c.call(&[b"SLOWLOG", b"RESET"]);
+
+    // Inspection, deep into each set.
+    let sets = ["wait", "prio", "active", "delayed", "completed", "failed", "meta"];
+    assert_eq!(call(&mut c, &cmd(&q, "TRA.COUNTS", &sets, &[])).array()[1], Reply::Int(899_000));
+    for set in ["wait", "prio", "active", "delayed"] {
+        for from in [b"0".as_slice(), b"500000", b"899000"] {
+            let r = call(&mut c, &cmd(&q, "TRA.JOBS", &[set], &[b"FROM", from, b"COUNT", b"1000"]));
+            assert!(r.err().is_none(), "{r:?}");
+        }
+        assert!(call(&mut c, &cmd(&q, "TRA.JOBS", &[set], &[b"REV", b"COUNT", b"1000"])).err().is_none());
+    }
+    assert!(c.call(&[b"TRA.JOB", b"1", q.job(&jid(500_000)).as_bytes()]).err().is_none());
+    c.call(&[b"TRA.QUEUES"]);
+    // Administration: DRAIN until 0, then OBLITERATE until 0.
+    let t0 = Instant::now();
+    let mut drained = 0;
+    let mut calls = 0;
+    loop {
+        let n =
+            call(&mut c, &cmd(&q, "TRA.DRAIN", &["wait", "prio", "delayed", "events"], &[b"DELAYED"])).int();
+        calls += 1;
+        if n == 0 {
+            break;
+        }
+        drained += n;
+    }
+    eprintln!("drained {drained} jobs in {calls} calls, {:?}", t0.elapsed());
+    assert_eq!(drained, 1_000_000, "every waiting and delayed job");
+    let t0 = Instant::now();
+    let all = ["wait", "prio", "active", "delayed", "completed", "failed", "meta", "events"];
+    let mut calls = 0;
+    while call(&mut c, &cmd(&q, "TRA.OBLITERATE", &all, &[b"FORCE"])).int() > 0 {
+        calls += 1;
+        assert!(calls < 100, "it ends");
+    }
+    eprintln!("obliterated in {} calls, {:?}", calls + 1, t0.elapsed());
+    assert_eq!(c.call(&[b"DBSIZE"]), Reply::Int(1), "only the fence key is left");
+    let over = slow(&mut c);
+    assert!(over.is_empty(), "calls over 10 ms of server time: {over:?}");
+}
