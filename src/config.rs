@@ -38,6 +38,10 @@ pub const BUS_MAXLEN_DEFAULT: i64 = 100_000;
 /// Build every replication effect even when nothing could receive it (`host::effects`).
 pub static EFFECTS_ALWAYS: AtomicBool = AtomicBool::new(false);
 
+/// Log lines kept per job when TRA.LOG gives no KEEP.
+pub static LOG_KEEP: AtomicI64 = AtomicI64::new(LOG_KEEP_DEFAULT);
+pub const LOG_KEEP_DEFAULT: i64 = 1000;
+
 /// Upkeep: the module promotes due jobs and reclaims expired leases itself (`upkeep`).
 pub static UPKEEP: AtomicBool = AtomicBool::new(true);
 /// The longest upkeep sleeps between two looks, ms (it wakes earlier for a job due sooner).

@@ -15,7 +15,7 @@ const PREFIX: &[u8] = b"emq:{";
 /// Longest queue name: keeps every key short and the hashtag exactly `{Q}`.
 pub const MAX_QUEUE: usize = 128;
 
-/// The role of a key inside a queue space. `Job` and `Fails` carry a suffix (`job:<ID>`).
+/// The role of a key inside a queue space. `Job`, `Log` and `Fails` carry a suffix (`job:<ID>`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
     Wait,
@@ -30,10 +30,12 @@ pub enum Role {
     Bus,
     Seen,
     Fails,
+    /// A job's log lines (TRA.LOG): a list, deleted with its row.
+    Log,
 }
 
 impl Role {
-    pub const ALL: [Role; 12] = [
+    pub const ALL: [Role; 13] = [
         Role::Wait,
         Role::Prio,
         Role::Active,
@@ -46,6 +48,7 @@ impl Role {
         Role::Bus,
         Role::Seen,
         Role::Fails,
+        Role::Log,
     ];
 
     /// The role's word in the key; suffixed roles end with the `:` before the suffix.
@@ -63,11 +66,12 @@ impl Role {
             Role::Bus => "bus",
             Role::Seen => "seen",
             Role::Fails => "fails:",
+            Role::Log => "log:",
         }
     }
 
     pub const fn suffixed(self) -> bool {
-        matches!(self, Role::Job | Role::Fails)
+        matches!(self, Role::Job | Role::Fails | Role::Log)
     }
 }
 

@@ -100,6 +100,7 @@ valkey_module! {
             ["max-payload", &config::MAX_PAYLOAD, config::MAX_PAYLOAD_DEFAULT, 0, 512 * 1024 * 1024, ConfigurationFlags::DEFAULT, None],
             ["bus-window-ms", &config::BUS_WINDOW_MS, config::BUS_WINDOW_MS_DEFAULT, 1, domain::TIME_MAX, ConfigurationFlags::DEFAULT, None],
             ["bus-maxlen", &config::BUS_MAXLEN, config::BUS_MAXLEN_DEFAULT, 1, domain::bus::MAXLEN_MAX, ConfigurationFlags::DEFAULT, None],
+            ["log-keep", &config::LOG_KEEP, config::LOG_KEEP_DEFAULT, 1, 1_000_000, ConfigurationFlags::DEFAULT, None],
             ["upkeep-tick-ms", &config::UPKEEP_TICK_MS, config::UPKEEP_TICK_MS_DEFAULT, 1, 60_000, ConfigurationFlags::DEFAULT, None],
             ["upkeep-batch", &config::UPKEEP_BATCH, config::UPKEEP_BATCH_DEFAULT, 1, 100_000, ConfigurationFlags::DEFAULT, None],
         ],

@@ -475,14 +475,21 @@ impl Retire {
 /// The rows of jobs about to be deleted (retention, DRAIN, CLEAN, OBLITERATE), found not
 /// declared: opened as the caller for writing, each a hash or absent, before anything is
 /// written.
+/// Each row comes with its job's log, if it has one (a job's log never outlives its row).
 pub fn doomed_rows(x: &mut Exec, ids: &[Str]) -> Result<Vec<Key>, Refusal> {
     let mut rows = Vec::with_capacity(ids.len());
     for m in ids {
         let row = x.open_undeclared(Role::Job, m.bytes(), Access::Write)?;
         row.exists_as(Kind::Hash)?;
         rows.push(row);
+        rows.extend(log_of(x, m.bytes())?);
     }
     Ok(rows)
+}
+
+/// The log of job `id`, opened as the caller to be deleted with its row; None without one.
+pub fn log_of(x: &mut Exec, id: &[u8]) -> Result<Option<Key>, Refusal> {
+    x.open_undeclared_existing(Role::Log, id, Access::Write)
 }
 
 /// Finish a job for good: into `set` (completed or failed, score = now) with its state,
@@ -496,10 +503,14 @@ pub fn finish(
     state: State,
     keep: Keep,
     fields: &[(&Lit, *mut RedisModuleString)],
+    log: Option<Key>,
 ) -> Result<(), Refusal> {
     let now = x.now();
     if keep == Keep::None {
         row.delete();
+        if let Some(log) = log {
+            log.delete();
+        }
         return Ok(());
     }
     let finished = x.int(now)?;

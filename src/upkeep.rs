@@ -258,7 +258,7 @@ fn scan_step(ctx: *mut RedisModuleCtx) -> bool {
                         | Role::Failed
                         | Role::Meta
                         | Role::Events => registry::note(db, p.queue, None),
-                        Role::Job | Role::Bus | Role::Seen | Role::Fails => {}
+                        Role::Job | Role::Bus | Role::Seen | Role::Fails | Role::Log => {}
                     }
                 }
             }),

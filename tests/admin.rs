@@ -159,3 +159,128 @@ fn drain_clean_and_obliterate_work_in_bounded_batches() {
     let keys = c.call(&[b"KEYS", format!("emq:{{{}}}:*", q.0).as_bytes()]);
     assert_eq!(keys, Reply::Array(vec![]), "nothing of the queue is left");
 }
+
+fn log(c: &mut Conn, q: &Q, id: &str, token: &str, line: &str, extra: &[&[u8]]) -> Reply {
+    let mut args: Vec<&[u8]> = vec![token.as_bytes(), line.as_bytes()];
+    args.extend_from_slice(extra);
+    let mut v = vec![
+        b"TRA.LOG".to_vec(),
+        b"2".to_vec(),
+        q.job(id).into_bytes(),
+        format!("emq:{{{}}}:log:{id}", q.0).into_bytes(),
+    ];
+    v.extend(args.iter().map(|a| a.to_vec()));
+    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+    c.call(&refs)
+}
+
+fn log_len(c: &mut Conn, q: &Q, id: &str) -> i64 {
+    c.call(&[b"LLEN", format!("emq:{{{}}}:log:{id}", q.0).as_bytes()]).int()
+}
+
+/// Every `emq:{Q}:log:<ID>` has its row.
+fn no_log_without_its_row(c: &mut Conn, q: &Q) {
+    let logs = c.call(&[b"KEYS", format!("emq:{{{}}}:log:*", q.0).as_bytes()]).strings();
+    for l in logs {
+        let id = l.rsplit_once(":log:").map(|(_, i)| i.to_string()).unwrap_or_default();
+        assert_eq!(c.call(&[b"EXISTS", q.job(&id).as_bytes()]), Reply::Int(1), "{l} has no row");
+    }
+}
+
+#[test]
+fn a_log_is_the_holders_and_goes_with_its_job() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("logs");
+    let claim = |c: &mut Conn, n: u64| {
+        q.enqueue(c, &jid(n), &[]);
+        let r = q.run(c, "EMQ.CLAIM", "", &[b"w", b"60000"]);
+        assert_eq!(r.array()[0].array()[0].str(), jid(n));
+    };
+    claim(&mut c, 1);
+    for n in 1..=5 {
+        assert_eq!(
+            log(&mut c, &q, &jid(1), "w", &format!("line {n}"), &[b"KEEP", b"3"]),
+            Reply::Int(n.min(3))
+        );
+    }
+    let lines =
+        c.call(&[b"LRANGE", format!("emq:{{{}}}:log:{}", q.0, jid(1)).as_bytes(), b"0", b"-1"]).strings();
+    assert_eq!(lines, ["line 3", "line 4", "line 5"], "the newest three, oldest first");
+    assert!(unchanged(&mut c, |c| log(c, &q, &jid(1), "other", "x", &[])).error().starts_with("EMQLEASE"));
+    let mut v = vec![
+        b"TRA.LOG".to_vec(),
+        b"2".to_vec(),
+        q.job(&jid(1)).into_bytes(),
+        format!("emq:{{{}}}:log:{}", q.0, jid(2)).into_bytes(),
+    ];
+    v.extend([b"w".to_vec(), b"x".to_vec()]);
+    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+    assert!(c.call(&refs).error().starts_with("EMQLAYOUT"), "both keys name one job");
+    // KEEP 0: the job and its log go at once.
+    assert_eq!(q.run(&mut c, "EMQ.COMPLETE", &jid(1), &[b"w", b"ok", b"KEEP", b"0"]), Reply::Int(1));
+    assert_eq!(log_len(&mut c, &q, &jid(1)), 0);
+    // Retention by count: the retired job's log goes with it.
+    for n in 2..=4 {
+        claim(&mut c, n);
+        log(&mut c, &q, &jid(n), "w", "hello", &[]);
+        q.run(&mut c, "EMQ.COMPLETE", &jid(n), &[b"w", b"ok", b"KEEP", b"1"]);
+    }
+    assert_eq!(
+        (log_len(&mut c, &q, &jid(2)), log_len(&mut c, &q, &jid(3)), log_len(&mut c, &q, &jid(4))),
+        (0, 0, 1)
+    );
+    // REMOVE, CLEAN, DRAIN and OBLITERATE.
+    claim(&mut c, 5);
+    log(&mut c, &q, &jid(5), "w", "x", &[]);
+    let v = q.cmd(
+        "TRA.REMOVE",
+        &jid(5),
+        &["job", "wait", "prio", "active", "delayed", "completed", "failed", "events"],
+        &[b"FORCE"],
+    );
+    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+    assert_eq!(c.call(&refs), Reply::Int(1));
+    assert_eq!(log_len(&mut c, &q, &jid(5)), 0, "REMOVE");
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let v = q.cmd("TRA.CLEAN", "", &["completed", "events"], &[b"GRACE", b"0"]);
+    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+    assert_eq!(c.call(&refs).strings(), [jid(4)]);
+    assert_eq!(log_len(&mut c, &q, &jid(4)), 0, "CLEAN");
+    // A log of a job that waits (written while it was held, then requeued) goes with DRAIN.
+    claim(&mut c, 6);
+    log(&mut c, &q, &jid(6), "w", "x", &[]);
+    q.run(&mut c, "EMQ.REQUEUE", &jid(6), &[b"w"]);
+    let v = q.cmd("TRA.DRAIN", "", &["wait", "prio", "delayed", "events"], &[]);
+    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+    assert_eq!(c.call(&refs), Reply::Int(1));
+    assert_eq!(log_len(&mut c, &q, &jid(6)), 0, "DRAIN");
+    claim(&mut c, 7);
+    log(&mut c, &q, &jid(7), "w", "x", &[]);
+    let all = ["wait", "prio", "active", "delayed", "completed", "failed", "meta", "events"];
+    let v = q.cmd("TRA.OBLITERATE", "", &all, &[b"FORCE"]);
+    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+    assert_eq!(c.call(&refs), Reply::Int(0));
+    assert_eq!(log_len(&mut c, &q, &jid(7)), 0, "OBLITERATE");
+    no_log_without_its_row(&mut c, &q);
+    assert_eq!(c.call(&[b"KEYS", format!("emq:{{{}}}:*", q.0).as_bytes()]), Reply::Array(vec![]));
+}
+
+#[test]
+fn stalled_failures_under_keep_zero_take_their_logs() {
+    let s = Server::start(Opts {
+        module_args: vec!["upkeep".into(), "no".into(), "keep-failed".into(), "0".into()],
+        ..Opts::default()
+    });
+    let mut c = s.conn();
+    c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]);
+    let q = Q::new("stall");
+    q.enqueue(&mut c, &jid(1), &[]);
+    q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"50"]);
+    log(&mut c, &q, &jid(1), "w", "working", &[]);
+    std::thread::sleep(std::time::Duration::from_millis(120));
+    let r = q.run(&mut c, "EMQ.STALLED", "", &[b"MAXSTALLS", b"0"]);
+    assert_eq!(r.array()[1].strings(), [jid(1)], "failed for good");
+    assert_eq!(log_len(&mut c, &q, &jid(1)), 0);
+    no_log_without_its_row(&mut c, &q);
+}

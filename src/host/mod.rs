@@ -188,6 +188,22 @@ impl<'a> Exec<'a> {
         Ok(Key::open(self.ctx, Name::Own(name), access != Access::Read))
     }
 
+    /// An undeclared key of this queue that may well not exist (a job's log): None when it is
+    /// absent — nothing to check or touch — else ACL-checked as the caller and opened.
+    pub fn open_undeclared_existing(
+        &mut self,
+        role: Role,
+        suffix: &[u8],
+        access: Access,
+    ) -> Result<Option<Key>, Refusal> {
+        let name = self.string(&keyspace::key(self.queue, role, suffix))?;
+        if Key::open(self.ctx, Name::Arg(name.ptr()), false).kind() == Kind::Empty {
+            return Ok(None);
+        }
+        self.caller()?.key(name.ptr(), access)?;
+        Ok(Some(Key::open(self.ctx, Name::Own(name), access != Access::Read)))
+    }
+
     pub fn string(&self, b: &[u8]) -> Result<Str, Refusal> {
         Str::new(self.ctx, b).ok_or_else(errors::host_reply)
     }
@@ -321,6 +337,10 @@ impl<'a> Exec<'a> {
                         }
                     };
                     if role.suffixed() {
+                        // A job's row and its log name one job.
+                        if !self.id.is_empty() && suffix != self.id {
+                            return Err(Refusal::Layout("all keys must name one job".into()));
+                        }
                         self.id = suffix;
                     }
                 }

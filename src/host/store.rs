@@ -441,18 +441,28 @@ impl Key {
     /// Drop up to `n` elements from the tail (the front of the queue), one effect `RPOP key
     /// n`; returns how many there were.
     pub fn rpop_drop(&self, n: usize) -> usize {
+        self.pop_drop(false, n)
+    }
+
+    /// Drop up to `n` elements from the head, one effect `LPOP key n` (a log's oldest lines).
+    pub fn lpop_drop(&self, n: usize) -> usize {
+        self.pop_drop(true, n)
+    }
+
+    fn pop_drop(&self, head: bool, n: usize) -> usize {
         let (Some(k), Some(f)) = (self.live(), api!(RedisModule_ListPop)) else { return 0 };
+        let side = if head { raw::REDISMODULE_LIST_HEAD } else { raw::REDISMODULE_LIST_TAIL };
         let mut popped = 0;
         while popped < n {
             // SAFETY: writable list key; each popped element is ours (freed as it drops).
-            if Str::adopt(self.ctx, unsafe { f(k, raw::REDISMODULE_LIST_TAIL as c_int) }).is_none() {
+            if Str::adopt(self.ctx, unsafe { f(k, side as c_int) }).is_none() {
                 break;
             }
             popped += 1;
         }
         if popped > 0 {
             if let Ok(count) = Str::int(self.ctx, popped as i64).ok_or(()) {
-                replicate(self.ctx, c"RPOP", &[self.name(), count.ptr()]);
+                replicate(self.ctx, if head { c"LPOP" } else { c"RPOP" }, &[self.name(), count.ptr()]);
             }
         }
         popped

@@ -65,10 +65,13 @@ impl Verb for Complete {
         let made = Row(&job.row).int(&field::MADE, 0).saturating_add(1);
         let retire = Retire::plan(x, &completed, u64::from(keep != Keep::None), now, keep, age)?;
 
+        let id = x.id;
+        let log = if keep == Keep::None { queue::log_of(x, id)? } else { None };
+
         job.active.zrem(job.id.ptr());
         let made_s = x.int(made)?;
         let fields = [(&field::RESULT, a.result.ptr()), (&field::MADE, made_s.ptr())];
-        queue::finish(x, &job.row, &completed, &job.id, State::Completed, keep, &fields)?;
+        queue::finish(x, &job.row, &completed, &job.id, State::Completed, keep, &fields, log)?;
         events.emit(x, Some(job.id.ptr()), Event::Completed { attempt: made })?;
         retire.apply(&completed);
         Ok(Reply::Int(1))

@@ -70,6 +70,9 @@ impl Verb for Fail {
             AfterFail::Fail => Some(Retire::plan(x, &failed, u64::from(keep != Keep::None), now, keep, age)?),
             _ => None,
         };
+        let id_bytes = x.id;
+        let mut log =
+            if next == AfterFail::Fail && keep == Keep::None { queue::log_of(x, id_bytes)? } else { None };
 
         job.active.zrem(id.ptr());
         let (error, made_s) = (a.error.ptr(), x.int(made)?);
@@ -83,6 +86,7 @@ impl Verb for Fail {
                     State::Failed,
                     keep,
                     &[(&field::ERROR, error), (&field::MADE, made_s.ptr())],
+                    log.take(),
                 )?;
                 events.emit(x, Some(id.ptr()), Event::Failed { error, attempt: made })?;
                 c"failed"

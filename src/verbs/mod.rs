@@ -26,6 +26,7 @@ pub mod failures;
 pub mod install;
 pub mod job;
 pub mod jobs;
+pub mod log;
 pub mod obliterate;
 pub mod progress;
 pub mod promote;
@@ -65,7 +66,7 @@ pub const WIRE_TOKENS: [&str; 17] = [
     "publish",
 ];
 
-pub static COMMANDS: [Command; 29] = [
+pub static COMMANDS: [Command; 30] = [
     Command {
         name: "EMQ.ENQUEUE",
         tokens: &["enqueue"],
@@ -403,6 +404,19 @@ pub static COMMANDS: [Command; 29] = [
         summary: "The holder reports its progress on a job: stored in the row, one event.",
         complexity: "O(log N)",
         run: drive::<progress::Progress>,
+    },
+    Command {
+        name: "TRA.LOG",
+        tokens: &[],
+        form: Form::Keys,
+        keys: log::KEYS,
+        args: log::ARGS,
+        flags: "write deny-oom fast",
+        acl: "emq write fast",
+        fenced: true,
+        summary: "The holder appends a line to its job's log, keeping the newest n.",
+        complexity: "O(1), plus the lines trimmed",
+        run: drive::<log::AppendLog>,
     },
     Command {
         name: "TRA.DRAIN",

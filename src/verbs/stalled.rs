@@ -81,11 +81,18 @@ pub fn reclaim(x: &mut Exec, max_stalls: i64, count: i64) -> Result<(Vec<Reply>,
     let retire = Retire::plan(x, &failed, failing, now, keep, None)?;
     let ids: Vec<&[u8]> = jobs.iter().map(|(id, _)| id.bytes()).collect();
     domain::stalled::retire_lowest(&mut fates, &ids, retire.drop_new);
+    // The logs of the jobs deleted at once, opened before anything is written.
+    let mut logs = Vec::with_capacity(jobs.len());
+    for ((id, _), fate) in jobs.iter().zip(&fates) {
+        let deleted =
+            matches!(fate, Fate::Retire { .. }) || (matches!(fate, Fate::Fail { .. }) && keep == Keep::None);
+        logs.push(if deleted { queue::log_of(x, id.bytes())? } else { None });
+    }
 
     let (mut requeued, mut dead) = (Vec::new(), Vec::new());
     let taken: Vec<_> = jobs.iter().map(|(id, _)| id.ptr()).collect();
     active.zrem_many(&taken);
-    for ((id, row), fate) in jobs.iter().zip(&fates) {
+    for (((id, row), fate), log) in jobs.iter().zip(&fates).zip(logs) {
         let (stalls, keep) = match *fate {
             Fate::Orphan => {
                 metrics::add(&metrics::ORPHANS, 1);
@@ -109,6 +116,7 @@ pub fn reclaim(x: &mut Exec, max_stalls: i64, count: i64) -> Result<(Vec<Reply>,
                 State::Failed,
                 keep,
                 &[(&field::STALLS, sc.ptr()), (&field::MADE, made_s.ptr()), (&field::ERROR, STALLED.get())],
+                log,
             )?;
             events.emit(x, Some(id.ptr()), Event::Failed { error: STALLED.get(), attempt: made })?;
             dead.push(Reply::bulk(id.bytes()));

@@ -1,0 +1,58 @@
+//! `TRA.LOG 2 job log token line [KEEP n]` — the holder appends a line to its job's log,
+//! `emq:{Q}:log:<ID>` (a list, oldest first), keeping the newest n (1..=1000000, default
+//! `trafikey.log-keep`). The line is 0..=`trafikey.max-payload` bytes. Replies the log's
+//! length. `EMQLEASE` unless the row says the job is active with this token (the `active` set
+//! is not among the keys: the row decides). Both keys name one job. A log is deleted with its
+//! job by every path that deletes a row: retention, KEEP 0, REMOVE, DRAIN, CLEAN, OBLITERATE.
+//! Fenced.
+
+use crate::config;
+use crate::domain::{self, args::Opt};
+use crate::errors::Refusal;
+use crate::host::command::{opt, q, val, Arg, Keys, Spec::*, Ty};
+use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::keyspace::Role::*;
+use crate::queue::{existing_row, lease, Row};
+
+pub const KEYS: Keys = Keys::of(&[q(Job, Read), q(Log, Append)]);
+pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("line", Ty::Str), opt("keep", "KEEP", "n", Ty::Int)];
+
+pub struct AppendLog;
+
+pub struct Args<'a> {
+    token: ArgStr<'a>,
+    line: ArgStr<'a>,
+    keep: Option<i64>,
+}
+
+impl Verb for AppendLog {
+    type Args<'a> = Args<'a>;
+
+    fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Args<'a>, Refusal> {
+        match args {
+            [token, line, rest @ ..] => {
+                Ok(Args { token: *token, line: *line, keep: domain::args::options(rest, &[Opt::Keep])?.keep })
+            }
+            _ => Err(Refusal::Usage),
+        }
+    }
+
+    fn run<'a>(x: &mut Exec<'a>, a: Args<'a>) -> Result<Reply, Refusal> {
+        domain::job_id(x.id)?;
+        domain::token(&a.token)?;
+        domain::payload(&a.line, config::max_payload(), "line")?;
+        let keep = domain::range(a.keep.unwrap_or(config::get(&config::LOG_KEEP)), 1, 1_000_000, "KEEP")?;
+        let row = existing_row(x)?;
+        let log = x.open_as(Log, Kind::List)?;
+        if !Row(&row).held_by(&a.token) {
+            return Err(lease(x.id));
+        }
+        if a.line.ptr().is_null() {
+            return Err(crate::errors::host_reply());
+        }
+        log.rpush(a.line.ptr())?;
+        let over = log.len().saturating_sub(u64::try_from(keep).unwrap_or(u64::MAX));
+        log.lpop_drop(usize::try_from(over).unwrap_or(usize::MAX));
+        Ok(Reply::Int(i64::try_from(log.len()).unwrap_or(i64::MAX)))
+    }
+}
