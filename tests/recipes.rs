@@ -1,0 +1,95 @@
+//! The ACL recipes of the README, each tested as written: a producer, a worker, a dashboard
+//! (read-only) and an admin for one queue, `billing`. Each can do its job and nothing else;
+//! no one can touch another queue.
+
+use trafikey_support::*;
+
+/// The README's recipes, as ACL SETUSER rules (after `on >pw`).
+const RECIPES: &[(&str, &str)] = &[
+    (
+        "producer",
+        "resetkeys %R~{emq}:version %W~emq:{billing}:job:* %W~emq:{billing}:wait %W~emq:{billing}:prio \
+         %W~emq:{billing}:delayed %W~emq:{billing}:events -@all +emq.enqueue +emq.schedule",
+    ),
+    (
+        "worker",
+        "resetkeys %R~{emq}:version ~emq:{billing}:wait ~emq:{billing}:prio ~emq:{billing}:active \
+         ~emq:{billing}:delayed ~emq:{billing}:completed ~emq:{billing}:failed ~emq:{billing}:events \
+         ~emq:{billing}:job:* ~emq:{billing}:log:* %R~emq:{billing}:meta -@all +emq.claim +emq.extend \
+         +emq.extends +emq.complete +emq.fail +emq.requeue +emq.delay +tra.progress +tra.log",
+    ),
+    (
+        "dashboard",
+        "resetkeys %R~{emq}:version %R~emq:{billing}:* -@all +tra.job +tra.counts +tra.jobs +tra.queues +emq.version",
+    ),
+    ("admin", "resetkeys %R~{emq}:version ~emq:{billing}:* -@all +@emq"),
+];
+
+fn login(s: &Server, admin: &mut Conn, who: &str) -> Conn {
+    let (_, rules) = RECIPES.iter().find(|(n, _)| *n == who).expect("a recipe");
+    let mut args: Vec<&[u8]> = vec![b"ACL", b"SETUSER", who.as_bytes(), b"on", b">pw"];
+    args.extend(rules.split_whitespace().map(str::as_bytes));
+    assert_eq!(admin.call(&args), Reply::Simple("OK".into()), "{who}");
+    let mut c = s.conn();
+    assert_eq!(c.call(&[b"AUTH", who.as_bytes(), b"pw"]), Reply::Simple("OK".into()));
+    c
+}
+
+fn denied(r: &Reply) -> bool {
+    r.err().is_some_and(|e| e.starts_with("NOPERM"))
+}
+
+#[test]
+fn each_recipe_does_its_job_and_nothing_else() {
+    let s = Server::quiet();
+    let mut root = s.conn();
+    let q = Q::new("billing");
+    let other = Q::new("payroll");
+    let mut producer = login(&s, &mut root, "producer");
+    let mut worker = login(&s, &mut root, "worker");
+    let mut dash = login(&s, &mut root, "dashboard");
+    let mut admin = login(&s, &mut root, "admin");
+
+    // Producer: enqueue and schedule; nothing else, no other queue.
+    assert_eq!(q.enqueue(&mut producer, &jid(1), &[]), Reply::Int(1));
+    assert_eq!(q.run(&mut producer, "EMQ.SCHEDULE", &jid(2), &[b"+100000", b"n", b"d"]), Reply::Int(1));
+    assert!(denied(&q.run(&mut producer, "EMQ.CLAIM", "", &[b"p", b"1000"])));
+    assert!(denied(&unchanged(&mut root, |_| other.enqueue(&mut producer, &jid(1), &[]))));
+
+    // Worker: claim, log, progress, complete; it cannot pause, enqueue or reach payroll.
+    let r = q.run(&mut worker, "EMQ.CLAIM", "", &[b"w", b"60000"]);
+    assert_eq!(r.array()[0].array()[0].str(), jid(1));
+    assert_eq!(q.run(&mut worker, "TRA.PROGRESS", &jid(1), &[b"w", b"50%"]), Reply::Int(1));
+    let log_key = format!("emq:{{billing}}:log:{}", jid(1));
+    let r = worker.call(&[b"TRA.LOG", b"2", q.job(&jid(1)).as_bytes(), log_key.as_bytes(), b"w", b"step 1"]);
+    assert_eq!(r, Reply::Int(1));
+    assert_eq!(q.run(&mut worker, "EMQ.COMPLETE", &jid(1), &[b"w", b"ok"]), Reply::Int(1));
+    assert!(denied(&unchanged(&mut root, |_| q.run(&mut worker, "EMQ.CLAIM", "", &[b"PAUSE"]))), "read-only meta");
+    assert!(denied(&q.enqueue(&mut worker, &jid(3), &[])));
+    other.enqueue(&mut root, &jid(9), &[]);
+    assert!(denied(&unchanged(&mut root, |_| other.run(&mut worker, "EMQ.CLAIM", "", &[b"w", b"1000"]))));
+
+    // Dashboard: every inspection, no change.
+    assert_eq!(dash.call(&[b"TRA.JOB", b"1", q.job(&jid(1)).as_bytes()]).array()[3].str(), "completed");
+    let mut counts: Vec<Vec<u8>> = vec![b"TRA.COUNTS".to_vec(), b"7".to_vec()];
+    for r in ["wait", "prio", "active", "delayed", "completed", "failed", "meta"] {
+        counts.push(q.k(r).into_bytes());
+    }
+    let refs: Vec<&[u8]> = counts.iter().map(Vec::as_slice).collect();
+    assert!(dash.call(&refs).err().is_none());
+    assert_eq!(dash.call(&[b"TRA.JOBS", b"1", q.k("delayed").as_bytes()]).array()[1].strings(), [jid(2)]);
+    assert!(dash.call(&[b"TRA.QUEUES"]).err().is_none());
+    assert!(denied(&unchanged(&mut root, |_| q.run(&mut dash, "EMQ.CLAIM", "", &[b"d", b"1000"]))));
+    assert!(denied(&dash.call(&[b"TRA.JOB", b"1", other.job(&jid(9)).as_bytes()])));
+
+    // Admin: pause, remove, obliterate its queue; not payroll.
+    assert_eq!(q.run(&mut admin, "EMQ.CLAIM", "", &[b"PAUSE"]), Reply::Int(1));
+    let all = ["wait", "prio", "active", "delayed", "completed", "failed", "meta", "events"];
+    let v = q.cmd("TRA.OBLITERATE", "", &all, &[]);
+    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+    assert_eq!(admin.call(&refs), Reply::Int(0));
+    let v = other.cmd("TRA.OBLITERATE", "", &all, &[]);
+    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+    assert!(denied(&unchanged(&mut root, |_| admin.call(&refs))));
+    assert!(denied(&admin.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"])), "INSTALL is outside @emq");
+}
