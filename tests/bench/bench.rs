@@ -15,7 +15,9 @@
 //! --quiet-wait SECONDS (how long each phase may wait for other processes on the machine to
 //! go below 0.15 cores before it starts; 60 by default, 0 in the short mode), --only LIST
 //! (some of trafikey,lua,bullmq,floor,set), --repeat R (passes over every workload, each
-//! figure the median pass: 3 by default, 1 in the short mode). A run with --only or --short never
+//! figure the median pass: 3 by default, 1 in the short mode), --only-waiting (only the waiting
+//! workloads — wake latency, lateness of scheduled jobs, idle cost, blocking workers — and the
+//! pipelined workloads they stand beside). A run with --only, --only-waiting or --short never
 //! touches tests/bench/README.md.
 //! Environment: TRAFIKEY_MODULE (the .so), VALKEY_SERVER, BENCH_BULLMQ_DIR (BullMQ installed
 //! with bench.mjs), BENCH_BULLMQ_WHY (the note when BullMQ is skipped), BENCH_SCRATCH (where
@@ -29,6 +31,7 @@ mod load;
 mod queue;
 mod report;
 mod server;
+mod waiting;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -37,12 +40,20 @@ use std::time::Duration;
 use coherence::Lane;
 use load::Measured;
 use queue::{Engine, Shape};
-use report::{Memory, Pass, Report, Row, Status, Who, DROP};
+use report::{Idles, Memory, Pass, Report, Row, Status, WaitSetup, Who, DROP};
 use resp::{Conn, Reply};
 use server::Server;
 
 const CONNS: usize = 50;
 const DEPTH: usize = 32;
+/// The waiting workloads: workers waiting for the wake and lateness jobs, the producers'
+/// pace, the scheduled jobs' delays (ms), the active leases of the idle window with leases.
+const WAITERS: usize = 8;
+const WAIT_GAP: Duration = Duration::from_millis(2);
+const SPREAD: (u64, u64) = (50, 500);
+const LEASES: u64 = 1_000;
+/// BullMQ's waiting workers: Workers × concurrency (as many slots as trafikey's waiters).
+const BULL_WAITERS: (usize, usize) = (2, 4);
 /// The benchmark's notebook, from the repository's root: a full run rewrites its tables.
 const NOTEBOOK: &str = "tests/bench/README.md";
 
@@ -60,6 +71,11 @@ struct Opts {
     only: Vec<Who>,
     /// Passes over every workload; each figure is the median pass.
     repeat: usize,
+    /// Only the waiting workloads and the pipelined ones they stand beside.
+    only_waiting: bool,
+    /// Jobs of the wake and lateness workloads; the idle windows' length.
+    wait_jobs: u64,
+    idle_window: Duration,
 }
 
 impl Opts {
@@ -79,6 +95,9 @@ fn parse_args() -> Result<Opts, String> {
         quiet_wait: Duration::from_secs(60),
         only: vec![],
         repeat: 3,
+        only_waiting: false,
+        wait_jobs: 3_000,
+        idle_window: Duration::from_secs(10),
     };
     let mut n = None;
     let mut mem = None;
@@ -99,6 +118,7 @@ fn parse_args() -> Result<Opts, String> {
             "--no-notebook" | "--no-readme" => o.notebook = false,
             "--quiet-wait" => quiet = Some(value("--quiet-wait")?),
             "--repeat" => repeat = Some(value("--repeat")?),
+            "--only-waiting" => o.only_waiting = true,
             "--only" => {
                 for w in args.next().ok_or("--only needs a list")?.split(',') {
                     o.only.push(match w {
@@ -118,18 +138,20 @@ fn parse_args() -> Result<Opts, String> {
             // cargo bench passes --bench to harness = false targets.
             "--bench" => {}
             "-h" | "--help" => {
-                println!("usage: scripts/bench [--short] [--n N] [--mem M] [--no-bullmq] [--no-notebook] [--phase-limit SECONDS] [--quiet-wait SECONDS] [--repeat R] [--only trafikey,lua,bullmq,floor,set]");
+                println!("usage: scripts/bench [--short] [--n N] [--mem M] [--no-bullmq] [--no-notebook] [--phase-limit SECONDS] [--quiet-wait SECONDS] [--repeat R] [--only trafikey,lua,bullmq,floor,set] [--only-waiting]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other}")),
         }
     }
-    if !o.only.is_empty() {
+    if !o.only.is_empty() || o.only_waiting {
         o.notebook = false;
     }
     if o.short {
         o.n = 2_000;
         o.mem = 2_000;
+        o.wait_jobs = 200;
+        o.idle_window = Duration::from_secs(2);
         o.phase_limit = Duration::from_secs(20);
         o.notebook = false;
         o.quiet_wait = Duration::ZERO;
@@ -247,6 +269,9 @@ fn row<T>(
                 status: Status::Ok,
                 passes: vec![],
                 best_rate: None,
+                p99s: vec![],
+                note: None,
+                paired: vec![],
             }
         }
         Err(e) => failed(who, workload, mode, e),
@@ -279,6 +304,9 @@ fn empty_row(who: Who, workload: &'static str, mode: &'static str, status: Statu
         status,
         passes: vec![],
         best_rate: None,
+        p99s: vec![],
+        note: None,
+        paired: vec![],
     }
 }
 
@@ -312,9 +340,55 @@ struct Contender<'a> {
     engine: &'a Engine,
     /// Whether its CLAIM and COMPLETE exist (the twin's always do).
     verbs: bool,
+    /// Whether it runs the waiting workloads: CLAIM's BLOCK and upkeep (trafikey's, from
+    /// module_version 0.2.0; the twin has neither).
+    waits: bool,
 }
 
 const NO_VERBS: &str = "EMQ.CLAIM/EMQ.COMPLETE are not in this build";
+const NO_WAITS: &str = "EMQ.CLAIM … BLOCK and upkeep are not in this build";
+
+/// The modes of the claim and lifecycle rounds: both, or only the pipelined one the blocking
+/// workers stand beside.
+fn modes(o: &Opts) -> &'static [(&'static str, usize)] {
+    if o.only_waiting {
+        &[("p32", DEPTH)]
+    } else {
+        &[("c50", 1), ("p32", DEPTH)]
+    }
+}
+
+/// INFO trafikey's waiting counters: calls that blocked, waits ended by a job, timeouts.
+fn wait_counts(c: &mut Conn) -> [u64; 3] {
+    ["trafikey_blocked", "trafikey_woken", "trafikey_timeouts"]
+        .map(|f| server::info(c, "trafikey", f).and_then(|v| v.parse().ok()).unwrap_or(0))
+}
+
+/// A blocking workers' phase (trafikey, after the pipelined mode it stands beside): its row,
+/// noting how often the workers waited; nobody may be left blocked.
+fn blocking_row(
+    srv: &Server,
+    c: &mut Conn,
+    x: &Contender,
+    workload: &'static str,
+    run: impl FnOnce() -> Result<Measured<()>, String>,
+) -> Row {
+    let (names, before) = (x.engine.commands(), wait_counts(c));
+    let claims = std::cell::Cell::new(0u64);
+    let mut r = measured(srv, x.who, names, workload, "p32", 0, || {
+        run().and_then(|m| {
+            claims.set(m.inside.iter().find(|(n, _, _)| n == "emq.claim").map_or(0, |(_, calls, _)| *calls));
+            waiting::none_blocked(srv).map(|()| m)
+        })
+    });
+    let after = wait_counts(c);
+    let [blocked, woken, timeouts] = [0, 1, 2].map(|i| after[i].saturating_sub(before[i]));
+    let per = if claims.get() > 0 { r.jobs as f64 / claims.get() as f64 } else { f64::NAN };
+    r.note = Some(format!(
+        "{per:.1} jobs per CLAIM; {blocked} CLAIMs waited: {woken} got jobs, {timeouts} ended empty, by BLOCK's timeout or, each worker's last, by the CLIENT UNBLOCK … TIMEOUT that ends the phase"
+    ));
+    r
+}
 
 /// Round 1: enqueue, one call at a time and pipelined.
 fn round_enqueue(
@@ -353,7 +427,7 @@ fn round_claim(
     rows: &mut Vec<Row>,
 ) -> Result<(), String> {
     let (names, e, n) = (x.engine.commands(), x.engine, o.n);
-    for (mode, depth) in [("c50", 1), ("p32", DEPTH)] {
+    for &(mode, depth) in modes(o) {
         if !x.verbs {
             rows.push(skipped(x.who, "claim+complete", mode, NO_VERBS));
             continue;
@@ -362,6 +436,17 @@ fn round_claim(
         rows.push(measured(srv, x.who, names, "claim+complete", mode, 0, || {
             queue::claim_complete(srv, e, n, shape(o, depth))
         }));
+    }
+    if x.who == Who::Trafikey {
+        if !x.waits || !x.verbs {
+            rows.push(skipped(x.who, report::BLOCKING_CLAIM, "p32", NO_WAITS));
+        } else {
+            prefill(srv, c, e, o)?;
+            let row = blocking_row(srv, c, x, report::BLOCKING_CLAIM, || {
+                waiting::blocking(srv, n, 0, CONNS, DEPTH, o.phase_limit)
+            });
+            rows.push(row);
+        }
     }
     Ok(())
 }
@@ -375,7 +460,7 @@ fn round_lifecycle(
     rows: &mut Vec<Row>,
 ) -> Result<(), String> {
     let (names, e, n) = (x.engine.commands(), x.engine, o.n);
-    for (mode, depth) in [("c50", 1), ("p32", DEPTH)] {
+    for &(mode, depth) in modes(o) {
         if !x.verbs {
             rows.push(skipped(x.who, "lifecycle", mode, NO_VERBS));
             continue;
@@ -384,6 +469,17 @@ fn round_lifecycle(
         rows.push(measured(srv, x.who, names, "lifecycle", mode, 0, || {
             queue::lifecycle(srv, e, n, shape(o, depth))
         }));
+    }
+    if x.who == Who::Trafikey {
+        if !x.waits || !x.verbs {
+            rows.push(skipped(x.who, report::BLOCKING_LIFE, "p32", NO_WAITS));
+        } else {
+            fresh(c)?;
+            let row = blocking_row(srv, c, x, report::BLOCKING_LIFE, || {
+                waiting::blocking(srv, n, CONNS / 2, CONNS - CONNS / 2, DEPTH, o.phase_limit)
+            });
+            rows.push(row);
+        }
     }
     Ok(())
 }
@@ -460,6 +556,130 @@ fn round_events_off(
     Ok(())
 }
 
+/// A wake or lateness phase's row, noting how its jobs reached the workers.
+fn waited(who: Who, workload: &'static str, r: Result<waiting::Waited, String>) -> Row {
+    match r {
+        Ok(w) => {
+            let mut note = format!("{} of {} jobs handed to a waiting worker", w.woken, w.m.jobs);
+            if !w.rtt.is_empty() {
+                note.push_str(&format!(
+                    "; the ENQUEUE's own round trip p50 {:.2} ms, p99 {:.2} ms",
+                    f64::from(load::percentile(&w.rtt, 50.0)) / 1e3,
+                    f64::from(load::percentile(&w.rtt, 99.0)) / 1e3
+                ));
+            }
+            if w.timeouts > 0 {
+                note.push_str(&format!(", {} waits timed out", w.timeouts));
+            }
+            if w.early > 0 {
+                note.push_str(&format!(
+                    ", {} held before their due time as placed on the tool's clock (counted as 0)",
+                    w.early
+                ));
+            }
+            let names = ["emq.enqueue", "emq.schedule", "emq.claim", "emq.complete"];
+            let mut r = row(who, workload, report::WAITING, Ok::<_, String>(w.m), Some(&names));
+            if r.ok() {
+                say(&format!(
+                    "  p50 {:.3} ms, p99 {:.3} ms; {note}",
+                    r.p50_us as f64 / 1e3,
+                    r.p99_us as f64 / 1e3
+                ));
+            }
+            r.note = Some(note);
+            r
+        }
+        Err(e) => failed(who, workload, report::WAITING, e),
+    }
+}
+
+/// Round 8 (trafikey): the waiting workloads — wake latency, lateness of scheduled jobs, and
+/// the idle cost of waiting workers beside polling ones (each on a fresh keyspace).
+fn round_waiting(
+    srv: &Server,
+    c: &mut Conn,
+    x: &Contender,
+    o: &Opts,
+    rows: &mut Vec<Row>,
+    idle: &mut Idles,
+) -> Result<(), String> {
+    use waiting::Idling;
+    if !x.waits {
+        rows.push(skipped(x.who, report::WAKE, report::WAITING, NO_WAITS));
+        rows.push(skipped(x.who, report::PACED, report::WAITING, NO_WAITS));
+        rows.push(skipped(x.who, report::LATE, report::WAITING, NO_WAITS));
+        idle.extend(report::IDLE.iter().map(|w| (*w, Err(format!("skipped: {NO_WAITS}")))));
+        return Ok(());
+    }
+    fresh(c)?;
+    say(&format!(
+        "trafikey {}: {WAITERS} workers waiting, one ENQUEUE every {} ms",
+        report::WAKE,
+        WAIT_GAP.as_millis()
+    ));
+    rows.push(waited(x.who, report::WAKE, waiting::wake(srv, WAITERS, o.wait_jobs, WAIT_GAP, o.phase_limit)));
+    fresh(c)?;
+    say(&format!("trafikey {}: no workers, one ENQUEUE every {} ms", report::PACED, WAIT_GAP.as_millis()));
+    let r = row(
+        x.who,
+        report::PACED,
+        report::WAITING,
+        waiting::paced(srv, o.wait_jobs, WAIT_GAP),
+        Some(&["emq.enqueue"]),
+    );
+    if r.ok() {
+        say(&format!(
+            "  p50 {:.3} ms, p99 {:.3} ms, {:.1} µs server CPU per ENQUEUE",
+            r.p50_us as f64 / 1e3,
+            r.p99_us as f64 / 1e3,
+            r.cpu_per_job()
+        ));
+    }
+    rows.push(r);
+    fresh(c)?;
+    say(&format!(
+        "trafikey {}: {WAITERS} workers waiting, one SCHEDULE every {} ms due in {}..{} ms",
+        report::LATE,
+        WAIT_GAP.as_millis(),
+        SPREAD.0,
+        SPREAD.1
+    ));
+    let late = waiting::lateness(srv, WAITERS, o.wait_jobs, WAIT_GAP, SPREAD, o.phase_limit);
+    rows.push(waited(x.who, report::LATE, late));
+    // report::IDLE's setups, in its order: what the connections do, whether the queue holds
+    // leases, whether upkeep is off (last: turned on again, its timer is re-armed only by the
+    // next verb that makes something due).
+    let setups = [
+        (Idling::Nothing, false, false),
+        (Idling::Waiting, false, false),
+        (Idling::Waiting, true, false),
+        (Idling::Polling, false, false),
+        (Idling::Waiting, true, true),
+    ];
+    let upkeep = queue::config_get(c, "trafikey.upkeep")?;
+    for (what, (how, leases, off)) in report::IDLE.iter().zip(setups) {
+        fresh(c)?;
+        say(&format!("trafikey idle {:.0} s, {CONNS} connections: {what}", o.idle_window.as_secs_f64()));
+        let r = (if leases { waiting::hold_leases(srv, LEASES) } else { Ok(()) })
+            .and_then(|()| if off { queue::config_set(c, "trafikey.upkeep", "no") } else { Ok(()) })
+            .and_then(|()| waiting::idle(srv, how, CONNS, o.idle_window));
+        if off {
+            queue::config_set(c, "trafikey.upkeep", &upkeep)?;
+        }
+        match &r {
+            Ok(f) => say(&format!(
+                "  server {:.3}% of a core, {:.0} CLAIMs/s, {:.1} upkeep ticks/s",
+                f.cores() * 100.0,
+                f.claims as f64 / f.secs,
+                f.ticks as f64 / f.secs
+            )),
+            Err(e) => say(&format!("  FAILED: {e}")),
+        }
+        idle.push((what, r));
+    }
+    fresh(c)
+}
+
 /// One pass over every workload and contender: its rows and memory figures.
 fn pass(
     srv: &Server,
@@ -472,6 +692,17 @@ fn pass(
 ) -> Result<Pass, String> {
     let mut rows = Vec::new();
     let mut memory = Vec::new();
+    let mut idle = Vec::new();
+    if o.only_waiting {
+        for x in contenders.iter().filter(|x| x.who == Who::Trafikey) {
+            round_claim(srv, c, x, o, &mut rows)?;
+            round_lifecycle(srv, c, x, o, &mut rows)?;
+            round_waiting(srv, c, x, o, &mut rows, &mut idle)?;
+        }
+        bull.round(srv, c, o, BULL_WAITING, &mut rows, &mut memory)?;
+        report::pair_blocking(&mut rows);
+        return Ok((rows, memory, idle));
+    }
     for x in contenders {
         round_enqueue(srv, c, x, o, &mut rows)?;
     }
@@ -533,11 +764,16 @@ fn pass(
     for x in contenders {
         round_events_off(srv, c, x, o, &mut rows)?;
     }
+    for x in contenders.iter().filter(|x| x.who == Who::Trafikey) {
+        round_waiting(srv, c, x, o, &mut rows, &mut idle)?;
+    }
+    bull.round(srv, c, o, BULL_WAITING, &mut rows, &mut memory)?;
     for x in contenders {
         round_memory(srv, c, x, o, &mut memory)?;
     }
     bull.round(srv, c, o, "memory", &mut rows, &mut memory)?;
-    Ok((rows, memory))
+    report::pair_blocking(&mut rows);
+    Ok((rows, memory, idle))
 }
 
 /// A coherence-drop lane of the run: its rows, or why it does not run.
@@ -632,6 +868,9 @@ fn round_memory(
     Ok(())
 }
 
+/// bench.mjs's parts for the waiting round.
+const BULL_WAITING: &str = "wake,lateness";
+
 /// BullMQ's part of a round: `bench.mjs --only <part>` on the same server.
 struct Bull {
     dir: PathBuf,
@@ -666,6 +905,10 @@ impl Bull {
             phase_limit: o.phase_limit,
             server_pid: srv.pid(),
             only: part.to_string(),
+            wait_jobs: o.wait_jobs,
+            gap_ms: WAIT_GAP.as_millis() as u64,
+            waiters: BULL_WAITERS,
+            spread: SPREAD,
         };
         match bullmq::run(&self.dir, &p) {
             Ok(out) => {
@@ -674,15 +917,29 @@ impl Bull {
                     let workload = match f.workload.as_str() {
                         "enqueue" => "enqueue",
                         "claim+complete" => "claim+complete",
+                        "wake" => report::WAKE,
+                        "lateness" => report::LATE,
                         _ => "lifecycle",
                     };
-                    let mode = if f.mode == "best" { "p32" } else { "c50" };
-                    say(&format!(
-                        "  BullMQ {workload} {}: {:.0} jobs/s, {:.2} µs server CPU per job",
-                        f.mode,
-                        f.jobs as f64 / f.secs,
-                        f.cpu_us / f.jobs as f64
-                    ));
+                    let mode = match f.mode.as_str() {
+                        "best" => "p32",
+                        "waiting" => report::WAITING,
+                        _ => "c50",
+                    };
+                    if mode == report::WAITING {
+                        say(&format!(
+                            "  BullMQ {workload}: p50 {:.3} ms, p99 {:.3} ms",
+                            f.p50_us as f64 / 1e3,
+                            f.p99_us as f64 / 1e3
+                        ));
+                    } else {
+                        say(&format!(
+                            "  BullMQ {workload} {}: {:.0} jobs/s, {:.2} µs server CPU per job",
+                            f.mode,
+                            f.jobs as f64 / f.secs,
+                            f.cpu_us / f.jobs as f64
+                        ));
+                    }
                     rows.push(Row {
                         who: Who::BullMq,
                         workload,
@@ -698,6 +955,9 @@ impl Bull {
                         status: Status::Ok,
                         passes: vec![],
                         best_rate: None,
+                        p99s: vec![],
+                        note: None,
+                        paired: vec![],
                     });
                 }
                 for e in &out.errors {
@@ -790,14 +1050,26 @@ fn run(o: &Opts) -> Result<bool, String> {
         say(s);
         notes.push(s.to_string());
     }
+    // CLAIM's BLOCK and upkeep came with module_version 0.2.0 (README: EMQ.CLAIM).
+    let at_least = |want: (u64, u64)| {
+        let mut p = module_version.split('.').map(|x| x.parse::<u64>().unwrap_or(0));
+        (p.next().unwrap_or(0), p.next().unwrap_or(0)) >= want
+    };
+    let waits = verbs && at_least((0, 2)) && queue::config_get(&mut c, "trafikey.upkeep").is_ok();
+    if !waits && o.wants(Who::Trafikey) {
+        say(&format!("{NO_WAITS} (module_version {module_version}): the waiting workloads are skipped"));
+        notes.push(format!(
+            "{NO_WAITS} (module_version {module_version}): the waiting workloads were skipped."
+        ));
+    }
     let lua = Engine::load_lua(&mut c)?;
     let native = Engine::Native;
     let mut contenders = Vec::new();
     if o.wants(Who::Trafikey) {
-        contenders.push(Contender { who: Who::Trafikey, engine: &native, verbs });
+        contenders.push(Contender { who: Who::Trafikey, engine: &native, verbs, waits });
     }
-    if o.wants(Who::Lua) {
-        contenders.push(Contender { who: Who::Lua, engine: &lua, verbs: true });
+    if o.wants(Who::Lua) && !o.only_waiting {
+        contenders.push(Contender { who: Who::Lua, engine: &lua, verbs: true, waits: false });
     }
 
     // Warm-up (not measured): scripts cached, allocator and dict sizes settled.
@@ -841,7 +1113,7 @@ fn run(o: &Opts) -> Result<bool, String> {
         }
         passes.push(pass(&srv, &mut c, &contenders, &mut bull, o, keep, cap)?);
     }
-    let (rows, mut memory) = report::median(passes);
+    let (rows, mut memory, idle) = report::median(passes);
     memory.extend(skipped_memory);
     let lanes_ran = rows.iter().any(|r| r.workload == DROP);
     let bull_ran = bull.ran;
@@ -886,9 +1158,24 @@ fn run(o: &Opts) -> Result<bool, String> {
     if !busy.is_empty() {
         notes.push(format!("Other processes used more than {} cores of the machine during: {}. Those figures are less reliable; run again on a quiet machine.", load::QUIET_CORES, busy.join(", ")));
     }
+    let wait = o.wants(Who::Trafikey).then_some(WaitSetup {
+        workers: WAITERS,
+        gap_ms: WAIT_GAP.as_millis() as u64,
+        spread: SPREAD,
+        idle_conns: CONNS,
+        idle_secs: o.idle_window.as_secs_f64(),
+        tick_ms: queue::config_get(&mut c, "trafikey.upkeep-tick-ms").unwrap_or_else(|_| "?".into()),
+        leases: LEASES,
+        producers: CONNS / 2,
+        block_workers: CONNS - CONNS / 2,
+        claim_workers: CONNS,
+        bull: bull_ran.then_some(BULL_WAITERS),
+    });
     let report = Report {
         rows,
         memory,
+        idle,
+        wait,
         machine: machine(&mut c, &module_version, &bull_dir, bull_ran),
         notes,
         n: o.n,
@@ -978,6 +1265,7 @@ fn selfcheck() -> Result<(), String> {
         (
             vec![at(c, Status::Ok), at(c, if c == 1.0 { Status::Failed("x".into()) } else { Status::Ok })],
             vec![],
+            vec![],
         )
     });
     let mut passes = Vec::from(passes);
@@ -987,11 +1275,32 @@ fn selfcheck() -> Result<(), String> {
         }
         p.1.push((Who::Trafikey, Ok(100.0 + i as f64)));
     }
-    let (rows, mem) = report::median(passes);
-    let ok = matches!(&rows[..], [a, b] if a.cpu_per_job() == 2.0 && a.passes == [1.0, 2.0, 3.0] && !b.ok())
-        && matches!(&mem[..], [(Who::Trafikey, Ok(m))] if *m == 101.0);
+    // A latency row's median is the pass with the median p99; an idle window's, the median CPU.
+    for (i, p) in passes.iter_mut().enumerate() {
+        let mut r = at(1.0 + i as f64, Status::Ok);
+        (r.workload, r.mode, r.p99_us) = (report::WAKE, report::WAITING, [30, 10, 20][i]);
+        p.0.push(r);
+        let fig = report::IdleFig {
+            secs: 1.0,
+            cpu_us: [3e3, 1e3, 2e3][i],
+            client: 0.0,
+            foreign: 0.0,
+            claims: 0,
+            ticks: 0,
+            passes: vec![],
+        };
+        p.2.push((report::IDLE[1], Ok(fig)));
+    }
+    let (rows, mem, idle) = report::median(passes);
+    let ok = matches!(&rows[..], [a, b, w] if a.cpu_per_job() == 2.0 && a.passes == [1.0, 2.0, 3.0] && !b.ok()
+            && w.p99_us == 20 && w.cpu_per_job() == 3.0 && w.p99s == [10, 20, 30])
+        && matches!(&mem[..], [(Who::Trafikey, Ok(m))] if *m == 101.0)
+        && matches!(&idle[..], [(_, Ok(f))] if f.cpu_us == 2e3 && f.passes == [1e-3, 2e-3, 3e-3]);
     if !ok {
         return Err("selfcheck: median of passes".into());
+    }
+    if (0..1000).any(|j| !(SPREAD.0..=SPREAD.1).contains(&waiting::delay_ms(j, SPREAD))) {
+        return Err("selfcheck: the scheduled jobs' delays".into());
     }
     let shares: u64 = (0..7).map(|i| load::share(100, 7, i)).map(|r| r.end - r.start).sum();
     if shares != 100 || load::share(100, 7, 6).end != 100 || load::percentile(&[1, 2, 3, 4], 50.0) != 2 {

@@ -43,8 +43,14 @@ pub struct Params {
     pub batch: usize,
     pub phase_limit: Duration,
     pub server_pid: u32,
-    /// Which of bench.mjs's parts to run: enqueue, claim, lifecycle, memory.
+    /// Which of bench.mjs's parts to run: enqueue, claim, lifecycle, memory, wake, lateness.
     pub only: String,
+    /// The waiting parts (wake, lateness): jobs, one `add` every `gap_ms`, Workers ×
+    /// concurrency, and the delays' range (ms).
+    pub wait_jobs: u64,
+    pub gap_ms: u64,
+    pub waiters: (usize, usize),
+    pub spread: (u64, u64),
 }
 
 /// Run every BullMQ workload; the whole run is bounded by a time limit of its own.
@@ -56,6 +62,9 @@ pub fn run(dir: &Path, p: &Params) -> Result<Outcome, String> {
         .args(["--port", &p.port.to_string(), "--n", &p.n.to_string(), "--mem", &p.mem.to_string()])
         .args(["--conns", &p.conns.to_string(), "--batch", &p.batch.to_string()])
         .args(["--deadline-s", &p.phase_limit.as_secs().max(1).to_string()])
+        .args(["--wait-jobs", &p.wait_jobs.to_string(), "--gap-ms", &p.gap_ms.to_string()])
+        .args(["--wait-workers", &p.waiters.0.to_string(), "--wait-concurrency", &p.waiters.1.to_string()])
+        .args(["--delay-min", &p.spread.0.to_string(), "--delay-max", &p.spread.1.to_string()])
         .args(["--only", &p.only])
         .current_dir(dir)
         .stdin(Stdio::null())

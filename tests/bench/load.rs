@@ -144,16 +144,21 @@ pub static QUIET_WAIT_MS: AtomicU64 = AtomicU64::new(0);
 pub static QUIET_BUDGET_MS: AtomicU64 = AtomicU64::new(300_000);
 pub const QUIET_CORES: f64 = 0.15;
 
+/// Before a measured part: wait for the machine to be quiet, as the run was told to.
+pub fn settle(srv: &Server) {
+    let wait = QUIET_WAIT_MS.load(Ordering::Relaxed);
+    if wait > 0 {
+        wait_quiet(srv.pid(), QUIET_CORES, Duration::from_millis(wait));
+    }
+}
+
 /// Run `f` on `conns` connections at once. Each returns the jobs it did and a value.
 pub fn phase<T, F>(srv: &Server, conns: usize, limit: Duration, f: F) -> Result<Measured<T>, String>
 where
     T: Send,
     F: Fn(&mut Ctx) -> Result<(u64, T), String> + Sync,
 {
-    let wait = QUIET_WAIT_MS.load(Ordering::Relaxed);
-    if wait > 0 {
-        wait_quiet(srv.pid(), QUIET_CORES, Duration::from_millis(wait));
-    }
+    settle(srv);
     let mut cs: Vec<Conn> = (0..conns).map(|_| srv.conn()).collect::<Result<_, _>>()?;
     let mut ctl = srv.conn()?;
     let reset = ctl.call(&[b"CONFIG", b"RESETSTAT"]);
@@ -230,6 +235,15 @@ impl Pipe {
             self.buf.extend_from_slice(b"\r\n");
         }
         self.n += 1;
+    }
+
+    /// Send what is queued without reading: how many replies to read (with `Conn::read`).
+    pub fn send(&mut self, c: &mut Conn) -> Result<usize, String> {
+        c.send_raw(&self.buf).map_err(|e| format!("send: {e}"))?;
+        let n = self.n;
+        self.buf.clear();
+        self.n = 0;
+        Ok(n)
     }
 
     /// Send what is queued and read as many replies.

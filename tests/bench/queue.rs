@@ -174,7 +174,7 @@ pub struct Cmds<'a> {
 }
 
 impl Cmds<'_> {
-    fn enqueue(&self, p: &mut Pipe, id: &[u8]) {
+    pub fn enqueue(&self, p: &mut Pipe, id: &[u8]) {
         let job = self.keys.job(id);
         let mut a = self.engine.head(Verb::Enqueue);
         a.extend_from_slice(&[
@@ -189,9 +189,15 @@ impl Cmds<'_> {
         p.cmd(&a);
     }
 
-    fn claim(&self, p: &mut Pipe, token: &[u8], count: usize) {
+    pub fn claim(&self, p: &mut Pipe, token: &[u8], count: usize) {
+        self.claim_block(p, token, count, None);
+    }
+
+    /// `CLAIM … [COUNT n] [BLOCK ms]` (trafikey only: the twin has no BLOCK).
+    pub fn claim_block(&self, p: &mut Pipe, token: &[u8], count: usize, block_ms: Option<u64>) {
         let k = self.keys;
         let n = count.to_string();
+        let ms = block_ms.map(|b| b.to_string());
         let mut a = self.engine.head(Verb::Claim);
         a.extend_from_slice(&[
             b"6", &k.wait, &k.prio, &k.active, &k.delayed, &k.meta, &k.events, token, LEASE_MS,
@@ -199,10 +205,20 @@ impl Cmds<'_> {
         if count > 1 {
             a.extend_from_slice(&[b"COUNT", n.as_bytes()]);
         }
+        if let Some(ms) = &ms {
+            a.extend_from_slice(&[b"BLOCK", ms.as_bytes()]);
+        }
         p.cmd(&a);
     }
 
-    fn complete(&self, p: &mut Pipe, id: &[u8], token: &[u8]) {
+    /// `EMQ.SCHEDULE 3 job delayed events when name data` (trafikey only).
+    pub fn schedule(&self, p: &mut Pipe, id: &[u8], when: &[u8]) {
+        let job = self.keys.job(id);
+        let k = self.keys;
+        p.cmd(&[b"EMQ.SCHEDULE", b"3", &job, &k.delayed, &k.events, when, JOB_NAME, JOB_DATA]);
+    }
+
+    pub fn complete(&self, p: &mut Pipe, id: &[u8], token: &[u8]) {
         let job = self.keys.job(id);
         let k = self.keys;
         let mut a = self.engine.head(Verb::Complete);
@@ -211,7 +227,7 @@ impl Cmds<'_> {
     }
 }
 
-fn expect_one(r: &Reply, what: &str) -> Result<(), String> {
+pub fn expect_one(r: &Reply, what: &str) -> Result<(), String> {
     match r {
         Reply::Int(1) => Ok(()),
         other => Err(format!("{what} answered {other:?}")),
@@ -219,7 +235,7 @@ fn expect_one(r: &Reply, what: &str) -> Result<(), String> {
 }
 
 /// The ids of a CLAIM reply `[[id name data attempt] ...]`.
-fn claimed(r: &Reply) -> Result<Vec<Vec<u8>>, String> {
+pub fn claimed(r: &Reply) -> Result<Vec<Vec<u8>>, String> {
     match r {
         Reply::Array(jobs) => jobs
             .iter()
@@ -235,7 +251,7 @@ fn claimed(r: &Reply) -> Result<Vec<Vec<u8>>, String> {
     }
 }
 
-fn token(cx: &Ctx, n: u64) -> Vec<u8> {
+pub fn token(cx: &Ctx, n: u64) -> Vec<u8> {
     format!("w{}-{n}", cx.index).into_bytes()
 }
 
@@ -327,19 +343,19 @@ pub fn claim_complete(srv: &Server, e: &Engine, n: u64, s: Shape) -> Result<Meas
 }
 
 /// Send-time of each job's ENQUEUE, ns since the phase's epoch (for end-to-end latency).
-struct Sent(Vec<AtomicU64>);
+pub struct Sent(Vec<AtomicU64>);
 
 impl Sent {
-    fn new(n: u64) -> Sent {
+    pub fn new(n: u64) -> Sent {
         Sent((0..n).map(|_| AtomicU64::new(0)).collect())
     }
-    fn mark(&self, cx: &Ctx, j: u64) {
+    pub fn mark(&self, cx: &Ctx, j: u64) {
         if let Some(a) = self.0.get(j as usize) {
             a.store(cx.epoch.elapsed().as_nanos() as u64, Ordering::Relaxed);
         }
     }
     /// Latency of job `id`, µs, from its ENQUEUE sent to now.
-    fn since(&self, cx: &Ctx, id: &[u8]) -> u32 {
+    pub fn since(&self, cx: &Ctx, id: &[u8]) -> u32 {
         let now = cx.epoch.elapsed().as_nanos() as u64;
         let t = jnum(id).and_then(|j| self.0.get(j as usize)).map_or(now, |a| a.load(Ordering::Relaxed));
         u32::try_from(now.saturating_sub(t) / 1000).unwrap_or(u32::MAX)

@@ -63,6 +63,13 @@ pub struct Row {
     pub passes: Vec<f64>,
     /// The highest jobs/s of those passes.
     pub best_rate: Option<f64>,
+    /// The p99 of every pass, lowest first.
+    pub p99s: Vec<u32>,
+    /// What else the phase showed (the waiting workloads: how often workers waited).
+    pub note: Option<String>,
+    /// A blocking workers' row over the pipelined row it stands beside, in the same pass:
+    /// (jobs/s ratio, server CPU per job ratio), one per pass.
+    pub paired: Vec<(f64, f64)>,
 }
 
 impl Row {
@@ -82,11 +89,106 @@ impl Row {
     pub fn best_rate(&self) -> f64 {
         self.best_rate.unwrap_or_else(|| self.rate())
     }
+    /// The paired ratios' medians, (jobs/s, CPU), each on its own; and their best (the highest
+    /// jobs/s ratio, the lowest CPU ratio).
+    pub fn paired(&self) -> Option<((f64, f64), (f64, f64))> {
+        let mut rates: Vec<f64> = self.paired.iter().map(|p| p.0).collect();
+        let mut cpus: Vec<f64> = self.paired.iter().map(|p| p.1).collect();
+        rates.sort_by(f64::total_cmp);
+        cpus.sort_by(f64::total_cmp);
+        let mid = rates.len().checked_sub(1)? / 2;
+        Some(((rates[mid], cpus[mid]), (*rates.last()?, *cpus.first()?)))
+    }
+}
+
+/// The blocking workers' rows and the pipelined rows (mode p32) they stand beside.
+pub const BESIDE: [(&str, &str); 2] = [(BLOCKING_LIFE, "lifecycle"), (BLOCKING_CLAIM, "claim+complete")];
+
+/// One pass's rows: each blocking workers' row paired with the pipelined row it stands beside
+/// in the same pass (run right before it), so a change in the machine's load between passes
+/// falls on both.
+pub fn pair_blocking(rows: &mut [Row]) {
+    for (blocking, beside) in BESIDE {
+        let base = rows
+            .iter()
+            .find(|r| r.who == Who::Trafikey && r.workload == beside && r.mode == "p32" && r.ok())
+            .map(|r| (r.rate(), r.cpu_per_job()));
+        let row = rows.iter_mut().find(|r| r.who == Who::Trafikey && r.workload == blocking && r.ok());
+        if let (Some((rate, cpu)), Some(r)) = (base, row) {
+            r.paired = vec![(r.rate() / rate, r.cpu_per_job() / cpu)];
+        }
+    }
+}
+
+/// The waiting workloads: wake latency and lateness (their mode is [`WAITING`]), and the
+/// blocking workers' throughput beside the pipelined workloads they are held to.
+pub const WAKE: &str = "wake latency";
+pub const LATE: &str = "lateness, scheduled jobs";
+/// The wake rows' reference: ENQUEUEs at their pace with nobody waiting.
+pub const PACED: &str = "ENQUEUE alone, same pace";
+pub const WAITING: &str = "waiting";
+pub const BLOCKING_LIFE: &str = "lifecycle, blocking workers";
+pub const BLOCKING_CLAIM: &str = "claim+complete, BLOCK";
+
+/// Workloads whose median pass is chosen by p99 latency, not server CPU per job.
+fn by_latency(workload: &str) -> bool {
+    workload == WAKE || workload == LATE || workload == PACED
+}
+
+/// One idle window: the server's CPU while connections idle.
+pub struct IdleFig {
+    pub secs: f64,
+    pub cpu_us: f64,
+    pub client: f64,
+    pub foreign: f64,
+    /// CLAIMs the server ran during the window, and upkeep ticks that acted.
+    pub claims: u64,
+    pub ticks: u64,
+    /// Server CPU, cores, of every pass this one is the median of, lowest first.
+    pub passes: Vec<f64>,
+}
+
+impl IdleFig {
+    /// Server CPU in cores (CPU-seconds per second).
+    pub fn cores(&self) -> f64 {
+        self.cpu_us / 1e6 / self.secs
+    }
+}
+
+/// The idle windows, by setup (in the order of [`IDLE`]).
+pub type Idles = Vec<(&'static str, Result<IdleFig, String>)>;
+
+/// The idle setups: what the connections do, as the table names it.
+pub const IDLE: [&str; 5] = [
+    "connected, nothing sent (the server idle)",
+    "waiting in `CLAIM … BLOCK 0`",
+    "waiting in `CLAIM … BLOCK 0`, the queue holding active leases",
+    "polling: a plain `CLAIM` every 10 ms each",
+    "waiting in `CLAIM … BLOCK 0`, the queue holding active leases, `trafikey.upkeep no`",
+];
+
+/// How the waiting workloads ran, for the table's words.
+pub struct WaitSetup {
+    pub workers: usize,
+    pub gap_ms: u64,
+    pub spread: (u64, u64),
+    pub idle_conns: usize,
+    pub idle_secs: f64,
+    /// `trafikey.upkeep-tick-ms`, as the server has it.
+    pub tick_ms: String,
+    pub leases: u64,
+    pub producers: usize,
+    pub block_workers: usize,
+    pub claim_workers: usize,
+    /// BullMQ's Workers × concurrency, when it ran.
+    pub bull: Option<(usize, usize)>,
 }
 
 pub struct Report {
     pub rows: Vec<Row>,
     pub memory: Memory,
+    pub idle: Idles,
+    pub wait: Option<WaitSetup>,
     pub machine: Vec<(String, String)>,
     pub notes: Vec<String>,
     pub n: u64,
@@ -96,13 +198,15 @@ pub struct Report {
 }
 
 /// Workloads in table order: (workload, mode).
-pub const ORDER: [(&str, &str); 12] = [
+pub const ORDER: [(&str, &str); 14] = [
     ("enqueue", "c50"),
     ("enqueue", "p32"),
     ("claim+complete", "c50"),
     ("claim+complete", "p32"),
+    (BLOCKING_CLAIM, "p32"),
     ("lifecycle", "c50"),
     ("lifecycle", "p32"),
+    (BLOCKING_LIFE, "p32"),
     ("lifecycle, events off", "p32"),
     ("CLAIM alone", "c50"),
     ("COMPLETE alone", "c50"),
@@ -175,6 +279,13 @@ impl Report {
             if let Err(e) = r {
                 if !e.starts_with("skipped") {
                     f.push(format!("{} memory: {e}", w.label()));
+                }
+            }
+        }
+        for (what, r) in &self.idle {
+            if let Err(e) = r {
+                if !e.starts_with("skipped") {
+                    f.push(format!("trafikey idle, {what}: {e}"));
                 }
             }
         }
@@ -322,6 +433,41 @@ impl Report {
             &|v| v >= 100_000.0,
             "",
         );
+        if self.wait.is_some() {
+            // p99 in ms: (the median pass's, the best pass's).
+            let p99 = |w: &str| {
+                self.get(Who::Trafikey, w, WAITING).map(|r| {
+                    let best = r.p99s.first().copied().unwrap_or(r.p99_us);
+                    (f64::from(r.p99_us) / 1000.0, f64::from(best) / 1000.0)
+                })
+            };
+            target(
+                "wake latency p99, workers waiting in CLAIM … BLOCK",
+                p99(WAKE),
+                "≤ 1 ms",
+                &|v| v <= 1.0,
+                " ms",
+            );
+            target(
+                "lateness p99 of scheduled jobs, workers waiting",
+                p99(LATE),
+                "≤ 5 ms",
+                &|v| v <= 5.0,
+                " ms",
+            );
+            // Paired within each pass (the median of the passes' ratios).
+            let paired = self.get(Who::Trafikey, BLOCKING_LIFE, "p32").and_then(Row::paired);
+            let r = paired.map(|(m, b)| (m.1, b.1));
+            target(
+                "blocking workers' lifecycle server CPU per job ÷ lifecycle p32's",
+                r,
+                "≤ 1.1×",
+                &|r| r <= 1.1,
+                "×",
+            );
+            let r = paired.map(|(m, b)| (m.0, b.0));
+            target("blocking workers' lifecycle jobs/s ÷ lifecycle p32's", r, "≥ 0.9×", &|r| r >= 0.9, "×");
+        }
 
         // What a per-call target is up against: the same writes with no module at all.
         let floors: Vec<(&str, f64, Option<f64>)> =
@@ -351,9 +497,11 @@ impl Report {
             }
         }
 
+        self.waiting(&mut s);
+
         // Detail.
         let _ = writeln!(s, "\n### Every figure\n");
-        let _ = writeln!(s, "Latency is per job: enqueue = its call's round trip (pipelined: its batch's); claim+complete = CLAIM sent → COMPLETE answered (BullMQ: processor start → `completed` event; its fetch rides on the previous job's finish); lifecycle = ENQUEUE sent → COMPLETE answered (BullMQ: `add` sent → `completed` event); coherence drop = its call's round trip (pipelined: its batch's). \"Wall µs in command\" is the time inside the contender's own top-level commands (`INFO commandstats`: EMQ.*, TRA.DROP, EVALSHA, SET, the floor's commands); the rest of the server CPU is the per-request work around them (reading, parsing, replying, the event loop). It is wall time, not CPU: when the clients preempt the server inside a command that counts too, so on a busy machine it can exceed the server CPU. \"Clients\" is the CPU the tool's own client threads used meanwhile, in cores (client and server share the machine's 2 cores: what the clients take, the server cannot have). \"Other load\" is the CPU other processes on the machine used meanwhile (from /proc), in cores; a phase with much of it is less reliable. \"CPU ÷ trafikey\" is the row's server CPU per job over trafikey's in the same workload and mode (for the coherence drop: EVALSHA ÷ TRA.DROP).\n");
+        let _ = writeln!(s, "Latency is per job: enqueue = its call's round trip (pipelined: its batch's); claim+complete = CLAIM sent → COMPLETE answered (BullMQ: processor start → `completed` event; its fetch rides on the previous job's finish); lifecycle = ENQUEUE sent → COMPLETE answered (BullMQ: `add` sent → `completed` event); coherence drop = its call's round trip (pipelined: its batch's); wake latency = ENQUEUE sent → the waiting worker's CLAIM reply read (BullMQ: `add` sent → processor start); lateness = the due time → the waiting worker's CLAIM reply read (BullMQ: `add` sent + delay → processor start); the blocking workers' rows as the workloads they stand beside (jobs/s of the wake and lateness rows is the producer's pace, their server CPU per job everything the server did meanwhile). \"Wall µs in command\" is the time inside the contender's own top-level commands (`INFO commandstats`: EMQ.*, TRA.DROP, EVALSHA, SET, the floor's commands); the rest of the server CPU is the per-request work around them (reading, parsing, replying, the event loop). It is wall time, not CPU: when the clients preempt the server inside a command that counts too, so on a busy machine it can exceed the server CPU. \"Clients\" is the CPU the tool's own client threads used meanwhile, in cores (client and server share the machine's 2 cores: what the clients take, the server cannot have). \"Other load\" is the CPU other processes on the machine used meanwhile (from /proc), in cores; a phase with much of it is less reliable. \"CPU ÷ trafikey\" is the row's server CPU per job over trafikey's in the same workload and mode (for the coherence drop: EVALSHA ÷ TRA.DROP).\n");
         let _ = writeln!(s, "| contender | workload | mode | jobs | s | jobs/s | server CPU µs/job | CPU ÷ trafikey | wall µs in command/job | p50 ms | p99 ms | clients (cores) | other load (cores) | CPU µs/job, each pass |");
         let _ = writeln!(s, "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
         for r in &self.rows {
@@ -418,19 +566,231 @@ impl Report {
     }
 }
 
+impl Report {
+    /// The table of the waiting workloads: wake latency, lateness, the blocking workers'
+    /// throughput beside the pipelined workloads, and the idle cost.
+    fn waiting(&self, s: &mut String) {
+        let Some(w) = &self.wait else { return };
+        let _ = writeln!(s, "\n### Waiting and upkeep\n");
+        let _ = writeln!(s, "Workers waiting inside the server in `EMQ.CLAIM … BLOCK ms` (trafikey blocks them on the queue's keys), and upkeep's timer promoting scheduled jobs as they fall due, which wakes them. Measured, not asserted: each goal is shown beside its figure. Latencies are taken by the tool's own threads on one monotonic clock; each row is the pass with the median p99 (\"each pass\" lists every pass's p99, lowest first).\n");
+        let _ = writeln!(s, "| measurement | contender | setup | jobs | p50 ms | p99 ms | p99 ms, each pass | server CPU µs/job | goal | verdict (median) |");
+        let _ = writeln!(s, "|---|---|---|--:|--:|--:|--:|--:|--:|---|");
+        let bull = w.bull.map(|(k, c)| format!("{k} `Worker`s × concurrency {c}"));
+        let lines: [(&str, &str, Who, String, &str, f64); 5] = [
+            (
+                WAKE,
+                "wake latency: ENQUEUE sent → the waiting worker's CLAIM reply read",
+                Who::Trafikey,
+                format!("{} connections waiting in `CLAIM … BLOCK 2000` on an empty queue; one ENQUEUE every {} ms from another", w.workers, w.gap_ms),
+                "p99 ≤ 1 ms",
+                1.0,
+            ),
+            (
+                PACED,
+                "reference: ENQUEUE's round trip, nobody waiting",
+                Who::Trafikey,
+                format!("the same ENQUEUEs at the same pace (one every {} ms) with no worker at all: what the server spends per request at this low rate, whatever waits", w.gap_ms),
+                "",
+                f64::NAN,
+            ),
+            (
+                WAKE,
+                "wake latency: `add` sent → the processor starts",
+                Who::BullMq,
+                format!("{}, idle on an empty queue; one `add` every {} ms (from the same Node process)", bull.clone().unwrap_or_default(), w.gap_ms),
+                "",
+                f64::NAN,
+            ),
+            (
+                LATE,
+                "lateness of scheduled jobs: the waiting worker's CLAIM reply read − the due time",
+                Who::Trafikey,
+                format!("the same {} waiting connections; one `EMQ.SCHEDULE` every {} ms with an absolute `when` = the server's `TIME` (read just before it) + d, d spread over {}..{} ms; the due time placed on the tool's clock by that TIME call's round trip (± half of it, some 30 µs); upkeep on", w.workers, w.gap_ms, w.spread.0, w.spread.1),
+                "p99 ≤ 5 ms",
+                5.0,
+            ),
+            (
+                LATE,
+                "lateness of delayed jobs: the processor starts − (`add` sent + d)",
+                Who::BullMq,
+                format!("{}, waiting; one `queue.add(name, data, {{ delay: d }})` every {} ms, d as for trafikey; the due time on Node's `performance.now()` (BullMQ takes it from the client's `Date.now()` at `add`)", bull.unwrap_or_default(), w.gap_ms),
+                "",
+                f64::NAN,
+            ),
+        ];
+        for (workload, what, who, setup, goal, limit) in lines {
+            let Some(r) =
+                self.rows.iter().find(|r| r.who == who && r.workload == workload && r.mode == WAITING)
+            else {
+                continue;
+            };
+            let (jobs, p50, p99, each, cpu, verdict) = match &r.status {
+                Status::Ok => {
+                    let each = if r.p99s.is_empty() {
+                        "–".to_string()
+                    } else {
+                        r.p99s.iter().map(|&v| ms(v)).collect::<Vec<_>>().join(" / ")
+                    };
+                    let verdict = if limit.is_nan() {
+                        ""
+                    } else if f64::from(r.p99_us) / 1000.0 <= limit {
+                        "met"
+                    } else {
+                        "**not met**"
+                    };
+                    (r.jobs.to_string(), ms(r.p50_us), ms(r.p99_us), each, num(r.cpu_per_job()), verdict)
+                }
+                Status::Skipped(why) => (
+                    format!("skipped: {why}"),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    "",
+                ),
+                Status::Failed(e) => (
+                    format!("**failed**: {}", e.replace('|', "/")),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    "",
+                ),
+            };
+            let setup = match &r.note {
+                Some(n) => format!("{setup} ({n})"),
+                None => setup,
+            };
+            let _ = writeln!(
+                s,
+                "| {what} | {} | {setup} | {jobs} | {p50} | {p99} | {each} | {cpu} | {goal} | {verdict} |",
+                who.label()
+            );
+        }
+
+        let _ = writeln!(s, "\nBlocking workers beside the pipelined workloads of the same run, each run right after the one it stands beside (N = {} jobs; goal: within 10% of its jobs/s and server CPU per job). The ratios pair the two rows of each pass: the median of the passes' ratios (\"each pass\": every pass's CPU ratio, lowest first):\n", self.n);
+        let _ = writeln!(s, "| workload | setup | jobs/s | server CPU µs/job | p50 ms | p99 ms | beside | its jobs/s | its CPU µs/job | jobs/s ÷ its | CPU ÷ its | CPU ÷ its, each pass | verdict (median) |");
+        let _ = writeln!(s, "|---|---|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|---|");
+        let pairs = [
+            (
+                BLOCKING_LIFE,
+                format!("{} producers pipelining {} ENQUEUEs a write, {} workers each looping the COMPLETEs of what they hold + `CLAIM … COUNT {} BLOCK 1000` in one write; latency ENQUEUE sent → COMPLETE answered", w.producers, self.depth, w.block_workers, self.depth),
+                "lifecycle",
+                "lifecycle p32",
+            ),
+            (
+                BLOCKING_CLAIM,
+                format!("N jobs prefilled; {} workers each looping the COMPLETEs of what they hold + `CLAIM … COUNT {} BLOCK 1000` in one write; latency CLAIM sent → COMPLETE answered", w.claim_workers, self.depth),
+                "claim+complete",
+                "claim+complete p32",
+            ),
+        ];
+        for (workload, setup, beside, label) in pairs {
+            let Some(b) = self.rows.iter().find(|r| r.who == Who::Trafikey && r.workload == workload) else {
+                continue;
+            };
+            let setup = match &b.note {
+                Some(n) => format!("{setup} ({n})"),
+                None => setup,
+            };
+            if !b.ok() {
+                let why = match &b.status {
+                    Status::Skipped(why) => format!("skipped: {why}"),
+                    Status::Failed(e) => format!("**failed**: {}", e.replace('|', "/")),
+                    Status::Ok => String::new(),
+                };
+                let _ = writeln!(s, "| {workload} | {setup} | {why} | | | | {label} | | | | | | |");
+                continue;
+            }
+            let r = self.get(Who::Trafikey, beside, "p32");
+            let (rate_r, cpu_r) = b.paired().map_or((f64::NAN, f64::NAN), |(m, _)| m);
+            let mut each: Vec<f64> = b.paired.iter().map(|p| p.1).collect();
+            each.sort_by(f64::total_cmp);
+            let each = if each.len() > 1 {
+                each.iter().map(|v| format!("{v:.2}×")).collect::<Vec<_>>().join(" / ")
+            } else {
+                "–".into()
+            };
+            let verdict = if !rate_r.is_finite() {
+                "not measured"
+            } else if rate_r >= 0.9 && cpu_r <= 1.1 {
+                "met"
+            } else {
+                "**not met**"
+            };
+            let x = |v: f64| if v.is_finite() { format!("{v:.2}×") } else { "–".into() };
+            let _ = writeln!(
+                s,
+                "| {workload} | {setup} | {} | {} | {} | {} | {label} | {} | {} | {} | {} | {each} | {verdict} |",
+                rate(b.rate()),
+                num(b.cpu_per_job()),
+                ms(b.p50_us),
+                ms(b.p99_us),
+                r.map_or("–".into(), |r| rate(r.rate())),
+                r.map_or("–".into(), |r| num(r.cpu_per_job())),
+                x(rate_r),
+                x(cpu_r)
+            );
+        }
+
+        if self.idle.is_empty() {
+            return;
+        }
+        let _ = writeln!(s, "\nIdle cost: the server's CPU (`used_cpu_user + used_cpu_sys` deltas) over {:.0} s with {} connections on an empty queue, every waiter blocked before the window opens (`INFO clients` `blocked_clients`); upkeep on (`trafikey.upkeep-tick-ms` {}: the longest its timer sleeps) unless the row says otherwise; the leases are {} jobs claimed with a 600 s lease by another connection and left active. Each row is the pass with the median CPU.\n", w.idle_secs, w.idle_conns, w.tick_ms, w.leases);
+        let _ = writeln!(s, "| {} connections | server CPU, % of a core | above the idle server, % of a core | each pass, % | CLAIMs/s | upkeep ticks/s | clients (cores) | other load (cores) |", w.idle_conns);
+        let _ = writeln!(s, "|---|--:|--:|--:|--:|--:|--:|--:|");
+        let base = self
+            .idle
+            .iter()
+            .find(|(w, _)| *w == IDLE[0])
+            .and_then(|(_, r)| r.as_ref().ok())
+            .map(IdleFig::cores);
+        for (what, r) in &self.idle {
+            match r {
+                Ok(f) => {
+                    let pct = |c: f64| format!("{:.3}", c * 100.0);
+                    let above = match base {
+                        Some(b) if *what != IDLE[0] => pct(f.cores() - b),
+                        _ => "–".into(),
+                    };
+                    let each = if f.passes.is_empty() {
+                        "–".to_string()
+                    } else {
+                        f.passes.iter().map(|&c| pct(c)).collect::<Vec<_>>().join(" / ")
+                    };
+                    let _ = writeln!(
+                        s,
+                        "| {what} | {} | {above} | {each} | {} | {:.1} | {:.2} | {:.2} |",
+                        pct(f.cores()),
+                        rate(f.claims as f64 / f.secs),
+                        f.ticks as f64 / f.secs,
+                        f.client,
+                        f.foreign
+                    );
+                }
+                Err(e) => {
+                    let _ = writeln!(s, "| {what} | {} | | | | | | |", e.replace('|', "/"));
+                }
+            }
+        }
+    }
+}
+
 /// Bytes per waiting job, per contender.
 pub type Memory = Vec<(Who, Result<f64, String>)>;
 
-/// One pass over every workload: its rows and memory figures.
-pub type Pass = (Vec<Row>, Memory);
+/// One pass over every workload: its rows, memory figures and idle windows.
+pub type Pass = (Vec<Row>, Memory, Idles);
 
 /// The median of several passes: for each row (by contender, workload and mode, in the
-/// first pass's order) the pass with the median server CPU per job, carrying every pass's
-/// figure; a row that failed in any pass is that failure. Memory: the median figure.
+/// first pass's order) the pass with the median server CPU per job (the latency workloads:
+/// the median p99), carrying every pass's figure; a row that failed in any pass is that
+/// failure. Memory: the median figure. Idle windows: the pass with the median CPU.
 pub fn median(passes: Vec<Pass>) -> Pass {
     let mut rows: Vec<Vec<Row>> = Vec::new();
     let mut memory: Vec<(Who, Vec<Result<f64, String>>)> = Vec::new();
-    for (pass_rows, pass_memory) in passes {
+    let mut idle: Vec<(&'static str, Vec<Result<IdleFig, String>>)> = Vec::new();
+    for (pass_rows, pass_memory, pass_idle) in passes {
         for r in pass_rows {
             match rows.iter_mut().find(|g| {
                 g.first().is_some_and(|f| f.who == r.who && f.workload == r.workload && f.mode == r.mode)
@@ -445,6 +805,12 @@ pub fn median(passes: Vec<Pass>) -> Pass {
                 None => memory.push((w, vec![m])),
             }
         }
+        for (w, m) in pass_idle {
+            match idle.iter_mut().find(|(x, _)| *x == w) {
+                Some((_, g)) => g.push(m),
+                None => idle.push((w, vec![m])),
+            }
+        }
     }
     let rows = rows
         .into_iter()
@@ -452,14 +818,24 @@ pub fn median(passes: Vec<Pass>) -> Pass {
             if let Some(i) = g.iter().position(|r| !r.ok()) {
                 return Some(g.swap_remove(i));
             }
-            g.sort_by(|a, b| a.cpu_per_job().total_cmp(&b.cpu_per_job()));
-            let figures: Vec<f64> = g.iter().map(Row::cpu_per_job).collect();
+            let mut figures: Vec<f64> = g.iter().map(Row::cpu_per_job).collect();
+            figures.sort_by(f64::total_cmp);
+            let mut p99s: Vec<u32> = g.iter().map(|r| r.p99_us).collect();
+            p99s.sort_unstable();
+            let paired: Vec<(f64, f64)> = g.iter().flat_map(|r| r.paired.iter().copied()).collect();
+            if g.first().is_some_and(|r| by_latency(r.workload)) {
+                g.sort_by_key(|r| r.p99_us);
+            } else {
+                g.sort_by(|a, b| a.cpu_per_job().total_cmp(&b.cpu_per_job()));
+            }
             let best_rate = g.iter().map(Row::rate).fold(f64::NAN, f64::max);
             let mid = g.len().checked_sub(1)? / 2;
             let mut r = g.swap_remove(mid);
+            r.paired = paired;
             if figures.len() > 1 {
                 r.passes = figures;
                 r.best_rate = Some(best_rate);
+                r.p99s = p99s;
             }
             Some(r)
         })
@@ -476,7 +852,27 @@ pub fn median(passes: Vec<Pass>) -> Pass {
             (w, v.get(mid).copied().ok_or_else(|| "not measured".to_string()))
         })
         .collect();
-    (rows, memory)
+    let idle = idle
+        .into_iter()
+        .map(|(w, mut g)| {
+            if let Some(i) = g.iter().position(Result::is_err) {
+                return (w, g.swap_remove(i));
+            }
+            let mut v: Vec<IdleFig> = g.into_iter().filter_map(Result::ok).collect();
+            v.sort_by(|a, b| a.cores().total_cmp(&b.cores()));
+            let each: Vec<f64> = v.iter().map(IdleFig::cores).collect();
+            let mid = v.len().saturating_sub(1) / 2;
+            if v.is_empty() {
+                return (w, Err("not measured".to_string()));
+            }
+            let mut f = v.swap_remove(mid);
+            if each.len() > 1 {
+                f.passes = each;
+            }
+            (w, Ok(f))
+        })
+        .collect();
+    (rows, memory, idle)
 }
 
 /// Replace what lies between the bench markers of the notebook's text (tests/bench/README.md)

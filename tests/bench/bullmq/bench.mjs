@@ -9,11 +9,17 @@
 // Everything else (progress, warnings) goes to stderr.
 //
 // Usage: node bench.mjs --port P [--n N] [--mem M] [--conns 50] [--batch 32]
-//                      [--deadline-s 120] [--only enqueue,claim,lifecycle,memory]
+//                      [--deadline-s 120] [--only enqueue,claim,lifecycle,memory,wake,lateness]
+//                      [--wait-jobs 3000] [--gap-ms 2] [--wait-workers 2]
+//                      [--wait-concurrency 4] [--delay-min 50] [--delay-max 500]
 //
 // Modes: "c50" is 50 connections, each waiting for its reply before the next call (50 Queue
 // objects calling add, 50 Workers of concurrency 1); "best" is BullMQ's fastest documented
 // way: addBulk in batches of --batch from 50 Queue objects, and one Worker at concurrency 50.
+// "waiting" (the parts wake and lateness, not in the default set) is --wait-workers Workers of
+// --wait-concurrency, idle on an empty queue, fed one add every --gap-ms: wake = add sent →
+// processor start; lateness = add sent + delay → processor start, the delay of job j spread
+// over --delay-min..--delay-max as the Rust tool spreads trafikey's (tests/bench/waiting.rs).
 // Between workloads the server is flushed; the caller re-installs what it needs afterwards.
 
 import { Queue, Worker } from 'bullmq';
@@ -21,7 +27,10 @@ import IORedis from 'ioredis';
 import { performance } from 'node:perf_hooks';
 
 function parseArgs(argv) {
-  const o = { port: 0, n: 10000, mem: 100000, conns: 50, batch: 32, deadlineS: 120, only: null };
+  const o = {
+    port: 0, n: 10000, mem: 100000, conns: 50, batch: 32, deadlineS: 120, only: null,
+    waitJobs: 3000, gapMs: 2, waitWorkers: 2, waitConcurrency: 4, delayMin: 50, delayMax: 500,
+  };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     const v = argv[i + 1];
@@ -33,6 +42,12 @@ function parseArgs(argv) {
       case '--batch': o.batch = Number(v); i++; break;
       case '--deadline-s': o.deadlineS = Number(v); i++; break;
       case '--only': o.only = new Set(v.split(',')); i++; break;
+      case '--wait-jobs': o.waitJobs = Number(v); i++; break;
+      case '--gap-ms': o.gapMs = Number(v); i++; break;
+      case '--wait-workers': o.waitWorkers = Number(v); i++; break;
+      case '--wait-concurrency': o.waitConcurrency = Number(v); i++; break;
+      case '--delay-min': o.delayMin = Number(v); i++; break;
+      case '--delay-max': o.delayMax = Number(v); i++; break;
       default: throw new Error(`unknown argument ${k}`);
     }
   }
@@ -44,6 +59,8 @@ const opts = parseArgs(process.argv.slice(2));
 const connection = { host: '127.0.0.1', port: opts.port };
 const ctl = new IORedis({ host: '127.0.0.1', port: opts.port, maxRetriesPerRequest: 3 });
 const wanted = (w) => !opts.only || opts.only.has(w);
+// The waiting parts run only when asked for by name.
+const asked = (w) => opts.only && opts.only.has(w);
 const log = (...a) => process.stderr.write(`bullmq: ${a.join(' ')}\n`);
 const emit = (o) => process.stdout.write(JSON.stringify(o) + '\n');
 
@@ -264,6 +281,87 @@ async function lifecycle(mode) {
   };
 }
 
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// The delay of the j-th job, ms: the same spread as trafikey's (waiting.rs, delay_ms).
+function delayOf(j) {
+  return opts.delayMin + ((j * 7919) % (opts.delayMax - opts.delayMin + 1));
+}
+
+// Waiting Workers fed one job at a time: kind 'wake' (no delay) or 'lateness' (delayOf(j)).
+// Latency per job: processor start − (add sent + delay), on performance.now().
+async function waiting(kind) {
+  await fresh();
+  const jobs = opts.waitJobs;
+  const lat = [];
+  let early = 0;
+  let completed = 0;
+  let resolveDone;
+  let rejectDone;
+  const done = new Promise((res, rej) => {
+    resolveDone = res;
+    rejectDone = rej;
+  });
+  const workers = Array.from(
+    { length: opts.waitWorkers },
+    () =>
+      new Worker(
+        QNAME,
+        async (job) => {
+          const late = performance.now() - (job.data.t + job.data.d);
+          if (late < 0) early += 1;
+          lat.push(Math.max(0, late));
+        },
+        { connection, concurrency: opts.waitConcurrency, autorun: false },
+      ),
+  );
+  for (const w of workers) {
+    w.on('completed', () => {
+      completed += 1;
+      if (completed === jobs) resolveDone(performance.now());
+    });
+    w.on('failed', (job, err) => rejectDone(new Error(`job ${job && job.id} failed: ${err && err.message}`)));
+    w.on('error', (err) => log(`worker error: ${err && err.message}`));
+  }
+  await Promise.all(workers.map((w) => w.waitUntilReady()));
+  const [q] = await openQueues(1);
+  for (const w of workers) w.run().catch((e) => log(`worker run: ${e.message}`));
+  // Every Worker waiting (its blocking connection in BZPOPMIN) before the first add.
+  const t00 = performance.now();
+  while (infoField(await ctl.info('clients'), 'blocked_clients') < opts.waitWorkers) {
+    if (performance.now() - t00 > 10000) throw new Error(`${kind}: the Workers did not start waiting`);
+    await sleep(2);
+  }
+  const cpu0 = await serverCpuUs();
+  const t0 = performance.now();
+  const produce = async () => {
+    for (let j = 0; j < jobs; j++) {
+      const d = kind === 'wake' ? 0 : delayOf(j);
+      const t = performance.now();
+      await q.add(JOB_NAME, { t, d }, d > 0 ? { delay: d } : {});
+      const next = t0 + opts.gapMs * (j + 1);
+      const now = performance.now();
+      if (next > now) await sleep(next - now);
+    }
+  };
+  await withDeadline(produce(), `${kind} producer`);
+  const t1 = await withDeadline(done, kind);
+  const cpu1 = await serverCpuUs();
+  await closeAll(workers);
+  await q.close();
+  if (early > 0) log(`${kind}: ${early} jobs started before add sent + delay (counted as 0)`);
+  return {
+    workload: kind,
+    mode: 'waiting',
+    jobs,
+    seconds: (t1 - t0) / 1000,
+    cpu_us: cpu1 - cpu0,
+    early,
+    latency: kind === 'wake' ? 'add sent to processor start' : 'add sent + delay to processor start',
+    ...summary(lat),
+  };
+}
+
 async function memory() {
   await fresh();
   const [q] = await openQueues(1);
@@ -285,6 +383,8 @@ async function main() {
   if (wanted('claim')) steps.push(() => claimComplete('c50'), () => claimComplete('best'));
   if (wanted('lifecycle')) steps.push(() => lifecycle('c50'), () => lifecycle('best'));
   if (wanted('memory')) steps.push(() => memory());
+  if (asked('wake')) steps.push(() => waiting('wake'));
+  if (asked('lateness')) steps.push(() => waiting('lateness'));
   let failed = false;
   for (const step of steps) {
     try {
