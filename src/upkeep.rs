@@ -152,6 +152,12 @@ fn on() -> bool {
     config::get_bool(&config::UPKEEP)
 }
 
+/// `CONFIG SET` of `upkeep` or `upkeep-tick-ms`: takes effect now, not at the next tick —
+/// upkeep switched back on starts at once (nothing else would arm its timer).
+pub fn settings_changed() {
+    timer::settings_changed(config::get(&config::UPKEEP_TICK_MS));
+}
+
 /// One tick: a scan step, then the queues whose time has come, earliest first. Returns when
 /// to look again.
 fn tick(ctx: *mut RedisModuleCtx) -> timer::Next {

@@ -64,7 +64,10 @@ fn each_recipe_does_its_job_and_nothing_else() {
     let r = worker.call(&[b"TRA.LOG", b"2", q.job(&jid(1)).as_bytes(), log_key.as_bytes(), b"w", b"step 1"]);
     assert_eq!(r, Reply::Int(1));
     assert_eq!(q.run(&mut worker, "EMQ.COMPLETE", &jid(1), &[b"w", b"ok"]), Reply::Int(1));
-    assert!(denied(&unchanged(&mut root, |_| q.run(&mut worker, "EMQ.CLAIM", "", &[b"PAUSE"]))), "read-only meta");
+    assert!(
+        denied(&unchanged(&mut root, |_| q.run(&mut worker, "EMQ.CLAIM", "", &[b"PAUSE"]))),
+        "read-only meta"
+    );
     assert!(denied(&q.enqueue(&mut worker, &jid(3), &[])));
     other.enqueue(&mut root, &jid(9), &[]);
     assert!(denied(&unchanged(&mut root, |_| other.run(&mut worker, "EMQ.CLAIM", "", &[b"w", b"1000"]))));

@@ -40,6 +40,7 @@ apis! {
     RedisModule_CreateCommand RedisModule_CreateString RedisModule_CreateStringFromLongLong
     RedisModule_DeleteKey RedisModule_FreeModuleUser RedisModule_FreeServerInfo RedisModule_FreeString
     RedisModule_GetCommand RedisModule_GetContextFlags RedisModule_GetCurrentUserName
+    RedisModule_GetDetachedThreadSafeContext
     RedisModule_GetModuleUserFromUserName RedisModule_GetServerInfo RedisModule_GetServerVersion
     RedisModule_HashGet RedisModule_HashSet RedisModule_KeyType RedisModule_ListGet RedisModule_ListPop
     RedisModule_ListPush RedisModule_LoadConfigs RedisModule_Log RedisModule_Milliseconds RedisModule_OpenKey

@@ -1,13 +1,13 @@
 //! The module's clock: one timer that runs upkeep (`crate::upkeep::tick`) and re-arms itself
 //! for the next moment anything falls due; a verb that makes something due earlier brings
 //! the timer forward (`wake_by`). With upkeep off the timer is not re-armed — the server will
-//! not unload a module while one of its timers is pending — and the next verb that makes
-//! something due arms it again once upkeep is back on. Plus the server glue upkeep needs:
+//! not unload a module while one of its timers is pending — and it is armed again the moment
+//! upkeep is switched back on (`settings_changed`). Plus the server glue upkeep needs:
 //! choosing a database, an incremental keyspace scan, and the server events that make upkeep
 //! look for its queues again (a load, a flush, a change of role).
 
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use valkey_module::raw::{self, RedisModuleCtx, RedisModuleEvent, RedisModuleKey, RedisModuleString};
@@ -40,6 +40,8 @@ static TIMER: AtomicU64 = AtomicU64::new(0);
 static FIRES_AT: AtomicI64 = AtomicI64::new(i64::MAX);
 /// Whether the module's context can arm timers yet (set once init has run).
 static READY: AtomicBool = AtomicBool::new(false);
+/// A context of the module's own that outlives init: a config change arms the timer with it.
+static MODULE_CTX: AtomicPtr<RedisModuleCtx> = AtomicPtr::new(std::ptr::null_mut());
 
 /// The longest the timer sleeps; set from the tick config.
 pub static TICK_MS: AtomicI64 = AtomicI64::new(100);
@@ -77,9 +79,22 @@ pub fn start(ctx: *mut RedisModuleCtx, hooks: Hooks) -> Result<(), String> {
             return Err(format!("cannot subscribe to server event {id}"));
         }
     }
+    let detached = api!(RedisModule_GetDetachedThreadSafeContext).ok_or("no GetDetachedThreadSafeContext")?;
+    // SAFETY: load-time ctx; the detached context lives for the process.
+    MODULE_CTX.store(unsafe { detached(ctx) }, Ordering::Relaxed);
     READY.store(true, Ordering::Relaxed);
     arm(ctx, 1);
     Ok(())
+}
+
+/// Upkeep's settings changed (`CONFIG SET`, on the main thread): switched on, the timer is
+/// armed if it was not; a shorter tick brings a timer set for later forward.
+pub fn settings_changed(tick_ms: i64) {
+    TICK_MS.store(tick_ms.max(1), Ordering::Relaxed);
+    let ctx = MODULE_CTX.load(Ordering::Relaxed);
+    if !ctx.is_null() {
+        wake_by(ctx, now_ms().saturating_add(tick_ms.max(1)));
+    }
 }
 
 fn arm(ctx: *mut RedisModuleCtx, in_ms: i64) {
