@@ -96,3 +96,56 @@ fn each_recipe_does_its_job_and_nothing_else() {
     assert!(denied(&unchanged(&mut root, |_| admin.call(&refs))));
     assert!(denied(&admin.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"])), "INSTALL is outside @emq");
 }
+
+fn setuser(admin: &mut Conn, s: &Server, who: &str, rules: &str) -> Conn {
+    let mut args: Vec<&[u8]> = vec![b"ACL", b"SETUSER", who.as_bytes(), b"on", b">pw", b"resetkeys"];
+    args.extend(rules.split_whitespace().map(str::as_bytes));
+    assert_eq!(admin.call(&args), Reply::Simple("OK".into()), "{who}");
+    let mut c = s.conn();
+    assert_eq!(c.call(&[b"AUTH", who.as_bytes(), b"pw"]), Reply::Simple("OK".into()));
+    c
+}
+
+/// The keys a verb finds itself (rows in CLAIM, STALLED, EXTENDS, retention; the fence key)
+/// are judged as the server judges a whole command: one selector must grant the command,
+/// its declared keys and the found key. A user whose rows are granted only by a second
+/// selector with `+get` can neither claim nor complete (before, it could claim — the row was
+/// written — and then not complete); a user whose one selector grants it all does both.
+#[test]
+fn a_found_key_needs_the_selector_that_grants_the_command() {
+    let s = Server::quiet();
+    let mut root = s.conn();
+    let q = Q::new("b");
+    let declared = "%R~{emq}:version ~emq:{b}:wait ~emq:{b}:prio ~emq:{b}:active ~emq:{b}:delayed \
+                    ~emq:{b}:meta ~emq:{b}:events ~emq:{b}:completed ~emq:{b}:failed";
+    let mut split =
+        setuser(&mut root, &s, "split", &format!("{declared} -@all +@emq (~emq:{{b}}:job:* -@all +get)"));
+    let mut whole =
+        setuser(&mut root, &s, "whole", &format!("-@all ({declared} ~emq:{{b}}:job:* -@all +@emq)"));
+    for i in 1..=2 {
+        assert_eq!(q.enqueue(&mut root, &jid(i), &[]), Reply::Int(1));
+    }
+
+    // The split user: the row is granted only by a selector that does not grant EMQ.CLAIM.
+    let r = unchanged(&mut root, |_| q.run(&mut split, "EMQ.CLAIM", "", &[b"t", b"60000"]));
+    assert!(denied(&r), "{r:?}");
+    assert_eq!(root.call(&[b"HGET", q.job(&jid(1)).as_bytes(), b"st"]), Reply::Bulk(b"wait".to_vec()));
+    // It may still GET a row through its second selector (a plain command, one selector).
+    assert!(!denied(&split.call(&[b"GET", q.job(&jid(1)).as_bytes()])));
+
+    // The whole user: every key in the one selector that grants the command.
+    let r = q.run(&mut whole, "EMQ.CLAIM", "", &[b"t", b"60000"]);
+    assert_eq!(r.array()[0].array()[0].str(), jid(1), "{r:?}");
+    assert_eq!(q.run(&mut whole, "EMQ.COMPLETE", &jid(1), &[b"t", b"ok"]), Reply::Int(1));
+    let r = whole.call(&[b"TRA.JOB", b"1", q.job(&jid(2)).as_bytes()]);
+    assert!(!denied(&r), "{r:?}");
+
+    // No client sends a marker word; one that does has the argument after it judged as a key
+    // as well — a stricter check, never a looser one.
+    let marker = b"\x01trafikey:found:read";
+    let r =
+        unchanged(&mut root, |_| q.run(&mut whole, "EMQ.ENQUEUE", &jid(3), &[marker, b"emq:{elsewhere}:x"]));
+    assert!(denied(&r), "{r:?}");
+    let r = q.run(&mut whole, "EMQ.ENQUEUE", &jid(3), &[marker, q.job(&jid(3)).as_bytes()]);
+    assert_eq!(r, Reply::Int(1));
+}

@@ -230,7 +230,7 @@ impl<'a> Exec<'a> {
 
     pub fn caller(&mut self) -> Result<&Caller, Refusal> {
         if self.caller.is_none() {
-            self.caller = Some(Caller::of(self.ctx)?);
+            self.caller = Some(Caller::of(self.ctx, self.argv)?);
         }
         self.caller.as_ref().ok_or_else(errors::host_reply)
     }

@@ -1,6 +1,7 @@
 //! Registration of the table the module hands down: each command with its flags, one key
 //! spec per key position with that role's exact access (so per-role ACL rules and routing
-//! see every key), its docs — summary, complexity and every argument, so `COMMAND DOCS` is
+//! see every key), three more for the keys a verb finds itself (each behind its marker word,
+//! which only the module's own ACL check puts in an argv: `caller`), its docs — summary, complexity and every argument, so `COMMAND DOCS` is
 //! complete — and its ACL categories.
 
 use std::ffi::CString;
@@ -11,6 +12,7 @@ use std::ptr;
 use valkey_module::raw;
 use valkey_module::Context;
 
+use super::caller::Access;
 use super::command::{Arg, Command, Form, KeyRole, Shape, Spec, Ty};
 use super::CALLBACKS;
 
@@ -35,6 +37,9 @@ fn spec_flags(s: Spec) -> u64 {
     };
     u64::from(f)
 }
+
+const FOUND_NOTE: &std::ffi::CStr =
+    c"a key the command finds itself (a job row, a log, the fence key), named here only by the module's own ACL check";
 
 fn cstr(s: &str) -> Result<CString, String> {
     CString::new(s).map_err(|_| format!("NUL in {s:?}"))
@@ -182,6 +187,32 @@ fn one(ctx: &Context, cmd: &Command, callback: super::Callback) -> Result<(), St
                 },
             })
             .collect();
+        let after_keys = match cmd.form {
+            Form::Keys => 2 + cmd.keys.len() as c_int,
+            Form::Bare => 1,
+        };
+        for access in [Access::Read, Access::Update, Access::Write] {
+            let (mark, flags) = access.found();
+            specs.push(raw::RedisModuleCommandKeySpec {
+                notes: FOUND_NOTE.as_ptr(),
+                flags: u64::from(flags),
+                begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_KEYWORD,
+                bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
+                    keyword: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_2 {
+                        keyword: mark.as_ptr(),
+                        startfrom: after_keys,
+                    },
+                },
+                find_keys_type: raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
+                fk: raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
+                    range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
+                        lastkey: 0,
+                        keystep: 1,
+                        limit: 0,
+                    },
+                },
+            });
+        }
         // The array ends with a zeroed spec.
         specs.push(MaybeUninit::zeroed().assume_init());
         let summary = cstr(cmd.summary)?;
@@ -199,7 +230,7 @@ fn one(ctx: &Context, cmd: &Command, callback: super::Callback) -> Result<(), St
             // Permissive: every shape error is the module's own EMQSHAPE, which names what the
             // command takes (the server's arity error would not).
             arity: -1,
-            key_specs: if cmd.keys.is_empty() { ptr::null_mut() } else { specs.as_mut_ptr() },
+            key_specs: specs.as_mut_ptr(),
             args,
         };
         if set_info(handle, &info) != raw::REDISMODULE_OK as c_int {
