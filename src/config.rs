@@ -15,13 +15,13 @@ pub static KEEP_FAILED: AtomicI64 = AtomicI64::new(KEEP_FAILED_DEFAULT);
 pub const KEEP_FAILED_DEFAULT: i64 = 10_000;
 /// Finished jobs one call may delete by retention (KEEP and AGE together).
 pub static RETENTION_BATCH: AtomicI64 = AtomicI64::new(RETENTION_BATCH_DEFAULT);
-pub const RETENTION_BATCH_DEFAULT: i64 = 1000;
+pub const RETENTION_BATCH_DEFAULT: i64 = crate::domain::DELETE_PER_CALL;
 /// Due delayed jobs one CLAIM promotes at most.
 pub static PROMOTE_BATCH: AtomicI64 = AtomicI64::new(PROMOTE_BATCH_DEFAULT);
-pub const PROMOTE_BATCH_DEFAULT: i64 = 1000;
+pub const PROMOTE_BATCH_DEFAULT: i64 = crate::domain::PROMOTE_PER_CALL;
 /// Expired leases one STALLED reclaims when it gives no COUNT.
 pub static STALLED_BATCH: AtomicI64 = AtomicI64::new(STALLED_BATCH_DEFAULT);
-pub const STALLED_BATCH_DEFAULT: i64 = 1000;
+pub const STALLED_BATCH_DEFAULT: i64 = crate::domain::RECLAIM_PER_CALL;
 /// Stalls a job survives when STALLED gives no MAXSTALLS.
 pub static MAX_STALLS: AtomicI64 = AtomicI64::new(MAX_STALLS_DEFAULT);
 pub const MAX_STALLS_DEFAULT: i64 = 1;

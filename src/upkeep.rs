@@ -176,7 +176,8 @@ fn tick(ctx: *mut RedisModuleCtx) -> timer::Next {
     let now = timer::now_ms();
     while left > 0 && !over() {
         let Some(queue) = registry::first_due(now) else { break };
-        match keep(ctx, &queue, left) {
+        // One queue a step at a time, so that no step is long; the tick's budget decides how many.
+        match keep(ctx, &queue, left.min(domain::RECLAIM_PER_CALL as usize)) {
             Some(Kept { done, next, gone }) => {
                 left = left.saturating_sub(done);
                 // Nothing done: whatever is pending is not due before the next millisecond.

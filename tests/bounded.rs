@@ -60,7 +60,10 @@ fn a_million_jobs_and_no_call_over_ten_milliseconds() {
     for n in 1..=1000 {
         q.run(&mut c, "EMQ.SCHEDULE", &id_of("JOB", JOBS + n), &[b"+100000000", b"n", b"d"]);
     }
-    q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"600000", b"COUNT", b"1000"]);
+    for _ in 0..10 {
+        // 100 a call: what one CLAIM hands out at most.
+        q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"600000", b"COUNT", b"1000"]);
+    }
     let mut over: Vec<(String, i64)> = Vec::new();
 
     // Inspection, deep into each set.

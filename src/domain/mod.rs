@@ -21,9 +21,27 @@ pub const LEASE_MAX: i64 = 1 << 31;
 pub const PAGE_MAX: i64 = 1000;
 /// The largest progress report a holder may store, bytes.
 pub const PROGRESS_MAX: usize = 4096;
-/// The most one DRAIN, CLEAN or OBLITERATE call deletes (COUNT), and its default.
+/// The COUNT one DRAIN, CLEAN or OBLITERATE call takes, and its default.
 pub const DELETE_COUNT_MAX: i64 = 10_000;
 pub const DELETE_COUNT_DEFAULT: i64 = 1000;
+
+/// The most one call does, whatever its COUNT or a config asks: no call may hold the server
+/// for more than about 2 ms, on a queue of any size (tests/two_ms.rs measures each at its cap
+/// beside a million waiting jobs). What is left waits for the next call, or for upkeep; so a
+/// reply shorter than COUNT does not mean that nothing is left.
+pub const CLAIM_PER_CALL: i64 = 100;
+/// Due jobs one CLAIM promotes (the cap of `promote-batch`); upkeep promotes the rest.
+pub const PROMOTE_PER_CALL: i64 = 100;
+/// Expired leases one STALLED (or one upkeep step on one queue) reclaims.
+pub const RECLAIM_PER_CALL: i64 = 200;
+/// Jobs one DRAIN, CLEAN or OBLITERATE call deletes, and rows one retention pass deletes.
+pub const DELETE_PER_CALL: i64 = 200;
+
+/// A COUNT checked against its range, then cut to what one call does.
+pub fn batch(v: i64, max: i64, per_call: i64, what: &str) -> Result<usize, Refusal> {
+    let v = range(v, 1, max, what)?;
+    Ok(usize::try_from(v.min(per_call)).unwrap_or(0))
+}
 /// The longest CLAIM … BLOCK wait, ms (0 waits without a limit).
 pub const BLOCK_MAX: i64 = 1 << 31;
 pub const CLAIM_COUNT_MAX: i64 = 1000;

@@ -84,9 +84,14 @@ impl Verb for Claim {
             Args::Take { token, lease, count, block } => {
                 domain::token(&token)?;
                 let lease = domain::range(lease, 1, domain::LEASE_MAX, "lease_ms")?;
-                let count = domain::range(count.unwrap_or(1), 1, domain::CLAIM_COUNT_MAX, "COUNT")?;
+                let count = domain::batch(
+                    count.unwrap_or(1),
+                    domain::CLAIM_COUNT_MAX,
+                    domain::CLAIM_PER_CALL,
+                    "COUNT",
+                )?;
                 let block = block.map(|b| domain::range(b, 0, domain::BLOCK_MAX, "BLOCK")).transpose()?;
-                let jobs = take(x, token, lease, count as usize)?;
+                let jobs = take(x, token, lease, count)?;
                 Ok(match block {
                     // Nothing ready (or paused): wait for a job to become ready, or for RESUME.
                     Some(timeout_ms) if jobs.is_empty() => Reply::Block { timeout_ms, roles: WAKE_ON },

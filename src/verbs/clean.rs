@@ -30,21 +30,21 @@ impl Verb for Clean {
 
     fn run(x: &mut Exec<'_>, (grace, count): (i64, Option<i64>)) -> Result<Reply, Refusal> {
         let grace = domain::range(grace, 0, domain::TIME_MAX, "GRACE")?;
-        let count = domain::range(
+        let count = domain::batch(
             count.unwrap_or(domain::DELETE_COUNT_DEFAULT),
-            1,
             domain::DELETE_COUNT_MAX,
+            domain::DELETE_PER_CALL,
             "COUNT",
         )?;
         let set = x.open_as(FINISHED, Kind::ZSet)?;
         let events = Events::open(x)?;
         let cutoff = x.now().saturating_sub(grace);
         let old: Vec<Str> = set
-            .zrange(f64::NEG_INFINITY, cutoff as f64, usize::try_from(count).unwrap_or(0).saturating_add(1))
+            .zrange(f64::NEG_INFINITY, cutoff as f64, count.saturating_add(1))
             .into_iter()
             .filter(|(_, score)| (*score as i64) < cutoff)
             .map(|(m, _)| m)
-            .take(usize::try_from(count).unwrap_or(0))
+            .take(count)
             .collect();
         let rows = doomed_rows(x, &old)?;
         set.zrem_many(&old.iter().map(Str::ptr).collect::<Vec<_>>());

@@ -26,13 +26,13 @@ impl Verb for Drain {
     }
 
     fn run(x: &mut Exec<'_>, (delayed_too, count): (bool, Option<i64>)) -> Result<Reply, Refusal> {
-        let count = domain::range(
+        let count = domain::batch(
             count.unwrap_or(domain::DELETE_COUNT_DEFAULT),
-            1,
             domain::DELETE_COUNT_MAX,
+            domain::DELETE_PER_CALL,
             "COUNT",
         )?;
-        let mut left = usize::try_from(count).unwrap_or(0);
+        let mut left = count;
         let wait = x.open_as(Wait, Kind::List)?;
         let prio = x.open_as(Prio, Kind::ZSet)?;
         let delayed = x.open_as(Delayed, Kind::ZSet)?;
@@ -47,7 +47,7 @@ impl Verb for Drain {
         left -= from_prio.len();
         let from_delayed =
             if delayed_too { delayed.zrange(f64::NEG_INFINITY, f64::INFINITY, left) } else { Vec::new() };
-        let mut ids: Vec<Str> = Vec::with_capacity(count as usize);
+        let mut ids: Vec<Str> = Vec::with_capacity(count);
         for id in &from_wait {
             ids.push(x.string(id)?);
         }

@@ -37,13 +37,13 @@ impl Verb for Obliterate {
     }
 
     fn run(x: &mut Exec<'_>, (force, count): (bool, Option<i64>)) -> Result<Reply, Refusal> {
-        let count = domain::range(
+        let count = domain::batch(
             count.unwrap_or(domain::DELETE_COUNT_DEFAULT),
-            1,
             domain::DELETE_COUNT_MAX,
+            domain::DELETE_PER_CALL,
             "COUNT",
         )?;
-        let mut budget = usize::try_from(count).unwrap_or(0);
+        let mut budget = count;
         let wait = x.open_as(Wait, Kind::List)?;
         let mut zsets = Vec::with_capacity(5);
         for role in [Prio, Active, Delayed, Completed, Failed] {

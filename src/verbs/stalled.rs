@@ -45,12 +45,12 @@ impl Verb for Stalled {
             domain::MAX_STALLS_MAX,
             "MAXSTALLS",
         )?;
-        let count = domain::range(
+        let count = domain::batch(
             a.count.unwrap_or(config::get(&config::STALLED_BATCH)),
-            1,
             domain::STALLED_COUNT_MAX,
+            domain::RECLAIM_PER_CALL,
             "COUNT",
-        )?;
+        )? as i64;
         let (requeued, dead) = reclaim(x, max_stalls, count)?;
         Ok(Reply::Array(vec![Reply::Array(requeued), Reply::Array(dead)]))
     }
