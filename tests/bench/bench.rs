@@ -10,22 +10,29 @@
 //! Run it with `scripts/bench` (builds the module, finds the server, installs BullMQ), or
 //! `scripts/bench --short` for the quick check that every contender and workload works.
 //!
-//! Options: --short, --n N, --mem M, --no-bullmq, --no-notebook (leave tests/bench/README.md
+//! ChasquiMQ (tests/bench/chasquimq/, a driver binary of its own, patched for Valkey) runs
+//! beside them, and the process and lifecycle workloads run again in the production modes:
+//! events off, one replica attached, AOF everysec (the last two on servers of their own).
+//! The figures also go to target/bench/results.json.
+//!
+//! Options: --short, --n N, --mem M, --no-bullmq, --no-chasquimq, --no-modes, --no-notebook (leave tests/bench/README.md
 //! alone on a full run; --no-readme is the same), --phase-limit SECONDS,
 //! --quiet-wait SECONDS (how long each phase may wait for other processes on the machine to
 //! go below 0.15 cores before it starts; 60 by default, 0 in the short mode), --only LIST
-//! (some of trafikey,lua,bullmq,floor,set), --repeat R (passes over every workload, each
+//! (some of trafikey,lua,bullmq,chasquimq,floor,set), --repeat R (passes over every workload, each
 //! figure the median pass: 3 by default, 1 in the short mode), --only-waiting (only the waiting
 //! workloads — wake latency, lateness of scheduled jobs, idle cost, blocking workers — and the
 //! pipelined workloads they stand beside). A run with --only, --only-waiting or --short never
 //! touches tests/bench/README.md.
 //! Environment: TRAFIKEY_MODULE (the .so), VALKEY_SERVER, BENCH_BULLMQ_DIR (BullMQ installed
-//! with bench.mjs), BENCH_BULLMQ_WHY (the note when BullMQ is skipped), BENCH_SCRATCH (where
+//! with bench.mjs), BENCH_BULLMQ_WHY (the note when BullMQ is skipped), BENCH_CHASQUIMQ (the
+//! ChasquiMQ driver's binary), BENCH_CHASQUIMQ_WHY (the note when it is skipped), BENCH_SCRATCH (where
 //! the server's data dir goes).
 
 use trafikey_support::resp;
 
 mod bullmq;
+mod chasquimq;
 mod coherence;
 mod load;
 mod queue;
@@ -40,7 +47,7 @@ use std::time::Duration;
 use coherence::Lane;
 use load::Measured;
 use queue::{Engine, Shape};
-use report::{Idles, Memory, Pass, Report, Row, Status, WaitSetup, Who, DROP};
+use report::{Idles, Memory, Pass, Report, Row, Setting, Status, WaitSetup, Who, DROP};
 use resp::{Conn, Reply};
 use server::Server;
 
@@ -62,6 +69,9 @@ struct Opts {
     n: u64,
     mem: u64,
     bullmq: bool,
+    chasquimq: bool,
+    /// Whether the production modes' servers (AOF, a replica) run.
+    modes: bool,
     /// Whether a full run rewrites the notebook's tables (tests/bench/README.md).
     notebook: bool,
     phase_limit: Duration,
@@ -80,7 +90,9 @@ struct Opts {
 
 impl Opts {
     fn wants(&self, w: Who) -> bool {
-        (self.only.is_empty() || self.only.contains(&w)) && (w != Who::BullMq || self.bullmq)
+        (self.only.is_empty() || self.only.contains(&w))
+            && (w != Who::BullMq || self.bullmq)
+            && (w != Who::ChasquiMq || self.chasquimq)
     }
 }
 
@@ -90,6 +102,8 @@ fn parse_args() -> Result<Opts, String> {
         n: 100_000,
         mem: 100_000,
         bullmq: true,
+        chasquimq: true,
+        modes: true,
         notebook: true,
         phase_limit: Duration::from_secs(300),
         quiet_wait: Duration::from_secs(60),
@@ -115,6 +129,8 @@ fn parse_args() -> Result<Opts, String> {
             "--mem" => mem = Some(value("--mem")?),
             "--phase-limit" => limit = Some(value("--phase-limit")?),
             "--no-bullmq" => o.bullmq = false,
+            "--no-chasquimq" => o.chasquimq = false,
+            "--no-modes" => o.modes = false,
             "--no-notebook" | "--no-readme" => o.notebook = false,
             "--quiet-wait" => quiet = Some(value("--quiet-wait")?),
             "--repeat" => repeat = Some(value("--repeat")?),
@@ -127,9 +143,10 @@ fn parse_args() -> Result<Opts, String> {
                         "bullmq" => Who::BullMq,
                         "floor" => Who::Floor,
                         "set" => Who::Set,
+                        "chasquimq" => Who::ChasquiMq,
                         other => {
                             return Err(format!(
-                                "--only: unknown contender {other} (trafikey, lua, bullmq, floor, set)"
+                                "--only: unknown contender {other} (trafikey, lua, bullmq, chasquimq, floor, set)"
                             ))
                         }
                     });
@@ -138,7 +155,7 @@ fn parse_args() -> Result<Opts, String> {
             // cargo bench passes --bench to harness = false targets.
             "--bench" => {}
             "-h" | "--help" => {
-                println!("usage: scripts/bench [--short] [--n N] [--mem M] [--no-bullmq] [--no-notebook] [--phase-limit SECONDS] [--quiet-wait SECONDS] [--repeat R] [--only trafikey,lua,bullmq,floor,set] [--only-waiting]");
+                println!("usage: scripts/bench [--short] [--n N] [--mem M] [--no-bullmq] [--no-chasquimq] [--no-modes] [--no-notebook] [--phase-limit SECONDS] [--quiet-wait SECONDS] [--repeat R] [--only trafikey,lua,bullmq,floor,set] [--only-waiting]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other}")),
@@ -272,6 +289,7 @@ fn row<T>(
                 p99s: vec![],
                 note: None,
                 paired: vec![],
+                replica_cpu_us: m.replica_cpu_us,
             }
         }
         Err(e) => failed(who, workload, mode, e),
@@ -307,6 +325,7 @@ fn empty_row(who: Who, workload: &'static str, mode: &'static str, status: Statu
         p99s: vec![],
         note: None,
         paired: vec![],
+        replica_cpu_us: None,
     }
 }
 
@@ -536,6 +555,7 @@ fn round_events_off(
 ) -> Result<(), String> {
     let (names, n) = (x.engine.commands(), o.n);
     if !x.verbs {
+        rows.push(skipped(x.who, report::CLAIM_QUIET, "p32", NO_VERBS));
         rows.push(skipped(x.who, "lifecycle, events off", "p32", NO_VERBS));
         return Ok(());
     }
@@ -546,13 +566,27 @@ fn round_events_off(
         Engine::Lua { .. } => Engine::load_lua(c),
     };
     let r = quiet.and_then(|q| {
+        prefill(srv, c, &q, o)?;
+        let claim = measured(srv, x.who, names, report::CLAIM_QUIET, "p32", 0, || {
+            queue::claim_complete(srv, &q, n, shape(o, DEPTH))
+        });
         fresh(c)?;
-        Ok(measured(srv, x.who, names, "lifecycle, events off", "p32", 0, || {
+        let life = measured(srv, x.who, names, "lifecycle, events off", "p32", 0, || {
             queue::lifecycle(srv, &q, n, shape(o, DEPTH))
-        }))
+        });
+        Ok((claim, life))
     });
     queue::config_set(c, "trafikey.events-maxlen", &cap)?;
-    rows.push(r.unwrap_or_else(|err| failed(x.who, "lifecycle, events off", "p32", err)));
+    match r {
+        Ok((claim, life)) => {
+            rows.push(claim);
+            rows.push(life);
+        }
+        Err(err) => {
+            rows.push(failed(x.who, report::CLAIM_QUIET, "p32", err.clone()));
+            rows.push(failed(x.who, "lifecycle, events off", "p32", err));
+        }
+    }
     Ok(())
 }
 
@@ -681,11 +715,14 @@ fn round_waiting(
 }
 
 /// One pass over every workload and contender: its rows and memory figures.
+#[allow(clippy::too_many_arguments)]
 fn pass(
     srv: &Server,
     c: &mut Conn,
     contenders: &[Contender],
     bull: &mut Bull,
+    chq: &mut Chasqui,
+    bins: &Bins,
     o: &Opts,
     keep: u64,
     cap: u64,
@@ -707,10 +744,12 @@ fn pass(
         round_enqueue(srv, c, x, o, &mut rows)?;
     }
     bull.round(srv, c, o, "enqueue", &mut rows, &mut memory)?;
+    chq.round(srv, c, o, "enqueue", Setting::Default, &mut rows, &mut memory)?;
     for x in contenders {
         round_claim(srv, c, x, o, &mut rows)?;
     }
     bull.round(srv, c, o, "claim", &mut rows, &mut memory)?;
+    chq.round(srv, c, o, "process", Setting::Default, &mut rows, &mut memory)?;
     for x in contenders {
         round_lifecycle(srv, c, x, o, &mut rows)?;
     }
@@ -737,6 +776,7 @@ fn pass(
         }
     }
     bull.round(srv, c, o, "lifecycle", &mut rows, &mut memory)?;
+    chq.round(srv, c, o, "lifecycle", Setting::Default, &mut rows, &mut memory)?;
     for x in contenders {
         round_per_call(srv, c, x, o, &mut rows)?;
     }
@@ -764,6 +804,8 @@ fn pass(
     for x in contenders {
         round_events_off(srv, c, x, o, &mut rows)?;
     }
+    bull.round_with(srv, c, o, "claim,lifecycle", Setting::EventsOff, &mut rows, &mut memory)?;
+    chq.round(srv, c, o, "process,lifecycle", Setting::EventsOff, &mut rows, &mut memory)?;
     for x in contenders.iter().filter(|x| x.who == Who::Trafikey) {
         round_waiting(srv, c, x, o, &mut rows, &mut idle)?;
     }
@@ -772,6 +814,10 @@ fn pass(
         round_memory(srv, c, x, o, &mut memory)?;
     }
     bull.round(srv, c, o, "memory", &mut rows, &mut memory)?;
+    chq.round(srv, c, o, "memory", Setting::Default, &mut rows, &mut memory)?;
+    if o.modes {
+        round_modes(bins, contenders, bull, chq, o, keep, cap, &mut rows)?;
+    }
     report::pair_blocking(&mut rows);
     Ok((rows, memory, idle))
 }
@@ -888,6 +934,21 @@ impl Bull {
         rows: &mut Vec<Row>,
         memory: &mut Memory,
     ) -> Result<(), String> {
+        self.round_with(srv, c, o, part, Setting::Default, rows, memory)
+    }
+
+    /// A round in one of the production modes (the best mode only, unless the default).
+    #[allow(clippy::too_many_arguments)]
+    fn round_with(
+        &mut self,
+        srv: &Server,
+        c: &mut Conn,
+        o: &Opts,
+        part: &str,
+        setting: Setting,
+        rows: &mut Vec<Row>,
+        memory: &mut Memory,
+    ) -> Result<(), String> {
         if !self.ready {
             return Ok(());
         }
@@ -909,6 +970,9 @@ impl Bull {
             gap_ms: WAIT_GAP.as_millis() as u64,
             waiters: BULL_WAITERS,
             spread: SPREAD,
+            events: setting != Setting::EventsOff,
+            best_only: setting != Setting::Default,
+            replica_port: srv.replica.as_ref().map(|r| r.port),
         };
         match bullmq::run(&self.dir, &p) {
             Ok(out) => {
@@ -920,6 +984,10 @@ impl Bull {
                         "wake" => report::WAKE,
                         "lateness" => report::LATE,
                         _ => "lifecycle",
+                    };
+                    let workload = match setting {
+                        Setting::Default => workload,
+                        st => st.workload(workload),
                     };
                     let mode = match f.mode.as_str() {
                         "best" => "p32",
@@ -958,6 +1026,7 @@ impl Bull {
                         p99s: vec![],
                         note: None,
                         paired: vec![],
+                        replica_cpu_us: f.replica_cpu_us,
                     });
                 }
                 for e in &out.errors {
@@ -971,6 +1040,191 @@ impl Bull {
         }
         fresh(c)
     }
+}
+
+/// ChasquiMQ's part of a round: its driver (tests/bench/chasquimq/) with `--only <part>` on
+/// the same server.
+struct Chasqui {
+    bin: Option<PathBuf>,
+    ran: bool,
+}
+
+impl Chasqui {
+    #[allow(clippy::too_many_arguments)]
+    fn round(
+        &mut self,
+        srv: &Server,
+        c: &mut Conn,
+        o: &Opts,
+        part: &str,
+        setting: Setting,
+        rows: &mut Vec<Row>,
+        memory: &mut Memory,
+    ) -> Result<(), String> {
+        let Some(bin) = self.bin.clone() else { return Ok(()) };
+        c.call(&[b"FLUSHALL", b"SYNC"]);
+        if o.quiet_wait > Duration::ZERO {
+            load::wait_quiet(srv.pid(), load::QUIET_CORES, o.quiet_wait);
+        }
+        say(&format!(
+            "ChasquiMQ {part} ({})",
+            if setting == Setting::Default { "default" } else { setting.workload("lifecycle") }
+        ));
+        let p = chasquimq::Params {
+            port: srv.port,
+            n: o.n,
+            mem: o.mem,
+            conns: CONNS,
+            batch: DEPTH,
+            phase_limit: o.phase_limit,
+            server_pid: srv.pid(),
+            only: part.to_string(),
+            events: setting != Setting::EventsOff,
+            replica_port: srv.replica.as_ref().map(|r| r.port),
+        };
+        match chasquimq::run(&bin, &p) {
+            Ok(out) => {
+                self.ran = true;
+                for f in out.figures {
+                    let base = match f.workload.as_str() {
+                        "enqueue" => "enqueue",
+                        "claim+complete" => "claim+complete",
+                        _ => "lifecycle",
+                    };
+                    let workload = match setting {
+                        Setting::Default => base,
+                        st => st.workload(base),
+                    };
+                    let mode = if f.mode == "c50" { "c50" } else { "p32" };
+                    say(&format!(
+                        "  ChasquiMQ {workload} {mode}: {:.0} jobs/s, {:.2} µs server CPU per job",
+                        f.jobs as f64 / f.secs,
+                        f.cpu_us / f.jobs as f64
+                    ));
+                    rows.push(Row {
+                        who: Who::ChasquiMq,
+                        workload,
+                        mode,
+                        jobs: f.jobs,
+                        secs: f.secs,
+                        cpu_us: f.cpu_us,
+                        inside_us: None,
+                        p50_us: f.p50_us,
+                        p99_us: f.p99_us,
+                        foreign: Some(out.foreign),
+                        client: None,
+                        status: Status::Ok,
+                        passes: vec![],
+                        best_rate: None,
+                        p99s: vec![],
+                        note: None,
+                        paired: vec![],
+                        replica_cpu_us: f.replica_cpu_us,
+                    });
+                }
+                for e in &out.errors {
+                    rows.push(failed(Who::ChasquiMq, "driver", "", e.clone()));
+                }
+                if part == "memory" {
+                    memory.push((Who::ChasquiMq, out.memory.ok_or_else(|| "not measured".to_string())));
+                }
+            }
+            Err(e) => rows.push(failed(Who::ChasquiMq, "driver", "", e)),
+        }
+        fresh(c)
+    }
+}
+
+/// Where the mode servers come from.
+struct Bins<'a> {
+    server: &'a Path,
+    module: &'a Path,
+    scratch: &'a Path,
+}
+
+/// The production modes on servers of their own: AOF (`appendonly yes`, `appendfsync
+/// everysec`), then one replica attached. Every contender's process (claim+complete of a
+/// prefilled queue) and lifecycle, pipelined (BullMQ, ChasquiMQ: their best mode).
+#[allow(clippy::too_many_arguments)]
+fn round_modes(
+    bins: &Bins,
+    contenders: &[Contender],
+    bull: &mut Bull,
+    chq: &mut Chasqui,
+    o: &Opts,
+    keep: u64,
+    cap: u64,
+    rows: &mut Vec<Row>,
+) -> Result<(), String> {
+    for setting in [Setting::Aof, Setting::Replica] {
+        let (claim_w, life_w) = (setting.workload("claim+complete"), setting.workload("lifecycle"));
+        let started = match setting {
+            Setting::Aof => Server::start_with(
+                bins.server,
+                bins.module,
+                bins.scratch,
+                &["--appendonly", "yes", "--appendfsync", "everysec"],
+            ),
+            _ => Server::start_replicated(bins.server, bins.module, bins.scratch),
+        };
+        let srv = match started {
+            Ok(s) => s,
+            Err(e) => {
+                for x in contenders {
+                    rows.push(failed(x.who, claim_w, "p32", e.clone()));
+                    rows.push(failed(x.who, life_w, "p32", e.clone()));
+                }
+                continue;
+            }
+        };
+        say(&format!(
+            "{}: valkey-server pid {} on 127.0.0.1:{}{}",
+            life_w,
+            srv.pid(),
+            srv.port,
+            srv.replica.as_ref().map_or(String::new(), |r| format!(
+                ", its replica pid {} on port {}",
+                r.pid(),
+                r.port
+            ))
+        ));
+        let mut c = srv.conn()?;
+        fresh(&mut c)?;
+        let lua = Engine::load_lua(&mut c)?;
+        for x in contenders {
+            let (names, n) = (x.engine.commands(), o.n);
+            if !x.verbs {
+                rows.push(skipped(x.who, claim_w, "p32", NO_VERBS));
+                rows.push(skipped(x.who, life_w, "p32", NO_VERBS));
+                continue;
+            }
+            let e = if x.who == Who::Lua { &lua } else { x.engine };
+            prefill(&srv, &mut c, e, o)?;
+            srv.synced(&mut c)?;
+            rows.push(measured(&srv, x.who, names, claim_w, "p32", 0, || {
+                queue::claim_complete(&srv, e, n, shape(o, DEPTH))
+            }));
+            fresh(&mut c)?;
+            srv.synced(&mut c)?;
+            rows.push(measured(&srv, x.who, names, life_w, "p32", 0, || {
+                queue::lifecycle(&srv, e, n, shape(o, DEPTH))
+            }));
+        }
+        if o.wants(Who::Floor) {
+            fresh(&mut c)?;
+            srv.synced(&mut c)?;
+            say(&format!("floor {life_w} p32"));
+            let f = row(Who::Floor, life_w, "p32", queue::floor(&srv, o.n, keep, cap, shape(o, DEPTH)), None);
+            if f.ok() {
+                say(&format!("  {:.0} jobs/s, {:.2} µs server CPU per job", f.rate(), f.cpu_per_job()));
+            }
+            rows.push(f);
+        }
+        let mut none = Vec::new();
+        bull.round_with(&srv, &mut c, o, "claim,lifecycle", setting, rows, &mut none)?;
+        chq.round(&srv, &mut c, o, "process,lifecycle", setting, rows, &mut none)?;
+    }
+    Ok(())
 }
 
 fn sh(cmd: &str, args: &[&str]) -> Option<String> {
@@ -1102,6 +1356,24 @@ fn run(o: &Opts) -> Result<bool, String> {
         bull.ready = true;
     }
 
+    let mut chq = Chasqui { bin: None, ran: false };
+    if !o.wants(Who::ChasquiMq) || o.only_waiting {
+        if !o.only_waiting {
+            notes.push(
+                std::env::var("BENCH_CHASQUIMQ_WHY").unwrap_or_else(|_| "ChasquiMQ was not run.".into()),
+            );
+            skipped_memory.push((Who::ChasquiMq, Err("skipped".into())));
+        }
+    } else if let Some(b) = chasquimq::binary() {
+        chq.bin = Some(b);
+    } else {
+        let s = "ChasquiMQ's driver is not built (scripts/bench builds it into target/bench/chasquimq and names it in BENCH_CHASQUIMQ): skipped.".to_string();
+        say(&s);
+        notes.push(s);
+        skipped_memory.push((Who::ChasquiMq, Err("skipped: not built".into())));
+    }
+    let bins = Bins { server: &bin, module: &module, scratch: &scratch };
+
     // Workload by workload, every contender back to back, so that a change in the machine's
     // load during the run falls on all of them alike.
     let keep: u64 = queue::config_get(&mut c, "trafikey.keep-completed")?.parse().unwrap_or(1000);
@@ -1111,12 +1383,18 @@ fn run(o: &Opts) -> Result<bool, String> {
         if o.repeat > 1 {
             say(&format!("pass {} of {}", i + 1, o.repeat));
         }
-        passes.push(pass(&srv, &mut c, &contenders, &mut bull, o, keep, cap)?);
+        passes.push(pass(&srv, &mut c, &contenders, &mut bull, &mut chq, &bins, o, keep, cap)?);
     }
     let (rows, mut memory, idle) = report::median(passes);
     memory.extend(skipped_memory);
     let lanes_ran = rows.iter().any(|r| r.workload == DROP);
     let bull_ran = bull.ran;
+    if chq.ran {
+        notes.push("ChasquiMQ 1.3.0 (crates.io, sha256 pinned in scripts/bench) does not run on stock Valkey: it sends `XADD … IDMP` (Redis 8.6), `XREADGROUP … CLAIM` (Redis 8.4) and `XACKDEL` (Redis 8.2). tests/bench/chasquimq/valkey.patch makes it run: `XADD` without `IDMP` (no producer-side dedup, none of its per-producer dedup state in the server), `XREADGROUP` without `CLAIM` (no reclaim of idle entries in the same call), and the ack flusher's `XACKDEL` as `XACK` + `XDEL` of the same ids in one pipeline (its Lua scripts for retries, the DLQ and stored results likewise, not used here). Each change removes work or state the unpatched engine has on Redis, so ChasquiMQ's figures are a lower bound on its cost. Driven through its own `Producer` (`add`, `add_bulk`; default pool of 8 connections) and one `Consumer` with its recommended worker settings (batch 256, concurrency 100, ack batch 256; its delayed-job promoter and scheduler on, as by default), a no-op handler, by tests/bench/chasquimq/ (a binary of its own, JSON lines). Its process phase counts the consumer's start (connections, `XGROUP CREATE`) inside the measured part; a phase ends when every job has been handled and its entry acked and deleted (`XLEN` 0, polled every ms). Its lifecycle latency is `add` sent → the handler runs (acks are batched after it); its process phase has no latency figure. Events off: `events_enabled = false`.".into());
+    }
+    if rows.iter().any(|r| r.ok() && report::split(r.workload).1 != "default") {
+        notes.push("Production modes: events off is `trafikey.events-maxlen 0` (the twin reloaded to match), ChasquiMQ's `events_enabled = false`, and for BullMQ, as far as it allows, `streams.events.maxLen` 0 on every Queue (its scripts still `XADD` each event and trim to ~0) with jobs added `removeOnComplete: 1000` (completed jobs kept as trafikey keeps them; at its default it keeps all). The AOF mode runs on a server of its own started with `--appendonly yes --appendfsync everysec`; the replica mode on a primary of its own with a second valkey-server (the module loaded too) started as `--replicaof 127.0.0.1 <port>`, both stopped by pid after the mode; with a replica or AOF every contender's writes are propagated and trafikey builds its effects. The replica's CPU per job is read over the same phase, once its replication offset has caught up with the primary's (the primary's CPU is read after that too).".into());
+    }
     if o.wants(Who::Trafikey) {
         let count = |c: &mut Conn, f: &str| server::info(c, "trafikey", f).unwrap_or_else(|| "?".into());
         let (built, skipped) =
@@ -1176,7 +1454,16 @@ fn run(o: &Opts) -> Result<bool, String> {
         memory,
         idle,
         wait,
-        machine: machine(&mut c, &module_version, &bull_dir, bull_ran),
+        machine: {
+            let mut m = machine(&mut c, &module_version, &bull_dir, bull_ran);
+            if chq.ran {
+                m.push((
+                    "ChasquiMQ".into(),
+                    "1.3.0 (crates.io), patched for Valkey by tests/bench/chasquimq/valkey.patch".into(),
+                ));
+            }
+            m
+        },
         notes,
         n: o.n,
         mem_jobs: o.mem,
@@ -1197,6 +1484,27 @@ fn run(o: &Opts) -> Result<bool, String> {
     };
     std::fs::write(&out, format!("{title}{md}")).map_err(|e| format!("{}: {e}", out.display()))?;
     say(&format!("results written to {}", out.display()));
+    // The same figures, machine-readable; read back and checked: it parses and holds a
+    // measured row for every contender that ran.
+    let json_path = scratch.join(if o.short { "results-short.json" } else { "results.json" });
+    let text = serde_json::to_string_pretty(&report.json(o.short)).map_err(|e| e.to_string())?;
+    std::fs::write(&json_path, &text).map_err(|e| format!("{}: {e}", json_path.display()))?;
+    let ran: Vec<Who> = [Who::Trafikey, Who::Lua, Who::BullMq, Who::ChasquiMq, Who::Floor, Who::Set]
+        .into_iter()
+        .filter(|w| report.rows.iter().any(|r| r.who == *w && r.ok()))
+        .collect();
+    let mut failures = failures;
+    match std::fs::read_to_string(&json_path)
+        .map_err(|e| e.to_string())
+        .and_then(|t| report::check_json(&t, &ran))
+    {
+        Ok(()) => say(&format!(
+            "{} written and checked: a row for each of {}",
+            json_path.display(),
+            ran.iter().map(|w| w.key()).collect::<Vec<_>>().join(", ")
+        )),
+        Err(e) => failures.push(e),
+    }
     if o.notebook && failures.is_empty() {
         let path = root().join(NOTEBOOK);
         if let Ok(text) = std::fs::read_to_string(&path) {
@@ -1298,6 +1606,39 @@ fn selfcheck() -> Result<(), String> {
         && matches!(&idle[..], [(_, Ok(f))] if f.cpu_us == 2e3 && f.passes == [1e-3, 2e-3, 3e-3]);
     if !ok {
         return Err("selfcheck: median of passes".into());
+    }
+    // results.json: parses, one row per contender, workload and mode, the production mode
+    // split off the workload; a contender without a measured row is caught.
+    let mut replica = at(4.0, Status::Ok);
+    (replica.workload, replica.mode, replica.replica_cpu_us) = (report::LIFE_REPLICA, "p32", Some(30.0));
+    let rep = Report {
+        rows: vec![
+            at(2.0, Status::Ok),
+            replica,
+            empty_row(Who::Lua, "enqueue", "c50", Status::Skipped("x".into())),
+        ],
+        memory: vec![(Who::ChasquiMq, Ok(120.0))],
+        idle: vec![],
+        wait: None,
+        machine: vec![("CPU".into(), "x".into())],
+        notes: vec![],
+        n: 10,
+        mem_jobs: 10,
+        conns: 1,
+        depth: 1,
+    };
+    let text = rep.json(true).to_string();
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("selfcheck: results.json: {e}"))?;
+    let ok = report::check_json(&text, &[Who::Trafikey, Who::ChasquiMq]).is_ok()
+        && report::check_json(&text, &[Who::Lua]).is_err()
+        && v.pointer("/rows/1/workload").and_then(|w| w.as_str()) == Some("lifecycle")
+        && v.pointer("/rows/1/setting").and_then(|w| w.as_str()) == Some("replica")
+        && v.pointer("/rows/1/replica_cpu_us_per_job").and_then(|w| w.as_f64()) == Some(3.0)
+        && v.pointer("/rows/0/server_cpu_us_per_job/median").and_then(|w| w.as_f64()) == Some(2.0)
+        && v.pointer("/rows/3/memory_bytes_per_job").and_then(|w| w.as_f64()) == Some(120.0);
+    if !ok {
+        return Err(format!("selfcheck: results.json {text}"));
     }
     if (0..1000).any(|j| !(SPREAD.0..=SPREAD.1).contains(&waiting::delay_ms(j, SPREAD))) {
         return Err("selfcheck: the scheduled jobs' delays".into());

@@ -17,6 +17,8 @@ pub struct Figure {
     pub cpu_us: f64,
     pub p50_us: u32,
     pub p99_us: u32,
+    /// The replica's CPU over the phase, µs (the replica mode).
+    pub replica_cpu_us: Option<f64>,
 }
 
 pub struct Outcome {
@@ -51,14 +53,32 @@ pub struct Params {
     pub gap_ms: u64,
     pub waiters: (usize, usize),
     pub spread: (u64, u64),
+    /// Events off: the events stream capped at 0 (`streams.events.maxLen`) and completed jobs
+    /// kept as trafikey keeps them (`removeOnComplete` 1000).
+    pub events: bool,
+    /// Only the best mode (the production modes' rounds).
+    pub best_only: bool,
+    /// The replica's port, to read its CPU around each phase (the replica mode).
+    pub replica_port: Option<u16>,
 }
 
 /// Run every BullMQ workload; the whole run is bounded by a time limit of its own.
 pub fn run(dir: &Path, p: &Params) -> Result<Outcome, String> {
     let limit = p.phase_limit * 3 + Duration::from_secs(30);
     let s0 = crate::load::snap(p.server_pid);
+    let mut extra: Vec<String> = Vec::new();
+    if !p.events {
+        extra.extend(["--events".into(), "off".into()]);
+    }
+    if p.best_only {
+        extra.push("--best-only".into());
+    }
+    if let Some(r) = p.replica_port {
+        extra.extend(["--replica-port".into(), r.to_string()]);
+    }
     let mut child = Command::new("node")
         .arg(dir.join("bench.mjs"))
+        .args(&extra)
         .args(["--port", &p.port.to_string(), "--n", &p.n.to_string(), "--mem", &p.mem.to_string()])
         .args(["--conns", &p.conns.to_string(), "--batch", &p.batch.to_string()])
         .args(["--deadline-s", &p.phase_limit.as_secs().max(1).to_string()])
@@ -115,6 +135,7 @@ pub fn run(dir: &Path, p: &Params) -> Result<Outcome, String> {
             cpu_us: f("cpu_us"),
             p50_us: f("p50_us") as u32,
             p99_us: f("p99_us") as u32,
+            replica_cpu_us: v.get("replica_cpu_us").and_then(Value::as_f64),
         });
     }
     match status {

@@ -26,6 +26,8 @@ pub struct Measured<T> {
     pub foreign: f64,
     /// CPU this tool (the clients) used during the phase, in cores.
     pub client: f64,
+    /// The replica's CPU over the same phase, µs (the replica mode), once it had caught up.
+    pub replica_cpu_us: Option<f64>,
 }
 
 /// CPU time so far, in clock ticks: the whole machine (busy), the server, this process and
@@ -183,6 +185,7 @@ where
             })
             .collect();
         let cpu0 = server::cpu_us(&mut ctl);
+        let rep0 = srv.replica_cpu_us();
         let s0 = snap(srv.pid());
         let t0 = Instant::now();
         barrier.wait();
@@ -191,11 +194,19 @@ where
             .map(|h| h.join().unwrap_or_else(|_| (Err("a load thread panicked".into()), vec![])))
             .collect();
         let secs = t0.elapsed().as_secs_f64();
+        // With a replica: what the primary spends sending and the replica applying, counted
+        // once the replica has caught up.
+        let synced = srv.synced(&mut ctl);
         let s1 = snap(srv.pid());
         let cpu1 = server::cpu_us(&mut ctl);
-        (results, secs, (cpu1 - cpu0, foreign(&s0, &s1), client(&s0, &s1)))
+        let rep = match (rep0, srv.replica_cpu_us()) {
+            (Some(a), Some(b)) => Some(b - a),
+            _ => None,
+        };
+        (results, secs, (cpu1 - cpu0, foreign(&s0, &s1), client(&s0, &s1), rep, synced))
     });
-    let (cpu_us, foreign, client) = cpu_us;
+    let (cpu_us, foreign, client, replica_cpu_us, synced) = cpu_us;
+    synced?;
     let inside = server::commandstats(&mut ctl);
     let mut m = Measured {
         jobs: 0,
@@ -206,6 +217,7 @@ where
         out: Vec::with_capacity(conns),
         foreign,
         client,
+        replica_cpu_us,
     };
     for (r, lat) in results {
         let (jobs, out) = r?;

@@ -10,6 +10,7 @@ pub enum Who {
     BullMq,
     Floor,
     Set,
+    ChasquiMq,
 }
 
 impl Who {
@@ -20,8 +21,80 @@ impl Who {
             Who::BullMq => "BullMQ",
             Who::Floor => "floor",
             Who::Set => "SET",
+            Who::ChasquiMq => "ChasquiMQ",
         }
     }
+
+    /// The name `--only` and results.json use.
+    pub fn key(self) -> &'static str {
+        match self {
+            Who::Trafikey => "trafikey",
+            Who::Lua => "lua",
+            Who::BullMq => "bullmq",
+            Who::Floor => "floor",
+            Who::Set => "set",
+            Who::ChasquiMq => "chasquimq",
+        }
+    }
+}
+
+/// The production modes, for the process (claim+complete, prefilled) and lifecycle
+/// workloads, pipelined (p32; BullMQ and ChasquiMQ: their best mode): events off (on the
+/// main server), one replica attached, and AOF with `appendfsync everysec` (each on a server
+/// of its own, started for the mode).
+pub const CLAIM_QUIET: &str = "claim+complete, events off";
+pub const LIFE_QUIET: &str = "lifecycle, events off";
+pub const CLAIM_REPLICA: &str = "claim+complete, replica";
+pub const LIFE_REPLICA: &str = "lifecycle, replica";
+pub const CLAIM_AOF: &str = "claim+complete, AOF everysec";
+pub const LIFE_AOF: &str = "lifecycle, AOF everysec";
+
+/// The modes' table: (mode, its process workload, its lifecycle workload).
+pub const MODES: [(&str, &str, &str); 4] = [
+    ("default", "claim+complete", "lifecycle"),
+    ("events off", CLAIM_QUIET, LIFE_QUIET),
+    ("replica", CLAIM_REPLICA, LIFE_REPLICA),
+    ("AOF everysec", CLAIM_AOF, LIFE_AOF),
+];
+
+/// A setting of the production modes: the workloads it turns `claim+complete` and
+/// `lifecycle` into.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Setting {
+    Default,
+    EventsOff,
+    Replica,
+    Aof,
+}
+
+impl Setting {
+    pub fn workload(self, base: &str) -> &'static str {
+        let i = match self {
+            Setting::Default => 0,
+            Setting::EventsOff => 1,
+            Setting::Replica => 2,
+            Setting::Aof => 3,
+        };
+        let (_, claim, life) = MODES[i];
+        if base.starts_with("claim") {
+            claim
+        } else {
+            life
+        }
+    }
+}
+
+/// A workload's base and its production mode ("default" for all the others).
+pub fn split(workload: &str) -> (&str, &'static str) {
+    for (mode, claim, life) in MODES.iter().skip(1) {
+        if workload == *claim {
+            return ("claim+complete", mode);
+        }
+        if workload == *life {
+            return ("lifecycle", mode);
+        }
+    }
+    (workload, "default")
 }
 
 /// The coherence drop's workload: trafikey's row is `TRA.DROP`, the Lua row EVALSHA of the
@@ -70,6 +143,8 @@ pub struct Row {
     /// A blocking workers' row over the pipelined row it stands beside, in the same pass:
     /// (jobs/s ratio, server CPU per job ratio), one per pass.
     pub paired: Vec<(f64, f64)>,
+    /// The replica's CPU over the phase, µs (the replica mode).
+    pub replica_cpu_us: Option<f64>,
 }
 
 impl Row {
@@ -81,6 +156,9 @@ impl Row {
     }
     pub fn cpu_per_job(&self) -> f64 {
         self.cpu_us / self.jobs as f64
+    }
+    pub fn replica_per_job(&self) -> Option<f64> {
+        self.replica_cpu_us.map(|r| r / self.jobs as f64)
     }
     /// The lowest server CPU per job of the passes (other tenants only ever add to it).
     pub fn best_cpu(&self) -> f64 {
@@ -198,7 +276,7 @@ pub struct Report {
 }
 
 /// Workloads in table order: (workload, mode).
-pub const ORDER: [(&str, &str); 14] = [
+pub const ORDER: [(&str, &str); 19] = [
     ("enqueue", "c50"),
     ("enqueue", "p32"),
     ("claim+complete", "c50"),
@@ -207,7 +285,12 @@ pub const ORDER: [(&str, &str); 14] = [
     ("lifecycle", "c50"),
     ("lifecycle", "p32"),
     (BLOCKING_LIFE, "p32"),
-    ("lifecycle, events off", "p32"),
+    (CLAIM_QUIET, "p32"),
+    (LIFE_QUIET, "p32"),
+    (CLAIM_REPLICA, "p32"),
+    (LIFE_REPLICA, "p32"),
+    (CLAIM_AOF, "p32"),
+    (LIFE_AOF, "p32"),
     ("CLAIM alone", "c50"),
     ("COMPLETE alone", "c50"),
     (DROP, "c50"),
@@ -306,13 +389,14 @@ impl Report {
 
         // Side by side.
         let _ = writeln!(s, "### Side by side\n");
-        let _ = writeln!(s, "| workload | mode | trafikey jobs/s | Lua twin jobs/s | BullMQ jobs/s | trafikey CPU µs/job | Lua twin CPU µs/job | BullMQ CPU µs/job | Lua ÷ trafikey | BullMQ ÷ trafikey |");
-        let _ = writeln!(s, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|");
+        let _ = writeln!(s, "| workload | mode | trafikey jobs/s | Lua twin jobs/s | BullMQ jobs/s | ChasquiMQ jobs/s | trafikey CPU µs/job | Lua twin CPU µs/job | BullMQ CPU µs/job | ChasquiMQ CPU µs/job | Lua ÷ trafikey | BullMQ ÷ trafikey | ChasquiMQ ÷ trafikey |");
+        let _ = writeln!(s, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
         for (w, m) in ORDER.iter().filter(|(w, _)| !w.starts_with("plain")) {
             let t = self.get(Who::Trafikey, w, m);
             let l = self.get(Who::Lua, w, m);
             let b = self.get(Who::BullMq, w, m);
-            if t.is_none() && l.is_none() && b.is_none() {
+            let q = self.get(Who::ChasquiMq, w, m);
+            if t.is_none() && l.is_none() && b.is_none() && q.is_none() {
                 continue;
             }
             let r = |x: Option<&Row>| x.map_or("–".to_string(), |x| rate(x.rate()));
@@ -321,7 +405,12 @@ impl Report {
                 (Some(x), Some(t)) => format!("{:.2}×", x.cpu_per_job() / t.cpu_per_job()),
                 _ => "–".into(),
             };
-            let mode = if *m == "p32" && b.is_some() { "p32 (BullMQ: best)" } else { m };
+            let mode = match (*m == "p32", b.is_some(), q.is_some()) {
+                (true, true, true) => "p32 (BullMQ, ChasquiMQ: best)",
+                (true, true, false) => "p32 (BullMQ: best)",
+                (true, false, true) => "p32 (ChasquiMQ: best)",
+                _ => m,
+            };
             let w = if *w == DROP {
                 "coherence drop, per call (trafikey: `TRA.DROP`; Lua: EVALSHA of the reference script)"
             } else {
@@ -329,22 +418,25 @@ impl Report {
             };
             let _ = writeln!(
                 s,
-                "| {w} | {mode} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {w} | {mode} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 r(t),
                 r(l),
                 r(b),
+                r(q),
                 c(t),
                 c(l),
                 c(b),
+                c(q),
                 ratio(l),
-                ratio(b)
+                ratio(b),
+                ratio(q)
             );
         }
         if let Some(f) = self.get(Who::Floor, "lifecycle", "p32") {
             let t = self.get(Who::Trafikey, "lifecycle", "p32");
             let _ = writeln!(
                 s,
-                "| floor: the lifecycle's writes as plain commands | p32 | {} | | | {} | | | trafikey ÷ floor: {} | |",
+                "| floor: the lifecycle's writes as plain commands | p32 | {} | | | | {} | | | | trafikey ÷ floor: {} | | |",
                 rate(f.rate()),
                 num(f.cpu_per_job()),
                 t.map_or("–".into(), |t| format!("{:.2}×", t.cpu_per_job() / f.cpu_per_job()))
@@ -356,7 +448,7 @@ impl Report {
                 let t = self.get(Who::Trafikey, w, "c50");
                 let _ = writeln!(
                     s,
-                    "| floor: {verb}'s writes as plain commands, one round trip a call | c50 | {} | | | {} | | | trafikey ÷ floor: {} | |",
+                    "| floor: {verb}'s writes as plain commands, one round trip a call | c50 | {} | | | | {} | | | | trafikey ÷ floor: {} | | |",
                     rate(f.rate()),
                     num(f.cpu_per_job()),
                     t.map_or("–".into(), |t| format!("{:.2}×", t.cpu_per_job() / f.cpu_per_job()))
@@ -366,7 +458,7 @@ impl Report {
         if let Some(x) = self.get(Who::Set, "plain SET", "c50") {
             let _ = writeln!(
                 s,
-                "| plain SET (per request) | c50 | {} | | | {} | | | | |",
+                "| plain SET (per request) | c50 | {} | | | | {} | | | | | | |",
                 rate(x.rate()),
                 num(x.cpu_per_job())
             );
@@ -383,6 +475,58 @@ impl Report {
                 Err(e) => e.clone(),
             };
             let _ = writeln!(s, "| {} | {v} |", w.label());
+        }
+
+        // The production modes.
+        if self.rows.iter().any(|r| r.ok() && split(r.workload).1 != "default") {
+            let _ = writeln!(s, "\n### Production modes\n");
+            let _ = writeln!(s, "Server CPU µs per job on the primary, pipelined (p32; BullMQ and ChasquiMQ in their best mode), N = {} jobs: the default (events on, no replica, no AOF); events off; one replica attached (a second valkey-server started as `--replicaof` the first; the replica's own CPU per job beside it, read once it has caught up with the primary's offset); `appendonly yes` + `appendfsync everysec`. The replica and AOF modes each run on a server of their own, started for the mode. \"process\" is claim+complete of a prefilled queue. jobs/s in the same order.\n", self.n);
+            let _ = writeln!(s, "| contender | workload | default | events off | replica: primary | replica: the replica | AOF everysec | ÷ trafikey (default / events off / replica / AOF) | jobs/s (default / events off / replica / AOF) |");
+            let _ = writeln!(s, "|---|---|--:|--:|--:|--:|--:|--:|--:|");
+            for (label, base) in [("process", "claim+complete"), ("lifecycle", "lifecycle")] {
+                for who in [Who::Trafikey, Who::Lua, Who::BullMq, Who::ChasquiMq, Who::Floor] {
+                    let rows: Vec<Option<&Row>> =
+                        [Setting::Default, Setting::EventsOff, Setting::Replica, Setting::Aof]
+                            .iter()
+                            .map(|st| {
+                                let w = if *st == Setting::Default { base } else { st.workload(base) };
+                                self.get(who, w, "p32")
+                            })
+                            .collect();
+                    if rows.iter().all(Option::is_none) {
+                        continue;
+                    }
+                    let cpu = |r: Option<&Row>| r.map_or("–".to_string(), |r| num(r.cpu_per_job()));
+                    let rep = rows[2].and_then(Row::replica_per_job).map_or("–".to_string(), num);
+                    let vs: Vec<String> =
+                        [Setting::Default, Setting::EventsOff, Setting::Replica, Setting::Aof]
+                            .iter()
+                            .zip(&rows)
+                            .map(|(st, r)| {
+                                let w = if *st == Setting::Default { base } else { st.workload(base) };
+                                match (r, self.get(Who::Trafikey, w, "p32")) {
+                                    (Some(r), Some(t)) if who != Who::Trafikey => {
+                                        format!("{:.2}×", r.cpu_per_job() / t.cpu_per_job())
+                                    }
+                                    _ => "–".into(),
+                                }
+                            })
+                            .collect();
+                    let rates: Vec<String> =
+                        rows.iter().map(|r| r.map_or("–".to_string(), |r| rate(r.rate()))).collect();
+                    let _ = writeln!(
+                        s,
+                        "| {} | {label} | {} | {} | {} | {rep} | {} | {} | {} |",
+                        who.label(),
+                        cpu(rows[0]),
+                        cpu(rows[1]),
+                        cpu(rows[2]),
+                        cpu(rows[3]),
+                        vs.join(" / "),
+                        rates.join(" / ")
+                    );
+                }
+            }
         }
 
         // Targets.
@@ -433,6 +577,52 @@ impl Report {
             &|v| v >= 100_000.0,
             "",
         );
+        if self.rows.iter().any(|r| r.who == Who::ChasquiMq && r.ok()) {
+            for (name, w, m, goal, limit) in [
+                (
+                    "enqueue c50, 50 in flight: trafikey ÷ ChasquiMQ server CPU per job",
+                    "enqueue",
+                    "c50",
+                    "≤ 0.8×",
+                    0.8,
+                ),
+                ("enqueue batched (p32): trafikey ÷ ChasquiMQ", "enqueue", "p32", "≤ 0.8×", 0.8),
+                (
+                    "process (claim+complete p32): trafikey ÷ ChasquiMQ",
+                    "claim+complete",
+                    "p32",
+                    "≤ 0.8×",
+                    0.8,
+                ),
+                ("lifecycle p32: trafikey ÷ ChasquiMQ", "lifecycle", "p32", "≤ 0.8×", 0.8),
+                ("process, events off on both: trafikey ÷ ChasquiMQ", CLAIM_QUIET, "p32", "≤ 1×", 1.0),
+                ("lifecycle, events off on both: trafikey ÷ ChasquiMQ", LIFE_QUIET, "p32", "≤ 1×", 1.0),
+                ("process, one replica: trafikey ÷ ChasquiMQ (primary)", CLAIM_REPLICA, "p32", "≤ 0.8×", 0.8),
+                (
+                    "lifecycle, one replica: trafikey ÷ ChasquiMQ (primary)",
+                    LIFE_REPLICA,
+                    "p32",
+                    "≤ 0.8×",
+                    0.8,
+                ),
+            ] {
+                let r = ratio(self.get(Who::Trafikey, w, m), self.get(Who::ChasquiMq, w, m));
+                target(name, r, goal, &|r| r <= limit, "×");
+            }
+            let m = self.mem(Who::Trafikey).zip(self.mem(Who::ChasquiMq)).map(|(a, b)| (a - b, a - b));
+            target("memory per waiting job, trafikey − ChasquiMQ", m, "≤ 0 bytes", &|d| d <= 0.0, " B");
+        }
+        let r =
+            ratio(self.get(Who::Trafikey, LIFE_REPLICA, "p32"), self.get(Who::BullMq, LIFE_REPLICA, "p32"));
+        if r.is_some() {
+            target(
+                "lifecycle p32 with a replica: trafikey ÷ BullMQ best mode's (primary)",
+                r,
+                "≤ 0.12×",
+                &|r| r <= 0.12,
+                "×",
+            );
+        }
         if self.wait.is_some() {
             // p99 in ms: (the median pass's, the best pass's).
             let p99 = |w: &str| {
@@ -502,8 +692,8 @@ impl Report {
         // Detail.
         let _ = writeln!(s, "\n### Every figure\n");
         let _ = writeln!(s, "Latency is per job: enqueue = its call's round trip (pipelined: its batch's); claim+complete = CLAIM sent → COMPLETE answered (BullMQ: processor start → `completed` event; its fetch rides on the previous job's finish); lifecycle = ENQUEUE sent → COMPLETE answered (BullMQ: `add` sent → `completed` event); coherence drop = its call's round trip (pipelined: its batch's); wake latency = ENQUEUE sent → the waiting worker's CLAIM reply read (BullMQ: `add` sent → processor start); lateness = the due time → the waiting worker's CLAIM reply read (BullMQ: `add` sent + delay → processor start); the blocking workers' rows as the workloads they stand beside (jobs/s of the wake and lateness rows is the producer's pace, their server CPU per job everything the server did meanwhile). \"Wall µs in command\" is the time inside the contender's own top-level commands (`INFO commandstats`: EMQ.*, TRA.DROP, EVALSHA, SET, the floor's commands); the rest of the server CPU is the per-request work around them (reading, parsing, replying, the event loop). It is wall time, not CPU: when the clients preempt the server inside a command that counts too, so on a busy machine it can exceed the server CPU. \"Clients\" is the CPU the tool's own client threads used meanwhile, in cores (client and server share the machine's 2 cores: what the clients take, the server cannot have). \"Other load\" is the CPU other processes on the machine used meanwhile (from /proc), in cores; a phase with much of it is less reliable. \"CPU ÷ trafikey\" is the row's server CPU per job over trafikey's in the same workload and mode (for the coherence drop: EVALSHA ÷ TRA.DROP).\n");
-        let _ = writeln!(s, "| contender | workload | mode | jobs | s | jobs/s | server CPU µs/job | CPU ÷ trafikey | wall µs in command/job | p50 ms | p99 ms | clients (cores) | other load (cores) | CPU µs/job, each pass |");
-        let _ = writeln!(s, "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+        let _ = writeln!(s, "| contender | workload | mode | jobs | s | jobs/s | server CPU µs/job | CPU ÷ trafikey | wall µs in command/job | p50 ms | p99 ms | clients (cores) | other load (cores) | CPU µs/job, each pass | replica CPU µs/job |");
+        let _ = writeln!(s, "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
         for r in &self.rows {
             match &r.status {
                 Status::Ok => {
@@ -515,7 +705,7 @@ impl Report {
                     };
                     let _ = writeln!(
                         s,
-                        "| {} | {} | {} | {} | {:.2} | {} | {} | {vs} | {} | {} | {} | {} | {} | {} |",
+                        "| {} | {} | {} | {} | {:.2} | {} | {} | {vs} | {} | {} | {} | {} | {} | {} | {} |",
                         contender(r.who, r.workload),
                         r.workload,
                         r.mode,
@@ -532,13 +722,14 @@ impl Report {
                             "–".to_string()
                         } else {
                             r.passes.iter().map(|&v| num(v)).collect::<Vec<_>>().join(" / ")
-                        }
+                        },
+                        r.replica_per_job().map_or("–".into(), num)
                     );
                 }
                 Status::Skipped(why) => {
                     let _ = writeln!(
                         s,
-                        "| {} | {} | {} | skipped: {why} | | | | | | | | | | |",
+                        "| {} | {} | {} | skipped: {why} | | | | | | | | | | | |",
                         contender(r.who, r.workload),
                         r.workload,
                         r.mode
@@ -547,7 +738,7 @@ impl Report {
                 Status::Failed(e) => {
                     let _ = writeln!(
                         s,
-                        "| {} | {} | {} | **failed**: {} | | | | | | | | | | |",
+                        "| {} | {} | {} | **failed**: {} | | | | | | | | | | | |",
                         contender(r.who, r.workload),
                         r.workload,
                         r.mode,
@@ -774,6 +965,100 @@ impl Report {
             }
         }
     }
+}
+
+impl Report {
+    /// The figures as JSON (target/bench/results.json): one row per contender, workload and
+    /// mode, so a claim can be checked without parsing the tables.
+    pub fn json(&self, short: bool) -> serde_json::Value {
+        use serde_json::{json, Value};
+        let opt = |v: Option<f64>| v.filter(|x| x.is_finite()).map_or(Value::Null, |x| json!(x));
+        let mut rows = Vec::new();
+        for r in &self.rows {
+            let (base, setting) = split(r.workload);
+            let (status, why) = match &r.status {
+                Status::Ok => ("ok", None),
+                Status::Skipped(w) => ("skipped", Some(w.clone())),
+                Status::Failed(e) => ("failed", Some(e.clone())),
+            };
+            let measured = r.ok();
+            let lat = measured && (r.p50_us > 0 || r.p99_us > 0);
+            let passes: Vec<f64> =
+                if r.passes.is_empty() && measured { vec![r.cpu_per_job()] } else { r.passes.clone() };
+            rows.push(json!({
+                "contender": r.who.key(),
+                "label": contender(r.who, r.workload),
+                "workload": base,
+                "mode": r.mode,
+                "setting": setting,
+                "status": status,
+                "why": why,
+                "jobs": r.jobs,
+                "seconds": measured.then_some(r.secs),
+                "jobs_per_s": opt(measured.then(|| r.rate())),
+                "server_cpu_us_per_job": {
+                    "median": opt(measured.then(|| r.cpu_per_job())),
+                    "passes": passes,
+                },
+                "replica_cpu_us_per_job": opt(if measured { r.replica_per_job() } else { None }),
+                "memory_bytes_per_job": Value::Null,
+                "p50_us": if lat { json!(r.p50_us) } else { Value::Null },
+                "p99_us": if lat { json!(r.p99_us) } else { Value::Null },
+                "p99_us_passes": r.p99s,
+                "other_load_cores": opt(r.foreign),
+                "note": r.note,
+            }));
+        }
+        for (w, m) in &self.memory {
+            let (status, why, b) = match m {
+                Ok(b) => ("ok", None, json!(b)),
+                Err(e) if e.starts_with("skipped") => ("skipped", Some(e.clone()), Value::Null),
+                Err(e) => ("failed", Some(e.clone()), Value::Null),
+            };
+            rows.push(json!({
+                "contender": w.key(),
+                "label": w.label(),
+                "workload": "memory per waiting job",
+                "mode": "",
+                "setting": "default",
+                "status": status,
+                "why": why,
+                "jobs": self.mem_jobs,
+                "memory_bytes_per_job": b,
+            }));
+        }
+        let machine: serde_json::Map<String, Value> =
+            self.machine.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+        json!({
+            "short": short,
+            "n": self.n,
+            "memory_jobs": self.mem_jobs,
+            "connections": self.conns,
+            "depth": self.depth,
+            "machine": machine,
+            "rows": rows,
+            "notes": self.notes,
+        })
+    }
+}
+
+/// Check results.json's text: it parses, and holds an "ok" row for each of `ran`.
+pub fn check_json(text: &str, ran: &[Who]) -> Result<(), String> {
+    let v: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("results.json does not parse: {e}"))?;
+    let rows = v.get("rows").and_then(|r| r.as_array()).ok_or("results.json has no rows")?;
+    for w in ran {
+        let has = rows.iter().any(|r| {
+            r.get("contender").and_then(|c| c.as_str()) == Some(w.key())
+                && r.get("status").and_then(|s| s.as_str()) == Some("ok")
+                && (r.pointer("/server_cpu_us_per_job/median").is_some_and(|m| m.is_number())
+                    || r.get("memory_bytes_per_job").is_some_and(|m| m.is_number()))
+        });
+        if !has {
+            return Err(format!("results.json holds no measured row for {}", w.label()));
+        }
+    }
+    Ok(())
 }
 
 /// Bytes per waiting job, per contender.

@@ -14,10 +14,13 @@ pub struct Server {
     child: Child,
     pub port: u16,
     dir: PathBuf,
+    /// A second server attached as `--replicaof` this one (the replica mode), stopped with it.
+    pub replica: Option<Box<Server>>,
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
+        drop(self.replica.take());
         // Stopped by its pid, and waited for.
         let _ = Command::new("kill").arg(self.child.id().to_string()).status();
         let t0 = Instant::now();
@@ -40,6 +43,12 @@ fn free_port() -> std::io::Result<u16> {
 
 impl Server {
     pub fn start(bin: &Path, module: &Path, scratch: &Path) -> Result<Server, String> {
+        Server::start_with(bin, module, scratch, &[])
+    }
+
+    /// A server with `extra` arguments after the usual ones (e.g. `--appendonly yes`, or
+    /// `--replicaof 127.0.0.1 <port>`).
+    pub fn start_with(bin: &Path, module: &Path, scratch: &Path, extra: &[&str]) -> Result<Server, String> {
         let mut last = String::new();
         for _ in 0..5 {
             let port = free_port().map_err(|e| format!("no free port: {e}"))?;
@@ -65,12 +74,13 @@ impl Server {
                 .args(["--locale-collate", "C"])
                 .arg("--loadmodule")
                 .arg(module)
+                .args(extra)
                 .stdin(Stdio::null())
                 .stdout(Stdio::from(log))
                 .stderr(Stdio::from(err))
                 .spawn()
                 .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
-            let mut s = Server { child, port, dir };
+            let mut s = Server { child, port, dir, replica: None };
             let t0 = Instant::now();
             while t0.elapsed() < Duration::from_secs(10) {
                 if let Ok(Some(_)) = s.child.try_wait() {
@@ -90,6 +100,51 @@ impl Server {
             "valkey-server did not start: {}",
             last.lines().rev().take(5).collect::<Vec<_>>().join(" | ")
         ))
+    }
+
+    /// A primary with one replica attached: a second server (the module loaded too, as a
+    /// replica that may be promoted would have it) started as `--replicaof` it, in sync before
+    /// this returns.
+    pub fn start_replicated(bin: &Path, module: &Path, scratch: &Path) -> Result<Server, String> {
+        let mut p = Server::start(bin, module, scratch)?;
+        let port = p.port.to_string();
+        let r = Server::start_with(bin, module, scratch, &["--replicaof", "127.0.0.1", &port])?;
+        let mut c = r.conn()?;
+        let t0 = Instant::now();
+        while info(&mut c, "replication", "master_link_status").as_deref() != Some("up") {
+            if t0.elapsed() > Duration::from_secs(20) {
+                return Err("the replica did not connect to its primary".into());
+            }
+            sleep(Duration::from_millis(20));
+        }
+        p.replica = Some(Box::new(r));
+        Ok(p)
+    }
+
+    /// Wait until the replica (if any) has applied everything the primary sent it.
+    pub fn synced(&self, c: &mut Conn) -> Result<(), String> {
+        let Some(r) = &self.replica else { return Ok(()) };
+        let mut rc = r.conn()?;
+        let offset = |c: &mut Conn| {
+            info(c, "replication", "master_repl_offset").and_then(|v| v.parse::<i64>().ok()).unwrap_or(-1)
+        };
+        let t0 = Instant::now();
+        loop {
+            let (p, q) = (offset(c), offset(&mut rc));
+            if q >= p && p >= 0 {
+                return Ok(());
+            }
+            if t0.elapsed() > Duration::from_secs(60) {
+                return Err(format!("the replica did not catch up (offset {q} of {p})"));
+            }
+            sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// The replica's CPU so far (µs), if there is one.
+    pub fn replica_cpu_us(&self) -> Option<f64> {
+        let r = self.replica.as_ref()?;
+        r.conn().ok().map(|mut c| cpu_us(&mut c))
     }
 
     pub fn pid(&self) -> u32 {

@@ -326,7 +326,17 @@ fn with_waiters(
     let inside = server::commandstats(&mut ctl);
     none_blocked(srv)?;
     queue::check_sets(srv, 0)?;
-    let m = Measured { jobs: lat.len() as u64, secs, cpu_us, inside, lat, out: vec![], foreign, client };
+    let m = Measured {
+        jobs: lat.len() as u64,
+        secs,
+        cpu_us,
+        inside,
+        lat,
+        out: vec![],
+        foreign,
+        client,
+        replica_cpu_us: None,
+    };
     Ok(Waited { m, woken, timeouts, early: early.load(Ordering::Relaxed), rtt })
 }
 
@@ -460,7 +470,17 @@ pub fn paced(srv: &Server, jobs: u64, gap: Duration) -> Result<Measured<()>, Str
     let inside = server::commandstats(&mut ctl);
     queue::check_sets(srv, jobs)?;
     let (foreign, client) = (load::foreign(&s0, &s1), load::client(&s0, &s1));
-    Ok(Measured { jobs, secs, cpu_us: cpu1 - cpu0, inside, lat, out: vec![], foreign, client })
+    Ok(Measured {
+        jobs,
+        secs,
+        cpu_us: cpu1 - cpu0,
+        inside,
+        lat,
+        out: vec![],
+        foreign,
+        client,
+        replica_cpu_us: None,
+    })
 }
 
 /// What the idle connections do.

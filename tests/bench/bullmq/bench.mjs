@@ -12,6 +12,14 @@
 //                      [--deadline-s 120] [--only enqueue,claim,lifecycle,memory,wake,lateness]
 //                      [--wait-jobs 3000] [--gap-ms 2] [--wait-workers 2]
 //                      [--wait-concurrency 4] [--delay-min 50] [--delay-max 500]
+//                      [--events on|off] [--best-only] [--replica-port P]
+//
+// --events off: the production mode "events off" as far as BullMQ allows it: every Queue
+// opened with `streams.events.maxLen` 0 (its scripts still XADD each event, then trim the
+// stream to ~0), and jobs added with `removeOnComplete: 1000` (completed jobs kept as
+// trafikey keeps them, `trafikey.keep-completed` 1000). --best-only: only the "best" mode.
+// --replica-port: the replica's CPU is read around each phase too (as "replica_cpu_us"),
+// once the replica has caught up with the primary's replication offset.
 //
 // Modes: "c50" is 50 connections, each waiting for its reply before the next call (50 Queue
 // objects calling add, 50 Workers of concurrency 1); "best" is BullMQ's fastest documented
@@ -30,6 +38,7 @@ function parseArgs(argv) {
   const o = {
     port: 0, n: 10000, mem: 100000, conns: 50, batch: 32, deadlineS: 120, only: null,
     waitJobs: 3000, gapMs: 2, waitWorkers: 2, waitConcurrency: 4, delayMin: 50, delayMax: 500,
+    events: true, bestOnly: false, replicaPort: 0,
   };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
@@ -48,6 +57,9 @@ function parseArgs(argv) {
       case '--wait-concurrency': o.waitConcurrency = Number(v); i++; break;
       case '--delay-min': o.delayMin = Number(v); i++; break;
       case '--delay-max': o.delayMax = Number(v); i++; break;
+      case '--events': o.events = v !== 'off'; i++; break;
+      case '--best-only': o.bestOnly = true; break;
+      case '--replica-port': o.replicaPort = Number(v); i++; break;
       default: throw new Error(`unknown argument ${k}`);
     }
   }
@@ -58,6 +70,7 @@ function parseArgs(argv) {
 const opts = parseArgs(process.argv.slice(2));
 const connection = { host: '127.0.0.1', port: opts.port };
 const ctl = new IORedis({ host: '127.0.0.1', port: opts.port, maxRetriesPerRequest: 3 });
+const rep = opts.replicaPort ? new IORedis({ host: '127.0.0.1', port: opts.replicaPort, maxRetriesPerRequest: 3 }) : null;
 const wanted = (w) => !opts.only || opts.only.has(w);
 // The waiting parts run only when asked for by name.
 const asked = (w) => opts.only && opts.only.has(w);
@@ -73,6 +86,35 @@ function infoField(text, field) {
 async function serverCpuUs() {
   const t = await ctl.info('cpu');
   return Math.round((infoField(t, 'used_cpu_sys') + infoField(t, 'used_cpu_user')) * 1e6);
+}
+
+async function cpuOf(c) {
+  const t = await c.info('cpu');
+  return Math.round((infoField(t, 'used_cpu_sys') + infoField(t, 'used_cpu_user')) * 1e6);
+}
+
+// The primary's CPU and the replica's (if any) now.
+async function cpuNow() {
+  return { p: await cpuOf(ctl), r: rep ? await cpuOf(rep) : null };
+}
+
+// The end of a measured part: the replica caught up with the primary's offset, then both CPUs.
+async function cpuEnd() {
+  if (rep) {
+    const t0 = performance.now();
+    for (;;) {
+      const p = infoField(await ctl.info('replication'), 'master_repl_offset');
+      const r = infoField(await rep.info('replication'), 'master_repl_offset');
+      if (r >= p) break;
+      if (performance.now() - t0 > 60000) throw new Error(`the replica did not catch up (${r} of ${p})`);
+      await new Promise((res) => setTimeout(res, 1));
+    }
+  }
+  return cpuNow();
+}
+
+function cpuDelta(a, b) {
+  return { cpu_us: b.p - a.p, replica_cpu_us: a.r === null ? null : b.r - a.r };
 }
 
 async function usedMemory() {
@@ -111,8 +153,13 @@ const QNAME = 'bench';
 const JOB_NAME = 'bench';
 const DATA = {};
 
+// Events off: the events stream capped at 0, completed jobs kept as trafikey keeps them.
+const queueOpts = opts.events
+  ? { connection }
+  : { connection, streams: { events: { maxLen: 0 } }, defaultJobOptions: { removeOnComplete: 1000 } };
+
 async function openQueues(k) {
-  const qs = Array.from({ length: k }, () => new Queue(QNAME, { connection }));
+  const qs = Array.from({ length: k }, () => new Queue(QNAME, queueOpts));
   await Promise.all(qs.map((q) => q.waitUntilReady()));
   return qs;
 }
@@ -200,13 +247,13 @@ async function enqueue(mode) {
   const bulk = mode === 'best' ? opts.batch : 0;
   const qs = await openQueues(opts.conns);
   const lat = [];
-  const cpu0 = await serverCpuUs();
+  const cpu0 = await cpuNow();
   const t0 = performance.now();
   await withDeadline(produce(qs, opts.n, bulk, null, lat), `enqueue ${mode}`);
   const t1 = performance.now();
-  const cpu1 = await serverCpuUs();
+  const cpu1 = await cpuEnd();
   await closeAll(qs);
-  return { workload: 'enqueue', mode, jobs: opts.n, seconds: (t1 - t0) / 1000, cpu_us: cpu1 - cpu0, latency: 'add call', ...summary(lat) };
+  return { workload: 'enqueue', mode, jobs: opts.n, seconds: (t1 - t0) / 1000, ...cpuDelta(cpu0, cpu1), latency: 'add call', ...summary(lat) };
 }
 
 async function claimComplete(mode) {
@@ -225,18 +272,18 @@ async function claimComplete(mode) {
       if (s !== undefined) lat.push(performance.now() - s);
     },
   );
-  const cpu0 = await serverCpuUs();
+  const cpu0 = await cpuNow();
   const t0 = performance.now();
   for (const w of workers) w.run().catch((e) => log(`worker run: ${e.message}`));
   const t1 = await withDeadline(done, `claim+complete ${mode}`);
-  const cpu1 = await serverCpuUs();
+  const cpu1 = await cpuEnd();
   await closeAll(workers);
   return {
     workload: 'claim+complete',
     mode,
     jobs: opts.n,
     seconds: (t1 - t0) / 1000,
-    cpu_us: cpu1 - cpu0,
+    ...cpuDelta(cpu0, cpu1),
     latency: 'processor start to completed event',
     ...summary(lat),
   };
@@ -257,12 +304,12 @@ async function lifecycle(mode) {
   );
   const qs = await openQueues(opts.conns);
   const addLat = [];
-  const cpu0 = await serverCpuUs();
+  const cpu0 = await cpuNow();
   const t0 = performance.now();
   for (const w of workers) w.run().catch((e) => log(`worker run: ${e.message}`));
   await withDeadline(produce(qs, opts.n, bulk, added, addLat), `lifecycle ${mode} producers`);
   const t1 = await withDeadline(done, `lifecycle ${mode}`);
-  const cpu1 = await serverCpuUs();
+  const cpu1 = await cpuEnd();
   await closeAll(workers);
   await closeAll(qs);
   const lat = [];
@@ -275,7 +322,7 @@ async function lifecycle(mode) {
     mode,
     jobs: opts.n,
     seconds: (t1 - t0) / 1000,
-    cpu_us: cpu1 - cpu0,
+    ...cpuDelta(cpu0, cpu1),
     latency: 'add sent to completed event',
     ...summary(lat),
   };
@@ -379,9 +426,10 @@ async function memory() {
 
 async function main() {
   const steps = [];
-  if (wanted('enqueue')) steps.push(() => enqueue('c50'), () => enqueue('best'));
-  if (wanted('claim')) steps.push(() => claimComplete('c50'), () => claimComplete('best'));
-  if (wanted('lifecycle')) steps.push(() => lifecycle('c50'), () => lifecycle('best'));
+  const modes = opts.bestOnly ? ['best'] : ['c50', 'best'];
+  if (wanted('enqueue')) steps.push(...modes.map((m) => () => enqueue(m)));
+  if (wanted('claim')) steps.push(...modes.map((m) => () => claimComplete(m)));
+  if (wanted('lifecycle')) steps.push(...modes.map((m) => () => lifecycle(m)));
   if (wanted('memory')) steps.push(() => memory());
   if (asked('wake')) steps.push(() => waiting('wake'));
   if (asked('lateness')) steps.push(() => waiting('lateness'));
@@ -398,6 +446,7 @@ async function main() {
   }
   await fresh();
   await ctl.quit();
+  if (rep) await rep.quit();
   process.exit(failed ? 1 : 0);
 }
 
