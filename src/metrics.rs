@@ -13,6 +13,8 @@ static REFUSALS: [AtomicU64; Class::ALL.len()] = [const { AtomicU64::new(0) }; C
 pub static PROMOTED: AtomicU64 = AtomicU64::new(0);
 /// Expired leases STALLED took back (requeued or failed).
 pub static RECLAIMED: AtomicU64 = AtomicU64::new(0);
+/// Jobs failed with `expired` (by CLAIM or upkeep) instead of being handed out.
+pub static EXPIRED: AtomicU64 = AtomicU64::new(0);
 /// Ids found in a set without their row: dropped, never a reason to refuse.
 pub static ORPHANS: AtomicU64 = AtomicU64::new(0);
 /// Rows deleted by retention.
@@ -38,6 +40,7 @@ pub static BLOCK_TIMEOUTS: AtomicU64 = AtomicU64::new(0);
 pub static UPKEEP_TICKS: AtomicU64 = AtomicU64::new(0);
 pub static UPKEEP_PROMOTED: AtomicU64 = AtomicU64::new(0);
 pub static UPKEEP_RECLAIMED: AtomicU64 = AtomicU64::new(0);
+pub static UPKEEP_EXPIRED: AtomicU64 = AtomicU64::new(0);
 pub static UPKEEP_REFUSED: AtomicU64 = AtomicU64::new(0);
 /// Replication effects built (something could receive them), and writes counted without one
 /// (nothing could): see `host::effects`.
@@ -100,6 +103,7 @@ pub fn info(ctx: &InfoContext, facts: Facts) -> ValkeyResult<()> {
         .add_section("jobs")
         .field("promoted", PROMOTED.load(Ordering::Relaxed).to_string())?
         .field("reclaimed", RECLAIMED.load(Ordering::Relaxed).to_string())?
+        .field("expired", EXPIRED.load(Ordering::Relaxed).to_string())?
         .field("retired", RETIRED.load(Ordering::Relaxed).to_string())?
         .field("orphans", ORPHANS.load(Ordering::Relaxed).to_string())?
         .build_section()?
@@ -112,6 +116,7 @@ pub fn info(ctx: &InfoContext, facts: Facts) -> ValkeyResult<()> {
         .field("upkeep_ticks", UPKEEP_TICKS.load(Ordering::Relaxed).to_string())?
         .field("upkeep_promoted", UPKEEP_PROMOTED.load(Ordering::Relaxed).to_string())?
         .field("upkeep_reclaimed", UPKEEP_RECLAIMED.load(Ordering::Relaxed).to_string())?
+        .field("upkeep_expired", UPKEEP_EXPIRED.load(Ordering::Relaxed).to_string())?
         .field("upkeep_refused", UPKEEP_REFUSED.load(Ordering::Relaxed).to_string())?
         .field("upkeep_queues", facts.queues_known.to_string())?
         .build_section()?

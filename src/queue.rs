@@ -52,6 +52,8 @@ pub mod field {
         FINISHED = c"f";
         /// The holder's last progress report (TRA.PROGRESS), opaque.
         PROGRESS = c"g";
+        /// The time the job expires if no CLAIM has taken it (EXPIRE), ms.
+        EXPIRE = c"x";
     }
 }
 
@@ -138,14 +140,106 @@ pub struct Found {
     /// Read only when asked for (a promoted job goes where its priority says; a job taken
     /// from a ready set needs none): 0 otherwise.
     pub priority: i64,
+    /// Past its EXPIRE time: never promoted nor handed out, failed with `expired` instead.
+    pub expired: bool,
 }
 
 impl Found {
     pub fn open(x: &mut Exec, id: Str, with_priority: bool) -> Result<Found, Refusal> {
         let row = x.open_undeclared(Role::Job, id.bytes(), Access::Update)?;
         let orphan = !row.exists_as(Kind::Hash)?;
-        let priority = if orphan || !with_priority { 0 } else { Row(&row).priority() };
-        Ok(Found { id, row, orphan, priority })
+        let (priority, expire) = if orphan {
+            (0, None)
+        } else if with_priority {
+            let [p, e, ..] = row.hget_many(&[&field::PRIORITY, &field::EXPIRE]);
+            let int = |v: Option<Str>| v.and_then(|v| domain::args::int(v.bytes()));
+            (int(p).unwrap_or(0), int(e))
+        } else {
+            (0, Row(&row).get(&field::EXPIRE).and_then(|v| domain::args::int(v.bytes())))
+        };
+        let expired = domain::expired(expire, x.now());
+        Ok(Found { id, row, orphan, priority, expired })
+    }
+
+    /// Neither orphan nor expired: a job to promote or hand out.
+    pub fn live(&self) -> bool {
+        !self.orphan && !self.expired
+    }
+}
+
+/// Jobs a call found past their EXPIRE time, failed for good with error `expired` (under
+/// `keep-failed`) instead of being promoted or handed out. Planned before anything is
+/// written: the failed set (found, not declared, by CLAIM: opened as the caller), the
+/// retention the failures cause, the logs of rows deleted at once.
+pub struct Expiry<'f> {
+    jobs: Vec<&'f Found>,
+    plan: Option<ExpiryPlan>,
+}
+
+struct ExpiryPlan {
+    failed: Key,
+    retire: Retire,
+    keep: Keep,
+    /// Per job: deleted at once (keep-failed 0, or beyond the cap), with its log.
+    at_once: Vec<Option<Option<Key>>>,
+}
+
+impl<'f> Expiry<'f> {
+    pub fn plan(x: &mut Exec, jobs: Vec<&'f Found>) -> Result<Expiry<'f>, Refusal> {
+        if jobs.is_empty() {
+            return Ok(Expiry { jobs, plan: None });
+        }
+        let keep = keep_for(None, &config::KEEP_FAILED)?;
+        let failed = x.open_undeclared(Role::Failed, b"", Access::Update)?;
+        failed.exists_as(Kind::ZSet)?;
+        let adding = if keep == Keep::None { 0 } else { jobs.len() as u64 };
+        let retire = Retire::plan(x, &failed, adding, x.now(), keep, None)?;
+        // Beyond the cap, the lowest ids go at once (one finish time: as STALLED does).
+        let mut order: Vec<usize> = (0..jobs.len()).collect();
+        order.sort_by(|a, b| jobs.get(*a).map(|j| j.id.bytes()).cmp(&jobs.get(*b).map(|j| j.id.bytes())));
+        let mut gone = vec![keep == Keep::None; jobs.len()];
+        for i in order.into_iter().take(usize::try_from(retire.drop_new).unwrap_or(usize::MAX)) {
+            if let Some(g) = gone.get_mut(i) {
+                *g = true;
+            }
+        }
+        let mut at_once = Vec::with_capacity(jobs.len());
+        for (job, gone) in jobs.iter().zip(gone) {
+            at_once.push(if gone { Some(log_of(x, job.id.bytes())?) } else { None });
+        }
+        Ok(Expiry { jobs, plan: Some(ExpiryPlan { failed, retire, keep, at_once }) })
+    }
+
+    /// Each job, already out of the set it waited in: failed, its `failed` event. Returns how
+    /// many.
+    pub fn apply(self, x: &Exec, events: &Events) -> Result<u64, Refusal> {
+        let Some(p) = self.plan else { return Ok(0) };
+        for (job, at_once) in self.jobs.iter().zip(p.at_once) {
+            let made = Row(&job.row).int(&field::MADE, 0);
+            let (keep, log) = match at_once {
+                Some(log) => (Keep::None, log),
+                None => (p.keep, None),
+            };
+            finish(
+                x,
+                &job.row,
+                &p.failed,
+                &job.id,
+                State::Failed,
+                keep,
+                &[(&field::ERROR, word::EXPIRED.get())],
+                log,
+            )?;
+            events.emit(
+                x,
+                Some(job.id.ptr()),
+                Event::Failed { error: word::EXPIRED.get(), attempt: made },
+            )?;
+        }
+        p.retire.apply(&p.failed);
+        let n = self.jobs.len() as u64;
+        metrics::add(&metrics::EXPIRED, n);
+        Ok(n)
     }
 }
 
@@ -156,6 +250,11 @@ pub struct Promotion {
 }
 
 impl Promotion {
+    /// The due jobs that expired first: the caller fails them (`Expiry`).
+    pub fn expired(&self) -> impl Iterator<Item = &Found> {
+        self.jobs.iter().filter(|j| j.expired && !j.orphan)
+    }
+
     pub fn read(x: &mut Exec, delayed: &Key, now: i64, batch: usize) -> Result<Promotion, Refusal> {
         let due = delayed.zrange(f64::NEG_INFINITY, now as f64, batch);
         let mut jobs = Vec::with_capacity(due.len());
@@ -175,6 +274,10 @@ impl Promotion {
         for p in &self.jobs {
             if p.orphan {
                 metrics::add(&metrics::ORPHANS, 1);
+                continue;
+            }
+            if p.expired {
+                // Failed by the caller's `Expiry`, not promoted.
                 continue;
             }
             let state = ready.put(p.id.ptr(), p.priority, false)?;
@@ -198,10 +301,17 @@ pub struct NewJob<'a> {
     pub attempts: i64,
     pub backoff: Option<Backoff>,
     pub opts: Option<ArgStr<'a>>,
+    /// EXPIRE, as an absolute time.
+    pub expire: Option<i64>,
 }
 
 impl<'a> NewJob<'a> {
-    pub fn check(name: ArgStr<'a>, data: ArgStr<'a>, o: &Options<ArgStr<'a>>) -> Result<NewJob<'a>, Refusal> {
+    pub fn check(
+        name: ArgStr<'a>,
+        data: ArgStr<'a>,
+        o: &Options<ArgStr<'a>>,
+        now: i64,
+    ) -> Result<NewJob<'a>, Refusal> {
         domain::bytes_len(&name, 1, domain::NAME_MAX, "name")?;
         let max = config::max_payload();
         domain::payload(&data, max, "data")?;
@@ -215,6 +325,7 @@ impl<'a> NewJob<'a> {
             attempts: domain::range(o.attempts.unwrap_or(1), 1, domain::ATTEMPTS_MAX, "ATTEMPTS")?,
             backoff: o.backoff.map(domain::backoff).transpose()?,
             opts: o.opts,
+            expire: o.expire.map(|w| domain::expiry(w, now)).transpose()?,
         })
     }
 
@@ -239,7 +350,13 @@ impl<'a> NewJob<'a> {
         pairs.extend(attempts.as_ref().map(|v| (&field::ATTEMPTS, v.ptr())));
         pairs.extend(backoff.as_ref().map(|v| (&field::BACKOFF, v.ptr())));
         pairs.extend(self.opts.map(|v| (&field::OPTS, v.ptr())));
-        row.hset(&pairs)
+        let expire = self.expire.map(|t| x.int(t)).transpose()?;
+        pairs.extend(expire.as_ref().map(|v| (&field::EXPIRE, v.ptr())));
+        row.hset(&pairs)?;
+        if let Some(at) = self.expire {
+            expiring(x, at);
+        }
+        Ok(())
     }
 }
 
@@ -333,6 +450,7 @@ mod word {
     pub static COMPLETED: Lit = Lit::new(c"completed");
     pub static FAILED: Lit = Lit::new(c"failed");
     pub static STALLED: Lit = Lit::new(c"stalled");
+    pub static EXPIRED: Lit = Lit::new(c"expired");
     pub static PAUSED: Lit = Lit::new(c"paused");
     pub static RESUMED: Lit = Lit::new(c"resumed");
     pub static REMOVED: Lit = Lit::new(c"removed");
@@ -530,6 +648,15 @@ pub fn finish(
 pub fn due_at(x: &Exec, at_ms: i64) {
     crate::registry::note(crate::host::timer::selected(x.ctx()), x.queue, Some(at_ms));
     crate::host::timer::wake_by(x.ctx(), at_ms);
+}
+
+/// A job of this queue expires at `at_ms` (EXPIRE): upkeep fails it then if no CLAIM has
+/// taken it. What upkeep knows of expiring jobs lives in memory like the rest of its agenda
+/// (`registry`); after a restart its scan finds them again from their rows.
+pub fn expiring(x: &Exec, at_ms: i64) {
+    let db = crate::host::timer::selected(x.ctx());
+    crate::registry::note_expiry(db, x.queue, x.id, at_ms);
+    due_at(x, at_ms);
 }
 
 /// A job was created in this queue: the node knows the queue from now on (`TRA.QUEUES`).

@@ -26,9 +26,17 @@ struct Known {
     /// The queue noted last and its time: the hot path's usual case (the same queue, nothing
     /// earlier) costs a comparison, not a lookup.
     last: Option<(Queue, Option<i64>)>,
+    /// Jobs created with an EXPIRE time, per queue, by time: upkeep fails those still waiting
+    /// when their time comes. Found again from their rows by the scan after a load.
+    expiring: BTreeMap<Queue, BTreeSet<(i64, Vec<u8>)>>,
 }
 
-static KNOWN: Mutex<Known> = Mutex::new(Known { due: BTreeMap::new(), agenda: BTreeSet::new(), last: None });
+static KNOWN: Mutex<Known> = Mutex::new(Known {
+    due: BTreeMap::new(),
+    agenda: BTreeSet::new(),
+    last: None,
+    expiring: BTreeMap::new(),
+});
 
 fn known() -> MutexGuard<'static, Known> {
     // Nothing is left half-done under this lock that a panic elsewhere could expose.
@@ -69,6 +77,37 @@ pub fn note(db: c_int, q: &[u8], at: Option<i64>) {
     }
 }
 
+/// Job `id` of queue `q` in database `db` expires at `at` (ms) unless claimed before.
+pub fn note_expiry(db: c_int, q: &[u8], id: &[u8], at: i64) {
+    known().expiring.entry((db, q.to_vec())).or_default().insert((at, id.to_vec()));
+}
+
+/// The ids of `queue` whose EXPIRE time is at or before `now`, at most `n`, taken off the
+/// index (upkeep fails those still waiting and drops the rest).
+pub fn take_expired(queue: &Queue, now: i64, n: usize) -> Vec<Vec<u8>> {
+    let mut k = known();
+    let Some(set) = k.expiring.get_mut(queue) else { return Vec::new() };
+    let mut out = Vec::new();
+    while out.len() < n {
+        match set.first() {
+            Some((at, _)) if *at <= now => {}
+            _ => break,
+        }
+        if let Some((_, id)) = set.pop_first() {
+            out.push(id);
+        }
+    }
+    if set.is_empty() {
+        k.expiring.remove(queue);
+    }
+    out
+}
+
+/// When the next job of `queue` known to upkeep expires.
+pub fn next_expiry(queue: &Queue) -> Option<i64> {
+    known().expiring.get(queue).and_then(|s| s.first()).map(|(at, _)| *at)
+}
+
 /// After upkeep visited `queue`: its next time (None: nothing pending), or gone.
 pub fn reschedule(queue: &Queue, next: Option<i64>, gone: bool) {
     let mut k = known();
@@ -76,6 +115,7 @@ pub fn reschedule(queue: &Queue, next: Option<i64>, gone: bool) {
         if let Some(Some(old)) = k.due.remove(queue) {
             k.agenda.remove(&(old, queue.clone()));
         }
+        k.expiring.remove(queue);
         k.last = None;
     } else {
         k.set(queue.clone(), next);
@@ -98,6 +138,7 @@ pub fn clear(db: c_int) {
     let mut k = known();
     k.due.retain(|(d, _), _| db >= 0 && *d != db);
     k.agenda.retain(|(_, (d, _))| db >= 0 && *d != db);
+    k.expiring.retain(|(d, _), _| db >= 0 && *d != db);
     k.last = None;
 }
 

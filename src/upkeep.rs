@@ -33,7 +33,7 @@ use crate::host::command::{opt, q, Arg, Command, Form, Keys, Spec::*, Ty};
 use crate::host::{self, drive, timer, ArgStr, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::{self, Role, Role::*};
 use crate::metrics;
-use crate::queue::{Events, Promotion, Ready};
+use crate::queue::{Events, Expiry, Found, Promotion, Ready, Row, State as JobState};
 use crate::registry::{self, Queue};
 use crate::verbs::stalled;
 
@@ -73,14 +73,16 @@ impl Verb for Upkeep {
         domain::args::options(args, &[Opt::Count])?.count.ok_or(Refusal::Usage)
     }
 
-    /// Replies `[promoted, reclaimed, next]`: `next` the earliest due time or lease deadline
-    /// still pending in the queue (ms), -1 when nothing is, -2 when none of its keys is left.
+    /// Replies `[promoted, reclaimed, next, expired]`: `next` the earliest due time or lease
+    /// deadline still pending in the queue (ms), -1 when nothing is, -2 when none of its keys
+    /// is left; `expired` the waiting jobs failed for their EXPIRE time.
     fn run(x: &mut Exec<'_>, count: i64) -> Result<Reply, Refusal> {
         let budget = usize::try_from(count).unwrap_or(0);
         let now = x.now();
+        let queue: registry::Queue = (timer::selected(x.ctx()), x.queue.to_vec());
         // Every key checked before the first write; each phase closes its keys before the
         // next opens them again (an emptied set is deleted when its handle closes).
-        let (promoted, expired) = {
+        let (promoted, expired, lapsed) = {
             let ready = Ready::open(x)?;
             let delayed = x.open_as(Delayed, Kind::ZSet)?;
             let active = x.open_as(Active, Kind::ZSet)?;
@@ -88,9 +90,49 @@ impl Verb for Upkeep {
             let events = Events::open(x)?;
             let expired = !active.zrange(f64::NEG_INFINITY, now.saturating_sub(1) as f64, 1).is_empty();
             let promotion = Promotion::read(x, &delayed, now, budget)?;
-            (promotion.apply(x, &ready, &delayed, &events)?, expired)
+            // Waiting jobs whose EXPIRE time has come (the index in memory says which).
+            let mut lapsing: Vec<(Found, JobState)> = Vec::new();
+            for id in registry::take_expired(&queue, now, budget) {
+                if promotion.jobs.iter().any(|p| p.id.bytes() == id.as_slice()) {
+                    continue;
+                }
+                let Some(s) = Str::new(x.ctx(), &id) else { continue };
+                let job = Found::open(x, s, false)?;
+                let state = Row(&job.row).state();
+                match state {
+                    Some(st @ (JobState::Wait | JobState::Prio | JobState::Delayed))
+                        if job.expired && !job.orphan =>
+                    {
+                        // Deep in a long wait list it is left for the CLAIM that reaches it.
+                        if st == JobState::Wait && !ready.wait.near_tail(job.id.ptr(), WAIT_WINDOW)? {
+                            registry::note_expiry(queue.0, x.queue, &id, now.saturating_add(RETRY_MS));
+                            continue;
+                        }
+                        lapsing.push((job, st));
+                    }
+                    _ => {}
+                }
+            }
+            let expiry =
+                Expiry::plan(x, promotion.expired().chain(lapsing.iter().map(|(j, _)| j)).collect())?;
+            let promoted = promotion.apply(x, &ready, &delayed, &events)?;
+            for (job, st) in &lapsing {
+                match st {
+                    JobState::Wait => {
+                        ready.wait.lrem_from_tail(job.id.ptr())?;
+                    }
+                    JobState::Prio => {
+                        ready.prio.zrem_many(&[job.id.ptr()]);
+                    }
+                    _ => {
+                        delayed.zrem_many(&[job.id.ptr()]);
+                    }
+                }
+            }
+            let lapsed = expiry.apply(x, &events)?;
+            (promoted, expired, lapsed)
         };
-        let left = budget.saturating_sub(usize::try_from(promoted).unwrap_or(budget));
+        let left = budget.saturating_sub(usize::try_from(promoted.saturating_add(lapsed)).unwrap_or(budget));
         let reclaimed = if left > 0 && expired {
             let max_stalls = config::get(&config::MAX_STALLS);
             let count = left.min(domain::STALLED_COUNT_MAX as usize) as i64;
@@ -109,7 +151,12 @@ impl Verb for Upkeep {
             gone &= x.open(role, false)?.kind() == Kind::Empty;
         }
         let next = if gone { -2 } else { next };
-        Ok(Reply::Array(vec![Reply::Int(promoted as i64), Reply::Int(reclaimed), Reply::Int(next)]))
+        Ok(Reply::Array(vec![
+            Reply::Int(promoted as i64),
+            Reply::Int(reclaimed),
+            Reply::Int(next),
+            Reply::Int(lapsed as i64),
+        ]))
     }
 }
 
@@ -127,6 +174,11 @@ static STATE: Mutex<State> = Mutex::new(State { scan_all: false, scan_dbs: Vec::
 fn state() -> std::sync::MutexGuard<'static, State> {
     STATE.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+/// How far from the tail of a wait list upkeep looks for an expired job (CLAIM fails one
+/// further in when it gets there), and when it looks again.
+const WAIT_WINDOW: i64 = 1000;
+const RETRY_MS: i64 = 1000;
 
 /// Scan steps a tick takes (each a handful of keys).
 const SCAN_STEPS: usize = 100;
@@ -225,11 +277,20 @@ fn keep(ctx: *mut RedisModuleCtx, (db, name): &Queue, budget: usize) -> Option<K
                 Some(Reply::Int(v)) => *v,
                 _ => 0,
             };
-            let (promoted, reclaimed, next) = (int(0), int(1), int(2));
+            let (promoted, reclaimed, next, lapsed) = (int(0), int(1), int(2), int(3));
+            let gone = next == -2;
             metrics::add(&metrics::UPKEEP_PROMOTED, promoted.unsigned_abs());
             metrics::add(&metrics::UPKEEP_RECLAIMED, reclaimed.unsigned_abs());
-            let done = usize::try_from(promoted.saturating_add(reclaimed)).unwrap_or(0);
-            Some(Kept { done, next: (next >= 0).then_some(next), gone: next == -2 })
+            metrics::add(&metrics::UPKEEP_EXPIRED, lapsed.unsigned_abs());
+            let done =
+                usize::try_from(promoted.saturating_add(reclaimed).saturating_add(lapsed)).unwrap_or(0);
+            let next = (next >= 0).then_some(next);
+            let expiry = registry::next_expiry(&(*db, name.clone()));
+            let next = match (next, expiry) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            Some(Kept { done, next, gone })
         }
         Ok(_) => None,
         Err(_) => {
@@ -248,8 +309,10 @@ fn scan_step(ctx: *mut RedisModuleCtx) -> bool {
         s.scan_all = false;
         s.scan_dbs = (0..c_int::MAX).take_while(|&db| timer::select(ctx, db)).collect();
     }
+    // Rows seen by this step: each with an EXPIRE goes back on upkeep's index.
+    let mut rows: Vec<(c_int, Vec<u8>)> = Vec::new();
     for _ in 0..SCAN_STEPS {
-        let Some(&db) = s.scan_dbs.first() else { return false };
+        let Some(&db) = s.scan_dbs.first() else { break };
         if s.scan.is_none() {
             s.scan = timer::Scan::new();
         }
@@ -265,7 +328,8 @@ fn scan_step(ctx: *mut RedisModuleCtx) -> bool {
                         | Role::Failed
                         | Role::Meta
                         | Role::Events => registry::note(db, p.queue, None),
-                        Role::Job | Role::Bus | Role::Seen | Role::Fails | Role::Log => {}
+                        Role::Job => rows.push((db, name.to_vec())),
+                        Role::Bus | Role::Seen | Role::Fails | Role::Log => {}
                     }
                 }
             }),
@@ -276,5 +340,33 @@ fn scan_step(ctx: *mut RedisModuleCtx) -> bool {
             s.scan_dbs.remove(0);
         }
     }
-    !s.scan_dbs.is_empty()
+    let scanning = !s.scan_dbs.is_empty();
+    drop(s);
+    for (db, name) in rows {
+        if let Some(at) = expiry_of(ctx, db, &name) {
+            if let Some(p) = keyspace::parse_as(&name, Role::Job) {
+                registry::note_expiry(db, p.queue, p.suffix, at);
+                registry::note(db, p.queue, Some(at));
+            }
+        }
+    }
+    scanning
+}
+
+/// The EXPIRE time of the row named `name` in database `db`, if it has one and still waits.
+fn expiry_of(ctx: *mut RedisModuleCtx, db: c_int, name: &[u8]) -> Option<i64> {
+    if !timer::select(ctx, db) {
+        return None;
+    }
+    let key = host::Key::open(ctx, host::Name::Own(Str::new(ctx, name)?), false);
+    let [st, at, ..] = key.hget_many(&[&crate::queue::field::STATE, &crate::queue::field::EXPIRE]);
+    let waiting = matches!(
+        st.and_then(|s| JobState::of(s.bytes())),
+        Some(JobState::Wait | JobState::Prio | JobState::Delayed)
+    );
+    if waiting {
+        at.and_then(|a| domain::args::int(a.bytes()))
+    } else {
+        None
+    }
 }

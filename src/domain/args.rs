@@ -68,6 +68,7 @@ pub enum Opt {
     Force,
     Delayed,
     Grace,
+    Expire,
 }
 
 impl Opt {
@@ -91,6 +92,7 @@ impl Opt {
             Opt::Force => "FORCE",
             Opt::Delayed => "DELAYED",
             Opt::Grace => "GRACE",
+            Opt::Expire => "EXPIRE",
         }
     }
 }
@@ -118,6 +120,7 @@ pub struct Options<S> {
     pub force: bool,
     pub delayed: bool,
     pub grace: Option<i64>,
+    pub expire: Option<When>,
 }
 
 impl<S> Default for Options<S> {
@@ -141,6 +144,7 @@ impl<S> Default for Options<S> {
             force: false,
             delayed: false,
             grace: None,
+            expire: None,
         }
     }
 }
@@ -149,14 +153,14 @@ impl<S> Default for Options<S> {
 /// its value or a value that does not parse is a shape error.
 pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Options<S>, Refusal> {
     let mut o = Options::default();
-    let mut seen: u16 = 0;
+    let mut seen: u32 = 0;
     let mut i = 0;
     while let Some(word) = args.get(i).map(AsRef::as_ref) {
         let opt =
             allowed.iter().copied().find(|opt| word.eq_ignore_ascii_case(opt.word().as_bytes())).ok_or_else(
                 || Refusal::Shape(format!("unknown option {}", crate::errors::printable(word))),
             )?;
-        let bit = 1u16 << (opt as u16);
+        let bit = 1u32 << (opt as u32);
         if seen & bit != 0 {
             return Err(Refusal::Shape(format!("option {} given twice", opt.word())));
         }
@@ -177,6 +181,13 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
             Opt::Delayed => o.delayed = true,
             Opt::Opts => {
                 o.opts = Some(value(0)?);
+                i += 1;
+            }
+            Opt::Expire => {
+                o.expire = Some(
+                    when(value(0)?.as_ref())
+                        .map_err(|_| Refusal::Shape("EXPIRE takes <ms> or +<ms>".into()))?,
+                );
                 i += 1;
             }
             Opt::Backoff => {

@@ -104,6 +104,23 @@ pub fn due(when: When, now: i64) -> Result<i64, Refusal> {
     Ok(t.max(now))
 }
 
+/// The time a job expires (its EXPIRE): like `due`, but a time already past is kept as given
+/// (the job is then expired from the start: never handed out, failed by the first CLAIM or
+/// upkeep that meets it).
+pub fn expiry(when: When, now: i64) -> Result<i64, Refusal> {
+    let at = match when {
+        When::At(t) => t,
+        When::In(d) => now.saturating_add(d),
+    };
+    range(at, 0, TIME_MAX, "EXPIRE")
+}
+
+/// Whether a job that expires at `at` has expired at `now`: from its EXPIRE time on, a job
+/// is no longer handed out (taken *by* that time means before it).
+pub fn expired(at: Option<i64>, now: i64) -> bool {
+    at.is_some_and(|at| now >= at)
+}
+
 /// A lease's deadline: `now + lease_ms`, both already range-checked.
 pub fn deadline(now: i64, lease_ms: i64) -> i64 {
     now.saturating_add(lease_ms).min(TIME_MAX)

@@ -628,6 +628,61 @@ impl Key {
         Ok(removed > 0)
     }
 
+    /// Whether `member` is among the `window` elements nearest the tail (where CLAIM takes
+    /// from): `LPOS … RANK -1 MAXLEN window`, work bounded by the window, not the list.
+    pub fn near_tail(&self, member: *mut RedisModuleString, window: i64) -> Result<bool, Refusal> {
+        let (Some(call), Some(kind), Some(free)) =
+            (api!(RedisModule_Call), api!(RedisModule_CallReplyType), api!(RedisModule_FreeCallReply))
+        else {
+            return Err(crate::errors::host_reply());
+        };
+        // SAFETY: live ctx, key name and member; the reply is freed once.
+        unsafe {
+            let r = call(
+                self.ctx,
+                c"LPOS".as_ptr(),
+                c"sscccl".as_ptr(),
+                self.name(),
+                member,
+                c"RANK".as_ptr(),
+                c"-1".as_ptr(),
+                c"MAXLEN".as_ptr(),
+                window as std::os::raw::c_longlong,
+            );
+            if r.is_null() {
+                return Err(crate::errors::host_reply());
+            }
+            let found = kind(r) == raw::REDISMODULE_REPLY_INTEGER as c_int;
+            free(r);
+            Ok(found)
+        }
+    }
+
+    /// Removes `member`'s occurrence nearest the tail, one effect `LREM key -1 member`: it
+    /// stops where it finds it (after `near_tail`, within the window).
+    pub fn lrem_from_tail(&self, member: *mut RedisModuleString) -> Result<bool, Refusal> {
+        static MINUS_ONE: Lit = Lit::new(c"-1");
+        let (Some(call), Some(int), Some(free)) =
+            (api!(RedisModule_Call), api!(RedisModule_CallReplyInteger), api!(RedisModule_FreeCallReply))
+        else {
+            return Err(crate::errors::host_reply());
+        };
+        // SAFETY: live ctx, key name and member; the reply is freed once.
+        let removed = unsafe {
+            let r = call(self.ctx, c"LREM".as_ptr(), c"sss".as_ptr(), self.name(), MINUS_ONE.get(), member);
+            if r.is_null() {
+                return Err(crate::errors::host_reply());
+            }
+            let n = int(r);
+            free(r);
+            n
+        };
+        if removed > 0 {
+            replicate(self.ctx, c"LREM", &[self.name(), MINUS_ONE.get(), member]);
+        }
+        Ok(removed > 0)
+    }
+
     /// The list element at `index` (negative from the tail), if any.
     pub fn lindex(&self, index: i64) -> Option<Str> {
         let (k, f) = (self.live()?, api!(RedisModule_ListGet)?);

@@ -20,7 +20,7 @@ use crate::host::command::{block, one_of, opt, q, val, word, Arg, Keys, Spec::*,
 use crate::host::{Access, ArgStr, Exec, Kind, Lit, Reply, Str, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::metrics;
-use crate::queue::{field, Event, Events, Found, Promotion, Ready, State};
+use crate::queue::{field, Event, Events, Expiry, Found, Promotion, Ready, State};
 
 pub const KEYS: Keys = Keys::of(&[
     q(Wait, Update),
@@ -153,7 +153,7 @@ fn take(x: &mut Exec, token: ArgStr, lease: i64, count: usize) -> Result<Vec<[Re
     let mut taken: Few<Taken> = Few::with_capacity(count);
     if meta.hget(&PAUSED).is_none() {
         let wait_len = usize::try_from(ready.wait.len()).unwrap_or(usize::MAX);
-        let prios: Few<Option<i64>> = promoted.iter().map(|p| (!p.orphan).then_some(p.priority)).collect();
+        let prios: Few<Option<i64>> = promoted.iter().map(|p| p.live().then_some(p.priority)).collect();
         let plan = Plan::new(wait_len, &prios, count);
         let lowest = match plan.prio_needed() {
             0 => Vec::new(),
@@ -181,6 +181,13 @@ fn take(x: &mut Exec, token: ArgStr, lease: i64, count: usize) -> Result<Vec<[Re
         }
     }
 
+    // Jobs past their EXPIRE time, due or picked: failed instead (planned before writing).
+    let picked_expired = taken.iter().filter_map(|t| match t {
+        Taken::Ready(f, _) if f.expired && !f.orphan => Some(f),
+        _ => None,
+    });
+    let expiry = Expiry::plan(x, promotion.expired().chain(picked_expired).collect())?;
+
     // Write: promotions, then claims.
     promotion.apply(x, &ready, &delayed, &events)?;
 
@@ -199,8 +206,9 @@ fn take(x: &mut Exec, token: ArgStr, lease: i64, count: usize) -> Result<Vec<[Re
     let from_prio =
         sized(ordered.len(), ordered.iter().filter(|(_, s)| *s == Src::Prio).map(|(j, _)| j.id.ptr()));
     ready.prio.zrem_many(&from_prio);
-    let live: Few<&Found> = sized(ordered.len(), ordered.iter().map(|(j, _)| *j).filter(|j| !j.orphan));
-    metrics::add(&metrics::ORPHANS, ordered.len().saturating_sub(live.len()) as u64);
+    let live: Few<&Found> = sized(ordered.len(), ordered.iter().map(|(j, _)| *j).filter(|j| j.live()));
+    metrics::add(&metrics::ORPHANS, ordered.iter().filter(|(j, _)| j.orphan).count() as u64);
+    expiry.apply(x, &events)?;
     let ids: Few<_> = live.iter().map(|j| j.id.ptr()).collect();
     let deadline = domain::deadline(now, lease);
     active.zadd_many(deadline, &ids)?;

@@ -1,5 +1,5 @@
 //! `EMQ.ENQUEUE 4 job wait prio events name data [PRIORITY p] [ATTEMPTS n]
-//! [BACKOFF FIXED|EXP ms] [OPTS blob] [LIFO]`
+//! [BACKOFF FIXED|EXP ms] [OPTS blob] [EXPIRE when] [LIFO]`
 //!
 //! Creates the row (state and immutable fields) and makes the job ready: `wait` for priority
 //! 0 (at the back, or the front with LIFO), else `prio`. One `added` event. An existing row,
@@ -24,9 +24,19 @@ pub const BACKOFF: Arg = block(
 )
 .optional();
 pub const OPTS: Arg = opt("opts", "OPTS", "blob", Ty::Str);
+/// A job no CLAIM has taken by `when` (`ms`, or `+ms` from now) fails with `expired`.
+pub const EXPIRE: Arg = opt("expire", "EXPIRE", "when", Ty::Str);
 
-pub const ARGS: &[Arg] =
-    &[val("name", Ty::Str), val("data", Ty::Str), PRIORITY, ATTEMPTS, BACKOFF, OPTS, flag("lifo", "LIFO")];
+pub const ARGS: &[Arg] = &[
+    val("name", Ty::Str),
+    val("data", Ty::Str),
+    PRIORITY,
+    ATTEMPTS,
+    BACKOFF,
+    OPTS,
+    EXPIRE,
+    flag("lifo", "LIFO"),
+];
 
 pub struct Enqueue;
 
@@ -52,13 +62,13 @@ impl Verb for Enqueue {
 
     fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Args<'a>, Refusal> {
         let (name, data, o) =
-            job_args(args, &[Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts, Opt::Lifo])?;
+            job_args(args, &[Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts, Opt::Expire, Opt::Lifo])?;
         Ok(Args { name, data, o })
     }
 
     fn run<'a>(x: &mut Exec<'a>, a: Args<'a>) -> Result<Reply, Refusal> {
         crate::domain::job_id(x.id)?;
-        let job = NewJob::check(a.name, a.data, &a.o)?;
+        let job = NewJob::check(a.name, a.data, &a.o, x.now())?;
         let row = x.open(Job, true)?;
         if row.exists_as(Kind::Hash)? {
             return Ok(Reply::Int(0));

@@ -4,8 +4,8 @@
 //! `priority`, `attempts`, `started`, `made` and `stalls` are integers with their defaults (0,
 //! 1, 0, 0, 0); `backoff` is `FIXED <ms>` or `EXP <ms>`; `deadline` is the job's score in
 //! `active` (its lease) and `due` its score in `delayed` — those sets are read as the caller,
-//! undeclared. `progress` is the holder's last TRA.PROGRESS report; `expire` is null (no job
-//! carries an expiry yet). Read-only, no fence.
+//! undeclared. `progress` is the holder's last TRA.PROGRESS report; `expire` the job's EXPIRE time
+//! (null without one). Read-only, no fence.
 
 use crate::domain::{self, Backoff};
 use crate::errors::Refusal;
@@ -77,7 +77,7 @@ impl Verb for Inspect {
             ("claimed", int(get(&field::CLAIMED), None)),
             ("deadline", deadline),
             ("due", due),
-            ("expire", Reply::Null),
+            ("expire", int(get(&field::EXPIRE), None)),
             ("progress", text(get(&field::PROGRESS))),
             ("result", text(get(&field::RESULT))),
             ("error", text(get(&field::ERROR))),

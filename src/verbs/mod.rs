@@ -533,7 +533,7 @@ mod tests {
     fn synopsis_reads_like_the_wire() {
         assert_eq!(
             COMMANDS[0].synopsis(),
-            "EMQ.ENQUEUE 4 emq:{Q}:job:<ID> emq:{Q}:wait emq:{Q}:prio emq:{Q}:events name data [PRIORITY p] [ATTEMPTS n] [BACKOFF FIXED|EXP ms] [OPTS blob] [LIFO]"
+            "EMQ.ENQUEUE 4 emq:{Q}:job:<ID> emq:{Q}:wait emq:{Q}:prio emq:{Q}:events name data [PRIORITY p] [ATTEMPTS n] [BACKOFF FIXED|EXP ms] [OPTS blob] [EXPIRE when] [LIFO]"
         );
     }
 }

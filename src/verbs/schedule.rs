@@ -1,12 +1,12 @@
 //! `EMQ.SCHEDULE 3 job delayed events when name data [PRIORITY p] [ATTEMPTS n]
-//! [BACKOFF FIXED|EXP ms] [OPTS blob]`
+//! [BACKOFF FIXED|EXP ms] [OPTS blob] [EXPIRE when]`
 //!
 //! ENQUEUE for later: creates the row in state delayed with score = due (`when` is absolute
 //! ms or `+ms`; a time in the past is due now, and the next CLAIM promotes it). An existing
 //! row makes the call a no-op answering 0. LIFO is not taken: a scheduled job becomes
 //! ready in due order.
 
-use super::enqueue::{job_args, ATTEMPTS, BACKOFF, OPTS, PRIORITY};
+use super::enqueue::{job_args, ATTEMPTS, BACKOFF, EXPIRE, OPTS, PRIORITY};
 use crate::domain::{self, args::Opt, args::Options, When};
 use crate::errors::Refusal;
 use crate::host::command::{q, val, Arg, Keys, Spec::*, Ty};
@@ -15,8 +15,16 @@ use crate::keyspace::Role::*;
 use crate::queue::{Event, Events, NewJob, State};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Insert), q(Delayed, Insert), q(Events, Append)]);
-pub const ARGS: &[Arg] =
-    &[val("when", Ty::Str), val("name", Ty::Str), val("data", Ty::Str), PRIORITY, ATTEMPTS, BACKOFF, OPTS];
+pub const ARGS: &[Arg] = &[
+    val("when", Ty::Str),
+    val("name", Ty::Str),
+    val("data", Ty::Str),
+    PRIORITY,
+    ATTEMPTS,
+    BACKOFF,
+    OPTS,
+    EXPIRE,
+];
 
 pub struct Schedule;
 
@@ -33,14 +41,15 @@ impl Verb for Schedule {
     fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Args<'a>, Refusal> {
         let [when, rest @ ..] = args else { return Err(Refusal::Usage) };
         let when = domain::args::when(when)?;
-        let (name, data, o) = job_args(rest, &[Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts])?;
+        let (name, data, o) =
+            job_args(rest, &[Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts, Opt::Expire])?;
         Ok(Args { when, name, data, o })
     }
 
     fn run<'a>(x: &mut Exec<'a>, a: Args<'a>) -> Result<Reply, Refusal> {
         domain::job_id(x.id)?;
-        let job = NewJob::check(a.name, a.data, &a.o)?;
         let now = x.now();
+        let job = NewJob::check(a.name, a.data, &a.o, now)?;
         let due = domain::due(a.when, now)?;
         let row = x.open(Job, true)?;
         if row.exists_as(Kind::Hash)? {
