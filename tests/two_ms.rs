@@ -163,6 +163,16 @@ fn no_call_over_two_milliseconds_at_the_defaults_and_at_every_cap() {
     let what = format!("EXTENDS {} pairs (cap)", held.len());
     m.least_of_three(&mut c, &what, &q.cmd("EMQ.EXTENDS", "", keys_of("EMQ.EXTENDS"), &refs));
 
+    // TRA.COMPLETES of the most jobs it takes (what one CLAIM hands out).
+    let batch = call(&mut c, &claim(&q, "600000", "100"));
+    let mut a: Vec<Vec<u8>> = Vec::new();
+    for j in batch.array() {
+        a.extend([j.array()[0].str().into_bytes(), b"w".to_vec(), b"ok".to_vec()]);
+    }
+    let refs: Vec<&[u8]> = a.iter().map(Vec::as_slice).collect();
+    let what = format!("TRA.COMPLETES {} jobs (cap)", batch.array().len());
+    m.run(&mut c, &what, &q.cmd("TRA.COMPLETES", "", &["active", "completed", "events"], &refs));
+
     // Retention: 30 000 completed kept (KEEP -1), then COMPLETEs with KEEP 1 (a batch of rows
     // deleted each), at the default and the cap.
     let mut done = Vec::new();

@@ -14,6 +14,7 @@ pub mod capabilities;
 pub mod claim;
 pub mod clean;
 pub mod complete;
+pub mod completes;
 pub mod counts;
 pub mod delay;
 pub mod drain;
@@ -66,7 +67,7 @@ pub const WIRE_TOKENS: [&str; 17] = [
     "publish",
 ];
 
-pub static COMMANDS: [Command; 30] = [
+pub static COMMANDS: [Command; 31] = [
     Command {
         name: "EMQ.ENQUEUE",
         tokens: &["enqueue"],
@@ -391,6 +392,19 @@ pub static COMMANDS: [Command; 30] = [
         summary: "Delete one job: its row and its set entry; a held job only with FORCE.",
         complexity: "O(log N), or O(N) for a job waiting in wait (LREM)",
         run: drive::<remove::Remove>,
+    },
+    Command {
+        name: "TRA.COMPLETES",
+        tokens: &[],
+        form: Form::Keys,
+        keys: completes::KEYS,
+        args: completes::ARGS,
+        flags: "write",
+        acl: "emq write",
+        fenced: true,
+        summary: "COMPLETE many held jobs at once: 1, 0 (a repeat), -1 (not held) or -2 (no such job) for each.",
+        complexity: "O(n log N) for n jobs",
+        run: drive::<completes::Completes>,
     },
     Command {
         name: "TRA.PROGRESS",

@@ -411,6 +411,7 @@ pub fn keys_of(verb: &str) -> &'static [&'static str] {
         "EMQ.CLAIM" => &["wait", "prio", "active", "delayed", "meta", "events"],
         "EMQ.EXTEND" => &["job", "active"],
         "EMQ.EXTENDS" => &["active"],
+        "TRA.COMPLETES" => &["active", "completed", "events"],
         "EMQ.COMPLETE" => &["job", "active", "completed", "events"],
         "EMQ.SCHEDULE" => &["job", "delayed", "events"],
         "EMQ.PROMOTE" => &["job", "delayed", "wait", "prio", "events"],

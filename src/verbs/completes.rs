@@ -1,0 +1,128 @@
+//! `TRA.COMPLETES 3 active completed events id token result [id token result ...]` — COMPLETE
+//! for many held jobs in one call: a worker that processed a batch finishes it in one request
+//! instead of one per job. Each entry answers as COMPLETE would: 1 completed; 0 when that
+//! token already completed it (a repeat after a lost reply: nothing written); -1 when the job
+//! is not held with that token (what COMPLETE answers `EMQLEASE` for); -2 when there is no
+//! such job (`EMQNOJOB`). Rows are found from the ids, not declared: opened as the caller,
+//! as EXTENDS opens them. Retention as COMPLETE without KEEP (`trafikey.keep-completed`).
+//! At most `domain::CLAIM_PER_CALL` jobs a call (what one CLAIM hands out); an id given twice
+//! is refused. Fenced.
+
+use crate::config;
+use crate::domain::{self, Keep};
+use crate::errors::Refusal;
+use crate::host::command::{block, q, val, Arg, Keys, Spec::*, Ty};
+use crate::host::{Access, ArgStr, Exec, Kind, Reply, Verb};
+use crate::keyspace::Role::{self, *};
+use crate::queue::{self, field, Event, Events, Retire, Row, State};
+
+pub const KEYS: Keys = Keys::of(&[q(Active, Take), q(Completed, Update), q(Events, Append)]);
+pub const ARGS: &[Arg] =
+    &[block("job", None, &[val("id", Ty::Str), val("token", Ty::Str), val("result", Ty::Str)]).multiple()];
+
+/// What one entry came to.
+const DONE: i64 = 1;
+const REPEAT: i64 = 0;
+const NOT_HELD: i64 = -1;
+const NO_JOB: i64 = -2;
+
+pub struct Completes;
+
+pub struct Args<'a> {
+    jobs: Vec<[ArgStr<'a>; 3]>,
+}
+
+impl Verb for Completes {
+    type Args<'a> = Args<'a>;
+
+    fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Args<'a>, Refusal> {
+        if args.is_empty() || args.len() % 3 != 0 {
+            return Err(Refusal::Usage);
+        }
+        let jobs = args.chunks_exact(3).filter_map(|t| Some([*t.first()?, *t.get(1)?, *t.get(2)?])).collect();
+        Ok(Args { jobs })
+    }
+
+    fn run<'a>(x: &mut Exec<'a>, a: Args<'a>) -> Result<Reply, Refusal> {
+        let max = usize::try_from(domain::CLAIM_PER_CALL).unwrap_or(0);
+        if a.jobs.len() > max {
+            return Err(Refusal::Arg(format!("at most {max} jobs")));
+        }
+        let payload_max = config::max_payload();
+        for [id, token, result] in &a.jobs {
+            domain::job_id(id)?;
+            domain::token(token)?;
+            domain::payload(result, payload_max, "result")?;
+        }
+        let mut ids: Vec<&[u8]> = a.jobs.iter().map(|[id, ..]| id.bytes()).collect();
+        ids.sort_unstable();
+        if ids.windows(2).any(|w| w.first() == w.get(1)) {
+            return Err(Refusal::Arg("an id given twice".into()));
+        }
+        let keep = queue::keep_for(None, &config::KEEP_COMPLETED)?;
+        let active = x.open_as(Active, Kind::ZSet)?;
+        let completed = x.open_as(Completed, Kind::ZSet)?;
+        let events = Events::open(x)?;
+
+        // Read and check everything first: each row (as the caller), what its entry comes to.
+        let mut rows = Vec::with_capacity(a.jobs.len());
+        let mut fates = Vec::with_capacity(a.jobs.len());
+        for [id, token, _] in &a.jobs {
+            let row = x.open_undeclared(Role::Job, id, Access::Update)?;
+            let fate = if !row.exists_as(Kind::Hash)? {
+                NO_JOB
+            } else if Row(&row).held_by(token) && active.zscore(id.ptr()).is_some() {
+                DONE
+            } else {
+                let r = Row(&row);
+                let repeat = r.state() == Some(State::Completed)
+                    && r.get(&field::TOKEN).is_some_and(|t| t.bytes() == token.bytes());
+                if repeat {
+                    REPEAT
+                } else {
+                    NOT_HELD
+                }
+            };
+            rows.push(row);
+            fates.push(fate);
+        }
+        let finishing = fates.iter().filter(|f| **f == DONE).count() as u64;
+        let now = x.now();
+        let adding = if keep == Keep::None { 0 } else { finishing };
+        let retire = Retire::plan(x, &completed, adding, now, keep, None)?;
+        // Beyond the cap, the lowest ids of this batch are deleted at once (one finish time).
+        let mut order: Vec<usize> = (0..a.jobs.len()).filter(|i| fates.get(*i) == Some(&DONE)).collect();
+        order.sort_by(|p, q| a.jobs.get(*p).map(|j| j[0].bytes()).cmp(&a.jobs.get(*q).map(|j| j[0].bytes())));
+        let mut at_once = vec![keep == Keep::None; a.jobs.len()];
+        for i in order.into_iter().take(usize::try_from(retire.drop_new).unwrap_or(usize::MAX)) {
+            if let Some(g) = at_once.get_mut(i) {
+                *g = true;
+            }
+        }
+        let mut logs = Vec::with_capacity(a.jobs.len());
+        for (([id, ..], fate), gone) in a.jobs.iter().zip(&fates).zip(&at_once) {
+            logs.push(if *fate == DONE && *gone { queue::log_of(x, id)? } else { None });
+        }
+
+        // Write.
+        let taken: Vec<_> =
+            a.jobs.iter().zip(&fates).filter(|(_, f)| **f == DONE).map(|([id, ..], _)| id.ptr()).collect();
+        active.zrem_many(&taken);
+        for ((([id, _, result], row), (fate, gone)), log) in
+            a.jobs.iter().zip(&rows).zip(fates.iter().zip(&at_once)).zip(logs)
+        {
+            if *fate != DONE {
+                continue;
+            }
+            let made = Row(row).int(&field::MADE, 0).saturating_add(1);
+            let made_s = x.int(made)?;
+            let id_s = x.string(id)?;
+            let fields = [(&field::RESULT, result.ptr()), (&field::MADE, made_s.ptr())];
+            let keep = if *gone { Keep::None } else { keep };
+            queue::finish(x, row, &completed, &id_s, State::Completed, keep, &fields, log)?;
+            events.emit(x, Some(id.ptr()), Event::Completed { attempt: made })?;
+        }
+        retire.apply(&completed);
+        Ok(Reply::Array(fates.into_iter().map(Reply::Int).collect()))
+    }
+}
