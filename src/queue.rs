@@ -194,15 +194,8 @@ impl<'f> Expiry<'f> {
         failed.exists_as(Kind::ZSet)?;
         let adding = if keep == Keep::None { 0 } else { jobs.len() as u64 };
         let retire = Retire::plan(x, &failed, adding, x.now(), keep, None)?;
-        // Beyond the cap, the lowest ids go at once (one finish time: as STALLED does).
-        let mut order: Vec<usize> = (0..jobs.len()).collect();
-        order.sort_by(|a, b| jobs.get(*a).map(|j| j.id.bytes()).cmp(&jobs.get(*b).map(|j| j.id.bytes())));
-        let mut gone = vec![keep == Keep::None; jobs.len()];
-        for i in order.into_iter().take(usize::try_from(retire.drop_new).unwrap_or(usize::MAX)) {
-            if let Some(g) = gone.get_mut(i) {
-                *g = true;
-            }
-        }
+        let ids: Vec<Option<&[u8]>> = jobs.iter().map(|j| Some(j.id.bytes())).collect();
+        let gone = domain::gone_at_once(&ids, retire.drop_new, keep == Keep::None);
         let mut at_once = Vec::with_capacity(jobs.len());
         for (job, gone) in jobs.iter().zip(gone) {
             at_once.push(if gone { Some(log_of(x, job.id.bytes())?) } else { None });

@@ -121,6 +121,23 @@ pub fn expired(at: Option<i64>, now: i64) -> bool {
     at.is_some_and(|at| now >= at)
 }
 
+/// Which of the jobs one call finishes go at once instead of into their finished set: every
+/// one with `all` (KEEP 0), else the `n` lowest ids among those finishing (`Some`) — with one
+/// finish time for the whole call, the lowest ids are the oldest jobs, the ones retention
+/// would take first.
+pub fn gone_at_once(ids: &[Option<&[u8]>], n: u64, all: bool) -> Vec<bool> {
+    let mut gone: Vec<bool> = ids.iter().map(|id| all && id.is_some()).collect();
+    let mut finishing: Vec<(usize, &[u8])> =
+        ids.iter().enumerate().filter_map(|(i, id)| id.map(|b| (i, b))).collect();
+    finishing.sort_by(|a, b| a.1.cmp(b.1));
+    for (i, _) in finishing.into_iter().take(usize::try_from(n).unwrap_or(usize::MAX)) {
+        if let Some(g) = gone.get_mut(i) {
+            *g = true;
+        }
+    }
+    gone
+}
+
 /// A lease's deadline: `now + lease_ms`, both already range-checked.
 pub fn deadline(now: i64, lease_ms: i64) -> i64 {
     now.saturating_add(lease_ms).min(TIME_MAX)
@@ -345,5 +362,81 @@ mod tests {
             let w = if rel { When::In(t.saturating_abs()) } else { When::At(t.saturating_abs()) };
             if let Ok(d) = due(w, now) { prop_assert!(d >= now && d <= TIME_MAX); }
         }
+    }
+}
+
+/// Tests that kill the mutants cargo-mutants left alive (scripts/mutants; tests/MUTANTS.md).
+#[cfg(test)]
+mod mutants_killed {
+    use super::*;
+
+    #[test]
+    fn the_ranges_are_the_contracts_numbers() {
+        // src/CONTRACT.md, "Argument ranges": written out, not computed as the code does.
+        assert_eq!(PRIORITY_MAX, 2_097_151);
+        assert_eq!(BACKOFF_MAX, 2_147_483_648);
+        assert_eq!(LEASE_MAX, 2_147_483_648);
+        assert_eq!(BLOCK_MAX, 2_147_483_648);
+        assert_eq!(TIME_MAX, 9_007_199_254_740_991);
+    }
+
+    #[test]
+    fn a_batch_is_range_checked_then_cut_to_one_call() {
+        assert_eq!(batch(1, 1000, 100, "COUNT"), Ok(1));
+        assert_eq!(batch(7, 1000, 100, "COUNT"), Ok(7));
+        assert_eq!(batch(100, 1000, 100, "COUNT"), Ok(100));
+        assert_eq!(batch(1000, 1000, 100, "COUNT"), Ok(100));
+        for bad in [0, -1, 1001] {
+            assert_eq!(batch(bad, 1000, 100, "COUNT"), Err(Refusal::Arg("COUNT must be 1..=1000".into())));
+        }
+    }
+
+    #[test]
+    fn byte_lengths_tokens_payloads_and_ids_are_gated() {
+        assert_eq!(bytes_len(b"ab", 1, 3, "x"), Ok(()));
+        assert_eq!(bytes_len(b"", 1, 3, "x"), Err(Refusal::Arg("x must be 1..=3 bytes".into())));
+        assert!(bytes_len(b"abcd", 1, 3, "x").is_err());
+        assert_eq!(token(b"w"), Ok(()));
+        assert_eq!(token(&[b'w'; TOKEN_MAX]), Ok(()));
+        assert!(token(b"").is_err());
+        assert!(token(&[b'w'; TOKEN_MAX + 1]).is_err());
+        assert_eq!(payload(b"", 2, "data"), Ok(()));
+        assert_eq!(payload(b"ab", 2, "data"), Ok(()));
+        assert_eq!(payload(b"abc", 2, "data"), Err(Refusal::Arg("data must be 0..=2 bytes".into())));
+        assert_eq!(job_id(b"JOB00000000001"), Ok(()));
+        assert!(matches!(job_id(b"MSG00000000001"), Err(Refusal::Id(m)) if m.contains("malformed job id")));
+        assert_eq!(message_id(b"MSG00000000001"), Ok(()));
+        assert!(
+            matches!(message_id(b"M1G00000000001"), Err(Refusal::Id(m)) if m.contains("malformed message id"))
+        );
+    }
+
+    #[test]
+    fn an_expiry_keeps_a_past_time_and_expires_from_that_time_on() {
+        assert_eq!(expiry(When::At(5), 10), Ok(5), "unlike due, a past time is kept");
+        assert_eq!(expiry(When::At(50), 10), Ok(50));
+        assert_eq!(expiry(When::In(5), 10), Ok(15));
+        assert!(matches!(expiry(When::At(TIME_MAX + 1), 10), Err(Refusal::Arg(_))));
+        assert!(matches!(expiry(When::In(i64::MAX), 10), Err(Refusal::Arg(_))));
+        assert!(!expired(None, 10));
+        assert!(!expired(Some(11), 10));
+        assert!(expired(Some(10), 10), "at its EXPIRE time a job has expired");
+        assert!(expired(Some(9), 10));
+    }
+
+    #[test]
+    fn a_deadline_is_now_plus_the_lease_within_the_time_range() {
+        assert_eq!(deadline(100, 50), 150);
+        assert_eq!(deadline(0, LEASE_MAX), LEASE_MAX);
+        assert_eq!(deadline(TIME_MAX - 1, 10), TIME_MAX);
+    }
+
+    #[test]
+    fn both_backoff_kinds_decode() {
+        assert_eq!(backoff_decode(b"f250"), Some(Backoff::Fixed(250)));
+        assert_eq!(backoff_decode(backoff_encode(Backoff::Fixed(0)).as_bytes()), Some(Backoff::Fixed(0)));
+        assert_eq!(backoff_decode(b"e9"), Some(Backoff::Exp(9)));
+        assert_eq!(backoff_decode(b"f"), None);
+        assert_eq!(backoff_decode(b""), None);
     }
 }

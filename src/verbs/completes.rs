@@ -90,15 +90,9 @@ impl Verb for Completes {
         let now = x.now();
         let adding = if keep == Keep::None { 0 } else { finishing };
         let retire = Retire::plan(x, &completed, adding, now, keep, None)?;
-        // Beyond the cap, the lowest ids of this batch are deleted at once (one finish time).
-        let mut order: Vec<usize> = (0..a.jobs.len()).filter(|i| fates.get(*i) == Some(&DONE)).collect();
-        order.sort_by(|p, q| a.jobs.get(*p).map(|j| j[0].bytes()).cmp(&a.jobs.get(*q).map(|j| j[0].bytes())));
-        let mut at_once = vec![keep == Keep::None; a.jobs.len()];
-        for i in order.into_iter().take(usize::try_from(retire.drop_new).unwrap_or(usize::MAX)) {
-            if let Some(g) = at_once.get_mut(i) {
-                *g = true;
-            }
-        }
+        let finishing: Vec<Option<&[u8]>> =
+            a.jobs.iter().zip(&fates).map(|([id, ..], f)| (*f == DONE).then(|| id.bytes())).collect();
+        let at_once = domain::gone_at_once(&finishing, retire.drop_new, keep == Keep::None);
         let mut logs = Vec::with_capacity(a.jobs.len());
         for (([id, ..], fate), gone) in a.jobs.iter().zip(&fates).zip(&at_once) {
             logs.push(if *fate == DONE && *gone { queue::log_of(x, id)? } else { None });
