@@ -148,16 +148,17 @@ impl Found {
     pub fn open(x: &mut Exec, id: Str, with_priority: bool) -> Result<Found, Refusal> {
         let row = x.open_undeclared(Role::Job, id.bytes(), Access::Update)?;
         let orphan = !row.exists_as(Kind::Hash)?;
-        let (priority, expire) = if orphan {
-            (0, None)
+        let int = |v: Option<Str>| v.and_then(|v| domain::args::int(v.bytes()));
+        let (priority, expire, started) = if orphan {
+            (0, None, None)
         } else if with_priority {
-            let [p, e, ..] = row.hget_many(&[&field::PRIORITY, &field::EXPIRE]);
-            let int = |v: Option<Str>| v.and_then(|v| domain::args::int(v.bytes()));
-            (int(p).unwrap_or(0), int(e))
+            let [p, e, s, ..] = row.hget_many(&[&field::PRIORITY, &field::EXPIRE, &field::STARTED]);
+            (int(p).unwrap_or(0), int(e), int(s))
         } else {
-            (0, Row(&row).get(&field::EXPIRE).and_then(|v| domain::args::int(v.bytes())))
+            let [e, s, ..] = row.hget_many(&[&field::EXPIRE, &field::STARTED]);
+            (0, int(e), int(s))
         };
-        let expired = domain::expired(expire, x.now());
+        let expired = domain::expired(expire, started.unwrap_or(0), x.now());
         Ok(Found { id, row, orphan, priority, expired })
     }
 

@@ -7,14 +7,27 @@
 //! unknown, lower-case and value-less options — sent over RESP2 and RESP3, as the default
 //! user and as users with narrower ACLs, to one server holding populated queues.
 //!
-//! After each call: the server still answers PING; an error reply is ASCII, one line, and
-//! its first word is a known class (EMQSHAPE EMQLAYOUT EMQWIRE EMQID EMQARG EMQNOJOB EMQSTATE
-//! EMQLEASE WRONGTYPE NOPERM, or the server's own ERR); an error leaves `DEBUG DIGEST`
-//! unchanged (a refusal writes nothing). The fence key stays in place, so an
-//! EMQWIRE is a failure too (it would be the host-reply text of a caught panic or a failed
-//! server call). `Q::check_invariant` holds on the fuzzed queues every 100 calls and at the
-//! end, a replica holds the primary's keyspace (`DEBUG DIGEST`) at the same points, and the
-//! server log shows no panic.
+//! Every command means every one: the job verbs, the bus, the controls, and the inspection
+//! and administration commands (TRA.JOB, TRA.COUNTS, TRA.JOBS, TRA.QUEUES, TRA.PROGRESS,
+//! TRA.LOG, TRA.REMOVE, TRA.DRAIN, TRA.CLEAN, TRA.OBLITERATE), options included (CLAIM's BLOCK
+//! is cut to 1–3 ms, and never waits inside MULTI or a script). New options and commands
+//! join by themselves: the calls are built from the table's synopses (so EXPIRE on ENQUEUE
+//! and SCHEDULE is fuzzed too).
+//!
+//! Calls go in pipelined batches of 20 over one user's connection. Each call is framed: in
+//! one batch of ten by `DEBUG DIGEST` before and after it, in the others (cheaply) by the
+//! server's count of writes and its replication offset (`INFO persistence replication`).
+//! After each call: an error reply is ASCII, one line, and its first word is a known class
+//! (EMQSHAPE EMQLAYOUT EMQWIRE EMQID EMQARG EMQNOJOB EMQSTATE EMQLEASE WRONGTYPE NOPERM; the
+//! server's own ERR only from a script, EXECABORT only from MULTI); an error leaves its frame
+//! unchanged (a refusal writes nothing). The fence key stays in place, so an EMQWIRE is a
+//! failure too (it would be the host-reply text of a caught panic or a failed server call).
+//! Each batch ends with a PING (the server lives), then the invariant is checked on the
+//! fuzzed queues: every job id in at most one state set, its row's `st` naming it, a row iff
+//! the job is in a set, and no `log:` key without its row. Every 200 calls and at the end a
+//! replica holds the primary's keyspace (`DEBUG DIGEST`), and the queues are populated
+//! afresh (held jobs with logs and progress among them); at the end the server log shows no
+//! panic, and every command has met both values and refusals.
 //!
 //! For 60 calls in every 1000 the fence key is absent, `echomq:4.0.0` or a list: the fence's
 //! refusals (`EMQWIRE expected echomq:6.0.0 …`) and WRONGTYPE are then expected where a call
@@ -23,7 +36,8 @@
 //! A few calls go through `EVAL` (`server.pcall`) or `MULTI`/`EXEC`, and a tenth also through
 //! `COMMAND GETKEYSANDFLAGS`, so the server's key-spec extraction meets the same vectors.
 //!
-//! Deterministic: `FUZZ_SEED` (default fixed), `FUZZ_CALLS` (default 10000).
+//! Deterministic: `FUZZ_SEED` (default fixed), `FUZZ_CALLS` (default 100 000, about 40 s on
+//! two cores); e.g. `FUZZ_CALLS=1000000 FUZZ_SEED=7 scripts/test --test fuzz` for a soak.
 
 use trafikey_support::*;
 
@@ -171,7 +185,9 @@ fn value(rng: &mut Rng, ctx: &Ctx, cmd: &Command, placeholder: &str, id: &str) -
         .any(|k| k.role == KeyRole::Queue(Role::Job) || k.role == KeyRole::Queue(Role::Active));
     let s: String = match placeholder {
         "name" => rng.pick(&["alpha", "b", "x"]).to_string(),
-        "data" | "result" | "error" | "payload" | "blob" => rng.pick(&["{}", "", "ok", "boom"]).to_string(),
+        "data" | "result" | "error" | "payload" | "blob" | "progress" | "line" => {
+            rng.pick(&["{}", "", "ok", "boom"]).to_string()
+        }
         "token" if rng.chance(50) => {
             ctx.ids.iter().position(|i| i == id).map_or("tok5".to_string(), |n| format!("tok{}", n + 1))
         }
@@ -195,7 +211,14 @@ fn value(rng: &mut Rng, ctx: &Ctx, cmd: &Command, placeholder: &str, id: &str) -
                 "JOB000000000099",
             ])
             .to_string(),
-        "ms" | "n" | "p" => rng.pick(&["0", "1", "2", "5", "100", "-1"]).to_string(),
+        "ms" | "n" | "p" => {
+            rng.pick(&["0", "1", "2", "5", "100", "-1", "1000", "10000", "10001"]).to_string()
+        }
+        // TRA.JOBS / TRA.QUEUES positions.
+        "i" => rng.pick(&["0", "1", "3", "100", "-1"]).to_string(),
+        // EXPIRE when (ENQUEUE, SCHEDULE): its synopsis says `[EXPIRE when]`, so the arm for
+        // "when" above gives it values (`1` has expired already, `+0` expires at once), and
+        // the option vocabulary (`option_words`) picks the word up from the table.
         _ => "1".into(),
     };
     s.into_bytes()
@@ -268,7 +291,7 @@ fn valid(rng: &mut Rng, ctx: &Ctx, cmd: &Command) -> (Vec<Vec<u8>>, usize) {
 // ---------------------------------------------------------------------------------------
 // Bending it.
 
-const NUMBERS: [&str; 26] = [
+const NUMBERS: [&str; 32] = [
     "-1",
     "0",
     "-0",
@@ -295,6 +318,12 @@ const NUMBERS: [&str; 26] = [
     "00000000000000000000001",
     "-",
     "+",
+    "1000",
+    "1001",
+    "10000",
+    "10001",
+    "4096",
+    "4097",
 ];
 
 fn odd_id(rng: &mut Rng) -> Vec<u8> {
@@ -461,6 +490,7 @@ fn run(c: &mut Conn, q: &Q, verb: &str, id: &str, args: &[&str]) -> Reply {
 fn populate(c: &mut Conn) -> Vec<String> {
     assert_eq!(c.call(&[b"FLUSHALL"]), Reply::Simple("OK".into()));
     assert_eq!(c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
+    let expire = COMMANDS.iter().any(|c| c.name == "EMQ.ENQUEUE" && c.args_synopsis().contains("[EXPIRE "));
     for q in [Q::new("fz"), Q::new("fz2"), Q::new("fzr")] {
         // Claimed in this order: 5..8 (8 with a 1 ms lease, so it is expired), 11, 12.
         for i in [5, 6, 7, 8, 11, 12] {
@@ -479,12 +509,37 @@ fn populate(c: &mut Conn) -> Vec<String> {
             run(c, &q, "EMQ.FAIL", &jid(12), &["tok12", "boom", "KEEP", "-1", "FINAL"]),
             Reply::Simple("failed".into())
         );
+        // Logs of two held jobs (every path that deletes a row deletes its log), a progress
+        // report on a third.
+        for (i, lines) in [(5, 2), (6, 1)] {
+            for n in 0..lines {
+                let (row, log, tok) = (q.job(&jid(i)), q.k(&format!("log:{}", jid(i))), format!("tok{i}"));
+                let argv: [&[u8]; 6] =
+                    [b"TRA.LOG", b"2", row.as_bytes(), log.as_bytes(), tok.as_bytes(), b"line"];
+                assert_eq!(c.call(&argv), Reply::Int(n + 1));
+            }
+        }
+        let row = q.job(&jid(7));
+        let (active, events) = (q.k("active"), q.k("events"));
+        let argv: [&[u8]; 7] =
+            [b"TRA.PROGRESS", b"3", row.as_bytes(), active.as_bytes(), events.as_bytes(), b"tok7", b"50%"];
+        assert_eq!(c.call(&argv), Reply::Int(1));
         run(c, &q, "EMQ.ENQUEUE", &jid(1), &["job", "{}"]);
         run(c, &q, "EMQ.ENQUEUE", &jid(2), &["job", "{}"]);
         run(c, &q, "EMQ.ENQUEUE", &jid(3), &["job", "{}", "PRIORITY", "5"]);
         run(c, &q, "EMQ.ENQUEUE", &jid(4), &["job", "{}", "LIFO"]);
         run(c, &q, "EMQ.SCHEDULE", &jid(9), &["+600000", "job", "{}"]);
         run(c, &q, "EMQ.SCHEDULE", &jid(10), &["1", "job", "{}", "PRIORITY", "2"]);
+        // Jobs past their EXPIRE time, one at the front of wait and one due (when the table
+        // has EXPIRE): the next CLAIM fails them with `expired` instead of handing them out.
+        if expire {
+            for r in [
+                run(c, &q, "EMQ.ENQUEUE", &jid(13), &["job", "{}", "EXPIRE", "1", "LIFO"]),
+                run(c, &q, "EMQ.SCHEDULE", &jid(14), &["1", "job", "{}", "EXPIRE", "1"]),
+            ] {
+                assert_eq!(r, Reply::Int(1));
+            }
+        }
         q.check_invariant(c);
     }
     let t = Q::new("fzt");
@@ -507,6 +562,11 @@ fn populate(c: &mut Conn) -> Vec<String> {
         c.call(&[b"SET", t.job(&jid(i)).as_bytes(), b"x"]);
     }
     c.call(&[b"ZADD", t.k("completed").as_bytes(), b"1", jid(11).as_bytes()]);
+    // A log of the wrong type beside a good row (TRA.LOG answers WRONGTYPE; REMOVE, DRAIN and
+    // the others delete it with its row whatever its type).
+    let log = Q::new("fz2").k(&format!("log:{}", jid(7)));
+    c.call(&[b"DEL", log.as_bytes()]);
+    c.call(&[b"SET", log.as_bytes(), b"x"]);
     // TRA.DROP's cache rows: a frame newer and older than the versions, a short one, a hash.
     for (k, v) in [
         ("fzc:0", &b"JOB00000000005rest"[..]),
@@ -528,8 +588,8 @@ fn populate(c: &mut Conn) -> Vec<String> {
         };
         assert!(rep.err().is_none(), "{rep:?}");
     }
-    // ids[k] is jid(k + 1), held (if at all) by token `tok{k + 1}`.
-    let mut ids: Vec<String> = (1..=12).map(jid).collect();
+    // ids[k] is jid(k + 1), held (if at all) by token `tok{k + 1}`; 13 and 14 expired.
+    let mut ids: Vec<String> = (1..=14).map(jid).collect();
     ids.extend([jid(40), jid(41)]);
     ids
 }
@@ -550,16 +610,152 @@ fn env_num(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
+/// Who sends a batch of calls: a user, over one connection (RESP2 or RESP3).
 struct Who {
     name: &'static str,
     conn: Conn,
     weight: usize,
 }
 
+/// The state of the fuzzed queues, read in one script (atomic): per queue, the six state
+/// sets, every row's `st` (or why there is none) and every log key's job id.
+const STATE_SCRIPT: &[u8] = br#"
+local out = {}
+for _, q in ipairs(ARGV) do
+  local p = 'emq:{' .. q .. '}:'
+  local function safe(...) local ok, r = pcall(redis.call, ...) if ok then return r end return {} end
+  local part = { safe('LRANGE', p .. 'wait', 0, -1) }
+  for _, z in ipairs({'prio', 'active', 'delayed', 'completed', 'failed'}) do
+    table.insert(part, safe('ZRANGE', p .. z, 0, -1))
+  end
+  local rows, logs = {}, {}
+  local cursor = '0'
+  repeat
+    local r = redis.call('SCAN', cursor, 'MATCH', p .. '*', 'COUNT', 1000)
+    cursor = r[1]
+    for _, k in ipairs(r[2]) do
+      local rest = string.sub(k, #p + 1)
+      local kind = string.sub(rest, 1, 4)
+      if kind == 'job:' then
+        local ok, st = pcall(redis.call, 'HGET', k, 'st')
+        if not ok then st = '<not a hash>' elseif not st then st = '<no st>' end
+        table.insert(rows, string.sub(rest, 5))
+        table.insert(rows, st)
+      elseif kind == 'log:' then
+        table.insert(logs, string.sub(rest, 5))
+      end
+    end
+  until cursor == '0'
+  table.insert(part, rows)
+  table.insert(part, logs)
+  table.insert(out, part)
+end
+return out
+"#;
+
+const SETS: [&str; 6] = ["wait", "prio", "active", "delayed", "completed", "failed"];
+
+/// The invariant on each queue: every job id in at most one state set (and once in it), its
+/// row's `st` naming that set, a row iff the job is in a set, and no `log:` key without its
+/// row. `Err` says what broke.
+fn invariant(c: &mut Conn, queues: &[&str]) -> Result<(), String> {
+    let mut argv: Vec<&[u8]> = vec![b"EVAL", STATE_SCRIPT, b"0"];
+    argv.extend(queues.iter().map(|q| q.as_bytes()));
+    let r = c.call(&argv);
+    let Reply::Array(parts) = &r else { return Err(format!("the state script answered {r:?}")) };
+    for (q, part) in queues.iter().zip(parts) {
+        let part = part.array();
+        let mut seen: BTreeMap<Vec<u8>, &str> = BTreeMap::new();
+        for (set, ids) in SETS.iter().zip(part) {
+            for id in ids.array() {
+                if let Some(other) = seen.insert(id.bytes().to_vec(), set) {
+                    return Err(format!("queue {q}: {} in {set} and in {other}", show(id.bytes())));
+                }
+            }
+        }
+        let mut rows: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        for pair in part[6].array().chunks(2) {
+            rows.insert(pair[0].bytes().to_vec(), pair[1].bytes().to_vec());
+        }
+        for (id, set) in &seen {
+            match rows.get(id) {
+                None => return Err(format!("queue {q}: {} is in {set} but has no row", show(id))),
+                Some(st) if st.as_slice() != set.as_bytes() => {
+                    return Err(format!("queue {q}: {} is in {set} but its row says {}", show(id), show(st)))
+                }
+                _ => {}
+            }
+        }
+        if let Some(id) = rows.keys().find(|id| !seen.contains_key(*id)) {
+            return Err(format!("queue {q}: the row of {} is in no state set", show(id)));
+        }
+        for log in part[7].array() {
+            if !rows.contains_key(log.bytes()) {
+                return Err(format!("queue {q}: the log of {} outlived its row", show(log.bytes())));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What one slot of a pipelined batch is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Slot {
+    Before,
+    GetKeys,
+    Multi,
+    Call,
+    Exec,
+    After,
+    Install,
+    Ping,
+}
+
+/// One fuzzed call of a batch and what came back.
+struct Sent {
+    cmd: &'static Command,
+    line: String,
+    wrap: &'static str,
+    reply: Option<Reply>,
+    queued: Option<Reply>,
+    exec: Option<Reply>,
+    before: Option<Option<String>>,
+    after: Option<Option<String>>,
+}
+
+/// What frames a call: the keyspace's digest (`DEBUG DIGEST`), or — cheap, for most batches
+/// — the server's count of writes (`rdb_changes_since_last_save`: every key write a module
+/// makes counts) with the replication offset (every effect a verb replicates moves it).
+/// A refusal leaves it unchanged. None for a reply that is neither.
+fn fingerprint(r: &Reply, exact: bool) -> Option<String> {
+    match r {
+        Reply::Simple(d) if exact => Some(d.clone()),
+        Reply::Bulk(d) if exact => Some(String::from_utf8_lossy(d).into_owned()),
+        Reply::Bulk(info) if !exact => {
+            let text = String::from_utf8_lossy(info);
+            let field =
+                |name: &str| text.lines().find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()));
+            Some(format!(
+                "writes {} offset {}",
+                field("rdb_changes_since_last_save:")?,
+                field("master_repl_offset:")?
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// The live fuzzer. `FUZZ_CALLS` calls (default 100 000) from seed `FUZZ_SEED` (default
+/// fixed); e.g. `FUZZ_CALLS=1000000 FUZZ_SEED=7 scripts/test --test fuzz`. Calls go in
+/// pipelined batches of 20 over one user's connection, each framed by `DEBUG DIGEST` before
+/// and after (a refusal must leave it unchanged), the batch closed by a PING; the invariant
+/// (with logs) is checked after every batch, the replica's digest every 200 calls and at the
+/// end, when the queues are also populated afresh.
 #[test]
 fn every_command_survives_random_arguments() {
+    const BATCH: usize = 20;
     let seed = env_num("FUZZ_SEED", 0x6675_7a7a);
-    let calls = env_num("FUZZ_CALLS", 10_000) as usize;
+    let calls = env_num("FUZZ_CALLS", 100_000) as usize;
     eprintln!("fuzz: {calls} calls, FUZZ_SEED={seed}");
     let srv = Server::quiet();
     let mut c = srv.conn();
@@ -579,12 +775,22 @@ fn every_command_survives_random_arguments() {
     assert!(c.call(&[b"CONFIG", b"SET", b"trafikey.max-payload", b"4096"]).err().is_none());
     // Keys with a TTL must not vanish between the two digests of one call.
     c.call(&[b"DEBUG", b"SET-ACTIVE-EXPIRE", b"0"]);
-    // Users: narrower key permissions, read-only keys, no fence-key access.
+    // Nor may the primary's own PING to its replica (every repl-ping-replica-period) move
+    // the replication offset inside a call's frame.
+    for conn in [&mut c, &mut rc] {
+        assert!(conn.call(&[b"CONFIG", b"SET", b"repl-timeout", b"3600"]).err().is_none());
+    }
+    assert!(c.call(&[b"CONFIG", b"SET", b"repl-ping-replica-period", b"3600"]).err().is_none());
+    // Users: narrower key permissions, read-only keys, no fence-key access, a worker. Each
+    // may run INFO and DEBUG DIGEST, which frame every call of its batches.
     for acl in [
         &["ACL", "SETUSER", "narrow", "on", ">pw", "~emq:{fz}:*", "%R~{emq}:*", "+@all"][..],
         &["ACL", "SETUSER", "reader", "on", ">pw", "%R~emq:*", "%R~{emq}:*", "+@all"],
         &["ACL", "SETUSER", "blind", "on", ">pw", "~emq:*", "+@all"],
-        &["ACL", "SETUSER", "worker", "on", ">pw", "~*", "+@emq", "+ping", "+multi", "+exec", "+eval"],
+        &[
+            "ACL", "SETUSER", "worker", "on", ">pw", "~*", "+@emq", "+ping", "+multi", "+exec", "+eval",
+            "+debug", "+info",
+        ],
     ] {
         let a: Vec<&[u8]> = acl.iter().map(|s| s.as_bytes()).collect();
         assert_eq!(c.call(&a), Reply::Simple("OK".into()));
@@ -613,7 +819,7 @@ fn every_command_survives_random_arguments() {
     let mut recent: Vec<String> = Vec::new();
     let mut fence: Option<usize> = None;
     let t0 = Instant::now();
-    let check_queues = |c: &mut Conn, at: usize, recent: &[String]| {
+    let in_sync = |c: &mut Conn, at: usize, recent: &[String]| {
         assert_eq!(c.call(&[b"WAIT", b"1", b"5000"]), Reply::Int(1), "the replica acknowledges");
         let (a, b) = (digest(c), digest(&mut replica.conn()));
         assert_eq!(
@@ -622,27 +828,22 @@ fn every_command_survives_random_arguments() {
             "FUZZ_SEED={seed}: the replica's keyspace differs from the primary's by call {at}\nthe last calls:\n{}",
             recent.join("\n")
         );
-        for q in ["fz", "fz2"] {
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                Q::new(q).check_invariant(c);
-            }));
-            if let Err(p) = r {
-                let msg = p
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_default();
-                panic!(
-                    "FUZZ_SEED={seed}: the invariant (each job in at most one state set, named by its row) broke on queue {q} by call {at}: {msg}\nthe last calls:\n{}",
-                    recent.join("\n")
-                );
-            }
-        }
+    };
+    let fail = |what: String, line: &str, recent: &[String]| -> ! {
+        let log = srv.log();
+        let tail: Vec<&str> = log.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect();
+        panic!(
+            "FUZZ_SEED={seed}: {what}\n  call {line}\nthe last calls (this batch's, in order):\n{}\nserver log tail:\n{}",
+            recent.join("\n"),
+            tail.join("\n")
+        );
     };
 
-    for i in 0..calls {
-        if i > 0 && i % 500 == 0 && fence.is_none() {
-            check_queues(&mut c, i, &recent);
+    let mut moved = 0u64;
+    let mut i = 0;
+    while i < calls {
+        if i > 0 && i % 200 == 0 && fence.is_none() {
+            in_sync(&mut c, i, &recent);
             ctx.ids = populate(&mut c);
         }
         // Fence phases: for 60 calls in every 1000 the fence key is absent, the scripted
@@ -663,155 +864,225 @@ fn every_command_survives_random_arguments() {
             c.call(&[b"DEL", b"{emq}:version"]);
             assert_eq!(c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
         }
-        if i % 50 == 0 {
+        if i % 100 == 0 {
             let t = c.call(&[b"TIME"]).strings();
             ctx.now_ms = t[0].parse::<i64>().unwrap_or(0) * 1000 + t[1].parse::<i64>().unwrap_or(0) / 1000;
         }
-        let cmd = &COMMANDS[i % COMMANDS.len()];
-        let (mut v, first_arg) = valid(&mut rng, &ctx, cmd);
-        let bends = match rng.below(10) {
-            0 | 1 => 0,
-            2..=7 => 1,
-            8 => 2,
-            _ => 3,
-        };
-        for _ in 0..bends {
-            mutate(&mut rng, &ctx, cmd, &mut v, first_arg);
-        }
-        short_waits(&mut rng, &mut v);
-        let mut pick = rng.below(total_weight);
-        let w = who.iter().position(|w| {
-            if pick < w.weight {
-                true
-            } else {
-                pick -= w.weight;
-                false
-            }
-        });
-        let w = &mut who[w.unwrap_or(0)];
-
         let phase = match fence {
             Some(0) => " (fence key absent)",
             Some(1) => " (fence key echomq:4.0.0)",
             Some(_) => " (fence key a list)",
             None => "",
         };
-        let line = format!("#{i} as {}{phase}: {}", w.name, show_argv(&v));
-        recent.push(line.clone());
-        if recent.len() > 8 {
-            recent.remove(0);
-        }
-        let fail = |what: String, recent: &[String]| -> ! {
-            let log = srv.log();
-            let tail: Vec<&str> = log.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect();
-            panic!(
-                "FUZZ_SEED={seed}: {what}\n  call {line}\nthe last calls:\n{}\nserver log tail:\n{}",
-                recent.join("\n"),
-                tail.join("\n")
-            );
-        };
+        let mut pick = rng.below(total_weight);
+        let w = who
+            .iter()
+            .position(|w| {
+                if pick < w.weight {
+                    true
+                } else {
+                    pick -= w.weight;
+                    false
+                }
+            })
+            .unwrap_or(0);
+        let w = &mut who[w];
+        let default_user = w.name.starts_with("default");
 
-        // The server's key extraction from the command's key specs, on the same vector.
-        if rng.chance(10) {
-            let mut g: Vec<&[u8]> = vec![b"COMMAND", b"GETKEYSANDFLAGS"];
-            g.extend(v.iter().map(Vec::as_slice));
-            if w.conn.send(&g).is_err() || w.conn.read().is_err() {
-                fail("COMMAND GETKEYSANDFLAGS on this vector got no reply".into(), &recent);
-            }
-        }
-        // Mostly sent as it is; sometimes from a script, or inside MULTI/EXEC.
-        let wrap = match rng.below(100) {
-            0..=4 => "script",
-            5..=7 => "multi",
-            _ => "plain",
+        // The batch: each call framed by the write counters (or, in every tenth batch, by
+        // DEBUG DIGEST), then a PING.
+        let end = (i + BATCH).min(calls);
+        let exact = (i / BATCH) % 10 == 0;
+        let frame: &[&[u8]] =
+            if exact { &[b"DEBUG", b"DIGEST"] } else { &[b"INFO", b"persistence", b"replication"] };
+        let mut sent: Vec<Sent> = Vec::with_capacity(end - i);
+        let mut slots: Vec<(usize, Slot)> = Vec::new();
+        let mut wire: Vec<u8> = Vec::new();
+        let put = |wire: &mut Vec<u8>, slots: &mut Vec<(usize, Slot)>, k: usize, s: Slot, argv: &[&[u8]]| {
+            resp::encode(argv, wire);
+            slots.push((k, s));
         };
-        if let Some(l) = recent.last_mut() {
-            l.push_str(&format!(" [{wrap}]"));
-        }
-        let mut sent: Vec<Vec<u8>> = match wrap {
-            "script" => [
-                vec![b"EVAL".to_vec(), b"return server.pcall(unpack(ARGV))".to_vec(), b"0".to_vec()],
-                v.clone(),
-            ]
-            .concat(),
-            _ => v.clone(),
-        };
-        if wrap == "multi" {
-            sent = v.clone();
-            if w.conn.call(&[b"MULTI"]).err().is_some() {
-                fail("MULTI refused".into(), &recent);
-            }
-        }
-        let before = digest(&mut c);
-        let refs: Vec<&[u8]> = sent.iter().map(Vec::as_slice).collect();
-        if w.conn.send(&refs).is_err() {
-            fail("could not send (the server closed the connection)".into(), &recent);
-        }
-        let mut reply = match w.conn.read() {
-            Ok(r) => r,
-            Err(e) => fail(format!("no reply ({e}): did the server die?"), &recent),
-        };
-        if wrap == "multi" {
-            // QUEUED (or an error at queue time), then EXEC's one-element array.
-            let exec = w.conn.call(&[b"EXEC"]);
-            reply = match (reply, exec) {
-                (Reply::Error(e), _) => Reply::Error(e),
-                (_, Reply::Array(mut a)) if a.len() == 1 => a.remove(0),
-                (_, Reply::Error(e)) => Reply::Error(e),
-                (_, other) => fail(format!("EXEC answered {other:?}"), &recent),
+        recent.clear();
+        for n in i..end {
+            let k = n - i;
+            let cmd = &COMMANDS[n % COMMANDS.len()];
+            let (mut v, first_arg) = valid(&mut rng, &ctx, cmd);
+            let bends = match rng.below(10) {
+                0 | 1 => 0,
+                2..=7 => 1,
+                8 => 2,
+                _ => 3,
             };
-        }
-        let after = digest(&mut c);
-        let pong = w.conn.call(&[b"PING"]);
-        if !matches!(&pong, Reply::Simple(s) if s == "PONG") {
-            fail(format!("PING answered {pong:?}"), &recent);
-        }
-        let outcome = match &reply {
-            Reply::Error(e) => {
-                if !e.is_ascii() || e.contains(['\r', '\n']) {
-                    fail(format!("an error line that is not one line of ASCII: {e:?}"), &recent);
-                }
-                let class = e.split(' ').next().unwrap_or("").to_string();
-                if !CLASSES.contains(&class.as_str()) {
-                    fail(format!("an error of no known class: {e:?}"), &recent);
-                }
-                let fence_text = e.starts_with("EMQWIRE expected echomq:6.0.0 ");
-                if class == "EMQWIRE" && !(fence.is_some() && fence_text) {
-                    fail(
-                        format!(
-                            "EMQWIRE {} (a caught panic or a failed server call?): {e:?}",
-                            if fence.is_some() {
-                                "that is not a fence refusal"
-                            } else {
-                                "with the fence key in place"
-                            }
-                        ),
-                        &recent,
-                    );
-                }
-                if before != after {
-                    fail(
-                        format!("a refusal ({e}) changed the keyspace (DEBUG DIGEST {before} -> {after})"),
-                        &recent,
-                    );
-                }
-                samples.entry(format!("{} {class}", cmd.name)).or_insert_with(|| e.clone());
-                class
+            for _ in 0..bends {
+                mutate(&mut rng, &ctx, cmd, &mut v, first_arg);
             }
-            _ => "ok".to_string(),
-        };
-        *classes.entry((cmd.name.to_string(), outcome)).or_default() += 1;
-        // TRA.DROP takes any key: it may delete the fence key (a 12-byte frame is short), as
-        // the coherence drop's reference Lua script (tests/fixtures/coherence_drop.lua) would.
-        // Put it back outside the fence phases.
-        if fence.is_none() && c.call(&[b"EXISTS", b"{emq}:version"]) == Reply::Int(0) {
-            assert_eq!(c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1), "after {line}");
+            short_waits(&mut rng, &mut v);
+            // Mostly sent as it is; sometimes from a script, or inside MULTI/EXEC.
+            let wrap = match rng.below(100) {
+                0..=4 => "script",
+                5..=7 => "multi",
+                _ => "plain",
+            };
+            let line = format!("#{n} as {}{phase}: {} [{wrap}]", w.name, show_argv(&v));
+            recent.push(line.clone());
+            put(&mut wire, &mut slots, k, Slot::Before, frame);
+            // The server's key extraction from the command's key specs, on the same vector.
+            if rng.chance(10) {
+                let mut g: Vec<&[u8]> = vec![b"COMMAND", b"GETKEYSANDFLAGS"];
+                g.extend(v.iter().map(Vec::as_slice));
+                put(&mut wire, &mut slots, k, Slot::GetKeys, &g);
+            }
+            let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+            match wrap {
+                "script" => {
+                    let mut e: Vec<&[u8]> = vec![b"EVAL", b"return server.pcall(unpack(ARGV))", b"0"];
+                    e.extend(&refs);
+                    put(&mut wire, &mut slots, k, Slot::Call, &e);
+                }
+                "multi" => {
+                    put(&mut wire, &mut slots, k, Slot::Multi, &[b"MULTI"]);
+                    put(&mut wire, &mut slots, k, Slot::Call, &refs);
+                    put(&mut wire, &mut slots, k, Slot::Exec, &[b"EXEC"]);
+                }
+                _ => put(&mut wire, &mut slots, k, Slot::Call, &refs),
+            }
+            put(&mut wire, &mut slots, k, Slot::After, frame);
+            // TRA.DROP takes any key: it may delete the fence key (a 12-byte frame is short),
+            // as the coherence drop's reference Lua script (tests/fixtures/coherence_drop.lua)
+            // would. Put it back at once outside the fence phases (only the default user may).
+            if cmd.name == "TRA.DROP" && default_user && fence.is_none() {
+                put(&mut wire, &mut slots, k, Slot::Install, &[b"EMQ.INSTALL", b"1", b"{emq}:version"]);
+            }
+            sent.push(Sent {
+                cmd,
+                line,
+                wrap,
+                reply: None,
+                queued: None,
+                exec: None,
+                before: None,
+                after: None,
+            });
         }
-        if i % 100 == 99 {
-            check_queues(&mut c, i, &recent);
+        put(&mut wire, &mut slots, end - i, Slot::Ping, &[b"PING"]);
+        if w.conn.send_raw(&wire).is_err() {
+            fail("could not send (the server closed the connection)".into(), &recent[0], &recent);
         }
+        for (k, slot) in &slots {
+            let line = recent.get(*k).cloned().unwrap_or_else(|| "(the batch's PING)".into());
+            let r = match w.conn.read() {
+                Ok(r) => r,
+                Err(e) => fail(format!("no reply ({e}): did the server die?"), &line, &recent),
+            };
+            match slot {
+                Slot::Ping => {
+                    if !matches!(&r, Reply::Simple(s) if s == "PONG") {
+                        fail(format!("PING answered {r:?}"), &line, &recent);
+                    }
+                }
+                Slot::Install => {
+                    if !matches!(r, Reply::Int(0 | 1)) {
+                        fail(format!("EMQ.INSTALL after TRA.DROP answered {r:?}"), &line, &recent);
+                    }
+                }
+                Slot::GetKeys => {}
+                Slot::Multi => {
+                    if r.err().is_some() {
+                        fail(format!("MULTI refused: {r:?}"), &line, &recent);
+                    }
+                }
+                Slot::Before => sent[*k].before = Some(fingerprint(&r, exact)),
+                Slot::After => sent[*k].after = Some(fingerprint(&r, exact)),
+                Slot::Call if sent[*k].wrap == "multi" => sent[*k].queued = Some(r),
+                Slot::Call => sent[*k].reply = Some(r),
+                Slot::Exec => sent[*k].exec = Some(r),
+            }
+        }
+        for s in &mut sent {
+            if s.wrap == "multi" {
+                // QUEUED (or an error at queue time), then EXEC's one-element array.
+                s.reply = Some(match (s.queued.take(), s.exec.take()) {
+                    (Some(Reply::Error(e)), _) => Reply::Error(e),
+                    (_, Some(Reply::Array(mut a))) if a.len() == 1 => a.remove(0),
+                    (_, Some(Reply::Error(e))) => Reply::Error(e),
+                    (_, other) => fail(format!("EXEC answered {other:?}"), &s.line, &recent),
+                });
+            }
+            let reply = s.reply.take().unwrap_or(Reply::Nil);
+            let outcome = match &reply {
+                Reply::Error(e) => {
+                    if !e.is_ascii() || e.contains(['\r', '\n']) {
+                        fail(format!("an error line that is not one line of ASCII: {e:?}"), &s.line, &recent);
+                    }
+                    let class = e.split(' ').next().unwrap_or("").to_string();
+                    if !CLASSES.contains(&class.as_str()) {
+                        fail(format!("an error of no known class: {e:?}"), &s.line, &recent);
+                    }
+                    // The server's own ERR comes only from a script (its ACL failure, a
+                    // command scripts may not run), EXECABORT only from MULTI.
+                    if (class == "ERR" && s.wrap != "script") || (class == "EXECABORT" && s.wrap != "multi") {
+                        fail(
+                            format!(
+                                "{class} outside a {}: {e:?}",
+                                if class == "ERR" { "script" } else { "transaction" }
+                            ),
+                            &s.line,
+                            &recent,
+                        );
+                    }
+                    let fence_text = e.starts_with("EMQWIRE expected echomq:6.0.0 ");
+                    if class == "EMQWIRE" && !(fence.is_some() && fence_text) {
+                        fail(
+                            format!(
+                                "EMQWIRE {} (a caught panic or a failed server call?): {e:?}",
+                                if fence.is_some() {
+                                    "that is not a fence refusal"
+                                } else {
+                                    "with the fence key in place"
+                                }
+                            ),
+                            &s.line,
+                            &recent,
+                        );
+                    }
+                    if s.before != s.after || s.before.as_ref().is_none_or(|d| d.is_none()) {
+                        fail(
+                            format!(
+                                "a refusal ({e}) changed the keyspace ({} {:?} -> {:?})",
+                                if exact { "DEBUG DIGEST" } else { "writes, replication offset" },
+                                s.before,
+                                s.after
+                            ),
+                            &s.line,
+                            &recent,
+                        );
+                    }
+                    samples.entry(format!("{} {class}", s.cmd.name)).or_insert_with(|| e.clone());
+                    class
+                }
+                _ => {
+                    // The frame is live: values that wrote something moved it.
+                    if s.before != s.after {
+                        moved += 1;
+                    }
+                    "ok".to_string()
+                }
+            };
+            *classes.entry((s.cmd.name.to_string(), outcome)).or_default() += 1;
+        }
+        if let Err(e) = invariant(&mut c, &["fz", "fz2"]) {
+            fail(
+                format!("the invariant broke in this batch: {e}"),
+                recent.last().map_or("", String::as_str),
+                &recent,
+            );
+        }
+        i = end;
     }
-    check_queues(&mut c, calls, &recent);
+    in_sync(&mut c, calls, &recent);
+    if let Err(e) = invariant(&mut c, &["fz", "fz2"]) {
+        panic!("FUZZ_SEED={seed}: the invariant broke at the end: {e}");
+    }
     let log = srv.log();
     assert!(!log.contains("panicked"), "the module panicked (caught, but a bug):\n{log}");
 
@@ -825,9 +1096,92 @@ fn every_command_survives_random_arguments() {
         let _ = write!(summary, " {class}={n}");
     }
     eprintln!("fuzz: {calls} calls in {:.1?}; outcomes per command:{summary}", t0.elapsed());
+    // What the fuzz made the module do beyond replies (jobs expired, retired, promoted...).
+    let info = c.call(&[b"INFO", b"trafikey"]);
+    let facts: Vec<String> = String::from_utf8_lossy(info.bytes())
+        .lines()
+        .filter(|l| {
+            ["expired", "retired", "promoted", "orphans", "reclaimed", "blocked", "timeouts"]
+                .iter()
+                .any(|f| l.starts_with(&format!("trafikey_{f}:")))
+        })
+        .map(str::to_string)
+        .collect();
+    eprintln!("fuzz: module counters: {}", facts.join(" "));
     if std::env::var("FUZZ_SAMPLES").is_ok() {
         for (k, e) in &samples {
             eprintln!("  {k}: {e}");
         }
     }
+    assert!(
+        calls < 1000 || moved > calls as u64 / 100,
+        "the frames moved for only {moved} values: are they live?"
+    );
+    // Every command met both: values it served and refusals (the fuzz reached past shape).
+    if calls >= 10_000 {
+        for cmd in COMMANDS.iter() {
+            let ok = classes.get(&(cmd.name.to_string(), "ok".to_string())).copied().unwrap_or(0);
+            let refused: u64 =
+                classes.iter().filter(|((n, o), _)| n == cmd.name && o != "ok").map(|(_, k)| *k).sum();
+            assert!(ok > 0 && refused > 0, "{}: {ok} values and {refused} refusals", cmd.name);
+        }
+    }
+}
+
+/// Found while fuzzing EXPIRE (fixed: expired jobs no longer use up a claim): a job past its
+/// EXPIRE time at the front of `wait` took the claim's place, so `EMQ.CLAIM … COUNT 1 BLOCK ms` fails it with `expired` and then waits
+/// the whole timeout (with BLOCK 0, for ever) while another job sits ready behind it. The
+/// contract: "With jobs ready at the call, BLOCK changes nothing", and the caller waits only
+/// "until a job of the queue becomes ready".
+#[test]
+fn claim_block_takes_the_ready_job_behind_an_expired_one() {
+    if !COMMANDS.iter().any(|c| c.name == "EMQ.ENQUEUE" && c.args_synopsis().contains("[EXPIRE ")) {
+        return;
+    }
+    let srv = Server::quiet();
+    let mut c = srv.conn();
+    let q = Q::new("exp");
+    assert_eq!(q.enqueue(&mut c, &jid(1), &[b"EXPIRE", b"1"]), Reply::Int(1));
+    assert_eq!(q.enqueue(&mut c, &jid(2), &[]), Reply::Int(1));
+    let t = Instant::now();
+    let r = q.run(&mut c, "EMQ.CLAIM", "", &[b"w1", b"60000", b"COUNT", b"1", b"BLOCK", b"2000"]);
+    let waited = t.elapsed();
+    assert_eq!(
+        q.check_invariant(&mut c).state_of(&jid(1)).as_deref(),
+        Some("failed"),
+        "the expired job failed"
+    );
+    assert!(
+        matches!(&r, Reply::Array(a) if a.len() == 1 && a[0].array()[0].str() == jid(2)),
+        "the ready job is handed out, got {r:?} after {waited:?}"
+    );
+    assert!(waited.as_millis() < 1000, "answered at once, not after {waited:?}");
+}
+
+/// Found while fuzzing EXPIRE (fixed: a claim in time spends EXPIRE): ENQUEUE's doc says EXPIRE fails "a job no CLAIM has taken by
+/// `when`", but a job claimed in time whose first attempt fails (a retry, ATTEMPTS 3) after
+/// that time is failed with `expired` by the next CLAIM: its other attempts never run. The
+/// same for a job completed in time and then REPROCESSed.
+#[test]
+fn expire_spares_a_job_a_claim_took_in_time() {
+    if !COMMANDS.iter().any(|c| c.name == "EMQ.ENQUEUE" && c.args_synopsis().contains("[EXPIRE ")) {
+        return;
+    }
+    let srv = Server::quiet();
+    let mut c = srv.conn();
+    let q = Q::new("exp");
+    let id = jid(1);
+    assert_eq!(q.enqueue(&mut c, &id, &[b"ATTEMPTS", b"3", b"EXPIRE", b"+50"]), Reply::Int(1));
+    let r = q.run(&mut c, "EMQ.CLAIM", "", &[b"w1", b"60000"]);
+    assert_eq!(r.array()[0].array()[0].str(), id, "claimed in time");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(q.run(&mut c, "EMQ.FAIL", &id, &[b"w1", b"boom"]), Reply::Simple("retry".into()));
+    let r = q.run(&mut c, "EMQ.CLAIM", "", &[b"w2", b"60000"]);
+    let snap = q.check_invariant(&mut c);
+    assert!(
+        matches!(&r, Reply::Array(a) if a.len() == 1),
+        "the retry is handed out, got {r:?}; the job is {:?} with error {:?}",
+        snap.state_of(&id),
+        snap.field(&id, "e")
+    );
 }

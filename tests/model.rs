@@ -1,18 +1,28 @@
-//! Model-based property test of the job core: a pure Rust model of the thirteen job verbs
+//! Model-based property test of the job queue: a pure Rust model of the thirteen job verbs
 //! (ENQUEUE, CLAIM with PAUSE/RESUME, EXTEND, EXTENDS, COMPLETE, SCHEDULE, PROMOTE,
-//! RESCHEDULE, DELAY, FAIL, REPROCESS, REQUEUE, STALLED), written from the contract
-//! (src/CONTRACT.md), the reference page (src/verbs/README.md) and the verbs' doc comments —
-//! not from the module's code — run side by side with a live server on random sequences of
-//! verbs.
+//! RESCHEDULE, DELAY, FAIL, REPROCESS, REQUEUE, STALLED) and of the inspection and
+//! administration commands (TRA.PROGRESS, TRA.LOG, TRA.REMOVE with and without FORCE,
+//! TRA.DRAIN with and without DELAYED, TRA.CLEAN of either finished set, TRA.OBLITERATE with
+//! and without FORCE, and the reads TRA.JOB, TRA.COUNTS, TRA.JOBS, whose replies are checked
+//! against the model's own view), written from the contract (src/CONTRACT.md), the reference
+//! page (src/verbs/README.md) and the verbs' doc comments — not from the module's code — run
+//! side by side with a live server on random sequences of verbs.
 //!
 //! After every step the test compares: the reply (value, or the class of an error: its first
-//! word), the events the step appended (the contract's events table: names, ids and facts, in order),
-//! and the whole queue — every state set with its scores (lease deadlines, due times, finish
-//! times, priorities), `wait` in claim order, the paused flag, and every job row's fields the
-//! model tracks (state, name, data, priority, attempts, created, token, started, made,
-//! stalls, claimed, result, error, finished). A refusal must leave all of it unchanged.
-//! After every sequence `Q::check_invariant` runs, and a replica of the server must hold the
-//! same keyspace (`DEBUG DIGEST`): the verbs replicate their effects.
+//! word; RESP3 maps as their RESP2 pairs), the events the step appended (the contract's
+//! events table: names, ids and facts, in order), and the whole queue — every state set with
+//! its scores (lease deadlines, due times, finish times, priorities), `wait` in claim order,
+//! the paused flag, whether `meta` and `events` exist, every job's log (`emq:{Q}:log:<ID>`,
+//! line by line), and every job row's fields the model tracks (state, name, data, priority,
+//! attempts, created, token, started, made, stalls, claimed, result, error, finished,
+//! progress). After every step the invariant holds on the server's own view — every job id
+//! in at most one state set, its row's `st` naming it, a row iff the job is in a set, no log
+//! without its row — and a refusal leaves `DEBUG DIGEST` unchanged (a refusal writes
+//! nothing). Every path that deletes a row deletes its log in the model (retention by count
+//! and by age, KEEP 0, STALLED's failures under retention, REMOVE, DRAIN, CLEAN, OBLITERATE),
+//! so the server must too; the summary counts the logs each verb deleted. After every
+//! sequence `Q::check_invariant` runs, and a replica of the server must hold the same
+//! keyspace (`DEBUG DIGEST`): the verbs replicate their effects.
 //!
 //! Time. The model never assumes the server's clock: the test reads `TIME` before and after
 //! each step (separate round trips, so each command runs in an event-loop turn of its own)
@@ -25,7 +35,8 @@
 //! Every config the model depends on is set per case, at random, and modelled:
 //! `keep-completed`, `keep-failed`, `max-stalls`, `stalled-batch`, `promote-batch`,
 //! `retention-batch` (1 and 2 make the bounds bite), `max-payload` (4 bytes makes payload
-//! ranges bite) and `events-maxlen` (0 turns events off).
+//! ranges bite), `log-keep` (1 and 2 make TRA.LOG's default trim bite) and `events-maxlen`
+//! (0 turns events off).
 //!
 //! Cases are of two kinds: ordinary workers, and "crashy" ones whose holder verbs are rare,
 //! so leases pile up and STALLED reclaims several at once. Some cases send the verbs over
@@ -60,10 +71,18 @@ const BACKOFF_MAX: i64 = 1 << 31;
 const LEASE_MAX: i64 = 1 << 31;
 const CLAIM_COUNT_MAX: i64 = 1000;
 const STALLED_COUNT_MAX: i64 = 10_000;
+/// What one call does at most, whatever COUNT asks (the module's `domain::*_PER_CALL`).
+const CLAIM_PER_CALL: i64 = 100;
+const RECLAIM_PER_CALL: i64 = 200;
 const MAX_STALLS_MAX: i64 = 1000;
 const EXTENDS_PAIRS_MAX: usize = 1000;
 const TOKEN_MAX: usize = 128;
 const NAME_MAX: usize = 256;
+const PROGRESS_MAX: usize = 4096;
+const LOG_KEEP_MAX: i64 = 1_000_000;
+const DELETE_COUNT_DEFAULT: i64 = 1000;
+const DELETE_COUNT_MAX: i64 = 10_000;
+const PAGE_MAX: i64 = 1000;
 
 /// The id pool: small, so verbs collide on the same jobs (5 ids), or larger in some cases
 /// (24 ids), so finished sets outgrow small retention caps.
@@ -135,6 +154,20 @@ enum Call {
     Reprocess { id: Vec<u8> },
     Requeue { id: Vec<u8>, token: Vec<u8> },
     Stalled { max_stalls: Option<i64>, count: Option<i64> },
+    // The inspection and administration commands (TRA.*).
+    Progress { id: Vec<u8>, token: Vec<u8>, progress: Vec<u8> },
+    Log { id: Vec<u8>, token: Vec<u8>, line: Vec<u8>, keep: Option<i64> },
+    Remove { id: Vec<u8>, force: bool },
+    Drain { delayed: bool, count: Option<i64> },
+    Clean { set: St, grace: i64, count: Option<i64> },
+    Obliterate { force: bool, count: Option<i64> },
+    Job { id: Vec<u8> },
+    Counts,
+    Jobs { set: St, from: Option<i64>, count: Option<i64>, rev: bool },
+    // EXPIRE when on ENQUEUE and SCHEDULE (in the works in src/): when it lands, add
+    // `expire: Option<WhenArg>` to `NewJob`, its words to `args`, the `expire` fact to
+    // TRA.JOB's reply, and the rule (an expired job is never handed out: CLAIM fails it with
+    // `expired`) to `Model::apply`'s Claim arm; `job_c` then draws it.
 }
 
 impl Call {
@@ -153,6 +186,15 @@ impl Call {
             Call::Reprocess { .. } => "EMQ.REPROCESS",
             Call::Requeue { .. } => "EMQ.REQUEUE",
             Call::Stalled { .. } => "EMQ.STALLED",
+            Call::Progress { .. } => "TRA.PROGRESS",
+            Call::Log { .. } => "TRA.LOG",
+            Call::Remove { .. } => "TRA.REMOVE",
+            Call::Drain { .. } => "TRA.DRAIN",
+            Call::Clean { .. } => "TRA.CLEAN",
+            Call::Obliterate { .. } => "TRA.OBLITERATE",
+            Call::Job { .. } => "TRA.JOB",
+            Call::Counts => "TRA.COUNTS",
+            Call::Jobs { .. } => "TRA.JOBS",
         }
     }
 
@@ -167,7 +209,11 @@ impl Call {
             | Call::Delay { id, .. }
             | Call::Fail { id, .. }
             | Call::Reprocess { id }
-            | Call::Requeue { id, .. } => id,
+            | Call::Requeue { id, .. }
+            | Call::Progress { id, .. }
+            | Call::Log { id, .. }
+            | Call::Remove { id, .. }
+            | Call::Job { id } => id,
             _ => b"",
         }
     }
@@ -248,17 +294,72 @@ impl Call {
                     a.extend([w("COUNT"), num(*n)]);
                 }
             }
+            Call::Progress { token, progress, .. } => a.extend([token.clone(), progress.clone()]),
+            Call::Log { token, line, keep, .. } => {
+                a.extend([token.clone(), line.clone()]);
+                if let Some(k) = keep {
+                    a.extend([w("KEEP"), num(*k)]);
+                }
+            }
+            Call::Remove { force, .. } | Call::Obliterate { force, count: None } => {
+                if *force {
+                    a.push(w("FORCE"));
+                }
+            }
+            Call::Obliterate { force, count: Some(n) } => {
+                if *force {
+                    a.push(w("FORCE"));
+                }
+                a.extend([w("COUNT"), num(*n)]);
+            }
+            Call::Drain { delayed, count } => {
+                if *delayed {
+                    a.push(w("DELAYED"));
+                }
+                if let Some(n) = count {
+                    a.extend([w("COUNT"), num(*n)]);
+                }
+            }
+            Call::Clean { grace, count, .. } => {
+                a.extend([w("GRACE"), num(*grace)]);
+                if let Some(n) = count {
+                    a.extend([w("COUNT"), num(*n)]);
+                }
+            }
+            Call::Job { .. } | Call::Counts => {}
+            Call::Jobs { from, count, rev, .. } => {
+                if let Some(f) = from {
+                    a.extend([w("FROM"), num(*f)]);
+                }
+                if let Some(n) = count {
+                    a.extend([w("COUNT"), num(*n)]);
+                }
+                if *rev {
+                    a.push(w("REV"));
+                }
+            }
         }
         a
     }
 
     /// The whole command: `verb numkeys keys... args...`, keys by the verb's key roles.
     fn argv(&self, q: &Q, lc: bool) -> Vec<Vec<u8>> {
-        let roles = keys_of(self.verb());
+        const ALL: [&str; 6] = ["wait", "prio", "active", "delayed", "completed", "failed"];
+        let roles: Vec<&str> = match self {
+            Call::Log { .. } => vec!["job", "log"],
+            Call::Remove { .. } => [&["job"][..], &ALL, &["events"]].concat(),
+            Call::Drain { .. } => vec!["wait", "prio", "delayed", "events"],
+            Call::Clean { set, .. } => vec![set.word(), "events"],
+            Call::Obliterate { .. } => [&ALL[..], &["meta", "events"]].concat(),
+            Call::Job { .. } => vec!["job"],
+            Call::Counts => [&ALL[..], &["meta"]].concat(),
+            Call::Jobs { set, .. } => vec![set.word()],
+            _ => keys_of(self.verb()).to_vec(),
+        };
         let mut v = vec![self.verb().as_bytes().to_vec(), roles.len().to_string().into_bytes()];
-        for r in roles {
-            if *r == "job" {
-                let mut k = format!("emq:{{{}}}:job:", q.0).into_bytes();
+        for r in &roles {
+            if *r == "job" || *r == "log" {
+                let mut k = format!("emq:{{{}}}:{r}:", q.0).into_bytes();
                 k.extend_from_slice(self.job_id());
                 v.push(k);
             } else {
@@ -315,10 +416,14 @@ struct Row {
     result: Option<Vec<u8>>,
     error: Option<Vec<u8>>,
     finished: Option<i64>,
+    /// The holder's last TRA.PROGRESS report.
+    progress: Option<Vec<u8>>,
 }
 
 #[derive(Clone, Copy, Debug)]
 struct Cfg {
+    /// TRA.LOG's default KEEP.
+    log_keep: i64,
     keep_completed: i64,
     keep_failed: i64,
     max_stalls: i64,
@@ -351,6 +456,10 @@ struct Model {
     paused: bool,
     /// The last token each job was claimed with (kept after it is cleared): for stale holders.
     last_token: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// Each job's log (TRA.LOG), oldest line first: deleted with its row, always.
+    logs: BTreeMap<Vec<u8>, Vec<Vec<u8>>>,
+    /// Whether the events stream exists (an event was appended since the last OBLITERATE).
+    events_exist: bool,
 }
 
 /// One event's fields, flat: `event <name> [id <ID>] facts...`.
@@ -476,6 +585,51 @@ impl Model {
             failed: BTreeMap::new(),
             paused: false,
             last_token: BTreeMap::new(),
+            logs: BTreeMap::new(),
+            events_exist: false,
+        }
+    }
+
+    /// Delete a job's row, and its log with it (every path that deletes a row does).
+    fn drop_row(&mut self, id: &[u8]) {
+        self.rows.remove(id);
+        self.logs.remove(id);
+    }
+
+    /// Take a job out of whatever state set holds it.
+    fn unset(&mut self, id: &[u8]) {
+        self.wait.retain(|w| w != id);
+        self.prio.retain(|(_, w)| w != id);
+        for m in [&mut self.active, &mut self.delayed, &mut self.completed, &mut self.failed] {
+            m.remove(id);
+        }
+    }
+
+    /// A state set's ids in the order TRA.JOBS pages it (the order the queue serves them).
+    fn ordered(&self, set: St) -> Vec<Vec<u8>> {
+        let by_score = |m: &BTreeMap<Vec<u8>, i64>| {
+            let mut v: Vec<(i64, Vec<u8>)> = m.iter().map(|(id, s)| (*s, id.clone())).collect();
+            v.sort();
+            v.into_iter().map(|(_, id)| id).collect()
+        };
+        match set {
+            St::Wait => self.wait.iter().cloned().collect(),
+            St::Prio => self.prio.iter().map(|(_, id)| id.clone()).collect(),
+            St::Active => by_score(&self.active),
+            St::Delayed => by_score(&self.delayed),
+            St::Completed => by_score(&self.completed),
+            St::Failed => by_score(&self.failed),
+        }
+    }
+
+    fn set_len(&self, set: St) -> usize {
+        match set {
+            St::Wait => self.wait.len(),
+            St::Prio => self.prio.len(),
+            St::Active => self.active.len(),
+            St::Delayed => self.delayed.len(),
+            St::Completed => self.completed.len(),
+            St::Failed => self.failed.len(),
         }
     }
 
@@ -543,6 +697,7 @@ impl Model {
                     Finished::Completed => self.completed.remove(id),
                     Finished::Failed => self.failed.remove(id),
                 };
+                self.logs.remove(id);
                 self.rows.remove(id);
             }
         }
@@ -592,7 +747,7 @@ impl Model {
             Call::Claim { token, lease, count } => {
                 token_ok(token)?;
                 let lease = within(*lease, 1, LEASE_MAX)?;
-                let count = within(count.unwrap_or(1), 1, CLAIM_COUNT_MAX)?;
+                let count = within(count.unwrap_or(1), 1, CLAIM_COUNT_MAX)?.min(CLAIM_PER_CALL);
                 // Due delayed jobs first, earliest due first, each ready at the back.
                 let mut due: Vec<(i64, Vec<u8>)> =
                     self.delayed.iter().filter(|(_, d)| **d <= now).map(|(id, d)| (*d, id.clone())).collect();
@@ -693,7 +848,7 @@ impl Model {
                 let made = r.made + 1;
                 let mut added = vec![];
                 if keep == 0 {
-                    self.rows.remove(id);
+                    self.drop_row(id);
                 } else {
                     let r = self.row(id);
                     r.state = St::Completed;
@@ -774,7 +929,7 @@ impl Model {
                 if *final_ || made >= attempts {
                     let mut added = vec![];
                     if keep == 0 {
-                        self.rows.remove(id);
+                        self.drop_row(id);
                     } else {
                         let r = self.row(id);
                         r.state = St::Failed;
@@ -818,6 +973,7 @@ impl Model {
                 r.stalls = 0;
                 // The last claim's time belongs to the attempts just reset.
                 r.claimed = None;
+                r.progress = None;
                 self.ready(id, false);
                 ev.push(event("waiting", Some(id), &[("prev", prev.word().as_bytes().to_vec())]));
                 Ok(Reply::Int(1))
@@ -839,7 +995,8 @@ impl Model {
             }
             Call::Stalled { max_stalls, count } => {
                 let max_stalls = within(max_stalls.unwrap_or(self.cfg.max_stalls), 0, MAX_STALLS_MAX)?;
-                let count = within(count.unwrap_or(self.cfg.stalled_batch), 1, STALLED_COUNT_MAX)?;
+                let count = within(count.unwrap_or(self.cfg.stalled_batch), 1, STALLED_COUNT_MAX)?
+                    .min(RECLAIM_PER_CALL);
                 let keep = self.cfg.keep_failed;
                 // Leases whose deadline has passed, earliest first.
                 let mut expired: Vec<(i64, Vec<u8>)> =
@@ -867,7 +1024,7 @@ impl Model {
                             r.made
                         };
                         if keep == 0 {
-                            self.rows.remove(&id);
+                            self.drop_row(&id);
                         } else {
                             self.failed.insert(id.clone(), now);
                             added.push(id.clone());
@@ -886,6 +1043,203 @@ impl Model {
                 }
                 self.retire(Finished::Failed, before, added, keep, true, None, now);
                 Ok(Reply::Array(vec![Reply::Array(requeued), Reply::Array(dead)]))
+            }
+            Call::Progress { id, token, progress } => {
+                gate(id)?;
+                token_ok(token)?;
+                if progress.len() > PROGRESS_MAX {
+                    return Err("EMQARG");
+                }
+                if !self.rows.contains_key(id) {
+                    return Err("EMQNOJOB");
+                }
+                if !self.held(id, token) {
+                    return Err("EMQLEASE");
+                }
+                self.row(id).progress = Some(progress.clone());
+                ev.push(event("progress", Some(id), &[]));
+                Ok(Reply::Int(1))
+            }
+            Call::Log { id, token, line, keep } => {
+                gate(id)?;
+                token_ok(token)?;
+                if line.len() > self.cfg.max_payload {
+                    return Err("EMQARG");
+                }
+                let keep = within(keep.unwrap_or(self.cfg.log_keep), 1, LOG_KEEP_MAX)?;
+                if !self.rows.contains_key(id) {
+                    return Err("EMQNOJOB");
+                }
+                if !self.held(id, token) {
+                    return Err("EMQLEASE");
+                }
+                let log = self.logs.entry(id.clone()).or_default();
+                log.push(line.clone());
+                let over = log.len().saturating_sub(keep as usize);
+                log.drain(..over);
+                Ok(Reply::Int(log.len() as i64))
+            }
+            Call::Remove { id, force } => {
+                gate(id)?;
+                let Some(r) = self.rows.get(id) else { return Ok(Reply::Int(0)) };
+                let prev = r.state;
+                if prev == St::Active && !force {
+                    return Err("EMQSTATE");
+                }
+                self.unset(id);
+                self.drop_row(id);
+                ev.push(event("removed", Some(id), &[("prev", prev.word().as_bytes().to_vec())]));
+                Ok(Reply::Int(1))
+            }
+            Call::Drain { delayed, count } => {
+                let count = within(count.unwrap_or(DELETE_COUNT_DEFAULT), 1, DELETE_COUNT_MAX)? as usize;
+                let mut doomed: Vec<Vec<u8>> = self.ordered(St::Wait);
+                doomed.extend(self.ordered(St::Prio));
+                if *delayed {
+                    doomed.extend(self.ordered(St::Delayed));
+                }
+                doomed.truncate(count);
+                for id in &doomed {
+                    self.unset(id);
+                    self.drop_row(id);
+                }
+                if !doomed.is_empty() {
+                    ev.push(event("cleaned", None, &[("count", n(doomed.len() as i64))]));
+                }
+                Ok(Reply::Int(doomed.len() as i64))
+            }
+            Call::Clean { set, grace, count } => {
+                let grace = within(*grace, 0, TIME_MAX)?;
+                let count = within(count.unwrap_or(DELETE_COUNT_DEFAULT), 1, DELETE_COUNT_MAX)? as usize;
+                let cutoff = now - grace;
+                let finished = if *set == St::Completed { &self.completed } else { &self.failed };
+                let mut old: Vec<(i64, Vec<u8>)> =
+                    finished.iter().filter(|(_, f)| **f < cutoff).map(|(id, f)| (*f, id.clone())).collect();
+                old.sort();
+                old.truncate(count);
+                for (_, id) in &old {
+                    self.unset(id);
+                    self.drop_row(id);
+                }
+                if !old.is_empty() {
+                    ev.push(event("cleaned", None, &[("count", n(old.len() as i64))]));
+                }
+                Ok(Reply::Array(old.into_iter().map(|(_, id)| Reply::Bulk(id)).collect()))
+            }
+            Call::Obliterate { force, count } => {
+                let mut budget = within(count.unwrap_or(DELETE_COUNT_DEFAULT), 1, DELETE_COUNT_MAX)? as usize;
+                if !self.active.is_empty() && !force {
+                    return Err("EMQSTATE");
+                }
+                // The rows first, from the sets in this order, at most COUNT.
+                let mut doomed = Vec::new();
+                for set in [St::Wait, St::Prio, St::Active, St::Delayed, St::Completed, St::Failed] {
+                    let ids = self.ordered(set);
+                    let take = ids.len().min(budget);
+                    budget -= take;
+                    doomed.extend(ids.into_iter().take(take));
+                }
+                for id in &doomed {
+                    self.unset(id);
+                    self.drop_row(id);
+                }
+                let sets = [St::Wait, St::Prio, St::Active, St::Delayed, St::Completed, St::Failed];
+                let jobs_left: usize = sets.iter().map(|s| self.set_len(*s)).sum();
+                // Then, once no job is left, the queue's own keys (a set is gone with its
+                // last job; meta exists while paused; events once one was written).
+                let mut keys_left = 0;
+                if jobs_left == 0 {
+                    for exists in [self.paused, self.events_exist].iter().enumerate() {
+                        if !*exists.1 {
+                            continue;
+                        }
+                        if budget > 0 {
+                            budget -= 1;
+                            if exists.0 == 0 {
+                                self.paused = false;
+                            } else {
+                                self.events_exist = false;
+                            }
+                        } else {
+                            keys_left += 1;
+                        }
+                    }
+                } else {
+                    keys_left = sets.iter().filter(|s| self.set_len(**s) > 0).count()
+                        + usize::from(self.paused)
+                        + usize::from(self.events_exist);
+                }
+                Ok(Reply::Int((jobs_left + keys_left) as i64))
+            }
+            Call::Job { id } => {
+                gate(id)?;
+                let Some(r) = self.rows.get(id) else { return Ok(Reply::Nil) };
+                let int = Reply::Int;
+                let opt_int = |v: Option<i64>| v.map_or(Reply::Nil, Reply::Int);
+                let opt_bulk = |v: &Option<Vec<u8>>| v.clone().map_or(Reply::Nil, Reply::Bulk);
+                let backoff = r.backoff.map_or(Reply::Nil, |b| {
+                    Reply::Bulk(match b {
+                        Backoff::Fixed(ms) => format!("FIXED {ms}").into_bytes(),
+                        Backoff::Exp(ms) => format!("EXP {ms}").into_bytes(),
+                    })
+                });
+                let score = |st: St, m: &BTreeMap<Vec<u8>, i64>| {
+                    if r.state == st {
+                        opt_int(m.get(id).copied())
+                    } else {
+                        Reply::Nil
+                    }
+                };
+                let facts = [
+                    ("id", Reply::Bulk(id.clone())),
+                    ("state", Reply::Bulk(r.state.word().as_bytes().to_vec())),
+                    ("name", Reply::Bulk(r.name.clone())),
+                    ("data", Reply::Bulk(r.data.clone())),
+                    ("opts", Reply::Nil),
+                    ("priority", int(r.priority)),
+                    ("attempts", int(r.attempts)),
+                    ("backoff", backoff),
+                    ("created", int(r.created)),
+                    ("started", int(r.started)),
+                    ("made", int(r.made)),
+                    ("stalls", int(r.stalls)),
+                    ("claimed", opt_int(r.claimed)),
+                    ("deadline", score(St::Active, &self.active)),
+                    ("due", score(St::Delayed, &self.delayed)),
+                    ("expire", Reply::Nil),
+                    ("progress", opt_bulk(&r.progress)),
+                    ("result", opt_bulk(&r.result)),
+                    ("error", opt_bulk(&r.error)),
+                    ("finished", opt_int(r.finished)),
+                ];
+                Ok(Reply::Array(
+                    facts.into_iter().flat_map(|(k, v)| [Reply::Bulk(k.as_bytes().to_vec()), v]).collect(),
+                ))
+            }
+            Call::Counts => {
+                let mut out = Vec::new();
+                for set in [St::Wait, St::Prio, St::Active, St::Delayed, St::Completed, St::Failed] {
+                    out.extend([
+                        Reply::Bulk(set.word().as_bytes().to_vec()),
+                        Reply::Int(self.set_len(set) as i64),
+                    ]);
+                }
+                out.extend([Reply::Bulk(b"paused".to_vec()), Reply::Int(i64::from(self.paused))]);
+                Ok(Reply::Array(out))
+            }
+            Call::Jobs { set, from, count, rev } => {
+                let from = within(from.unwrap_or(0), 0, TIME_MAX)?;
+                let count = within(count.unwrap_or(100), 1, PAGE_MAX)?;
+                let mut ids = self.ordered(*set);
+                if *rev {
+                    ids.reverse();
+                }
+                let total = ids.len() as i64;
+                let page: Vec<Reply> =
+                    ids.into_iter().skip(from as usize).take(count as usize).map(Reply::Bulk).collect();
+                let end = from + page.len() as i64;
+                let next = if end < total { end } else { -1 };
+                Ok(Reply::Array(vec![Reply::Int(next), Reply::Array(page)]))
             }
         }
     }
@@ -909,6 +1263,7 @@ impl Model {
                 result: None,
                 error: None,
                 finished: None,
+                progress: None,
             },
         );
     }
@@ -948,10 +1303,19 @@ impl Model {
                             result: r.result.clone(),
                             error: r.error.clone(),
                             finished: r.finished,
+                            progress: r.progress.clone(),
                         },
                     )
                 })
                 .collect(),
+            logs: self
+                .logs
+                .iter()
+                .filter(|(_, l)| !l.is_empty())
+                .map(|(id, l)| (id.clone(), l.clone()))
+                .collect(),
+            meta_exists: self.paused,
+            events_exist: self.events_exist,
         }
     }
 }
@@ -975,10 +1339,16 @@ struct RowView {
     result: Option<Vec<u8>>,
     error: Option<Vec<u8>>,
     finished: Option<i64>,
+    progress: Option<Vec<u8>>,
 }
 
 #[derive(Debug, PartialEq)]
 struct View {
+    /// Each job's log lines, oldest first (only jobs that have a log).
+    logs: BTreeMap<Vec<u8>, Vec<Vec<u8>>>,
+    /// Whether `meta` and `events` exist (OBLITERATE deletes them).
+    meta_exists: bool,
+    events_exist: bool,
     /// Claim order (the list's right end first).
     wait: Vec<Vec<u8>>,
     /// (member, score) in the set's order.
@@ -1048,6 +1418,13 @@ fn read_view(
     let mut start = b"(".to_vec();
     start.extend_from_slice(last_event);
     cmds.push(vec![b"XRANGE".to_vec(), q.k("events").into_bytes(), start, b"+".to_vec()]);
+    for i in 0..pool {
+        let mut k = format!("emq:{{{}}}:log:", q.0).into_bytes();
+        k.extend(pool_id(i));
+        cmds.push(vec![b"LRANGE".to_vec(), k, b"0".to_vec(), b"-1".to_vec()]);
+    }
+    cmds.push(cmd(&[b"EXISTS", q.k("meta").as_bytes()]));
+    cmds.push(cmd(&[b"EXISTS", q.k("events").as_bytes()]));
     let r = c.pipeline(&cmds);
     let mut wait: Vec<Vec<u8>> = arr(&r[0])?.iter().map(bulk).collect::<Result<_, _>>()?;
     wait.reverse();
@@ -1090,14 +1467,28 @@ fn read_view(
                 result: f.get("r").cloned(),
                 error: f.get("e").cloned(),
                 finished: opt_int("f")?,
+                progress: f.get("g").cloned(),
             },
         );
     }
+    let mut logs = BTreeMap::new();
+    for i in 0..pool {
+        let lines: Vec<Vec<u8>> = arr(&r[8 + pool + i])?.iter().map(bulk).collect::<Result<_, _>>()?;
+        if !lines.is_empty() {
+            logs.insert(pool_id(i), lines);
+        }
+    }
+    let meta_exists = r[8 + 2 * pool] == Reply::Int(1);
+    let events_exist = r[9 + 2 * pool] == Reply::Int(1);
     let mut events = Vec::new();
     for e in arr(&r[7 + pool])? {
         let e = arr(e)?;
         *last_event = bulk(&e[0])?;
         events.push(arr(&e[1])?.iter().map(bulk).collect::<Result<Vec<_>, _>>()?);
+    }
+    if !events_exist {
+        // OBLITERATE deleted the stream: the next one starts afresh (its ids may be lower).
+        *last_event = b"0-0".to_vec();
     }
     let mut zs = zs.into_iter();
     let mut next = || zs.next().unwrap_or_default();
@@ -1110,6 +1501,9 @@ fn read_view(
         failed: next(),
         paused,
         rows,
+        logs,
+        meta_exists,
+        events_exist,
     };
     Ok((view, events))
 }
@@ -1117,8 +1511,52 @@ fn read_view(
 fn same_reply(exp: &Reply, got: &Reply) -> bool {
     match (exp, got) {
         (Reply::Error(class), Reply::Error(text)) => text.split(' ').next() == Some(class.as_str()),
-        _ => exp == got,
+        _ => *exp == flat(got),
     }
+}
+
+/// A reply as RESP2 shows it: maps as flat pairs (TRA.JOB, TRA.COUNTS over RESP3).
+fn flat(r: &Reply) -> Reply {
+    match r {
+        Reply::Map(pairs) => Reply::Array(pairs.iter().flat_map(|(k, v)| [flat(k), flat(v)]).collect()),
+        Reply::Array(a) => Reply::Array(a.iter().map(flat).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The invariant, read off the server's own view: every job id in at most one state set,
+/// its row's `st` naming that set, a row iff the job is in a set, and no log without its row.
+fn invariant(s: &View) -> Option<String> {
+    let mut seen: BTreeMap<&Vec<u8>, &str> = BTreeMap::new();
+    let sets: [(&str, Vec<&Vec<u8>>); 6] = [
+        ("wait", s.wait.iter().collect()),
+        ("prio", s.prio.iter().map(|(id, _)| id).collect()),
+        ("active", s.active.iter().map(|(id, _)| id).collect()),
+        ("delayed", s.delayed.iter().map(|(id, _)| id).collect()),
+        ("completed", s.completed.iter().map(|(id, _)| id).collect()),
+        ("failed", s.failed.iter().map(|(id, _)| id).collect()),
+    ];
+    for (name, ids) in &sets {
+        for id in ids {
+            if let Some(other) = seen.insert(id, name) {
+                return Some(format!("{} is in {name} and in {other}", show(id)));
+            }
+            match s.rows.get(*id) {
+                None => return Some(format!("{} is in {name} but has no row", show(id))),
+                Some(r) if r.st != name.as_bytes() => {
+                    return Some(format!("{} is in {name} but its row says {}", show(id), show(&r.st)))
+                }
+                _ => {}
+            }
+        }
+    }
+    if let Some(id) = s.rows.keys().find(|id| !seen.contains_key(id)) {
+        return Some(format!("the row of {} is in no state set", show(id)));
+    }
+    if let Some(id) = s.logs.keys().find(|id| !s.rows.contains_key(*id)) {
+        return Some(format!("the log of {} outlived its row", show(id)));
+    }
+    None
 }
 
 /// Where the model's step and the server's differ; None when they agree.
@@ -1137,7 +1575,7 @@ fn differences(
     if exp_ev != got_ev {
         let _ = writeln!(d, "  events: model {} / server {}", show_events(exp_ev), show_events(got_ev));
     }
-    let sets: [(&str, String, String); 7] = [
+    let sets: [(&str, String, String); 9] = [
         ("wait (claim order)", show_ids(&m.wait), show_ids(&s.wait)),
         ("prio", show_scored(&m.prio), show_scored(&s.prio)),
         ("active", show_scored(&m.active), show_scored(&s.active)),
@@ -1145,10 +1583,25 @@ fn differences(
         ("completed", show_scored(&m.completed), show_scored(&s.completed)),
         ("failed", show_scored(&m.failed), show_scored(&s.failed)),
         ("paused", m.paused.to_string(), s.paused.to_string()),
+        ("meta exists", m.meta_exists.to_string(), s.meta_exists.to_string()),
+        ("events exist", m.events_exist.to_string(), s.events_exist.to_string()),
     ];
     for (name, a, b) in sets {
         if a != b {
             let _ = writeln!(d, "  {name}: model {a} / server {b}");
+        }
+    }
+    let logs: BTreeSet<&Vec<u8>> = m.logs.keys().chain(s.logs.keys()).collect();
+    for id in logs {
+        let (a, b) = (m.logs.get(id), s.logs.get(id));
+        if a != b {
+            let _ = writeln!(
+                d,
+                "  log of {}: model {:?} / server {:?}",
+                show(id),
+                a.map(|l| show_ids(l)),
+                b.map(|l| show_ids(l))
+            );
         }
     }
     let ids: BTreeSet<&Vec<u8>> = m.rows.keys().chain(s.rows.keys()).collect();
@@ -1175,7 +1628,7 @@ impl std::fmt::Debug for RowShow<'_> {
         let oi = |v: &Option<i64>| v.map_or("-".to_string(), |i| i.to_string());
         write!(
             f,
-            "st={} n={} d={} p={} a={} c={} tk={} as={} am={} sc={} ca={} r={} e={} f={}",
+            "st={} n={} d={} p={} a={} c={} tk={} as={} am={} sc={} ca={} r={} e={} f={} g={}",
             show(&r.st),
             show(&r.name),
             show(&r.data),
@@ -1189,7 +1642,8 @@ impl std::fmt::Debug for RowShow<'_> {
             oi(&r.claimed),
             o(&r.result),
             o(&r.error),
-            oi(&r.finished)
+            oi(&r.finished),
+            o(&r.progress)
         )
     }
 }
@@ -1375,6 +1829,46 @@ enum Op {
         count: Option<i64>,
         lc: bool,
     },
+    Progress {
+        id: IdC,
+        tok: TokC,
+        progress: B,
+    },
+    Log {
+        id: IdC,
+        tok: TokC,
+        line: B,
+        keep: Option<i64>,
+    },
+    Remove {
+        id: IdC,
+        force: bool,
+    },
+    Drain {
+        delayed: bool,
+        count: Option<i64>,
+        lc: bool,
+    },
+    Clean {
+        failed: bool,
+        grace: i64,
+        count: Option<i64>,
+    },
+    Obliterate {
+        force: bool,
+        count: Option<i64>,
+    },
+    Job {
+        id: IdC,
+    },
+    Counts,
+    Jobs {
+        set: usize,
+        from: Option<i64>,
+        count: Option<i64>,
+        rev: bool,
+        lc: bool,
+    },
     /// Real waiting, ms.
     Sleep(u64),
 }
@@ -1510,6 +2004,31 @@ impl Resolver<'_> {
             }
             Op::Stalled { max_stalls, count, lc } => {
                 (Call::Stalled { max_stalls: *max_stalls, count: *count }, *lc)
+            }
+            Op::Progress { id, tok, progress } => {
+                let id = self.id(id);
+                (Call::Progress { token: self.tok(tok, &id), id, progress: progress.0.clone() }, false)
+            }
+            Op::Log { id, tok, line, keep } => {
+                let id = self.id(id);
+                (Call::Log { token: self.tok(tok, &id), id, line: line.0.clone(), keep: *keep }, false)
+            }
+            Op::Remove { id, force } => (Call::Remove { id: self.id(id), force: *force }, false),
+            Op::Drain { delayed, count, lc } => (Call::Drain { delayed: *delayed, count: *count }, *lc),
+            Op::Clean { failed, grace, count } => (
+                Call::Clean {
+                    set: if *failed { St::Failed } else { St::Completed },
+                    grace: *grace,
+                    count: *count,
+                },
+                false,
+            ),
+            Op::Obliterate { force, count } => (Call::Obliterate { force: *force, count: *count }, false),
+            Op::Job { id } => (Call::Job { id: self.id(id) }, false),
+            Op::Counts => (Call::Counts, false),
+            Op::Jobs { set, from, count, rev, lc } => {
+                let sets = [St::Wait, St::Prio, St::Active, St::Delayed, St::Completed, St::Failed];
+                (Call::Jobs { set: sets[*set % 6], from: *from, count: *count, rev: *rev }, *lc)
             }
             Op::Sleep(_) => unreachable!("sleeps are not calls"),
         }
@@ -1763,6 +2282,115 @@ fn op(crashy: bool) -> BoxedStrategy<Op> {
         ),
         (8, (1u64..=25).prop_map(Op::Sleep).boxed()),
         (2, (100u64..=150).prop_map(Op::Sleep).boxed()),
+        // The inspection and administration commands.
+        (
+            h(3),
+            (held_id(), tok_c(), progress())
+                .prop_map(|(id, tok, progress)| Op::Progress { id, tok, progress })
+                .boxed(),
+        ),
+        (
+            h(14),
+            (held_id(), tok_c(), line(), log_keep())
+                .prop_map(|(id, tok, line, keep)| Op::Log { id, tok, line, keep })
+                .boxed(),
+        ),
+        (3, (id_c(), prop::bool::weighted(0.4)).prop_map(|(id, force)| Op::Remove { id, force }).boxed()),
+        (
+            1,
+            (prop::bool::ANY, del_count(), lc())
+                .prop_map(|(delayed, count, lc)| Op::Drain { delayed, count, lc })
+                .boxed(),
+        ),
+        (
+            3,
+            (prop::bool::ANY, grace(), del_count())
+                .prop_map(|(failed, grace, count)| Op::Clean { failed, grace, count })
+                .boxed(),
+        ),
+        (
+            1,
+            (prop::bool::weighted(0.5), del_count())
+                .prop_map(|(force, count)| Op::Obliterate { force, count })
+                .boxed(),
+        ),
+        (4, id_c().prop_map(|id| Op::Job { id }).boxed()),
+        (2, Just(Op::Counts).boxed()),
+        (
+            3,
+            (0usize..6, page_from(), page_count(), prop::bool::weighted(0.3), lc())
+                .prop_map(|(set, from, count, rev, lc)| Op::Jobs { set, from, count, rev, lc })
+                .boxed(),
+        ),
+    ])
+}
+
+fn progress() -> BoxedStrategy<B> {
+    weighted(vec![
+        (8, Just(b"50%".to_vec()).boxed()),
+        (1, Just(vec![]).boxed()),
+        (1, Just(vec![b'g'; PROGRESS_MAX]).boxed()),
+        (1, Just(vec![b'g'; PROGRESS_MAX + 1]).boxed()),
+    ])
+    .prop_map(B)
+    .boxed()
+}
+
+fn line() -> BoxedStrategy<B> {
+    weighted(vec![
+        (8, Just(b"line".to_vec()).boxed()),
+        (1, Just(vec![]).boxed()),
+        (1, Just(b"\x00\xff 5by".to_vec()).boxed()),
+    ])
+    .prop_map(B)
+    .boxed()
+}
+
+fn log_keep() -> BoxedStrategy<Option<i64>> {
+    weighted(vec![
+        (20, Just(None).boxed()),
+        (10, (1i64..=3).prop_map(Some).boxed()),
+        (1, Just(Some(0i64)).boxed()),
+        (1, Just(Some(LOG_KEEP_MAX)).boxed()),
+        (1, Just(Some(LOG_KEEP_MAX + 1)).boxed()),
+    ])
+}
+
+fn del_count() -> BoxedStrategy<Option<i64>> {
+    weighted(vec![
+        (10, Just(None).boxed()),
+        (10, (1i64..=3).prop_map(Some).boxed()),
+        (1, Just(Some(0i64)).boxed()),
+        (1, Just(Some(DELETE_COUNT_MAX)).boxed()),
+        (1, Just(Some(DELETE_COUNT_MAX + 1)).boxed()),
+    ])
+}
+
+fn grace() -> BoxedStrategy<i64> {
+    weighted(vec![
+        (5, Just(0i64).boxed()),
+        (5, (1i64..=60).boxed()),
+        (2, Just(60_000i64).boxed()),
+        (1, Just(-1i64).boxed()),
+        (1, Just(TIME_MAX + 1).boxed()),
+    ])
+}
+
+fn page_from() -> BoxedStrategy<Option<i64>> {
+    weighted(vec![
+        (10, Just(None).boxed()),
+        (10, (0i64..=5).prop_map(Some).boxed()),
+        (1, Just(Some(-1i64)).boxed()),
+        (1, Just(Some(TIME_MAX + 1)).boxed()),
+    ])
+}
+
+fn page_count() -> BoxedStrategy<Option<i64>> {
+    weighted(vec![
+        (10, Just(None).boxed()),
+        (10, (1i64..=3).prop_map(Some).boxed()),
+        (1, Just(Some(0i64)).boxed()),
+        (1, Just(Some(PAGE_MAX + 1)).boxed()),
     ])
 }
 
@@ -1779,16 +2407,19 @@ struct Case {
 
 fn case(steps: usize) -> BoxedStrategy<Case> {
     let keep = || prop::sample::select(vec![-1i64, 0, 1, 2, 16, 1000]);
-    let batch = || prop::sample::select(vec![1i64, 2, 1000, 1000]);
+    let batch = || prop::sample::select(vec![1i64, 2, 100, 100]);
     let cfg = (
         (keep(), keep(), 0i64..=2, batch()),
         (batch(), batch(), prop::sample::select(vec![4usize, 1 << 20, 1 << 20]), prop::bool::weighted(0.85)),
+        prop::sample::select(vec![1i64, 2, 1000]),
     )
         .prop_map(
             |(
                 (keep_completed, keep_failed, max_stalls, stalled_batch),
                 (promote_batch, retention_batch, max_payload, events),
+                log_keep,
             )| Cfg {
+                log_keep,
                 keep_completed,
                 keep_failed,
                 max_stalls,
@@ -1816,10 +2447,12 @@ fn case(steps: usize) -> BoxedStrategy<Case> {
 // ---------------------------------------------------------------------------------------
 // Running a case against the server and the model.
 
-fn time_ms(c: &mut Conn) -> Result<i64, String> {
-    let r = c.call(&[b"TIME"]);
-    let a = arr(&r)?;
-    Ok(int_of(&bulk(&a[0])?)? * 1000 + int_of(&bulk(&a[1])?)? / 1000)
+/// The clock and the keyspace's digest, in one round trip.
+fn time_and_digest(c: &mut Conn) -> Result<(i64, String), String> {
+    let r = c.pipeline(&[cmd(&[b"TIME"]), cmd(&[b"DEBUG", b"DIGEST"])]);
+    let a = arr(&r[0])?;
+    let t = int_of(&bulk(&a[0])?)? * 1000 + int_of(&bulk(&a[1])?)? / 1000;
+    Ok((t, String::from_utf8_lossy(&bulk(&r[1])?).into_owned()))
 }
 
 fn ok(c: &mut Conn, args: &[&[u8]]) -> Result<(), String> {
@@ -1901,6 +2534,7 @@ fn run_case(pair: &Pair, case: &Case, cov: &Coverage) -> Result<(), String> {
         ("retention-batch", cfg.retention_batch),
         ("events-maxlen", if cfg.events { 100_000 } else { 0 }),
         ("max-payload", cfg.max_payload as i64),
+        ("log-keep", cfg.log_keep),
     ] {
         ok(&mut c, &[b"CONFIG", b"SET", format!("trafikey.{k}").as_bytes(), v.to_string().as_bytes()])?;
     }
@@ -1925,15 +2559,23 @@ fn run_case(pair: &Pair, case: &Case, cov: &Coverage) -> Result<(), String> {
             let _ = writeln!(log, "{i:>3} (sleep {ms} ms)");
             continue;
         }
-        let t0 = time_ms(&mut c)?;
+        let (t0, before) = time_and_digest(&mut c)?;
         let (call, lc) = Resolver { m: &m, pool: case.pool, clock: t0, fresh: &mut fresh }.call(op);
         let argv = call.argv(&q, lc);
         let refs: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
         let reply = vc.call(&refs);
-        let t1 = time_ms(&mut c)?;
+        let (t1, after) = time_and_digest(&mut c)?;
         let (view, events) = read_view(&mut c, &q, case.pool, &mut last_event)
             .map_err(|e| format!("{log}reading the queue: {e}"))?;
         let _ = writeln!(log, "{i:>3} [{t0}..{t1}] {} -> {}", show_argv(&argv), show_reply(&reply));
+        if reply.err().is_some() && before != after {
+            return Err(format!("{log}\nA REFUSAL WROTE at step {i}: DEBUG DIGEST {before} -> {after}"));
+        }
+        if let Some(e) = invariant(&view) {
+            return Err(format!(
+                "{log}\nINVARIANT (each job in at most one state set, named by its row; no log without its row) broken at step {i}: {e}"
+            ));
+        }
         *cov.borrow_mut().entry((call.verb().to_string(), outcome(&call, &reply))).or_default() += 1;
         let step = |now: i64| {
             let mut next = m.clone();
@@ -1948,6 +2590,9 @@ fn run_case(pair: &Pair, case: &Case, cov: &Coverage) -> Result<(), String> {
             };
             if !next.cfg.events {
                 ev.clear();
+            }
+            if !ev.is_empty() {
+                next.events_exist = true;
             }
             let d = differences(&exp, &reply, &ev, &events, &next.view(), &view);
             (next, d)
@@ -1967,7 +2612,15 @@ fn run_case(pair: &Pair, case: &Case, cov: &Coverage) -> Result<(), String> {
             }
         }
         match agreed {
-            Some(next) => m = next,
+            Some(next) => {
+                // Which paths deleted a log with its row (the summary shows each).
+                let gone = m.logs.keys().filter(|id| !next.logs.contains_key(*id)).count() as u64;
+                if gone > 0 {
+                    *cov.borrow_mut().entry((call.verb().to_string(), "logs deleted".into())).or_default() +=
+                        gone;
+                }
+                m = next
+            }
             None => {
                 let (now, d) = first_diff.unwrap_or_default();
                 // Tell a clock-bracket problem (the harness's) from a real divergence.
@@ -2072,12 +2725,13 @@ fn found_divergences_replay() {
     };
     let enqueue = |i| Op::Enqueue { id: IdC::Pool(i), job: job(), lifo: false, lc: false };
     let cfg = Cfg {
+        log_keep: 1000,
         keep_completed: -1,
         keep_failed: 1,
         max_stalls: 0,
-        stalled_batch: 1000,
-        promote_batch: 1000,
-        retention_batch: 1000,
+        stalled_batch: 100,
+        promote_batch: 100,
+        retention_batch: 100,
         max_payload: 1 << 20,
         events: true,
     };
@@ -2125,4 +2779,164 @@ fn found_divergences_replay() {
         failures.len(),
         failures.join("\n\n")
     );
+}
+
+/// Every path that deletes a row deletes its job's log (a log never outlives its row), each
+/// run once as a fixed sequence against the model — whatever the random cases happen to
+/// reach: retention by count (KEEP n) and by age (AGE), KEEP 0, STALLED's failure under
+/// `keep-failed 0`, REMOVE … FORCE of a held job, DRAIN, CLEAN and OBLITERATE … FORCE.
+#[test]
+fn every_path_deletes_the_log_with_its_row() {
+    let job = || JobC {
+        name: B(b"alpha".to_vec()),
+        data: B(b"{}".to_vec()),
+        priority: None,
+        attempts: None,
+        backoff: None,
+    };
+    let enqueue = |i| Op::Enqueue { id: IdC::Pool(i), job: job(), lifo: false, lc: false };
+    let claim = |count, lease| Op::Claim { tok: ClaimTok::Fresh, lease, count: Some(count), lc: false };
+    let log = |k| Op::Log { id: IdC::Active(k), tok: TokC::Holder, line: B(b"line".to_vec()), keep: None };
+    let complete = |keep, age| Op::Complete {
+        id: IdC::Active(0),
+        tok: TokC::Holder,
+        result: B(b"ok".to_vec()),
+        keep,
+        age,
+        lc: false,
+    };
+    let cfg = Cfg {
+        log_keep: 1000,
+        keep_completed: -1,
+        keep_failed: 1000,
+        max_stalls: 0,
+        stalled_batch: 100,
+        promote_batch: 100,
+        retention_batch: 100,
+        max_payload: 1 << 20,
+        events: true,
+    };
+    let case = |cfg, ops| Case { cfg, pool: 5, crashy: false, resp3: false, ops };
+    let paths: Vec<(&str, Case)> = vec![
+        (
+            "EMQ.COMPLETE",
+            // KEEP 1: the older completed job goes, with its log.
+            case(
+                cfg,
+                vec![
+                    enqueue(0),
+                    enqueue(1),
+                    claim(2, 60_000),
+                    log(0),
+                    log(1),
+                    complete(Some(-1), None),
+                    complete(Some(1), None),
+                ],
+            ),
+        ),
+        (
+            "EMQ.COMPLETE",
+            // AGE 1: a job finished more than 1 ms ago goes, with its log.
+            case(
+                cfg,
+                vec![
+                    enqueue(0),
+                    claim(1, 60_000),
+                    log(0),
+                    complete(Some(-1), None),
+                    Op::Sleep(5),
+                    enqueue(1),
+                    claim(1, 60_000),
+                    complete(Some(-1), Some(1)),
+                ],
+            ),
+        ),
+        (
+            "EMQ.FAIL",
+            // KEEP 0: the job goes at once, with its log.
+            case(
+                cfg,
+                vec![
+                    enqueue(0),
+                    claim(1, 60_000),
+                    log(0),
+                    Op::Fail {
+                        id: IdC::Active(0),
+                        tok: TokC::Holder,
+                        error: B(b"boom".to_vec()),
+                        keep: Some(0),
+                        age: None,
+                        final_: true,
+                        lc: false,
+                    },
+                ],
+            ),
+        ),
+        (
+            "EMQ.STALLED",
+            // keep-failed 0: a stalled job failing for good goes at once, with its log.
+            case(
+                Cfg { keep_failed: 0, ..cfg },
+                vec![
+                    enqueue(0),
+                    claim(1, 1),
+                    log(0),
+                    Op::Sleep(10),
+                    Op::Stalled { max_stalls: Some(0), count: None, lc: false },
+                ],
+            ),
+        ),
+        (
+            "TRA.REMOVE",
+            case(
+                cfg,
+                vec![enqueue(0), claim(1, 60_000), log(0), Op::Remove { id: IdC::Pool(0), force: true }],
+            ),
+        ),
+        (
+            "TRA.DRAIN",
+            case(
+                cfg,
+                vec![
+                    enqueue(0),
+                    claim(1, 60_000),
+                    log(0),
+                    Op::Requeue { id: IdC::Active(0), tok: TokC::Holder },
+                    Op::Drain { delayed: false, count: None, lc: false },
+                ],
+            ),
+        ),
+        (
+            "TRA.CLEAN",
+            case(
+                cfg,
+                vec![
+                    enqueue(0),
+                    claim(1, 60_000),
+                    log(0),
+                    complete(Some(-1), None),
+                    Op::Sleep(5),
+                    Op::Clean { failed: false, grace: 0, count: None },
+                ],
+            ),
+        ),
+        (
+            "TRA.OBLITERATE",
+            case(
+                cfg,
+                vec![enqueue(0), claim(1, 60_000), log(0), Op::Obliterate { force: true, count: None }],
+            ),
+        ),
+    ];
+    let pair = Pair::start();
+    let mut failures = Vec::new();
+    for (verb, case) in &paths {
+        let cov = Coverage::default();
+        if let Err(e) = run_case(&pair, case, &cov) {
+            failures.push(format!("== {verb}\n{e}"));
+        } else if !cov.borrow().contains_key(&(verb.to_string(), "logs deleted".to_string())) {
+            failures.push(format!("== {verb}: the sequence deleted no log ({:?})", cov.borrow()));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }

@@ -299,3 +299,81 @@ mod tests {
         }
     }
 }
+
+/// Tests that kill the mutants cargo-mutants left alive (scripts/mutants; tests/MUTANTS.md).
+#[cfg(test)]
+mod mutants_killed {
+    use super::*;
+
+    /// Every option, with a valid value where it takes one.
+    const EVERY: [(Opt, &[&[u8]]); 19] = [
+        (Opt::Priority, &[b"1"]),
+        (Opt::Attempts, &[b"2"]),
+        (Opt::Backoff, &[b"FIXED", b"3"]),
+        (Opt::Opts, &[b"blob"]),
+        (Opt::Lifo, &[]),
+        (Opt::Keep, &[b"4"]),
+        (Opt::Age, &[b"5"]),
+        (Opt::Final, &[]),
+        (Opt::Count, &[b"6"]),
+        (Opt::MaxStalls, &[b"7"]),
+        (Opt::MaxLen, &[b"8"]),
+        (Opt::Ttl, &[b"9"]),
+        (Opt::Block, &[b"10"]),
+        (Opt::From, &[b"11"]),
+        (Opt::Rev, &[]),
+        (Opt::Force, &[]),
+        (Opt::Delayed, &[]),
+        (Opt::Grace, &[b"12"]),
+        (Opt::Expire, &[b"+13"]),
+    ];
+
+    fn call(opts: &[(Opt, &[&'static [u8]])]) -> Vec<&'static [u8]> {
+        let mut v: Vec<&'static [u8]> = Vec::new();
+        for (opt, values) in opts {
+            v.push(opt.word().as_bytes());
+            v.extend_from_slice(values);
+        }
+        v
+    }
+
+    #[test]
+    fn each_option_lands_in_its_own_field() {
+        let all: Vec<Opt> = EVERY.iter().map(|e| e.0).collect();
+        for order in [EVERY.to_vec(), EVERY.iter().rev().copied().collect()] {
+            let o = options(&call(&order), &all).unwrap();
+            assert_eq!(o.priority, Some(1));
+            assert_eq!(o.attempts, Some(2));
+            assert_eq!(o.backoff, Some(Backoff::Fixed(3)));
+            assert_eq!(o.opts, Some(&b"blob"[..]));
+            assert!(o.lifo && o.final_ && o.rev && o.force && o.delayed);
+            assert_eq!(o.keep, Some(4));
+            assert_eq!(o.age, Some(5));
+            assert_eq!(o.count, Some(6));
+            assert_eq!(o.max_stalls, Some(7));
+            assert_eq!(o.max_len, Some(8));
+            assert_eq!(o.ttl, Some(9));
+            assert_eq!(o.block, Some(10));
+            assert_eq!(o.from, Some(11));
+            assert_eq!(o.grace, Some(12));
+            assert_eq!(o.expire, Some(When::In(13)));
+        }
+    }
+
+    #[test]
+    fn every_option_given_twice_is_refused_and_once_each_is_not() {
+        for (i, e) in EVERY.iter().enumerate() {
+            let word = e.0.word();
+            let twice = call(&[*e, *e]);
+            assert_eq!(
+                options(&twice, &[e.0]),
+                Err(Refusal::Shape(format!("option {word} given twice"))),
+                "{word}"
+            );
+            // Beside every other option, once each: no two options share a bit.
+            for f in &EVERY[i + 1..] {
+                assert!(options(&call(&[*e, *f]), &[e.0, f.0]).is_ok(), "{word} {}", f.0.word());
+            }
+        }
+    }
+}

@@ -111,3 +111,16 @@ mod tests {
         }
     }
 }
+
+/// Tests that kill the mutants cargo-mutants left alive (scripts/mutants; tests/MUTANTS.md).
+#[cfg(test)]
+mod mutants_killed {
+    use super::*;
+
+    #[test]
+    fn the_failure_counter_lives_a_day_by_default() {
+        // src/CONTRACT.md: FAILURES TTL defaults to 86400000 (24 h).
+        assert_eq!(FAILURES_TTL_DEFAULT, 86_400_000);
+        assert_eq!(expiry(0, None), Ok(86_400_000));
+    }
+}

@@ -91,10 +91,12 @@ impl Verb for Claim {
                     "COUNT",
                 )?;
                 let block = block.map(|b| domain::range(b, 0, domain::BLOCK_MAX, "BLOCK")).transpose()?;
-                let jobs = take(x, token, lease, count)?;
+                let (jobs, settled) = take_past_expired(x, token, lease, count)?;
                 Ok(match block {
                     // Nothing ready (or paused): wait for a job to become ready, or for RESUME.
-                    Some(timeout_ms) if jobs.is_empty() => Reply::Block { timeout_ms, roles: WAKE_ON },
+                    Some(timeout_ms) if jobs.is_empty() && settled => {
+                        Reply::Block { timeout_ms, roles: WAKE_ON }
+                    }
                     _ => Reply::Rows4(jobs),
                 })
             }
@@ -134,8 +136,46 @@ enum Taken {
     Promoted(usize),
 }
 
-/// The claim itself: promotions, then up to `count` jobs, as reply rows.
-fn take(x: &mut Exec, token: ArgStr, lease: i64, count: usize) -> Result<Vec<[Reply; 4]>, Refusal> {
+/// Passes one CLAIM makes at most while the jobs it meets keep turning out expired.
+const PASSES: usize = 4;
+
+/// `take`, again while jobs it met had expired and it is still short of `count`: expired jobs
+/// do not use up a claim, and a waiting claimer does not wait while a job is ready behind
+/// them. A later pass that is refused (it wrote nothing) ends the claim with what it has;
+/// after the last pass with expired jobs still met, the claim answers (empty or short)
+/// rather than wait.
+/// Returns the jobs, and whether the last pass met no expired job (only then may an empty
+/// claim wait).
+fn take_past_expired(
+    x: &mut Exec,
+    token: ArgStr,
+    lease: i64,
+    count: usize,
+) -> Result<(Vec<[Reply; 4]>, bool), Refusal> {
+    let (mut jobs, mut expired) = take(x, token, lease, count)?;
+    // Jobs met in all passes, handed out or failed: one CLAIM's work stays within its bound.
+    let mut met = jobs.len().saturating_add(expired as usize);
+    let bound = usize::try_from(domain::CLAIM_PER_CALL).unwrap_or(0);
+    for _ in 1..PASSES {
+        let want = count.saturating_sub(jobs.len()).min(bound.saturating_sub(met));
+        if expired == 0 || want == 0 {
+            break;
+        }
+        match take(x, token, lease, want) {
+            Ok((more, e)) => {
+                met = met.saturating_add(more.len()).saturating_add(e as usize);
+                jobs.extend(more);
+                expired = e;
+            }
+            Err(_) => return Ok((jobs, false)),
+        }
+    }
+    Ok((jobs, expired == 0))
+}
+
+/// The claim itself: promotions, then up to `count` jobs, as reply rows, and how many jobs it
+/// failed as expired instead.
+fn take(x: &mut Exec, token: ArgStr, lease: i64, count: usize) -> Result<(Vec<[Reply; 4]>, u64), Refusal> {
     let ready = Ready::open(x)?;
     let active = x.open_as(Active, Kind::ZSet)?;
     let delayed = x.open_as(Delayed, Kind::ZSet)?;
@@ -208,7 +248,7 @@ fn take(x: &mut Exec, token: ArgStr, lease: i64, count: usize) -> Result<Vec<[Re
     ready.prio.zrem_many(&from_prio);
     let live: Few<&Found> = sized(ordered.len(), ordered.iter().map(|(j, _)| *j).filter(|j| j.live()));
     metrics::add(&metrics::ORPHANS, ordered.iter().filter(|(j, _)| j.orphan).count() as u64);
-    expiry.apply(x, &events)?;
+    let expired = expiry.apply(x, &events)?;
     let ids: Few<_> = live.iter().map(|j| j.id.ptr()).collect();
     let deadline = domain::deadline(now, lease);
     active.zadd_many(deadline, &ids)?;
@@ -237,7 +277,7 @@ fn take(x: &mut Exec, token: ArgStr, lease: i64, count: usize) -> Result<Vec<[Re
             Reply::Int(attempt),
         ]);
     }
-    Ok(out)
+    Ok((out, expired))
 }
 
 /// The call's working lists: on the stack for the usual few jobs, sized once beyond that (a
