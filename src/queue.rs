@@ -52,7 +52,8 @@ pub mod field {
         FINISHED = c"f";
         /// The holder's last progress report (TRA.PROGRESS), opaque.
         PROGRESS = c"g";
-        /// The time the job expires if no CLAIM has taken it (EXPIRE), ms.
+        /// The time the job expires if no CLAIM has taken it (EXPIRE), ms; deleted by the CLAIM
+        /// that takes it in time.
         EXPIRE = c"x";
     }
 }
@@ -142,6 +143,8 @@ pub struct Found {
     pub priority: i64,
     /// Past its EXPIRE time: never promoted nor handed out, failed with `expired` instead.
     pub expired: bool,
+    /// It has an EXPIRE time (which a CLAIM in time spends).
+    pub expires: bool,
 }
 
 impl Found {
@@ -149,17 +152,16 @@ impl Found {
         let row = x.open_undeclared(Role::Job, id.bytes(), Access::Update)?;
         let orphan = !row.exists_as(Kind::Hash)?;
         let int = |v: Option<Str>| v.and_then(|v| domain::args::int(v.bytes()));
-        let (priority, expire, started) = if orphan {
-            (0, None, None)
+        let (priority, expire) = if orphan {
+            (0, None)
         } else if with_priority {
-            let [p, e, s, ..] = row.hget_many(&[&field::PRIORITY, &field::EXPIRE, &field::STARTED]);
-            (int(p).unwrap_or(0), int(e), int(s))
+            let [p, e, ..] = row.hget_many(&[&field::PRIORITY, &field::EXPIRE]);
+            (int(p).unwrap_or(0), int(e))
         } else {
-            let [e, s, ..] = row.hget_many(&[&field::EXPIRE, &field::STARTED]);
-            (0, int(e), int(s))
+            (0, int(Row(&row).get(&field::EXPIRE)))
         };
-        let expired = domain::expired(expire, started.unwrap_or(0), x.now());
-        Ok(Found { id, row, orphan, priority, expired })
+        let expired = domain::expired(expire, x.now());
+        Ok(Found { id, row, orphan, priority, expired, expires: expire.is_some() })
     }
 
     /// Neither orphan nor expired: a job to promote or hand out.

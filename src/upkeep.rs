@@ -359,15 +359,7 @@ fn expiry_of(ctx: *mut RedisModuleCtx, db: c_int, name: &[u8]) -> Option<i64> {
         return None;
     }
     let key = host::Key::open(ctx, host::Name::Own(Str::new(ctx, name)?), false);
-    let [st, at, started, ..] = key.hget_many(&[
-        &crate::queue::field::STATE,
-        &crate::queue::field::EXPIRE,
-        &crate::queue::field::STARTED,
-    ]);
-    if started.is_some() {
-        // Claimed in time once: EXPIRE is spent.
-        return None;
-    }
+    let [st, at, ..] = key.hget_many(&[&crate::queue::field::STATE, &crate::queue::field::EXPIRE]);
     let waiting = matches!(
         st.and_then(|s| JobState::of(s.bytes())),
         Some(JobState::Wait | JobState::Prio | JobState::Delayed)

@@ -1,7 +1,8 @@
 //! Model-based property test of the job queue: a pure Rust model of the thirteen job verbs
 //! (ENQUEUE, CLAIM with PAUSE/RESUME, EXTEND, EXTENDS, COMPLETE, SCHEDULE, PROMOTE,
-//! RESCHEDULE, DELAY, FAIL, REPROCESS, REQUEUE, STALLED) and of the inspection and
-//! administration commands (TRA.PROGRESS, TRA.LOG, TRA.REMOVE with and without FORCE,
+//! RESCHEDULE, DELAY, FAIL, REPROCESS, REQUEUE, STALLED; ENQUEUE and SCHEDULE with and without
+//! `EXPIRE when`) and of the inspection and administration commands (TRA.COMPLETES,
+//! TRA.PROGRESS, TRA.LOG, TRA.REMOVE with and without FORCE,
 //! TRA.DRAIN with and without DELAYED, TRA.CLEAN of either finished set, TRA.OBLITERATE with
 //! and without FORCE, and the reads TRA.JOB, TRA.COUNTS, TRA.JOBS, whose replies are checked
 //! against the model's own view), written from the contract (src/CONTRACT.md), the reference
@@ -15,9 +16,9 @@
 //! the paused flag, whether `meta` and `events` exist, every job's log (`emq:{Q}:log:<ID>`,
 //! line by line), and every job row's fields the model tracks (state, name, data, priority,
 //! attempts, created, token, started, made, stalls, claimed, result, error, finished,
-//! progress). After every step the invariant holds on the server's own view — every job id
-//! in at most one state set, its row's `st` naming it, a row iff the job is in a set, no log
-//! without its row — and a refusal leaves `DEBUG DIGEST` unchanged (a refusal writes
+//! progress, expire). After every step the invariant holds on the server's own view — every
+//! job id in at most one state set, its row's `st` naming it, a row iff the job is in a set,
+//! no log without its row — and a refusal leaves `DEBUG DIGEST` unchanged (a refusal writes
 //! nothing). Every path that deletes a row deletes its log in the model (retention by count
 //! and by age, KEEP 0, STALLED's failures under retention, REMOVE, DRAIN, CLEAN, OBLITERATE),
 //! so the server must too; the summary counts the logs each verb deleted. After every
@@ -31,6 +32,21 @@
 //! times, which leases have expired and which delayed jobs are due) is then exact, so leases
 //! of 1–20 ms and `when`s a few ms ahead are fine: they expire during real sleeps (1–25 ms
 //! and 100–150 ms steps) or simply while the sequence runs, and the model follows.
+//!
+//! EXPIRE. A job created with `EXPIRE when` (past, +0, a few ms ahead, far ahead, absolute,
+//! and out of range) that no CLAIM has taken by then is never handed out: the CLAIM that meets
+//! it — promoting it when due, or taking it from `wait`/`prio` — fails it for good with
+//! `expired` (`f` = now, a `failed` event with `attempt` = `am`, under `keep-failed`, deleted
+//! at once with 0 or beyond the cap), and goes on to the jobs behind it: another pass while the
+//! last one met an expired job, at most 4, meeting at most 100 jobs in all (each pass promotes
+//! again). Once a CLAIM took the job in time its EXPIRE is spent for good — a retry, a stall or
+//! REPROCESS does not revive it (the reference page says so in as many words). The server runs
+//! with upkeep off, so only CLAIM expires jobs.
+//!
+//! TRA.COMPLETES: up to 100 `id token result` triples (sometimes padded with jobs that do not
+//! exist to exactly 100, or 101), each answered as COMPLETE would (1, 0 for the finishing
+//! token's repeat, -1 not held, -2 no job), `keep-completed` retention when a job finished;
+//! refused whole (the id gate on every id first, then the count, tokens, results, an id twice).
 //!
 //! Every config the model depends on is set per case, at random, and modelled:
 //! `keep-completed`, `keep-failed`, `max-stalls`, `stalled-batch`, `promote-batch`,
@@ -74,6 +90,11 @@ const STALLED_COUNT_MAX: i64 = 10_000;
 /// What one call does at most, whatever COUNT asks (the module's `domain::*_PER_CALL`).
 const CLAIM_PER_CALL: i64 = 100;
 const RECLAIM_PER_CALL: i64 = 200;
+/// Passes one CLAIM makes at most while the jobs it meets keep turning out expired (the
+/// reference page's "a few passes"; the module's `claim::PASSES`).
+const CLAIM_PASSES: usize = 4;
+/// Jobs one TRA.COMPLETES finishes at most (more is refused).
+const COMPLETES_MAX: usize = 100;
 const MAX_STALLS_MAX: i64 = 1000;
 const EXTENDS_PAIRS_MAX: usize = 1000;
 const TOKEN_MAX: usize = 128;
@@ -136,6 +157,8 @@ struct NewJob {
     priority: Option<i64>,
     attempts: Option<i64>,
     backoff: Option<Backoff>,
+    /// EXPIRE when: not handed out from then on unless a CLAIM took it in time.
+    expire: Option<WhenArg>,
 }
 
 #[derive(Clone, Debug)]
@@ -164,10 +187,8 @@ enum Call {
     Job { id: Vec<u8> },
     Counts,
     Jobs { set: St, from: Option<i64>, count: Option<i64>, rev: bool },
-    // EXPIRE when on ENQUEUE and SCHEDULE (in the works in src/): when it lands, add
-    // `expire: Option<WhenArg>` to `NewJob`, its words to `args`, the `expire` fact to
-    // TRA.JOB's reply, and the rule (an expired job is never handed out: CLAIM fails it with
-    // `expired`) to `Model::apply`'s Claim arm; `job_c` then draws it.
+    // TRA.COMPLETES: (id, token, result) triples.
+    Completes { triples: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)> },
 }
 
 impl Call {
@@ -195,6 +216,7 @@ impl Call {
             Call::Job { .. } => "TRA.JOB",
             Call::Counts => "TRA.COUNTS",
             Call::Jobs { .. } => "TRA.JOBS",
+            Call::Completes { .. } => "TRA.COMPLETES",
         }
     }
 
@@ -235,6 +257,9 @@ impl Call {
                 Some(Backoff::Fixed(ms)) => a.extend([w("BACKOFF"), w("FIXED"), num(ms)]),
                 Some(Backoff::Exp(ms)) => a.extend([w("BACKOFF"), w("EXP"), num(ms)]),
                 None => {}
+            }
+            if let Some(x) = j.expire {
+                a.extend([w("EXPIRE"), x.text()]);
             }
         };
         let retention = |a: &mut Vec<Vec<u8>>, keep: &Option<i64>, age: &Option<i64>| {
@@ -338,6 +363,11 @@ impl Call {
                     a.push(w("REV"));
                 }
             }
+            Call::Completes { triples } => {
+                for (id, t, r) in triples {
+                    a.extend([id.clone(), t.clone(), r.clone()]);
+                }
+            }
         }
         a
     }
@@ -418,6 +448,12 @@ struct Row {
     finished: Option<i64>,
     /// The holder's last TRA.PROGRESS report.
     progress: Option<Vec<u8>>,
+    /// EXPIRE, absolute ms (row field `x`).
+    expire: Option<i64>,
+    /// A CLAIM has taken the job (in time): its EXPIRE is spent for good — a retry after
+    /// FAIL, a stall or REPROCESS makes it wait again, and it is handed out as any job
+    /// (src/verbs/README.md, EMQ.ENQUEUE's "EXPIRE when"). Not a row field.
+    spent: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -515,6 +551,16 @@ fn due_of(w: WhenArg, now: i64) -> Result<i64, Refused> {
     Ok(within(at, 0, TIME_MAX)?.max(now))
 }
 
+/// EXPIRE `when` at `now`: absolute or `+ms`, 0..=2^53−1, a time already past kept as given
+/// (the job is expired from the start).
+fn expire_of(w: WhenArg, now: i64) -> Result<i64, Refused> {
+    let at = match w {
+        WhenArg::At(t) => t,
+        WhenArg::In(d) => now.checked_add(d).ok_or("EMQARG")?,
+    };
+    within(at, 0, TIME_MAX)
+}
+
 /// KEEP: -1 all, 0 delete this job now, n the n newest; default: the config.
 fn keep_of(given: Option<i64>, default: i64) -> Result<i64, Refused> {
     match given {
@@ -547,9 +593,10 @@ struct Checked {
     priority: i64,
     attempts: i64,
     backoff: Option<Backoff>,
+    expire: Option<i64>,
 }
 
-fn check_new(j: &NewJob, max_payload: usize) -> Result<Checked, Refused> {
+fn check_new(j: &NewJob, max_payload: usize, now: i64) -> Result<Checked, Refused> {
     if !(1..=NAME_MAX).contains(&j.name.len()) {
         return Err("EMQARG");
     }
@@ -563,7 +610,8 @@ fn check_new(j: &NewJob, max_payload: usize) -> Result<Checked, Refused> {
         Some(Backoff::Exp(ms)) => Some(Backoff::Exp(within(ms, 0, BACKOFF_MAX)?)),
         None => None,
     };
-    Ok(Checked { name: j.name.clone(), data: j.data.clone(), priority, attempts, backoff })
+    let expire = j.expire.map(|w| expire_of(w, now)).transpose()?;
+    Ok(Checked { name: j.name.clone(), data: j.data.clone(), priority, attempts, backoff, expire })
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -714,7 +762,7 @@ impl Model {
         match call {
             Call::Enqueue { id, job, lifo } => {
                 gate(id)?;
-                let j = check_new(job, self.cfg.max_payload)?;
+                let j = check_new(job, self.cfg.max_payload, now)?;
                 if self.rows.contains_key(id) {
                     return Ok(Reply::Int(0));
                 }
@@ -725,7 +773,7 @@ impl Model {
             }
             Call::Schedule { id, when, job } => {
                 gate(id)?;
-                let j = check_new(job, self.cfg.max_payload)?;
+                let j = check_new(job, self.cfg.max_payload, now)?;
                 let due = due_of(*when, now)?;
                 if self.rows.contains_key(id) {
                     return Ok(Reply::Int(0));
@@ -747,44 +795,19 @@ impl Model {
             Call::Claim { token, lease, count } => {
                 token_ok(token)?;
                 let lease = within(*lease, 1, LEASE_MAX)?;
-                let count = within(count.unwrap_or(1), 1, CLAIM_COUNT_MAX)?.min(CLAIM_PER_CALL);
-                // Due delayed jobs first, earliest due first, each ready at the back.
-                let mut due: Vec<(i64, Vec<u8>)> =
-                    self.delayed.iter().filter(|(_, d)| **d <= now).map(|(id, d)| (*d, id.clone())).collect();
-                due.sort();
-                due.truncate(self.cfg.promote_batch as usize);
-                for (_, id) in due {
-                    self.delayed.remove(&id);
-                    self.ready(&id, false);
-                    ev.push(event("waiting", Some(&id), &[("prev", b"delayed".to_vec())]));
-                }
+                let count = within(count.unwrap_or(1), 1, CLAIM_COUNT_MAX)?.min(CLAIM_PER_CALL) as usize;
+                // Expired jobs do not use up a claim: another pass while the last one met any,
+                // at most CLAIM_PASSES, all of them meeting at most CLAIM_PER_CALL jobs.
                 let mut out = Vec::new();
-                if !self.paused {
-                    while (out.len() as i64) < count {
-                        let id = if let Some(id) = self.wait.pop_front() {
-                            id
-                        } else if let Some((p, id)) = self.prio.iter().next().cloned() {
-                            self.prio.remove(&(p, id.clone()));
-                            id
-                        } else {
-                            break;
-                        };
-                        let r = self.row(&id);
-                        r.state = St::Active;
-                        r.token = Some(token.clone());
-                        r.started += 1;
-                        r.claimed = Some(now);
-                        let attempt = r.made + 1;
-                        let (name, data) = (r.name.clone(), r.data.clone());
-                        self.active.insert(id.clone(), (now + lease).min(TIME_MAX));
-                        self.last_token.insert(id.clone(), token.clone());
-                        ev.push(event("active", Some(&id), &[("attempt", n(attempt))]));
-                        out.push(Reply::Array(vec![
-                            Reply::Bulk(id),
-                            Reply::Bulk(name),
-                            Reply::Bulk(data),
-                            Reply::Int(attempt),
-                        ]));
+                let (mut want, mut met) = (count, 0usize);
+                for pass in 0..CLAIM_PASSES {
+                    // Only the first pass promotes: one CLAIM promotes at most promote-batch.
+                    let (got, expired) = self.claim_pass(token, lease, want, now, pass == 0, ev);
+                    met += got.len() + expired;
+                    out.extend(got);
+                    want = (count - out.len()).min((CLAIM_PER_CALL as usize).saturating_sub(met));
+                    if expired == 0 || want == 0 {
+                        break;
                     }
                 }
                 Ok(Reply::Array(out))
@@ -1206,7 +1229,7 @@ impl Model {
                     ("claimed", opt_int(r.claimed)),
                     ("deadline", score(St::Active, &self.active)),
                     ("due", score(St::Delayed, &self.delayed)),
-                    ("expire", Reply::Nil),
+                    ("expire", opt_int(r.expire)),
                     ("progress", opt_bulk(&r.progress)),
                     ("result", opt_bulk(&r.result)),
                     ("error", opt_bulk(&r.error)),
@@ -1227,6 +1250,63 @@ impl Model {
                 out.extend([Reply::Bulk(b"paused".to_vec()), Reply::Int(i64::from(self.paused))]);
                 Ok(Reply::Array(out))
             }
+            Call::Completes { triples } => {
+                if triples.is_empty() {
+                    return Err("EMQSHAPE");
+                }
+                // The id gate first (every id argument), then the ranges.
+                for (id, _, _) in triples {
+                    gate(id)?;
+                }
+                if triples.len() > COMPLETES_MAX {
+                    return Err("EMQARG");
+                }
+                for (_, t, r) in triples {
+                    token_ok(t)?;
+                    if r.len() > self.cfg.max_payload {
+                        return Err("EMQARG");
+                    }
+                }
+                let distinct: BTreeSet<&Vec<u8>> = triples.iter().map(|(id, _, _)| id).collect();
+                if distinct.len() != triples.len() {
+                    return Err("EMQARG");
+                }
+                // Each entry as COMPLETE would answer it; retention as COMPLETE without KEEP.
+                let keep = self.cfg.keep_completed;
+                let before = self.finished_before(Finished::Completed);
+                let mut out = Vec::new();
+                let mut added = Vec::new();
+                for (id, token, result) in triples {
+                    let Some(r) = self.rows.get(id) else {
+                        out.push(Reply::Int(-2));
+                        continue;
+                    };
+                    if !self.held(id, token) {
+                        let repeat = r.state == St::Completed && r.token.as_deref() == Some(&token[..]);
+                        out.push(Reply::Int(if repeat { 0 } else { -1 }));
+                        continue;
+                    }
+                    self.active.remove(id);
+                    let made = r.made + 1;
+                    if keep == 0 {
+                        self.drop_row(id);
+                    } else {
+                        let r = self.row(id);
+                        r.state = St::Completed;
+                        r.result = Some(result.clone());
+                        r.finished = Some(now);
+                        r.made = made;
+                        self.completed.insert(id.clone(), now);
+                        added.push(id.clone());
+                    }
+                    ev.push(event("completed", Some(id), &[("attempt", n(made))]));
+                    out.push(Reply::Int(1));
+                }
+                if out.contains(&Reply::Int(1)) {
+                    self.retire(Finished::Completed, before, added, keep, true, None, now);
+                }
+                Ok(Reply::Array(out))
+            }
             Call::Jobs { set, from, count, rev } => {
                 let from = within(from.unwrap_or(0), 0, TIME_MAX)?;
                 let count = within(count.unwrap_or(100), 1, PAGE_MAX)?;
@@ -1242,6 +1322,107 @@ impl Model {
                 Ok(Reply::Array(vec![Reply::Int(next), Reply::Array(page)]))
             }
         }
+    }
+
+    /// Whether a job met at `now` has expired: its EXPIRE time has come and no CLAIM ever took it.
+    fn expired(&self, id: &[u8], now: i64) -> bool {
+        self.rows.get(id).is_some_and(|r| !r.spent && r.expire.is_some_and(|x| now >= x))
+    }
+
+    /// One pass of CLAIM: due delayed jobs first (earliest due first, at most
+    /// `promote-batch`), each ready at the back — or, expired, failed instead; then, unless
+    /// paused, up to `want` ready jobs in serving order, the expired among them failed instead
+    /// of handed out. Events: the promotions' `waiting`, then the expired jobs' `failed` (the
+    /// promoted ones first, then those met in the ready sets), then the claims' `active`.
+    /// Returns the reply rows and how many jobs expired.
+    fn claim_pass(
+        &mut self,
+        token: &[u8],
+        lease: i64,
+        want: usize,
+        now: i64,
+        promote: bool,
+        ev: &mut Vec<Event>,
+    ) -> (Vec<Reply>, usize) {
+        let mut due: Vec<(i64, Vec<u8>)> =
+            self.delayed.iter().filter(|(_, d)| **d <= now).map(|(id, d)| (*d, id.clone())).collect();
+        due.sort();
+        due.truncate(if promote { self.cfg.promote_batch as usize } else { 0 });
+        let mut expired = Vec::new();
+        for (_, id) in due {
+            self.delayed.remove(&id);
+            if self.expired(&id, now) {
+                expired.push(id);
+            } else {
+                self.ready(&id, false);
+                ev.push(event("waiting", Some(&id), &[("prev", b"delayed".to_vec())]));
+            }
+        }
+        let mut picked = Vec::new();
+        if !self.paused {
+            for _ in 0..want {
+                let id = if let Some(id) = self.wait.pop_front() {
+                    id
+                } else if let Some((p, id)) = self.prio.iter().next().cloned() {
+                    self.prio.remove(&(p, id.clone()));
+                    id
+                } else {
+                    break;
+                };
+                if self.expired(&id, now) {
+                    expired.push(id);
+                } else {
+                    picked.push(id);
+                }
+            }
+        }
+        if !expired.is_empty() {
+            // Failed for good with `expired`, under keep-failed (a soft cap; 0 deletes them).
+            let keep = self.cfg.keep_failed;
+            let before = self.finished_before(Finished::Failed);
+            let mut added = Vec::new();
+            for id in &expired {
+                let made = {
+                    let r = self.row(id);
+                    r.state = St::Failed;
+                    r.error = Some(b"expired".to_vec());
+                    r.finished = Some(now);
+                    r.token = None;
+                    r.made
+                };
+                if keep == 0 {
+                    self.drop_row(id);
+                } else {
+                    self.failed.insert(id.clone(), now);
+                    added.push(id.clone());
+                }
+                ev.push(event("failed", Some(id), &[("error", b"expired".to_vec()), ("attempt", n(made))]));
+            }
+            self.retire(Finished::Failed, before, added, keep, true, None, now);
+        }
+        let mut out = Vec::new();
+        for id in picked {
+            let r = self.row(&id);
+            r.state = St::Active;
+            r.token = Some(token.to_vec());
+            r.started += 1;
+            r.claimed = Some(now);
+            r.spent = true;
+            // The CLAIM deletes `x` from the row: EXPIRE is spent.
+            r.expire = None;
+            let attempt = r.made + 1;
+            let (name, data) = (r.name.clone(), r.data.clone());
+            self.active.insert(id.clone(), (now + lease).min(TIME_MAX));
+            self.last_token.insert(id.clone(), token.to_vec());
+            ev.push(event("active", Some(&id), &[("attempt", n(attempt))]));
+            out.push(Reply::Array(vec![
+                Reply::Bulk(id),
+                Reply::Bulk(name),
+                Reply::Bulk(data),
+                Reply::Int(attempt),
+            ]));
+        }
+        (out, expired.len())
     }
 
     fn create(&mut self, id: &[u8], j: &Checked, now: i64) {
@@ -1264,6 +1445,8 @@ impl Model {
                 error: None,
                 finished: None,
                 progress: None,
+                expire: j.expire,
+                spent: false,
             },
         );
     }
@@ -1304,6 +1487,7 @@ impl Model {
                             error: r.error.clone(),
                             finished: r.finished,
                             progress: r.progress.clone(),
+                            expire: r.expire,
                         },
                     )
                 })
@@ -1340,6 +1524,7 @@ struct RowView {
     error: Option<Vec<u8>>,
     finished: Option<i64>,
     progress: Option<Vec<u8>>,
+    expire: Option<i64>,
 }
 
 #[derive(Debug, PartialEq)]
@@ -1468,6 +1653,7 @@ fn read_view(
                 error: f.get("e").cloned(),
                 finished: opt_int("f")?,
                 progress: f.get("g").cloned(),
+                expire: opt_int("x")?,
             },
         );
     }
@@ -1628,7 +1814,7 @@ impl std::fmt::Debug for RowShow<'_> {
         let oi = |v: &Option<i64>| v.map_or("-".to_string(), |i| i.to_string());
         write!(
             f,
-            "st={} n={} d={} p={} a={} c={} tk={} as={} am={} sc={} ca={} r={} e={} f={} g={}",
+            "st={} n={} d={} p={} a={} c={} tk={} as={} am={} sc={} ca={} r={} e={} f={} g={} x={}",
             show(&r.st),
             show(&r.name),
             show(&r.data),
@@ -1643,7 +1829,8 @@ impl std::fmt::Debug for RowShow<'_> {
             o(&r.result),
             o(&r.error),
             oi(&r.finished),
-            o(&r.progress)
+            o(&r.progress),
+            oi(&r.expire)
         )
     }
 }
@@ -1756,7 +1943,21 @@ struct JobC {
     priority: Option<i64>,
     attempts: Option<i64>,
     backoff: Option<Backoff>,
+    expire: Option<WhenC>,
 }
+
+/// Which job one TRA.COMPLETES entry names.
+#[derive(Clone, Debug)]
+enum EntryId {
+    /// The next held job this call has not named yet, else the next pool id it has not
+    /// named (distinct ids: the call is not refused for a repeat).
+    Next,
+    /// Any choice, so an id may come twice.
+    Any(IdC),
+}
+
+/// One TRA.COMPLETES entry: which job, which token, the result.
+type Entry = (EntryId, TokC, B);
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -1869,6 +2070,12 @@ enum Op {
         rev: bool,
         lc: bool,
     },
+    /// TRA.COMPLETES; `fill`: padded with entries for jobs that do not exist (distinct ids
+    /// outside the pool) to this many entries (100 is the most one call takes).
+    Completes {
+        entries: Vec<Entry>,
+        fill: Option<usize>,
+    },
     /// Real waiting, ms.
     Sleep(u64),
 }
@@ -1923,6 +2130,7 @@ impl Resolver<'_> {
             priority: j.priority,
             attempts: j.attempts,
             backoff: j.backoff,
+            expire: j.expire.as_ref().map(|w| self.when(w)),
         }
     }
 
@@ -2029,6 +2237,39 @@ impl Resolver<'_> {
             Op::Jobs { set, from, count, rev, lc } => {
                 let sets = [St::Wait, St::Prio, St::Active, St::Delayed, St::Completed, St::Failed];
                 (Call::Jobs { set: sets[*set % 6], from: *from, count: *count, rev: *rev }, *lc)
+            }
+            Op::Completes { entries, fill } => {
+                // The explicit choices first (two of them may name one job: refused), then
+                // each `Next` a job none of the others names.
+                let chosen: Vec<Option<Vec<u8>>> = entries
+                    .iter()
+                    .map(|(e, _, _)| match e {
+                        EntryId::Any(c) => Some(self.id(c)),
+                        EntryId::Next => None,
+                    })
+                    .collect();
+                let mut named: BTreeSet<Vec<u8>> = chosen.iter().flatten().cloned().collect();
+                let mut held: Vec<Vec<u8>> = self.m.active.keys().cloned().collect();
+                let mut triples = Vec::new();
+                for ((_, t, r), c) in entries.iter().zip(chosen) {
+                    let id = c.unwrap_or_else(|| {
+                        held.retain(|h| !named.contains(h));
+                        let spare = (0..self.pool).map(pool_id).find(|p| !named.contains(p));
+                        if held.is_empty() {
+                            spare.unwrap_or_else(|| pool_id(0))
+                        } else {
+                            held.remove(0)
+                        }
+                    });
+                    named.insert(id.clone());
+                    triples.push((id.clone(), self.tok(t, &id), r.0.clone()));
+                }
+                let mut k = 0u64;
+                while fill.is_some_and(|f| triples.len() < f) {
+                    triples.push((jid(900_000 + k).into_bytes(), TOKENS[0].to_vec(), b"ok".to_vec()));
+                    k += 1;
+                }
+                (Call::Completes { triples }, false)
             }
             Op::Sleep(_) => unreachable!("sleeps are not calls"),
         }
@@ -2140,13 +2381,29 @@ fn job_c() -> BoxedStrategy<JobC> {
         (1, Just(Some(Backoff::Fixed(BACKOFF_MAX + 1))).boxed()),
         (1, Just(Some(Backoff::Exp(-1))).boxed()),
     ]);
-    (name, data, priority, attempts, backoff)
-        .prop_map(|(name, data, priority, attempts, backoff)| JobC {
+    // EXPIRE: mostly none; else past (expired from the start), +0, a few ms ahead (expires
+    // during the sequence, often before a CLAIM), far ahead, and the range's edges.
+    let expire = weighted(vec![
+        (44, Just(None).boxed()),
+        (4, (1i64..=100_000).prop_map(|d| Some(WhenC::Ago(d))).boxed()),
+        (2, Just(Some(WhenC::In(0))).boxed()),
+        (6, (1i64..=20).prop_map(|d| Some(WhenC::In(d))).boxed()),
+        (4, (0i64..=20).prop_map(|d| Some(WhenC::Ahead(d))).boxed()),
+        (3, Just(Some(WhenC::In(60_000))).boxed()),
+        (1, Just(Some(WhenC::Ahead(60_000))).boxed()),
+        (1, Just(Some(WhenC::Abs(0))).boxed()),
+        (1, Just(Some(WhenC::Abs(TIME_MAX))).boxed()),
+        (1, Just(Some(WhenC::Abs(TIME_MAX + 1))).boxed()),
+        (1, Just(Some(WhenC::In(TIME_MAX + 1))).boxed()),
+    ]);
+    (name, data, priority, attempts, backoff, expire)
+        .prop_map(|(name, data, priority, attempts, backoff, expire)| JobC {
             name: B(name),
             data: B(data),
             priority,
             attempts,
             backoff,
+            expire,
         })
         .boxed()
 }
@@ -2314,6 +2571,7 @@ fn op(crashy: bool) -> BoxedStrategy<Op> {
                 .prop_map(|(force, count)| Op::Obliterate { force, count })
                 .boxed(),
         ),
+        (h(6), completes().prop_map(|(entries, fill)| Op::Completes { entries, fill }).boxed()),
         (4, id_c().prop_map(|id| Op::Job { id }).boxed()),
         (2, Just(Op::Counts).boxed()),
         (
@@ -2323,6 +2581,30 @@ fn op(crashy: bool) -> BoxedStrategy<Op> {
                 .boxed(),
         ),
     ])
+}
+
+/// TRA.COMPLETES entries: mostly distinct held jobs with their holders' tokens; sometimes
+/// any id (a finished job: the repeat's 0; a gone one: -2; one twice: refused), a stale or bad
+/// token, a result too long for `max-payload` 4; rarely padded to 100 entries (the most one
+/// call takes) or 101 (refused).
+fn completes() -> BoxedStrategy<(Vec<Entry>, Option<usize>)> {
+    let id = weighted(vec![
+        (30, Just(EntryId::Next).boxed()),
+        (4, (0..8usize).prop_map(|k| EntryId::Any(IdC::Finished(k))).boxed()),
+        (3, id_c().prop_map(EntryId::Any).boxed()),
+        (2, (0..8usize).prop_map(|k| EntryId::Any(IdC::Active(k))).boxed()),
+    ]);
+    let result = weighted(vec![
+        (8, Just(b"ok".to_vec()).boxed()),
+        (1, Just(vec![]).boxed()),
+        (1, Just(b"\x00\xfe bin".to_vec()).boxed()),
+    ]);
+    let fill = weighted(vec![
+        (40, Just(None).boxed()),
+        (1, Just(Some(COMPLETES_MAX)).boxed()),
+        (1, Just(Some(COMPLETES_MAX + 1)).boxed()),
+    ]);
+    (prop::collection::vec((id, tok_c(), result.prop_map(B)), 1..=4), fill).boxed()
 }
 
 fn progress() -> BoxedStrategy<B> {
@@ -2477,6 +2759,15 @@ fn outcome(call: &Call, r: &Reply) -> String {
                 |i: usize| a.get(i).map_or(0, |x| if let Reply::Array(v) = x { v.len().min(1) } else { 0 });
             format!("requeued {} failed {}", n(0), n(1))
         }
+        (Call::Completes { .. }, Reply::Array(a)) => {
+            let mut seen: Vec<String> = Vec::new();
+            for v in [1, 0, -1, -2] {
+                if a.contains(&Reply::Int(v)) {
+                    seen.push(v.to_string());
+                }
+            }
+            format!("[{}]", seen.join(" "))
+        }
         (Call::Extends { .. }, Reply::Array(a)) => {
             if a.contains(&Reply::Int(0)) {
                 "some 0".into()
@@ -2615,6 +2906,16 @@ fn run_case(pair: &Pair, case: &Case, cov: &Coverage) -> Result<(), String> {
             Some(next) => {
                 // Which paths deleted a log with its row (the summary shows each).
                 let gone = m.logs.keys().filter(|id| !next.logs.contains_key(*id)).count() as u64;
+                // Jobs a CLAIM failed as expired (the reply does not show them; the events,
+                // which agree, do — unless events are off).
+                let expired = events
+                    .iter()
+                    .filter(|e| e.windows(2).any(|w| w == [b"error".to_vec(), b"expired".to_vec()]))
+                    .count() as u64;
+                if expired > 0 {
+                    *cov.borrow_mut().entry((call.verb().to_string(), "expired".into())).or_default() +=
+                        expired;
+                }
                 if gone > 0 {
                     *cov.borrow_mut().entry((call.verb().to_string(), "logs deleted".into())).or_default() +=
                         gone;
@@ -2722,6 +3023,7 @@ fn found_divergences_replay() {
         priority: None,
         attempts: None,
         backoff: None,
+        expire: None,
     };
     let enqueue = |i| Op::Enqueue { id: IdC::Pool(i), job: job(), lifo: false, lc: false };
     let cfg = Cfg {
@@ -2736,6 +3038,15 @@ fn found_divergences_replay() {
         events: true,
     };
     let case = |ops| Case { cfg, pool: 5, crashy: false, resp3: false, ops };
+    let claim1 = || Op::Claim { tok: ClaimTok::Fresh, lease: 60_000, count: Some(1), lc: false };
+    let complete_all = || Op::Complete {
+        id: IdC::Active(0),
+        tok: TokC::Holder,
+        result: B(b"ok".to_vec()),
+        keep: Some(-1),
+        age: None,
+        lc: false,
+    };
     let found: Vec<(&str, Case)> = vec![
         (
             "STALLED failing more jobs in one call than keep-failed left them all in `failed` \
@@ -2764,6 +3075,80 @@ fn found_divergences_replay() {
                 Op::Stalled { max_stalls: None, count: None, lc: false },
             ]),
         ),
+        (
+            "Fixed (the CLAIM in time deletes `x`): REPROCESS revived a spent EXPIRE. src/verbs/README.md, EMQ.ENQUEUE's \
+             `EXPIRE when`: once a CLAIM has taken a job in time, its EXPIRE is spent — a retry \
+             after FAIL, a stall or REPROCESS makes it wait again, and it is handed out as any \
+             job. REPROCESS deletes `as`, and `domain::expired` reads `as` 0 as never claimed: \
+             the next CLAIM fails the reprocessed job with `expired` instead of handing it out.",
+            case(vec![
+                Op::Enqueue {
+                    id: IdC::Pool(0),
+                    job: JobC { expire: Some(WhenC::In(30)), ..job() },
+                    lifo: false,
+                    lc: false,
+                },
+                claim1(),
+                Op::Complete {
+                    id: IdC::Active(0),
+                    tok: TokC::Holder,
+                    result: B(b"ok".to_vec()),
+                    keep: Some(-1),
+                    age: None,
+                    lc: false,
+                },
+                Op::Reprocess { id: IdC::Finished(0) },
+                Op::Sleep(40),
+                claim1(),
+            ]),
+        ),
+        (
+            "Fixed (nothing finishes, nothing is written): a TRA.COMPLETES that finished no job still trimmed `completed`. \
+             src/verbs/README.md, TRA.COMPLETES: 0 (a repeat) and -1/-2 write nothing; \
+             retention is COMPLETE's without KEEP, and COMPLETE trims only when a job finishes \
+             (src/CONTRACT.md, Retention: a job finishing may trim that set). completes.rs runs \
+             `Retire::plan` whether or not an entry finished: here keep-completed 1 and two \
+             jobs kept by KEEP -1; an entry for a job that does not exist (-2) deletes the older.",
+            Case {
+                cfg: Cfg { keep_completed: 1, ..cfg },
+                ..case(vec![
+                    enqueue(0),
+                    enqueue(1),
+                    Op::Claim { tok: ClaimTok::Fresh, lease: 60_000, count: Some(2), lc: false },
+                    complete_all(),
+                    complete_all(),
+                    Op::Completes {
+                        entries: vec![(EntryId::Any(IdC::Pool(2)), TokC::Pool(0), B(b"ok".to_vec()))],
+                        fill: None,
+                    },
+                ])
+            },
+        ),
+        (
+            "Fixed (every id gated first): TRA.COMPLETES checked a triple's token and result before the next \
+             triple's id. src/CONTRACT.md, order of checks: the id gate (the key suffix or id \
+             arguments) comes before the value ranges, so a bad id anywhere answers EMQID, as \
+             EXTENDS does; completes.rs answers EMQARG for a bad token in an earlier triple.",
+            case(vec![
+                enqueue(0),
+                claim1(),
+                Op::Completes {
+                    entries: vec![
+                        (EntryId::Next, TokC::Long, B(b"ok".to_vec())),
+                        (EntryId::Any(IdC::Bad(0)), TokC::Pool(0), B(b"ok".to_vec())),
+                    ],
+                    fill: None,
+                },
+            ]),
+        ),
+        (
+            "Fixed (every id gated first): the same for more than 100 entries: completes.rs refuses the count \
+             (EMQARG) before it gates the ids (EMQID first, by the order of checks).",
+            case(vec![Op::Completes {
+                entries: vec![(EntryId::Any(IdC::Bad(0)), TokC::Pool(0), B(b"ok".to_vec()))],
+                fill: Some(COMPLETES_MAX + 1),
+            }]),
+        ),
     ];
     let pair = Pair::start();
     let cov = Coverage::default();
@@ -2784,7 +3169,8 @@ fn found_divergences_replay() {
 /// Every path that deletes a row deletes its job's log (a log never outlives its row), each
 /// run once as a fixed sequence against the model — whatever the random cases happen to
 /// reach: retention by count (KEEP n) and by age (AGE), KEEP 0, STALLED's failure under
-/// `keep-failed 0`, REMOVE … FORCE of a held job, DRAIN, CLEAN and OBLITERATE … FORCE.
+/// `keep-failed 0`, TRA.COMPLETES under `keep-completed 0`, REMOVE … FORCE of a held job,
+/// DRAIN, CLEAN and OBLITERATE … FORCE.
 #[test]
 fn every_path_deletes_the_log_with_its_row() {
     let job = || JobC {
@@ -2793,6 +3179,7 @@ fn every_path_deletes_the_log_with_its_row() {
         priority: None,
         attempts: None,
         backoff: None,
+        expire: None,
     };
     let enqueue = |i| Op::Enqueue { id: IdC::Pool(i), job: job(), lifo: false, lc: false };
     let claim = |count, lease| Op::Claim { tok: ClaimTok::Fresh, lease, count: Some(count), lc: false };
@@ -2887,6 +3274,22 @@ fn every_path_deletes_the_log_with_its_row() {
             ),
         ),
         (
+            "TRA.COMPLETES",
+            // keep-completed 0: the finished job goes at once, with its log.
+            case(
+                Cfg { keep_completed: 0, ..cfg },
+                vec![
+                    enqueue(0),
+                    claim(1, 60_000),
+                    log(0),
+                    Op::Completes {
+                        entries: vec![(EntryId::Next, TokC::Holder, B(b"ok".to_vec()))],
+                        fill: None,
+                    },
+                ],
+            ),
+        ),
+        (
             "TRA.REMOVE",
             case(
                 cfg,
@@ -2936,6 +3339,101 @@ fn every_path_deletes_the_log_with_its_row() {
             failures.push(format!("== {verb}\n{e}"));
         } else if !cov.borrow().contains_key(&(verb.to_string(), "logs deleted".to_string())) {
             failures.push(format!("== {verb}: the sequence deleted no log ({:?})", cov.borrow()));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// CLAIM goes past expired jobs, pass by pass, as fixed sequences against the model: each
+/// pass promotes again (`promote-batch` 1 here, so one due job a pass), at most 4 passes, the
+/// expired jobs failed under `keep-failed` 1 (the cap bites: beyond it a job goes at once);
+/// also while paused (promotion runs, nothing is handed out); and a job met expired in `wait`
+/// does not use up the claim: the job behind it is handed out by the same call.
+#[test]
+fn claim_goes_past_expired_jobs() {
+    let job = |expire| JobC {
+        name: B(b"alpha".to_vec()),
+        data: B(b"{}".to_vec()),
+        priority: None,
+        attempts: None,
+        backoff: None,
+        expire,
+    };
+    let expired = || Some(WhenC::Ago(5));
+    let schedule =
+        |i, expire| Op::Schedule { id: IdC::Pool(i), when: WhenC::Ago(10), job: job(expire), lc: false };
+    let enqueue = |i, expire| Op::Enqueue { id: IdC::Pool(i), job: job(expire), lifo: false, lc: false };
+    let claim = |count| Op::Claim { tok: ClaimTok::Fresh, lease: 60_000, count: Some(count), lc: false };
+    let cfg = Cfg {
+        log_keep: 1000,
+        keep_completed: -1,
+        keep_failed: 1,
+        max_stalls: 0,
+        stalled_batch: 100,
+        promote_batch: 1,
+        retention_batch: 100,
+        max_payload: 1 << 20,
+        events: true,
+    };
+    let case = |ops| Case { cfg, pool: 24, crashy: false, resp3: false, ops };
+    // (what, sequence, jobs expired in all)
+    let cases: Vec<(&str, Case, u64)> = vec![
+        (
+            "only a CLAIM's first pass promotes: two claims, promote-batch 1, two expired jobs",
+            case(vec![
+                schedule(0, expired()),
+                schedule(1, expired()),
+                schedule(2, expired()),
+                schedule(3, expired()),
+                schedule(4, None),
+                claim(1),
+                claim(1),
+            ]),
+            2,
+        ),
+        (
+            "the same while paused: promotion (and expiry) runs, nothing is handed out",
+            case(vec![
+                Op::Pause(true, false),
+                schedule(0, expired()),
+                schedule(1, expired()),
+                schedule(2, None),
+                claim(2),
+                Op::Pause(false, false),
+                claim(2),
+            ]),
+            2,
+        ),
+        (
+            "expired jobs in wait and prio do not use up the claim",
+            case(vec![
+                enqueue(0, expired()),
+                enqueue(1, Some(WhenC::In(0))),
+                enqueue(2, None),
+                Op::Enqueue {
+                    id: IdC::Pool(3),
+                    job: JobC { priority: Some(1), ..job(expired()) },
+                    lifo: false,
+                    lc: false,
+                },
+                enqueue(4, Some(WhenC::In(60_000))),
+                claim(2),
+                claim(2),
+            ]),
+            3,
+        ),
+    ];
+    let pair = Pair::start();
+    let mut failures = Vec::new();
+    for (what, case, want) in &cases {
+        let cov = Coverage::default();
+        if let Err(e) = run_case(&pair, case, &cov) {
+            failures.push(format!("== {what}\n{e}"));
+            continue;
+        }
+        let got = cov.borrow().get(&("EMQ.CLAIM".to_string(), "expired".to_string())).copied().unwrap_or(0);
+        if got != *want {
+            failures.push(format!("== {what}: {got} jobs expired, not {want} ({:?})", cov.borrow()));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));

@@ -115,12 +115,12 @@ pub fn expiry(when: When, now: i64) -> Result<i64, Refusal> {
     range(at, 0, TIME_MAX, "EXPIRE")
 }
 
-/// Whether a job that expires at `at` and was claimed `started` times has expired at `now`:
-/// from its EXPIRE time on (taken *by* that time means before it), a job that no CLAIM has
-/// ever taken is no longer handed out. Once a CLAIM took it in time, EXPIRE is spent: a retry,
-/// a stall or REPROCESS that makes it wait again does not expire it.
-pub fn expired(at: Option<i64>, started: i64, now: i64) -> bool {
-    started <= 0 && at.is_some_and(|at| now >= at)
+/// Whether a job that expires at `at` has expired at `now`: from its EXPIRE time on (taken
+/// *by* that time means before it) it is no longer handed out. A CLAIM that takes it in time
+/// spends its EXPIRE (deletes it from the row), so a retry, a stall or REPROCESS that makes it
+/// wait again does not expire it.
+pub fn expired(at: Option<i64>, now: i64) -> bool {
+    at.is_some_and(|at| now >= at)
 }
 
 /// Which of the jobs one call finishes go at once instead of into their finished set: every

@@ -152,7 +152,7 @@ fn take_past_expired(
     lease: i64,
     count: usize,
 ) -> Result<(Vec<[Reply; 4]>, bool), Refusal> {
-    let (mut jobs, mut expired) = take(x, token, lease, count)?;
+    let (mut jobs, mut expired) = take(x, token, lease, count, true)?;
     // Jobs met in all passes, handed out or failed: one CLAIM's work stays within its bound.
     let mut met = jobs.len().saturating_add(expired as usize);
     let bound = usize::try_from(domain::CLAIM_PER_CALL).unwrap_or(0);
@@ -161,7 +161,7 @@ fn take_past_expired(
         if expired == 0 || want == 0 {
             break;
         }
-        match take(x, token, lease, want) {
+        match take(x, token, lease, want, false) {
             Ok((more, e)) => {
                 met = met.saturating_add(more.len()).saturating_add(e as usize);
                 jobs.extend(more);
@@ -175,7 +175,13 @@ fn take_past_expired(
 
 /// The claim itself: promotions, then up to `count` jobs, as reply rows, and how many jobs it
 /// failed as expired instead.
-fn take(x: &mut Exec, token: ArgStr, lease: i64, count: usize) -> Result<(Vec<[Reply; 4]>, u64), Refusal> {
+fn take(
+    x: &mut Exec,
+    token: ArgStr,
+    lease: i64,
+    count: usize,
+    promote: bool,
+) -> Result<(Vec<[Reply; 4]>, u64), Refusal> {
     let ready = Ready::open(x)?;
     let active = x.open_as(Active, Kind::ZSet)?;
     let delayed = x.open_as(Delayed, Kind::ZSet)?;
@@ -186,7 +192,8 @@ fn take(x: &mut Exec, token: ArgStr, lease: i64, count: usize) -> Result<(Vec<[R
 
     // Read and check everything first (rows are opened as the caller): due delayed jobs,
     // then the jobs taken.
-    let batch = usize::try_from(config::get(&config::PROMOTE_BATCH)).unwrap_or(0);
+    // Only the first pass promotes: one CLAIM promotes at most `promote-batch`.
+    let batch = if promote { usize::try_from(config::get(&config::PROMOTE_BATCH)).unwrap_or(0) } else { 0 };
     let promotion = Promotion::read(x, &delayed, now, batch)?;
     let promoted = &promotion.jobs;
     // The jobs taken, in the order the queue serves them.
@@ -269,6 +276,10 @@ fn take(x: &mut Exec, token: ArgStr, lease: i64, count: usize) -> Result<(Vec<[R
             (&field::STARTED, x.int(started)?.ptr()),
             (&field::CLAIMED, at.ptr()),
         ])?;
+        if job.expires {
+            // Taken in time: its EXPIRE is spent.
+            job.row.hdel(&[&field::EXPIRE])?;
+        }
         events.emit(x, Some(job.id.ptr()), Event::Active { attempt })?;
         out.push([
             job.id.share().map_or_else(|| Reply::bulk(job.id.bytes()), Reply::Str),

@@ -44,13 +44,16 @@ impl Verb for Completes {
     }
 
     fn run<'a>(x: &mut Exec<'a>, a: Args<'a>) -> Result<Reply, Refusal> {
+        // The order of checks: every id gated first, then the ranges.
+        for [id, ..] in &a.jobs {
+            domain::job_id(id)?;
+        }
         let max = usize::try_from(domain::CLAIM_PER_CALL).unwrap_or(0);
         if a.jobs.len() > max {
             return Err(Refusal::Arg(format!("at most {max} jobs")));
         }
         let payload_max = config::max_payload();
-        for [id, token, result] in &a.jobs {
-            domain::job_id(id)?;
+        for [_, token, result] in &a.jobs {
             domain::token(token)?;
             domain::payload(result, payload_max, "result")?;
         }
@@ -87,6 +90,10 @@ impl Verb for Completes {
             fates.push(fate);
         }
         let finishing = fates.iter().filter(|f| **f == DONE).count() as u64;
+        if finishing == 0 {
+            // Nothing finishes: nothing is written, retention included.
+            return Ok(Reply::Array(fates.into_iter().map(Reply::Int).collect()));
+        }
         let now = x.now();
         let adding = if keep == Keep::None { 0 } else { finishing };
         let retire = Retire::plan(x, &completed, adding, now, keep, None)?;
