@@ -22,8 +22,10 @@
 //! (some of trafikey,lua,bullmq,chasquimq,floor,set), --repeat R (passes over every workload, each
 //! figure the median pass: 3 by default, 1 in the short mode), --only-waiting (only the waiting
 //! workloads — wake latency, lateness of scheduled jobs, idle cost, blocking workers — and the
-//! pipelined workloads they stand beside). A run with --only, --only-waiting or --short never
-//! touches tests/bench/README.md.
+//! pipelined workloads they stand beside), --scale (after the passes, "Cost as work grows":
+//! tests/bench/scale.rs; its smoke version runs in the short mode), --scale-huge (with the
+//! 10^7-job point), --only-scale (the scale points alone). A run with --only, --only-waiting,
+//! --only-scale or --short never touches tests/bench/README.md.
 //! Environment: TRAFIKEY_MODULE (the .so), VALKEY_SERVER, BENCH_BULLMQ_DIR (BullMQ installed
 //! with bench.mjs), BENCH_BULLMQ_WHY (the note when BullMQ is skipped), BENCH_CHASQUIMQ (the
 //! ChasquiMQ driver's binary), BENCH_CHASQUIMQ_WHY (the note when it is skipped), BENCH_SCRATCH (where
@@ -37,6 +39,7 @@ mod coherence;
 mod load;
 mod queue;
 mod report;
+mod scale;
 mod server;
 mod waiting;
 
@@ -86,6 +89,12 @@ struct Opts {
     /// Jobs of the wake and lateness workloads; the idle windows' length.
     wait_jobs: u64,
     idle_window: Duration,
+    /// Cost as work grows (trafikey): the scale points after the passes.
+    scale: bool,
+    /// The 10^7-job point too.
+    scale_huge: bool,
+    /// Only the scale points (trafikey), no passes over the other workloads.
+    only_scale: bool,
 }
 
 impl Opts {
@@ -112,6 +121,9 @@ fn parse_args() -> Result<Opts, String> {
         only_waiting: false,
         wait_jobs: 3_000,
         idle_window: Duration::from_secs(10),
+        scale: false,
+        scale_huge: false,
+        only_scale: false,
     };
     let mut n = None;
     let mut mem = None;
@@ -135,6 +147,9 @@ fn parse_args() -> Result<Opts, String> {
             "--quiet-wait" => quiet = Some(value("--quiet-wait")?),
             "--repeat" => repeat = Some(value("--repeat")?),
             "--only-waiting" => o.only_waiting = true,
+            "--scale" => o.scale = true,
+            "--scale-huge" => (o.scale, o.scale_huge) = (true, true),
+            "--only-scale" => (o.scale, o.only_scale) = (true, true),
             "--only" => {
                 for w in args.next().ok_or("--only needs a list")?.split(',') {
                     o.only.push(match w {
@@ -155,11 +170,14 @@ fn parse_args() -> Result<Opts, String> {
             // cargo bench passes --bench to harness = false targets.
             "--bench" => {}
             "-h" | "--help" => {
-                println!("usage: scripts/bench [--short] [--n N] [--mem M] [--no-bullmq] [--no-chasquimq] [--no-modes] [--no-notebook] [--phase-limit SECONDS] [--quiet-wait SECONDS] [--repeat R] [--only trafikey,lua,bullmq,floor,set] [--only-waiting]");
+                println!("usage: scripts/bench [--short] [--n N] [--mem M] [--no-bullmq] [--no-chasquimq] [--no-modes] [--no-notebook] [--phase-limit SECONDS] [--quiet-wait SECONDS] [--repeat R] [--only trafikey,lua,bullmq,floor,set] [--only-waiting] [--scale] [--scale-huge] [--only-scale]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other}")),
         }
+    }
+    if o.only_scale {
+        o.only = vec![Who::Trafikey];
     }
     if !o.only.is_empty() || o.only_waiting {
         o.notebook = false;
@@ -362,10 +380,58 @@ struct Contender<'a> {
     /// Whether it runs the waiting workloads: CLAIM's BLOCK and upkeep (trafikey's, from
     /// module_version 0.2.0; the twin has neither).
     waits: bool,
+    /// Whether it runs the batch-finish lane: `TRA.COMPLETES` is in this build (trafikey's;
+    /// the twin has none).
+    completes: bool,
 }
 
 const NO_VERBS: &str = "EMQ.CLAIM/EMQ.COMPLETE are not in this build";
 const NO_WAITS: &str = "EMQ.CLAIM … BLOCK and upkeep are not in this build";
+const NO_COMPLETES: &str = "TRA.COMPLETES is not in this build";
+/// The batch-finish lane's commands, as commandstats names them.
+const BATCH_NAMES: &[&str] = &["emq.enqueue", "emq.claim", "emq.complete", "tra.completes"];
+
+/// Whether this server has `TRA.COMPLETES`.
+fn completes_here(c: &mut Conn) -> bool {
+    match c.call(&[b"COMMAND", b"INFO", b"TRA.COMPLETES"]) {
+        Reply::Array(a) => a.first().is_some_and(|x| !x.is_nil()),
+        _ => false,
+    }
+}
+
+/// The batch-finish lane of a pipelined workload (trafikey, not with --only-waiting): its row,
+/// or why it did not run.
+fn batch_lane(
+    srv: &Server,
+    c: &mut Conn,
+    x: &Contender,
+    o: &Opts,
+    workload: &'static str,
+    rows: &mut Vec<Row>,
+) -> Result<(), String> {
+    if x.who != Who::Trafikey || o.only_waiting {
+        return Ok(());
+    }
+    if !x.verbs || !x.completes {
+        rows.push(skipped(x.who, workload, report::BATCH, if x.verbs { NO_COMPLETES } else { NO_VERBS }));
+        return Ok(());
+    }
+    let (e, n, s) = (x.engine, o.n, shape(o, DEPTH));
+    let run = |srv: &Server| {
+        if workload == "lifecycle" {
+            queue::lifecycle_with(srv, e, n, s, queue::Finish::Batch)
+        } else {
+            queue::claim_complete_with(srv, e, n, s, queue::Finish::Batch)
+        }
+    };
+    if workload == "lifecycle" {
+        fresh(c)?;
+    } else {
+        prefill(srv, c, e, o)?;
+    }
+    rows.push(measured(srv, x.who, BATCH_NAMES, workload, report::BATCH, 0, || run(srv)));
+    Ok(())
+}
 
 /// The modes of the claim and lifecycle rounds: both, or only the pipelined one the blocking
 /// workers stand beside.
@@ -467,7 +533,7 @@ fn round_claim(
             rows.push(row);
         }
     }
-    Ok(())
+    batch_lane(srv, c, x, o, "claim+complete", rows)
 }
 
 /// Round 3: the full lifecycle.
@@ -500,7 +566,7 @@ fn round_lifecycle(
             rows.push(row);
         }
     }
-    Ok(())
+    batch_lane(srv, c, x, o, "lifecycle", rows)
 }
 
 /// Round 4: CLAIM alone, then COMPLETE alone, one call at a time: each verb's server CPU
@@ -819,7 +885,51 @@ fn pass(
         round_modes(bins, contenders, bull, chq, o, keep, cap, &mut rows)?;
     }
     report::pair_blocking(&mut rows);
+    report::pair_batch(&mut rows);
     Ok((rows, memory, idle))
+}
+
+/// Cost as work grows (`--scale`; its smoke version in the short mode), trafikey only, after
+/// the passes: every point once per pass, points interleaved, each figure the median pass.
+fn round_scale(
+    srv: &Server,
+    c: &mut Conn,
+    o: &Opts,
+    verbs: bool,
+    notes: &mut Vec<String>,
+) -> Result<Vec<report::ScaleLine>, String> {
+    if !(o.scale || o.short) || !o.wants(Who::Trafikey) || o.only_waiting {
+        return Ok(vec![]);
+    }
+    if !verbs {
+        notes.push(format!("Cost as work grows was skipped: {NO_VERBS}."));
+        return Ok(vec![]);
+    }
+    let points = scale::points(o.short, o.scale_huge);
+    let mut runs: Vec<Vec<Result<scale::Run, String>>> = points.iter().map(|_| Vec::new()).collect();
+    for pass in 0..o.repeat {
+        for (pt, got) in points.iter().zip(runs.iter_mut()) {
+            say(&format!("trafikey cost as work grows, {} (pass {} of {})", pt.label, pass + 1, o.repeat));
+            let r = scale::run_point(srv, c, pt, CONNS, DEPTH, o.phase_limit);
+            match &r {
+                Ok(x) => say(&format!(
+                    "  enqueue {:.2}, claim+complete {:.2} µs server CPU per job; {:.0} bytes per waiting job",
+                    x.enq_cpu_us / x.jobs as f64,
+                    x.drain_cpu_us / x.jobs as f64,
+                    x.mem_bytes / x.jobs as f64
+                )),
+                Err(e) => {
+                    say(&format!("  FAILED: {e}"));
+                    fresh(c)?;
+                }
+            }
+            got.push(r);
+        }
+    }
+    if o.short {
+        notes.push("Cost as work grows, short mode: a smoke version at tiny sizes (it checks the tool; the figures say nothing about scale). `scripts/bench --scale` runs 10^3, 10^5 and 10^6 waiting jobs, 10 000 queues × 100 and 10^6 jobs over 1 000 priority levels (`--scale-huge`: 10^7 too).".into());
+    }
+    Ok(points.iter().zip(runs).map(|(pt, r)| scale::summarise(pt, CONNS, DEPTH, r)).collect())
 }
 
 /// A coherence-drop lane of the run: its rows, or why it does not run.
@@ -1320,10 +1430,20 @@ fn run(o: &Opts) -> Result<bool, String> {
     let native = Engine::Native;
     let mut contenders = Vec::new();
     if o.wants(Who::Trafikey) {
-        contenders.push(Contender { who: Who::Trafikey, engine: &native, verbs, waits });
+        let completes = completes_here(&mut c);
+        if !completes {
+            say(&format!("{NO_COMPLETES}: the batch-finish lane is skipped"));
+        }
+        contenders.push(Contender { who: Who::Trafikey, engine: &native, verbs, waits, completes });
     }
     if o.wants(Who::Lua) && !o.only_waiting {
-        contenders.push(Contender { who: Who::Lua, engine: &lua, verbs: true, waits: false });
+        contenders.push(Contender {
+            who: Who::Lua,
+            engine: &lua,
+            verbs: true,
+            waits: false,
+            completes: false,
+        });
     }
 
     // Warm-up (not measured): scripts cached, allocator and dict sizes settled.
@@ -1380,12 +1500,16 @@ fn run(o: &Opts) -> Result<bool, String> {
     let cap: u64 = queue::config_get(&mut c, "trafikey.events-maxlen")?.parse().unwrap_or(10_000);
     let mut passes = Vec::new();
     for i in 0..o.repeat {
+        if o.only_scale {
+            break;
+        }
         if o.repeat > 1 {
             say(&format!("pass {} of {}", i + 1, o.repeat));
         }
         passes.push(pass(&srv, &mut c, &contenders, &mut bull, &mut chq, &bins, o, keep, cap)?);
     }
     let (rows, mut memory, idle) = report::median(passes);
+    let scale = round_scale(&srv, &mut c, o, verbs, &mut notes)?;
     memory.extend(skipped_memory);
     let lanes_ran = rows.iter().any(|r| r.workload == DROP);
     let bull_ran = bull.ran;
@@ -1453,6 +1577,7 @@ fn run(o: &Opts) -> Result<bool, String> {
         rows,
         memory,
         idle,
+        scale,
         wait,
         machine: {
             let mut m = machine(&mut c, &module_version, &bull_dir, bull_ran);
@@ -1496,7 +1621,7 @@ fn run(o: &Opts) -> Result<bool, String> {
     let mut failures = failures;
     match std::fs::read_to_string(&json_path)
         .map_err(|e| e.to_string())
-        .and_then(|t| report::check_json(&t, &ran))
+        .and_then(|t| report::check_json(&t, &ran).and_then(|()| report::check_scale_json(&t, &report.scale)))
     {
         Ok(()) => say(&format!(
             "{} written and checked: a row for each of {}",
@@ -1619,6 +1744,7 @@ fn selfcheck() -> Result<(), String> {
         ],
         memory: vec![(Who::ChasquiMq, Ok(120.0))],
         idle: vec![],
+        scale: vec![],
         wait: None,
         machine: vec![("CPU".into(), "x".into())],
         notes: vec![],
@@ -1639,6 +1765,44 @@ fn selfcheck() -> Result<(), String> {
         && v.pointer("/rows/3/memory_bytes_per_job").and_then(|w| w.as_f64()) == Some(120.0);
     if !ok {
         return Err(format!("selfcheck: results.json {text}"));
+    }
+    // The scale rows: three per point, each with its ratio to the small point's figure; a
+    // failed point has no figures and the check sees it.
+    let fig = |m: f64| report::Figure { median: m, passes: vec![m], rate: 1.0 };
+    let line = |label: &str, small: bool, m: f64| report::ScaleLine {
+        label: label.into(),
+        jobs: 10,
+        queues: 1,
+        levels: 1,
+        cycles: 1,
+        conns: 1,
+        small,
+        result: Ok(report::ScaleFigs {
+            enqueue: fig(m),
+            drain: fig(2.0 * m),
+            memory: fig(100.0 * m),
+            jobs_per_claim: 1.0,
+            foreign: 0.0,
+        }),
+    };
+    let mut rep = rep;
+    rep.rows.clear();
+    rep.memory.clear();
+    rep.scale = vec![line("a", true, 2.0), line("b", false, 3.0)];
+    let text = rep.json(true).to_string();
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("selfcheck: results.json: {e}"))?;
+    let mut failed = line("b", false, 3.0);
+    failed.result = Err("x".into());
+    let ok = report::check_scale_json(&text, &rep.scale).is_ok()
+        && report::check_scale_json(&text, &[failed]).is_err()
+        && report::check_scale_json(&text, &[line("c", false, 1.0)]).is_err()
+        && v.pointer("/rows/4/workload").and_then(|w| w.as_str()) == Some("scale: claim+complete")
+        && v.pointer("/rows/4/scale/ratio_to_small").and_then(|w| w.as_f64()) == Some(1.5)
+        && v.pointer("/rows/5/memory_bytes_per_job").and_then(|w| w.as_f64()) == Some(300.0)
+        && v.pointer("/rows/5/server_cpu_us_per_job/median").is_some_and(serde_json::Value::is_null);
+    if !ok {
+        return Err(format!("selfcheck: results.json's scale rows {text}"));
     }
     if (0..1000).any(|j| !(SPREAD.0..=SPREAD.1).contains(&waiting::delay_ms(j, SPREAD))) {
         return Err("selfcheck: the scheduled jobs' delays".into());

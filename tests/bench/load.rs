@@ -161,6 +161,16 @@ where
     F: Fn(&mut Ctx) -> Result<(u64, T), String> + Sync,
 {
     settle(srv);
+    phase_now(srv, conns, limit, f)
+}
+
+/// `phase` without waiting for the machine to be quiet first (the caller settled once for a
+/// series of short phases).
+pub fn phase_now<T, F>(srv: &Server, conns: usize, limit: Duration, f: F) -> Result<Measured<T>, String>
+where
+    T: Send,
+    F: Fn(&mut Ctx) -> Result<(u64, T), String> + Sync,
+{
     let mut cs: Vec<Conn> = (0..conns).map(|_| srv.conn()).collect::<Result<_, _>>()?;
     let mut ctl = srv.conn()?;
     let reset = ctl.call(&[b"CONFIG", b"RESETSTAT"]);

@@ -160,6 +160,18 @@ impl Keys {
         }
     }
 
+    pub fn wait(&self) -> &[u8] {
+        &self.wait
+    }
+
+    pub fn prio(&self) -> &[u8] {
+        &self.prio
+    }
+
+    pub fn active(&self) -> &[u8] {
+        &self.active
+    }
+
     pub fn job(&self, id: &[u8]) -> Vec<u8> {
         let mut v = self.job_prefix.clone();
         v.extend_from_slice(id);
@@ -175,7 +187,13 @@ pub struct Cmds<'a> {
 
 impl Cmds<'_> {
     pub fn enqueue(&self, p: &mut Pipe, id: &[u8]) {
+        self.enqueue_at(p, id, None);
+    }
+
+    /// ENQUEUE, with `PRIORITY p` when given.
+    pub fn enqueue_at(&self, p: &mut Pipe, id: &[u8], priority: Option<u64>) {
         let job = self.keys.job(id);
+        let prio = priority.map(|v| v.to_string());
         let mut a = self.engine.head(Verb::Enqueue);
         a.extend_from_slice(&[
             b"4",
@@ -186,6 +204,9 @@ impl Cmds<'_> {
             JOB_NAME,
             JOB_DATA,
         ]);
+        if let Some(v) = &prio {
+            a.extend_from_slice(&[b"PRIORITY", v.as_bytes()]);
+        }
         p.cmd(&a);
     }
 
@@ -224,6 +245,70 @@ impl Cmds<'_> {
         let mut a = self.engine.head(Verb::Complete);
         a.extend_from_slice(&[b"4", &job, &k.active, &k.completed, &k.events, token, RESULT]);
         p.cmd(&a);
+    }
+
+    /// `TRA.COMPLETES 3 active completed events id token result …` of the jobs `held`, all
+    /// claimed with `token` (trafikey only; at most 100 jobs).
+    pub fn completes(&self, p: &mut Pipe, held: &[Vec<u8>], token: &[u8]) {
+        let k = self.keys;
+        let mut a: Vec<&[u8]> = Vec::with_capacity(5 + 3 * held.len());
+        a.extend_from_slice(&[b"TRA.COMPLETES", b"3", &k.active, &k.completed, &k.events]);
+        for id in held {
+            a.extend_from_slice(&[id, token, RESULT]);
+        }
+        p.cmd(&a);
+    }
+
+    /// The finish of the jobs `held` (claimed with `token`): one COMPLETE each, or one
+    /// TRA.COMPLETES of them all. How many replies it queued.
+    pub fn finish(&self, p: &mut Pipe, held: &[Vec<u8>], token: &[u8], how: Finish) -> usize {
+        match how {
+            Finish::Each => {
+                for id in held {
+                    self.complete(p, id, token);
+                }
+                held.len()
+            }
+            Finish::Batch if held.is_empty() => 0,
+            Finish::Batch => {
+                self.completes(p, held, token);
+                1
+            }
+        }
+    }
+}
+
+/// How a worker finishes the jobs of its last claim: one `EMQ.COMPLETE` per job, or one
+/// `TRA.COMPLETES` with all of them (the batch-finish lane).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Finish {
+    Each,
+    Batch,
+}
+
+/// Check the replies `Cmds::finish` queued for `jobs` jobs: every COMPLETE 1, or one
+/// TRA.COMPLETES answering an array of `jobs` entries, each 1.
+pub fn check_finish(replies: &[Reply], jobs: usize, how: Finish) -> Result<(), String> {
+    match how {
+        Finish::Each => {
+            if replies.len() != jobs {
+                return Err(format!("{} COMPLETE replies for {jobs} jobs", replies.len()));
+            }
+            replies.iter().try_for_each(|r| expect_one(r, "COMPLETE"))
+        }
+        Finish::Batch if jobs == 0 => match replies {
+            [] => Ok(()),
+            other => Err(format!("replies for a finish of no jobs: {other:?}")),
+        },
+        Finish::Batch => match replies {
+            [Reply::Array(entries)] if entries.len() == jobs => {
+                for (i, r) in entries.iter().enumerate() {
+                    expect_one(r, &format!("TRA.COMPLETES entry {i}"))?;
+                }
+                Ok(())
+            }
+            other => Err(format!("TRA.COMPLETES of {jobs} jobs answered {other:?}")),
+        },
     }
 }
 
@@ -291,6 +376,18 @@ pub fn enqueue(srv: &Server, e: &Engine, n: u64, s: Shape) -> Result<Measured<()
 /// depth d: each write carries the COMPLETEs of the jobs the last CLAIM gave and the next
 /// `CLAIM … COUNT d`. Latency per job: its CLAIM sent → its COMPLETE answered.
 pub fn claim_complete(srv: &Server, e: &Engine, n: u64, s: Shape) -> Result<Measured<()>, String> {
+    claim_complete_with(srv, e, n, s, Finish::Each)
+}
+
+/// `claim_complete`, the jobs of each claim finished as `how` says (the batch-finish lane:
+/// one `TRA.COMPLETES` in place of the COMPLETEs, everything else the same).
+pub fn claim_complete_with(
+    srv: &Server,
+    e: &Engine,
+    n: u64,
+    s: Shape,
+    how: Finish,
+) -> Result<Measured<()>, String> {
     let keys = Keys::new(QUEUE);
     let cmds = Cmds { engine: e, keys: &keys };
     load::phase(srv, s.conns, s.limit, |cx| {
@@ -302,16 +399,12 @@ pub fn claim_complete(srv: &Server, e: &Engine, n: u64, s: Shape) -> Result<Meas
         for round in 1..=n + 2 {
             cx.check_time()?;
             let next = token(cx, round);
-            for id in &held {
-                cmds.complete(&mut p, id, &tok);
-            }
+            let finishing = cmds.finish(&mut p, &held, &tok, how);
             let mut t = Instant::now();
             if s.depth == 1 {
                 // One call at a time: the COMPLETE (if any) is its own round trip.
                 if !held.is_empty() {
-                    for r in p.run(cx.conn)? {
-                        expect_one(&r, "COMPLETE")?;
-                    }
+                    check_finish(&p.run(cx.conn)?, held.len(), how)?;
                     cx.record(sent, held.len());
                     done += held.len() as u64;
                 }
@@ -322,15 +415,16 @@ pub fn claim_complete(srv: &Server, e: &Engine, n: u64, s: Shape) -> Result<Meas
             } else {
                 cmds.claim(&mut p, &next, s.depth);
                 let r = p.run(cx.conn)?;
-                let (fin, cl) = r.split_at(r.len() - 1);
-                for x in fin {
-                    expect_one(x, "COMPLETE")?;
+                let (fin, cl) = r.split_at(finishing);
+                check_finish(fin, held.len(), how)?;
+                if !held.is_empty() {
+                    cx.record(sent, held.len());
+                    done += held.len() as u64;
                 }
-                if !fin.is_empty() {
-                    cx.record(sent, fin.len());
-                    done += fin.len() as u64;
+                match cl {
+                    [c] => held = claimed(c)?,
+                    other => return Err(format!("{} replies where one CLAIM's was due", other.len())),
                 }
-                held = claimed(&cl[0])?;
             }
             sent = t;
             tok = next;
@@ -366,6 +460,18 @@ impl Sent {
 /// round trip. With depth d: each write carries d ENQUEUEs, the COMPLETEs of the jobs the last
 /// CLAIM gave and `CLAIM … COUNT d`. Latency per job: its ENQUEUE sent → its COMPLETE answered.
 pub fn lifecycle(srv: &Server, e: &Engine, n: u64, s: Shape) -> Result<Measured<()>, String> {
+    lifecycle_with(srv, e, n, s, Finish::Each)
+}
+
+/// `lifecycle`, the jobs of each claim finished as `how` says (pipelined only: one call at a
+/// time always sends one COMPLETE per job).
+pub fn lifecycle_with(
+    srv: &Server,
+    e: &Engine,
+    n: u64,
+    s: Shape,
+    how: Finish,
+) -> Result<Measured<()>, String> {
     let keys = Keys::new(QUEUE);
     let cmds = Cmds { engine: e, keys: &keys };
     let sent = Sent::new(n);
@@ -414,24 +520,29 @@ pub fn lifecycle(srv: &Server, e: &Engine, n: u64, s: Shape) -> Result<Measured<
                     sent.mark(cx, j);
                     cmds.enqueue(&mut p, &jid(j));
                 }
-                for id in &held {
-                    cmds.complete(&mut p, id, &tok);
-                }
+                let finishing = cmds.finish(&mut p, &held, &tok, how);
                 owed += k;
                 let want = owed.min(s.depth);
                 if want > 0 {
                     cmds.claim(&mut p, &next, want);
                 }
                 let r = p.run(cx.conn)?;
+                if r.len() != k + finishing + usize::from(want > 0) {
+                    return Err(format!(
+                        "{} replies for {} commands",
+                        r.len(),
+                        k + finishing + usize::from(want > 0)
+                    ));
+                }
                 for x in &r[..k] {
                     expect_one(x, "ENQUEUE")?;
                 }
-                for (x, id) in r[k..k + held.len()].iter().zip(&held) {
-                    expect_one(x, "COMPLETE")?;
+                check_finish(&r[k..k + finishing], held.len(), how)?;
+                for id in &held {
                     cx.lat.push(sent.since(cx, id));
                     done += 1;
                 }
-                held = if want > 0 { claimed(&r[k + held.len()])? } else { Vec::new() };
+                held = if want > 0 { claimed(&r[k + finishing])? } else { Vec::new() };
                 owed -= held.len().min(owed);
                 tok = next;
             }

@@ -179,6 +179,27 @@ impl Row {
     }
 }
 
+/// The batch-finish lane's mode: the pipelined (p32) claim+complete and lifecycle with the
+/// COMPLETEs of each claim sent as one `TRA.COMPLETES` (trafikey only).
+pub const BATCH: &str = "p32, batch finish";
+
+/// One pass's rows: each batch-finish row paired with the p32 row of its workload in the same
+/// pass, so that the two are compared as measured side by side.
+pub fn pair_batch(rows: &mut [Row]) {
+    for workload in ["claim+complete", "lifecycle"] {
+        let base = rows
+            .iter()
+            .find(|r| r.who == Who::Trafikey && r.workload == workload && r.mode == "p32" && r.ok())
+            .map(|r| (r.rate(), r.cpu_per_job()));
+        let row = rows
+            .iter_mut()
+            .find(|r| r.who == Who::Trafikey && r.workload == workload && r.mode == BATCH && r.ok());
+        if let (Some((rate, cpu)), Some(r)) = (base, row) {
+            r.paired = vec![(r.rate() / rate, r.cpu_per_job() / cpu)];
+        }
+    }
+}
+
 /// The blocking workers' rows and the pipelined rows (mode p32) they stand beside.
 pub const BESIDE: [(&str, &str); 2] = [(BLOCKING_LIFE, "lifecycle"), (BLOCKING_CLAIM, "claim+complete")];
 
@@ -262,10 +283,47 @@ pub struct WaitSetup {
     pub bull: Option<(usize, usize)>,
 }
 
+/// One figure of the scale table: the median pass's value, every pass's (lowest first), and
+/// the median pass's jobs/s (NaN for memory).
+pub struct Figure {
+    pub median: f64,
+    pub passes: Vec<f64>,
+    pub rate: f64,
+}
+
+/// A scale point's figures: server CPU per job of the enqueue and the claim+complete phases,
+/// memory per waiting job (after the enqueue), jobs per CLAIM, the most other load seen.
+pub struct ScaleFigs {
+    pub enqueue: Figure,
+    pub drain: Figure,
+    pub memory: Figure,
+    pub jobs_per_claim: f64,
+    pub foreign: f64,
+}
+
+/// One point of "Cost as work grows".
+pub struct ScaleLine {
+    pub label: String,
+    pub jobs: u64,
+    pub queues: u64,
+    pub levels: u64,
+    /// How many times its phases ran on a fresh keyspace per pass (figures summed).
+    pub cycles: u64,
+    pub conns: usize,
+    /// The small-queue point every other one is set beside.
+    pub small: bool,
+    pub result: Result<ScaleFigs, String>,
+}
+
+/// The scale table's goal: each figure within this factor of the small queue's.
+pub const SCALE_GOAL: f64 = 1.15;
+
 pub struct Report {
     pub rows: Vec<Row>,
     pub memory: Memory,
     pub idle: Idles,
+    /// Cost as work grows (`--scale`; a smoke version in the short mode).
+    pub scale: Vec<ScaleLine>,
     pub wait: Option<WaitSetup>,
     pub machine: Vec<(String, String)>,
     pub notes: Vec<String>,
@@ -276,14 +334,16 @@ pub struct Report {
 }
 
 /// Workloads in table order: (workload, mode).
-pub const ORDER: [(&str, &str); 19] = [
+pub const ORDER: [(&str, &str); 21] = [
     ("enqueue", "c50"),
     ("enqueue", "p32"),
     ("claim+complete", "c50"),
     ("claim+complete", "p32"),
+    ("claim+complete", BATCH),
     (BLOCKING_CLAIM, "p32"),
     ("lifecycle", "c50"),
     ("lifecycle", "p32"),
+    ("lifecycle", BATCH),
     (BLOCKING_LIFE, "p32"),
     (CLAIM_QUIET, "p32"),
     (LIFE_QUIET, "p32"),
@@ -310,7 +370,7 @@ fn num(v: f64) -> String {
     }
 }
 
-fn rate(v: f64) -> String {
+pub fn rate(v: f64) -> String {
     if !v.is_finite() {
         "–".into()
     } else {
@@ -370,6 +430,11 @@ impl Report {
                 if !e.starts_with("skipped") {
                     f.push(format!("trafikey idle, {what}: {e}"));
                 }
+            }
+        }
+        for l in &self.scale {
+            if let Err(e) = &l.result {
+                f.push(format!("trafikey cost as work grows, {}: {e}", l.label));
             }
         }
         f
@@ -528,6 +593,9 @@ impl Report {
                 }
             }
         }
+
+        self.batch_finish(&mut s);
+        self.scale_table(&mut s);
 
         // Targets.
         let _ = writeln!(s, "\n### Targets\n");
@@ -758,6 +826,126 @@ impl Report {
 }
 
 impl Report {
+    /// The batch-finish lane beside the pipelined lane it varies (trafikey, same pass).
+    fn batch_finish(&self, s: &mut String) {
+        let lanes: Vec<(&str, &Row)> = ["claim+complete", "lifecycle"]
+            .into_iter()
+            .filter_map(|w| {
+                self.rows
+                    .iter()
+                    .find(|r| r.who == Who::Trafikey && r.workload == w && r.mode == BATCH)
+                    .map(|r| (w, r))
+            })
+            .collect();
+        if lanes.is_empty() {
+            return;
+        }
+        let _ = writeln!(s, "\n### Batch finish\n");
+        let _ = writeln!(s, "trafikey's pipelined workloads (p32, N = {} jobs, {} connections) with the COMPLETEs of each claim sent as one `TRA.COMPLETES 3 active completed events id token result …` carrying all the claim's triples (up to {} jobs), instead of one `EMQ.COMPLETE` per job; everything else the same, every entry's reply checked to be 1. Each batch-finish phase runs in the same pass as the p32 phase it varies; the ratios pair the two rows of each pass (the median of the passes' ratios; \"each pass\": every pass's CPU ratio, lowest first).\n", self.n, self.conns, self.depth);
+        let _ = writeln!(s, "| workload | one COMPLETE per job: jobs/s | CPU µs/job | one TRA.COMPLETES per claim: jobs/s | CPU µs/job | jobs/s ÷ per-job finish | CPU ÷ per-job finish | CPU ÷, each pass |");
+        let _ = writeln!(s, "|---|--:|--:|--:|--:|--:|--:|--:|");
+        for (w, b) in lanes {
+            if !b.ok() {
+                let why = match &b.status {
+                    Status::Skipped(why) => format!("skipped: {why}"),
+                    Status::Failed(e) => format!("**failed**: {}", e.replace('|', "/")),
+                    Status::Ok => String::new(),
+                };
+                let _ = writeln!(s, "| {w} | | | {why} | | | | |");
+                continue;
+            }
+            let base = self.get(Who::Trafikey, w, "p32");
+            let (rate_r, cpu_r) = b.paired().map_or((f64::NAN, f64::NAN), |(m, _)| m);
+            let mut each: Vec<f64> = b.paired.iter().map(|p| p.1).collect();
+            each.sort_by(f64::total_cmp);
+            let x = |v: f64| if v.is_finite() { format!("{v:.2}×") } else { "–".into() };
+            let each = if each.is_empty() {
+                "–".into()
+            } else {
+                each.iter().map(|&v| x(v)).collect::<Vec<_>>().join(" / ")
+            };
+            let _ = writeln!(
+                s,
+                "| {w} | {} | {} | {} | {} | {} | {} | {each} |",
+                base.map_or("–".into(), |r| rate(r.rate())),
+                base.map_or("–".into(), |r| num(r.cpu_per_job())),
+                rate(b.rate()),
+                num(b.cpu_per_job()),
+                x(rate_r),
+                x(cpu_r)
+            );
+        }
+    }
+
+    /// "Cost as work grows": each scale point's figures and their ratio to the small queue's.
+    fn scale_table(&self, s: &mut String) {
+        if self.scale.is_empty() {
+            return;
+        }
+        let small = self.scale.iter().find(|l| l.small).and_then(|l| l.result.as_ref().ok());
+        let _ = writeln!(s, "\n### Cost as work grows\n");
+        let _ = writeln!(s, "trafikey alone, the pipelined lifecycle's two phases ({} connections, {} commands per write, `CLAIM … COUNT {}`): enqueue N jobs into an empty keyspace (the queue grows to N waiting), then claim+complete them all (one `EMQ.COMPLETE` per job). Server CPU per job of each phase; memory per waiting job = `used_memory` growth over the enqueue (read once the phase's connections are gone), events at their default (`events-maxlen` caps each queue's stream, so one big queue keeps its last entries only, 10 000 small queues keep all of theirs). Many queues: job j goes to queue j mod Q; worker i owns the queues q with q mod workers = i and claims from them round-robin, one claim per queue in turn. Priorities: job j at a hashed level 1..=L (all in the prio set). The small point's phases are repeated on a fresh keyspace ({} times per pass here) and summed; a point runs on ⌈N / {}⌉ connections when that is fewer than {}, so that each makes about 8 full writes (and as many full claims). Each figure is the median pass, on its own. \"÷ small\" is the figure over the small queue's; the goal (issue 15) is each within {:.0}% of it — reported, not asserted: a ratio above {:.2}× is in bold.\n",
+            self.conns, self.depth, self.depth,
+            self.scale.iter().find(|l| l.small).map_or(1, |l| l.cycles),
+            self.depth * 8,
+            self.conns,
+            (SCALE_GOAL - 1.0) * 100.0, SCALE_GOAL);
+        let _ = writeln!(s, "| work | jobs | queues | priority levels | connections | enqueue CPU µs/job | ÷ small | claim+complete CPU µs/job | ÷ small | memory B/waiting job | ÷ small | enqueue jobs/s | claim+complete jobs/s | jobs per CLAIM | CPU µs/job each pass (enqueue; claim+complete) | other load (cores) |");
+        let _ = writeln!(s, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+        for l in &self.scale {
+            let f = match &l.result {
+                Ok(f) => f,
+                Err(e) => {
+                    let _ = writeln!(
+                        s,
+                        "| {} | {} | {} | {} | {} | **failed**: {} | | | | | | | | | | |",
+                        l.label,
+                        l.jobs,
+                        l.queues,
+                        l.levels,
+                        l.conns,
+                        e.replace('|', "/")
+                    );
+                    continue;
+                }
+            };
+            let vs = |a: f64, b: Option<f64>| match b {
+                _ if l.small => "1×".to_string(),
+                Some(b) if b > 0.0 && a.is_finite() => {
+                    let r = a / b;
+                    if r > SCALE_GOAL {
+                        format!("**{r:.2}×**")
+                    } else {
+                        format!("{r:.2}×")
+                    }
+                }
+                _ => "–".into(),
+            };
+            let each = |x: &Figure| x.passes.iter().map(|&v| num(v)).collect::<Vec<_>>().join(" / ");
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} | {} | {} | {:.1} | {}; {} | {:.2} |",
+                l.label,
+                rate(l.jobs as f64),
+                rate(l.queues as f64),
+                if l.levels > 1 { rate(l.levels as f64) } else { "– (priority 0)".into() },
+                l.conns,
+                num(f.enqueue.median),
+                vs(f.enqueue.median, small.map(|x| x.enqueue.median)),
+                num(f.drain.median),
+                vs(f.drain.median, small.map(|x| x.drain.median)),
+                f.memory.median,
+                vs(f.memory.median, small.map(|x| x.memory.median)),
+                rate(f.enqueue.rate),
+                rate(f.drain.rate),
+                f.jobs_per_claim,
+                each(&f.enqueue),
+                each(&f.drain),
+                f.foreign
+            );
+        }
+    }
+
     /// The table of the waiting workloads: wake latency, lateness, the blocking workers'
     /// throughput beside the pipelined workloads, and the idle cost.
     fn waiting(&self, s: &mut String) {
@@ -1027,6 +1215,65 @@ impl Report {
                 "memory_bytes_per_job": b,
             }));
         }
+        let small = self.scale.iter().find(|l| l.small).and_then(|l| l.result.as_ref().ok());
+        for l in &self.scale {
+            type Pick = fn(&ScaleFigs) -> &Figure;
+            let parts: [(&str, &str, Pick); 3] = [
+                ("scale: enqueue", "p32", |f| &f.enqueue),
+                ("scale: claim+complete", "p32", |f| &f.drain),
+                ("scale: memory per waiting job", "", |f| &f.memory),
+            ];
+            for (workload, mode, pick) in parts {
+                let memory = mode.is_empty();
+                let (status, why) = match &l.result {
+                    Ok(_) => ("ok", None),
+                    Err(e) => ("failed", Some(e.clone())),
+                };
+                let fig = l.result.as_ref().ok().map(pick);
+                let ratio = match (fig, small.map(pick)) {
+                    (Some(a), Some(b)) if b.median > 0.0 => json!(a.median / b.median),
+                    _ => Value::Null,
+                };
+                let median = fig.map(|x| x.median);
+                let foreign = l.result.as_ref().ok().map(|f| f.foreign);
+                rows.push(json!({
+                    "contender": Who::Trafikey.key(),
+                    "label": Who::Trafikey.label(),
+                    "workload": workload,
+                    "mode": mode,
+                    "setting": "default",
+                    "status": status,
+                    "why": why,
+                    "jobs": l.jobs * l.cycles,
+                    "seconds": Value::Null,
+                    "jobs_per_s": opt(fig.map(|x| x.rate)),
+                    "server_cpu_us_per_job": {
+                        "median": if memory { Value::Null } else { opt(median) },
+                        "passes": if memory { vec![] } else { fig.map_or(vec![], |x| x.passes.clone()) },
+                    },
+                    "replica_cpu_us_per_job": Value::Null,
+                    "memory_bytes_per_job": if memory { opt(median) } else { Value::Null },
+                    "memory_bytes_per_job_passes": if memory { fig.map_or(vec![], |x| x.passes.clone()) } else { vec![] },
+                    "p50_us": Value::Null,
+                    "p99_us": Value::Null,
+                    "p99_us_passes": Vec::<u32>::new(),
+                    "other_load_cores": opt(foreign),
+                    "note": Value::Null,
+                    "scale": {
+                        "point": l.label,
+                        "waiting_jobs": l.jobs,
+                        "queues": l.queues,
+                        "priority_levels": l.levels,
+                        "connections": l.conns,
+                        "cycles": l.cycles,
+                        "small_queue": l.small,
+                        "ratio_to_small": ratio,
+                        "goal_ratio": SCALE_GOAL,
+                        "jobs_per_claim": opt(l.result.as_ref().ok().map(|f| f.jobs_per_claim)),
+                    },
+                }));
+            }
+        }
         let machine: serde_json::Map<String, Value> =
             self.machine.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
         json!({
@@ -1056,6 +1303,35 @@ pub fn check_json(text: &str, ran: &[Who]) -> Result<(), String> {
         });
         if !has {
             return Err(format!("results.json holds no measured row for {}", w.label()));
+        }
+    }
+    Ok(())
+}
+
+/// Check results.json's scale rows: for each point of `scale`, its three rows (enqueue,
+/// claim+complete, memory), each naming the point, measured where the point was.
+pub fn check_scale_json(text: &str, scale: &[ScaleLine]) -> Result<(), String> {
+    let v: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("results.json does not parse: {e}"))?;
+    let rows = v.get("rows").and_then(|r| r.as_array()).ok_or("results.json has no rows")?;
+    for l in scale {
+        for (workload, field) in [
+            ("scale: enqueue", "/server_cpu_us_per_job/median"),
+            ("scale: claim+complete", "/server_cpu_us_per_job/median"),
+            ("scale: memory per waiting job", "/memory_bytes_per_job"),
+        ] {
+            let row = rows.iter().find(|r| {
+                r.get("workload").and_then(|w| w.as_str()) == Some(workload)
+                    && r.pointer("/scale/point").and_then(|p| p.as_str()) == Some(l.label.as_str())
+            });
+            let Some(row) = row else {
+                return Err(format!("results.json has no {workload} row for {}", l.label));
+            };
+            let measured = row.pointer(field).is_some_and(serde_json::Value::is_number)
+                && row.pointer("/scale/ratio_to_small").is_some_and(serde_json::Value::is_number);
+            if l.result.is_ok() != measured {
+                return Err(format!("results.json's {workload} row for {} does not match the run", l.label));
+            }
         }
     }
     Ok(())
