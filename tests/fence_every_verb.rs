@@ -78,6 +78,7 @@ fn calls(cmd: &Command) -> Vec<Vec<Vec<u8>>> {
         "EMQ.EXTEND" => vec![with(QUEUE, &j(3), "", &["t3", "60000"])],
         "EMQ.EXTENDS" => vec![with(QUEUE, "", "", &["60000", &j(3), "t3", &j(4), "t4"])],
         "EMQ.COMPLETE" => vec![with(QUEUE, &j(4), "", &["t4", "ok"])],
+        "TRA.COMPLETES" => vec![with(QUEUE, "", "", &[&j(3), "t3", "ok", &j(4), "t4", "ok"])],
         "EMQ.SCHEDULE" => vec![with(QUEUE, &j(102), "", &["+60000", "job", "{}"])],
         "EMQ.PROMOTE" => vec![with(QUEUE, &j(5), "", &[])],
         "EMQ.RESCHEDULE" => vec![with(QUEUE, &j(6), "", &["+5000"])],

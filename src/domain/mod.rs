@@ -428,4 +428,17 @@ mod mutants_killed {
         assert_eq!(backoff_decode(b"f"), None);
         assert_eq!(backoff_decode(b""), None);
     }
+
+    #[test]
+    fn an_expiry_keeps_a_past_time_and_a_job_expires_from_that_time_on() {
+        assert_eq!(expiry(When::At(5), 10), Ok(5), "unlike due, a past time is kept");
+        assert_eq!(expiry(When::At(50), 10), Ok(50));
+        assert_eq!(expiry(When::In(5), 10), Ok(15));
+        assert!(matches!(expiry(When::At(TIME_MAX + 1), 10), Err(Refusal::Arg(_))));
+        assert!(matches!(expiry(When::In(i64::MAX), 10), Err(Refusal::Arg(_))));
+        assert!(!expired(None, 10));
+        assert!(!expired(Some(11), 10));
+        assert!(expired(Some(10), 10), "at its EXPIRE time a job has expired");
+        assert!(expired(Some(9), 10));
+    }
 }
