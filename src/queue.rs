@@ -126,6 +126,11 @@ impl Row<'_> {
         st.and_then(|s| State::of(s.bytes())) == Some(State::Active) && tk.is_some_and(|t| t.bytes() == token)
     }
 
+    /// Completed by this token: the same COMPLETE repeated after a lost reply (answered 0).
+    pub fn completed_by(&self, token: &[u8]) -> bool {
+        self.state() == Some(State::Completed) && self.get(&field::TOKEN).is_some_and(|t| t.bytes() == token)
+    }
+
     pub fn backoff(&self) -> Option<Backoff> {
         self.get(&field::BACKOFF).and_then(|s| domain::backoff_decode(s.bytes()))
     }

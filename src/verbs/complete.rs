@@ -53,10 +53,7 @@ impl Verb for Complete {
         let events = Events::open(x)?;
         if !job.holds(&a.token) {
             // The same token finishing again: its reply was lost, the job is done.
-            let r = Row(&job.row);
-            if r.state() == Some(State::Completed)
-                && r.get(&field::TOKEN).is_some_and(|t| t.bytes() == a.token.bytes())
-            {
+            if Row(&job.row).completed_by(&a.token) {
                 return Ok(Reply::Int(0));
             }
             return Err(queue::lease(x.id));

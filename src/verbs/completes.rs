@@ -36,7 +36,7 @@ impl Verb for Completes {
     type Args<'a> = Args<'a>;
 
     fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Args<'a>, Refusal> {
-        if args.is_empty() || args.len() % 3 != 0 {
+        if args.is_empty() || !args.len().is_multiple_of(3) {
             return Err(Refusal::Usage);
         }
         let jobs = args.chunks_exact(3).filter_map(|t| Some([*t.first()?, *t.get(1)?, *t.get(2)?])).collect();
@@ -76,15 +76,10 @@ impl Verb for Completes {
                 NO_JOB
             } else if Row(&row).held_by(token) && active.zscore(id.ptr()).is_some() {
                 DONE
+            } else if Row(&row).completed_by(token) {
+                REPEAT
             } else {
-                let r = Row(&row);
-                let repeat = r.state() == Some(State::Completed)
-                    && r.get(&field::TOKEN).is_some_and(|t| t.bytes() == token.bytes());
-                if repeat {
-                    REPEAT
-                } else {
-                    NOT_HELD
-                }
+                NOT_HELD
             };
             rows.push(row);
             fates.push(fate);
