@@ -276,9 +276,10 @@ fn stalled_failures_under_keep_zero_take_their_logs() {
     c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]);
     let q = Q::new("stall");
     q.enqueue(&mut c, &jid(1), &[]);
-    q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"50"]);
+    // A lease long enough that the LOG lands inside it on a loaded machine.
+    q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"400"]);
     log(&mut c, &q, &jid(1), "w", "working", &[]);
-    std::thread::sleep(std::time::Duration::from_millis(120));
+    std::thread::sleep(std::time::Duration::from_millis(600));
     let r = q.run(&mut c, "EMQ.STALLED", "", &[b"MAXSTALLS", b"0"]);
     assert_eq!(r.array()[1].strings(), [jid(1)], "failed for good");
     assert_eq!(log_len(&mut c, &q, &jid(1)), 0);

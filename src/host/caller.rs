@@ -6,10 +6,12 @@
 //! of the user must grant the command, every key it declares and this key. Checking the key
 //! alone (`ACLCheckKeyPermissions`) would pass when any selector grants it, and a user whose
 //! second selector grants only `GET` on rows could then claim jobs it cannot finish. So the
-//! check hands the server a copy of the call with the key appended behind a marker word
-//! (`FOUND_READ` …), which a key spec of every command names (`register`): the server finds
-//! the declared keys and the found one in that argv and judges them together, selector by
-//! selector (`ACLCheckCommandPermissions`).
+//! check hands the server a copy of the call's head (the command name, `numkeys` and the
+//! declared keys) with the key appended behind a marker word (`FOUND_READ` …), which a key
+//! spec of every command names (`register`): the server finds the declared keys and the found
+//! one in that argv and judges them together, selector by selector
+//! (`ACLCheckCommandPermissions`). Only the head: each check costs the length of what it is
+//! handed, and a call finding a row per argument pair would otherwise cost the square.
 
 use std::cell::RefCell;
 use std::ffi::CStr;
@@ -61,12 +63,12 @@ impl Access {
     }
 }
 
-/// The user behind the call, looked up once per command, and the call's argv (for judging a
-/// found key with the command). `None` means the server obeys the call without ACL
+/// The user behind the call, looked up once per command, and the head of the call's argv (for
+/// judging a found key with the command). `None` means the server obeys the call without ACL
 /// (replication stream, AOF load, a context with no user).
 pub struct Caller {
     user: Option<NonNull<RedisModuleUser>>,
-    /// The call's argv, then room for a marker and a key.
+    /// The call's head, then room for a marker and a key.
     argv: RefCell<Vec<*mut RedisModuleString>>,
 }
 
@@ -85,8 +87,8 @@ impl Caller {
         Caller { user: None, argv: RefCell::new(Vec::new()) }
     }
 
-    /// The caller of the call `argv` on `ctx`.
-    pub fn of(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString]) -> Result<Caller, Refusal> {
+    /// The caller of the call on `ctx` whose argv begins with `head` (the command and its keys).
+    pub fn of(ctx: *mut RedisModuleCtx, head: &[*mut RedisModuleString]) -> Result<Caller, Refusal> {
         let Some(name_of) = api!(RedisModule_GetCurrentUserName) else { return Ok(Caller::server()) };
         // SAFETY: live ctx; the name is a new string we own. It is NULL for the clients the
         // server obeys without ACL (the primary's stream, AOF replay).
@@ -96,8 +98,8 @@ impl Caller {
         let user = NonNull::new(unsafe { lookup(name.ptr()) });
         match user {
             Some(u) => {
-                let mut copy = Vec::with_capacity(argv.len() + 2);
-                copy.extend_from_slice(argv);
+                let mut copy = Vec::with_capacity(head.len() + 2);
+                copy.extend_from_slice(head);
                 Ok(Caller { user: Some(u), argv: RefCell::new(copy) })
             }
             // The user was deleted under the running command: nothing it may touch.

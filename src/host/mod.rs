@@ -230,7 +230,11 @@ impl<'a> Exec<'a> {
 
     pub fn caller(&mut self) -> Result<&Caller, Refusal> {
         if self.caller.is_none() {
-            self.caller = Some(Caller::of(self.ctx, self.argv)?);
+            // The command and its declared keys are all the server needs to judge a found
+            // key with them; the arguments after (up to 2 000 of them) would be searched for
+            // the marker word on every check.
+            let head = self.argv.get(..self.first_arg).unwrap_or(self.argv);
+            self.caller = Some(Caller::of(self.ctx, head)?);
         }
         self.caller.as_ref().ok_or_else(errors::host_reply)
     }
