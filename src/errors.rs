@@ -16,7 +16,6 @@ pub const HOST_REPLY: &str = "EMQWIRE unexpected reply from the host";
 /// The server's own texts, passed through unchanged.
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 pub const NOPERM_KEY: &str = "NOPERM No permissions to access a key";
-pub const NOPERM_CHANNEL: &str = "NOPERM No permissions to access a channel";
 
 /// How many stored bytes a `found` text shows before it is cut with `...`.
 pub const PRINTABLE_MAX: usize = 64;

@@ -258,44 +258,49 @@ fn publish_needs_the_callers_channel_permission() {
     let mut admin = s.conn();
     let t = Topic::new("acl");
     t.append(&mut admin, &mid(1), b"x", &[]);
+    let user = |a: &mut Conn, rules: &[&[u8]]| {
+        let mut v: Vec<&[u8]> = vec![b"ACL", b"SETUSER"];
+        v.extend_from_slice(rules);
+        assert_eq!(a.call(&v), Reply::Simple("OK".into()));
+    };
     // Every key, but no channel (a new user under the default `resetchannels`).
-    admin.call(&[b"ACL", b"SETUSER", b"mute", b"on", b">pw", b"~emq:*", b"%R~{emq}:*", b"+@all"]);
+    user(&mut admin, &[b"mute", b"on", b">pw", b"~emq:*", b"%R~{emq}:*", b"+@all"]);
     // Another topic's channel only.
-    admin.call(&[
-        b"ACL",
-        b"SETUSER",
-        b"elsewhere",
-        b"on",
-        b">pw",
-        b"~emq:*",
-        b"%R~{emq}:*",
-        b"&emq:{other}:bus",
-        b"+@all",
-    ]);
-    for user in ["mute", "elsewhere"] {
+    user(&mut admin, &[b"elsewhere", b"on", b">pw", b"~emq:*", b"%R~{emq}:*", b"&emq:{other}:bus", b"+@all"]);
+    // The channel granted, but by a second selector, which grants PUBLISH and not EMQ.PUBLISH:
+    // the server judges a command, its keys and its channel by one selector at a time.
+    let split: [&[u8]; 7] =
+        [b"split", b"on", b">pw", b"~emq:*", b"%R~{emq}:*", b"+@all", b"(&emq:{acl}:bus -@all +publish)"];
+    user(&mut admin, &split);
+    for name in ["mute", "elsewhere", "split"] {
         let mut u = s.conn();
-        assert_eq!(u.call(&[b"AUTH", user.as_bytes(), b"pw"]), Reply::Simple("OK".into()));
-        for id in [mid(2), mid(1)] {
-            let e = unchanged(&mut u, |u| t.publish(u, &id, b"x", &[]));
-            assert_eq!(e.error(), "NOPERM No permissions to access a channel", "{user} {id}");
+        assert_eq!(u.call(&[b"AUTH", name.as_bytes(), b"pw"]), Reply::Simple("OK".into()));
+        // Refused by the server before the module runs, with its own text, whatever the call
+        // carries: a duplicate, a bad id, a bad range.
+        for (id, extra) in [
+            (mid(2), &[][..]),
+            (mid(1), &[][..]),
+            ("MSG".to_owned(), &[][..]),
+            (mid(2), &[&b"MAXLEN"[..], b"0"][..]),
+        ] {
+            let e = unchanged(&mut u, |u| t.publish(u, &id, b"x", extra));
+            assert_eq!(e.error(), "NOPERM No permissions to access a channel", "{name} {id}");
         }
-        // The id gate and the ranges come first.
-        assert!(unchanged(&mut u, |u| t.publish(u, "MSG", b"x", &[])).error().starts_with("EMQID"));
-        assert!(unchanged(&mut u, |u| t.publish(u, &mid(2), b"x", &[b"MAXLEN", b"0"]))
-            .error()
-            .starts_with("EMQARG"));
         // APPEND publishes nothing and needs no channel.
         assert!(matches!(
-            t.append(&mut u, &id_of(&user[..3].to_ascii_uppercase(), 9), b"x", &[]),
+            t.append(&mut u, &id_of(&name[..3].to_ascii_uppercase(), 9), b"x", &[]),
             Reply::Bulk(_)
         ));
     }
+    // The split user's second selector publishes with PUBLISH itself, as the server allows.
+    let mut u = s.conn();
+    u.call(&[b"AUTH", b"split", b"pw"]);
+    assert_eq!(u.call(&[b"PUBLISH", b"emq:{acl}:bus", b"x"]), Reply::Int(0));
     // Granted the topic's channel, the same user publishes.
-    admin.call(&[b"ACL", b"SETUSER", b"mute", b"&emq:{acl}:*"]);
+    user(&mut admin, &[b"mute", b"&emq:{acl}:*"]);
     let mut u = s.conn();
     u.call(&[b"AUTH", b"mute", b"pw"]);
     assert_eq!(t.publish(&mut u, &mid(2), b"x", &[]).array().len(), 2);
-    assert!(info_field(&mut admin, "trafikey", "trafikey_refused_noperm").parse::<u64>().unwrap() >= 4);
 }
 
 #[test]

@@ -136,7 +136,6 @@ fn every_error_text_of_errors_rs_is_on_the_page() {
         errors::HOST_REPLY,
         errors::WRONGTYPE,
         errors::NOPERM_KEY,
-        errors::NOPERM_CHANNEL,
     ] {
         assert!(page.contains(text), "the page lacks the error text `{text}`");
     }

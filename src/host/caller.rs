@@ -1,6 +1,7 @@
 //! The caller and its ACL: keys a verb touches without declaring them (the fence key, job
-//! rows found in sets, rows deleted by retention) and channels it publishes to are checked
-//! against the calling user, with the server's own NOPERM texts.
+//! rows found in sets, rows deleted by retention) are checked against the calling user, with
+//! the server's own NOPERM text. The channel PUBLISH publishes on is declared instead
+//! (`channel_request`): the server checks it before the call, with the declared keys.
 //!
 //! A found key is checked by the server's own rule for a whole command: some *one* selector
 //! of the user must grant the command, every key it declares and this key. Checking the key
@@ -21,7 +22,7 @@ use std::ptr::NonNull;
 use valkey_module::raw::{self, RedisModuleCtx, RedisModuleString, RedisModuleUser};
 
 use super::strings::{Lit, Str};
-use crate::errors::{Refusal, NOPERM_CHANNEL, NOPERM_KEY};
+use crate::errors::{Refusal, NOPERM_KEY};
 
 /// The marker words, one per access; no client sends them (each begins with a control byte),
 /// so in a real call the key specs behind them find nothing.
@@ -131,17 +132,25 @@ impl Caller {
             Err(Refusal::NoPerm(NOPERM_KEY))
         }
     }
+}
 
-    pub fn publish(&self, channel: *mut RedisModuleString) -> Result<(), Refusal> {
-        let Some(u) = self.user else { return Ok(()) };
-        let check = api!(RedisModule_ACLCheckChannelPermissions).ok_or_else(crate::errors::host_reply)?;
-        // SAFETY: live user handle and channel name.
-        let ok = unsafe { check(u.as_ptr(), channel, raw::REDISMODULE_CMD_CHANNEL_PUBLISH as c_int) }
-            == raw::REDISMODULE_OK as c_int;
-        if ok {
-            Ok(())
-        } else {
-            Err(Refusal::NoPerm(NOPERM_CHANNEL))
+/// When the server asks a command that declares a channel which channel a call would use (an
+/// ACL check, not a call: nothing runs), answers the argument at `pos` and returns true.
+pub fn channel_request(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString], pos: usize) -> bool {
+    let (Some(asks), Some(answer)) =
+        (api!(RedisModule_IsChannelsPositionRequest), api!(RedisModule_ChannelAtPosWithFlags))
+    else {
+        return false;
+    };
+    // SAFETY: live ctx.
+    if unsafe { asks(ctx) } == 0 {
+        return false;
+    }
+    if pos < argv.len() {
+        if let Ok(p) = c_int::try_from(pos) {
+            // SAFETY: live ctx in a channel request, a position inside argv.
+            unsafe { answer(ctx, p, raw::REDISMODULE_CMD_CHANNEL_PUBLISH as c_int) };
         }
     }
+    true
 }

@@ -254,6 +254,17 @@ impl Command {
         self.keys.position(role)
     }
 
+    /// The argv position of the channel the command publishes on, when it declares one
+    /// (flag `getchannels-api`): the bus key, whose name is its channel. The server then asks
+    /// the command for it and judges it with the command and the keys, by one selector.
+    pub fn channel(&self) -> Option<usize> {
+        if self.flags.split(' ').any(|f| f == "getchannels-api") {
+            self.position(KeyRole::Queue(crate::keyspace::Role::Bus)).map(|i| i + 2)
+        } else {
+            None
+        }
+    }
+
     /// The arguments after the keys, as the synopsis writes them.
     pub fn args_synopsis(&self) -> String {
         self.args.iter().map(Arg::synopsis).collect::<Vec<_>>().join(" ")

@@ -30,7 +30,8 @@ macro_rules! apis {
 }
 
 apis! {
-    RedisModule_ACLCheckChannelPermissions RedisModule_ACLCheckCommandPermissions RedisModule_AddACLCategory
+    RedisModule_ACLCheckCommandPermissions RedisModule_AddACLCategory RedisModule_ChannelAtPosWithFlags
+    RedisModule_IsChannelsPositionRequest
     RedisModule_Alloc RedisModule_BlockClientOnKeysWithFlags RedisModule_Call RedisModule_CallReplyArrayElement
     RedisModule_CallReplyInteger RedisModule_CallReplyLength RedisModule_CallReplyStringPtr RedisModule_CallReplyType RedisModule_FreeCallReply
     RedisModule_Calloc RedisModule_Free RedisModule_Realloc

@@ -440,6 +440,11 @@ fn serve(
     };
     // The last line of defence: a bug that panics answers an error instead of aborting the
     // user's server. The verbs never panic by design (no unwrap, no indexing, checked math).
+    if let Some(pos) = commands().get(i).and_then(Command::channel) {
+        if caller::channel_request(ctx, argv, pos) {
+            return raw::REDISMODULE_OK as c_int;
+        }
+    }
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         let cmd = commands().get(i)?;
         if !retrying {

@@ -269,7 +269,7 @@ pub static COMMANDS: [Command; 31] = [
         form: Form::Keys,
         keys: publish::KEYS,
         args: publish::ARGS,
-        flags: "write deny-oom fast",
+        flags: "write deny-oom fast getchannels-api",
         acl: "emq write fast",
         fenced: true,
         summary: "APPEND, then publish the payload on the channel named by the bus key; nil for a duplicate.",

@@ -2,11 +2,11 @@
 //!
 //! APPEND, then PUBLISH of the payload on the channel named by the bus key
 //! (`emq:{T}:bus`): the durable lane and the live lane in one atomic step. A duplicate is
-//! neither appended nor published (reply nil). The caller's permission to publish on that
-//! channel is checked after the id gate and the ranges and before any key is read, so a
-//! caller without it gets the server's `NOPERM` text, duplicate or not, and nothing is
-//! written (users made with `ACL SETUSER` have no channels under the server's default
-//! `acl-pubsub-default resetchannels`: grant `&emq:*` or the topic's channel).
+//! neither appended nor published (reply nil). The command declares the channel (the table's
+//! `getchannels-api`), so the server judges the caller's permission to publish on it together
+//! with the command and its keys, before this runs (users made with `ACL SETUSER` have no
+//! channels under the server's default `acl-pubsub-default resetchannels`: grant `&emq:*` or
+//! the topic's channel).
 //! The publish is replicated as a `PUBLISH` effect with the stream entry, so a replica's
 //! subscribers get the message too. Replies `[entry id, receivers]`, receivers counted on
 //! this server as PUBLISH counts them.
@@ -30,7 +30,6 @@ impl Verb for Publish {
     fn run<'a>(x: &mut Exec<'a>, m: Message<'a>) -> Result<Reply, Refusal> {
         let cap = m.check()?;
         let channel = x.key_name(Role::Bus)?;
-        x.caller()?.publish(channel)?;
         let Some(append) = plan(x, &m, cap)? else { return Ok(Reply::Null) };
         let entry = append.write()?;
         let receivers = publish(x.ctx(), channel, m.payload.ptr())?;
