@@ -42,6 +42,12 @@ pub fn batch(v: i64, max: i64, per_call: i64, what: &str) -> Result<usize, Refus
     let v = range(v, 1, max, what)?;
     Ok(usize::try_from(v.min(per_call)).unwrap_or(0))
 }
+
+/// The COUNT of a DRAIN, CLEAN or OBLITERATE (default `DELETE_COUNT_DEFAULT`), checked and cut
+/// to what one call deletes.
+pub fn delete_count(count: Option<i64>) -> Result<usize, Refusal> {
+    batch(count.unwrap_or(DELETE_COUNT_DEFAULT), DELETE_COUNT_MAX, DELETE_PER_CALL, "COUNT")
+}
 /// The longest CLAIM … BLOCK wait, ms (0 waits without a limit).
 pub const BLOCK_MAX: i64 = 1 << 31;
 pub const CLAIM_COUNT_MAX: i64 = 1000;
@@ -390,6 +396,17 @@ mod mutants_killed {
         assert_eq!(batch(1000, 1000, 100, "COUNT"), Ok(100));
         for bad in [0, -1, 1001] {
             assert_eq!(batch(bad, 1000, 100, "COUNT"), Err(Refusal::Arg("COUNT must be 1..=1000".into())));
+        }
+    }
+
+    #[test]
+    fn a_delete_count_defaults_to_1000_and_deletes_200_at_most() {
+        assert_eq!(delete_count(None), Ok(200));
+        assert_eq!(delete_count(Some(1)), Ok(1));
+        assert_eq!(delete_count(Some(199)), Ok(199));
+        assert_eq!(delete_count(Some(10_000)), Ok(200));
+        for bad in [0, 10_001] {
+            assert_eq!(delete_count(Some(bad)), Err(Refusal::Arg("COUNT must be 1..=10000".into())));
         }
     }
 

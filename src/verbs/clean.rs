@@ -30,12 +30,7 @@ impl Verb for Clean {
 
     fn run(x: &mut Exec<'_>, (grace, count): (i64, Option<i64>)) -> Result<Reply, Refusal> {
         let grace = domain::range(grace, 0, domain::TIME_MAX, "GRACE")?;
-        let count = domain::batch(
-            count.unwrap_or(domain::DELETE_COUNT_DEFAULT),
-            domain::DELETE_COUNT_MAX,
-            domain::DELETE_PER_CALL,
-            "COUNT",
-        )?;
+        let count = domain::delete_count(count)?;
         let set = x.open_as(FINISHED, Kind::ZSet)?;
         let events = Events::open(x)?;
         let cutoff = x.now().saturating_sub(grace);

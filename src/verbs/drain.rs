@@ -26,12 +26,7 @@ impl Verb for Drain {
     }
 
     fn run(x: &mut Exec<'_>, (delayed_too, count): (bool, Option<i64>)) -> Result<Reply, Refusal> {
-        let count = domain::batch(
-            count.unwrap_or(domain::DELETE_COUNT_DEFAULT),
-            domain::DELETE_COUNT_MAX,
-            domain::DELETE_PER_CALL,
-            "COUNT",
-        )?;
+        let count = domain::delete_count(count)?;
         let mut left = count;
         let wait = x.open_as(Wait, Kind::List)?;
         let prio = x.open_as(Prio, Kind::ZSet)?;

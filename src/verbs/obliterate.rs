@@ -37,12 +37,7 @@ impl Verb for Obliterate {
     }
 
     fn run(x: &mut Exec<'_>, (force, count): (bool, Option<i64>)) -> Result<Reply, Refusal> {
-        let count = domain::batch(
-            count.unwrap_or(domain::DELETE_COUNT_DEFAULT),
-            domain::DELETE_COUNT_MAX,
-            domain::DELETE_PER_CALL,
-            "COUNT",
-        )?;
+        let count = domain::delete_count(count)?;
         let mut budget = count;
         let wait = x.open_as(Wait, Kind::List)?;
         let mut zsets = Vec::with_capacity(5);
