@@ -218,3 +218,57 @@ fn every_fenced_command_answers_each_fence_outcome_and_writes_nothing() {
     assert_eq!(covered.len(), fenced.len(), "a call for every fenced command");
     eprintln!("{} fenced commands, {} calls, {refused} refusals, none wrote", fenced.len(), all.len());
 }
+
+/// The valid calls of the commands outside the fence (the controls, the reads, the coherence
+/// drop). A command without one here fails the stray-argument test: give it its calls.
+fn unfenced_calls(cmd: &Command) -> Vec<Vec<Vec<u8>>> {
+    let with = |args: &[&str]| {
+        let mut v = keys(cmd, QUEUE, &jid(2), "", None);
+        v.extend(args.iter().map(|a| a.as_bytes().to_vec()));
+        v
+    };
+    let bare = |args: &[&str]| {
+        let mut v = vec![cmd.name.as_bytes().to_vec()];
+        v.extend(args.iter().map(|a| a.as_bytes().to_vec()));
+        v
+    };
+    match cmd.name {
+        "EMQ.VERSION" | "TRA.CAPABILITIES" => vec![bare(&[])],
+        "EMQ.INSTALL" => vec![bare(&["1", "{emq}:version"])],
+        "TRA.DROP" => vec![bare(&["1", "cache:row", "v0000000000001"])],
+        "TRA.QUEUES" => vec![bare(&[]), bare(&["FROM", "0", "COUNT", "10"])],
+        "TRA.JOB" | "TRA.COUNTS" => vec![with(&[])],
+        "TRA.JOBS" => vec![with(&[]), with(&["FROM", "0", "COUNT", "5", "REV"])],
+        other => panic!("no valid call of the unfenced command {other}: add one to unfenced_calls()"),
+    }
+}
+
+/// Every command of the table, given one of its valid calls with one more argument behind it,
+/// refuses the call as malformed (EMQSHAPE) and writes nothing: no verb ignores what it was
+/// not asked to take. The same calls without it succeed.
+#[test]
+fn every_command_refuses_a_stray_argument_and_writes_nothing() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    populate(&mut c);
+    let mut tried = std::collections::BTreeSet::new();
+    for cmd in COMMANDS.iter() {
+        let valid = if cmd.fenced { calls(cmd) } else { unfenced_calls(cmd) };
+        for v in valid {
+            let mut stray = v.clone();
+            stray.push(b"STRAY".to_vec());
+            let r = unchanged(&mut c, |c| run(c, &stray));
+            let e = r.err().unwrap_or_else(|| panic!("{} took a stray argument: {r:?}", cmd.name));
+            assert!(e.starts_with("EMQSHAPE"), "{} with a stray argument: {e}", cmd.name);
+            tried.insert(cmd.name);
+        }
+    }
+    assert_eq!(tried.len(), COMMANDS.len(), "every command of the table");
+    // Each valid call without the stray argument goes through.
+    for cmd in COMMANDS.iter().filter(|c| !c.fenced) {
+        for v in unfenced_calls(cmd) {
+            let r = run(&mut c, &v);
+            assert!(r.err().is_none(), "{}: {r:?}", cmd.name);
+        }
+    }
+}
