@@ -226,3 +226,88 @@ fn a_retry_or_requeue_under_keep_zero_leaves_the_log_unopened() {
     assert!(r.err().is_some_and(|e| e.starts_with("NOPERM")), "{r:?}");
     q.check_invariant(&mut admin);
 }
+
+/// clean.rs `score < cutoff` → `<=` (a job finished exactly GRACE ms ago deleted): CLEAN
+/// deletes what finished *more than* GRACE ms ago. A MULTI is one instant, so a job completed
+/// in it finished 0 ms before a `CLEAN … GRACE 0` queued behind it.
+#[test]
+fn clean_deletes_only_what_finished_more_than_grace_ago() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("cleancut");
+    let ids = [jid(1)];
+    finished(&q, &mut c, &ids, "w");
+    let clean = q.cmd("TRA.CLEAN", "", &["completed", "events"], &[b"GRACE", b"0"]);
+    let clean: Vec<&[u8]> = clean.iter().map(Vec::as_slice).collect();
+    assert_eq!(c.call(&[b"MULTI"]), Reply::Simple("OK".into()));
+    let done = q.cmd("EMQ.COMPLETE", &ids[0], keys_of("EMQ.COMPLETE"), &[b"w", b"ok", b"KEEP", b"-1"]);
+    let done: Vec<&[u8]> = done.iter().map(Vec::as_slice).collect();
+    assert_eq!(c.call(&done), Reply::Simple("QUEUED".into()));
+    assert_eq!(c.call(&clean), Reply::Simple("QUEUED".into()));
+    assert_eq!(c.call(&[b"EXEC"]), Reply::Array(vec![Reply::Int(1), Reply::Array(vec![])]));
+    assert_eq!(completed(&q, &mut c), ids, "finished 0 ms ago is not more than 0 ms ago");
+    std::thread::sleep(std::time::Duration::from_millis(3));
+    assert_eq!(c.call(&clean).strings(), ids, "3 ms later it is");
+}
+
+/// completes.rs `jobs.len() > max` → `>=` (a full batch of 100 refused): TRA.COMPLETES takes
+/// what one CLAIM hands out, 100 jobs, and refuses 101 with nothing written.
+#[test]
+fn completes_takes_a_full_claim_of_a_hundred() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("full");
+    for n in 1..=101 {
+        assert_eq!(q.enqueue(&mut c, &jid(n), &[]), Reply::Int(1));
+    }
+    let held = claim_all(&q, &mut c, "w");
+    assert_eq!(held.len(), 100);
+    let triples = |ids: &[String]| -> Vec<Vec<u8>> {
+        ids.iter().flat_map(|id| [id.clone().into_bytes(), b"w".to_vec(), b"ok".to_vec()]).collect()
+    };
+    let call = |c: &mut Conn, args: &[Vec<u8>]| {
+        let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        let v = q.cmd("TRA.COMPLETES", "", &["active", "completed", "events"], &refs);
+        let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+        c.call(&refs)
+    };
+    let mut over = held.clone();
+    over.push(jid(101));
+    let r = unchanged(&mut c, |c| call(c, &triples(&over)));
+    assert!(r.err().is_some_and(|e| e.starts_with("EMQARG") && e.contains("at most 100 jobs")), "{r:?}");
+    let r = call(&mut c, &triples(&held));
+    assert_eq!(r.array().len(), 100);
+    assert!(r.array().iter().all(|e| *e == Reply::Int(1)), "{r:?}");
+}
+
+/// completes.rs `keep == Keep::None` → `!=` (the jobs a TRA.COMPLETES finishes not counted by
+/// retention): with `keep-completed 2`, finishing four jobs in one call keeps the two newest,
+/// as four COMPLETEs would.
+#[test]
+fn completes_counts_what_it_finishes_for_retention() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    assert_eq!(c.call(&[b"CONFIG", b"SET", b"trafikey.keep-completed", b"2"]), Reply::Simple("OK".into()));
+    for (name, batch) in [("batch", true), ("single", false)] {
+        let q = Q::new(name);
+        for n in 1..=4 {
+            assert_eq!(q.enqueue(&mut c, &jid(n), &[]), Reply::Int(1));
+        }
+        let held = claim_all(&q, &mut c, "w");
+        assert_eq!(held.len(), 4);
+        if batch {
+            let args: Vec<Vec<u8>> =
+                held.iter().flat_map(|id| [id.clone().into_bytes(), b"w".to_vec(), b"ok".to_vec()]).collect();
+            let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+            let r = q.run(&mut c, "TRA.COMPLETES", "", &refs);
+            assert_eq!(r.array().len(), 4, "{r:?}");
+        } else {
+            for id in &held {
+                assert_eq!(complete(&q, &mut c, id, "w", &[]), Reply::Int(1));
+            }
+        }
+        let kept = completed(&q, &mut c);
+        assert_eq!(kept.len(), 2, "{name}: {kept:?}");
+        q.check_invariant(&mut c);
+    }
+}
