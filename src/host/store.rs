@@ -496,6 +496,27 @@ impl Key {
         self.zadd_as(score, &sc, member)
     }
 
+    /// ZADD XX: moves the score of a member that is there, and says whether it was; a member
+    /// that is not is left out (nothing written, nothing replicated).
+    pub fn zadd_existing(&self, score: i64, member: *mut RedisModuleString) -> Result<bool, Refusal> {
+        let (k, f) = (self.live(), api!(RedisModule_ZsetAdd));
+        let (Some(k), Some(f)) = (k, f) else { return Ok(false) };
+        let mut flags = raw::REDISMODULE_ZADD_XX as c_int;
+        // SAFETY: writable zset key; scores are below 2^53, exact in a double.
+        if unsafe { f(k, score as f64, member, &mut flags) } != raw::REDISMODULE_OK as c_int
+            || flags & raw::REDISMODULE_ZADD_NOP as c_int != 0
+        {
+            return Ok(false);
+        }
+        if super::effects::build() {
+            let sc = Str::int(self.ctx, score).ok_or_else(crate::errors::host_reply)?;
+            replicate(self.ctx, c"ZADD", &[self.name(), sc.ptr(), member]);
+        } else {
+            super::effects::skip(self.ctx);
+        }
+        Ok(true)
+    }
+
     fn zset_add(&self, score: i64, member: *mut RedisModuleString) -> Result<(), Refusal> {
         let (k, f) = (self.live().ok_or_else(crate::errors::host_reply)?, api!(RedisModule_ZsetAdd));
         if let Some(f) = f {

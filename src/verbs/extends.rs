@@ -54,8 +54,9 @@ impl Verb for Extends {
         let deadline = domain::deadline(x.now(), ms);
         let mut out = Vec::with_capacity(rows.len());
         for (row, (id, token)) in rows.iter().zip(&a.pairs) {
-            if Row(row).held_by(token) && active.zscore(id.ptr()).is_some() {
-                active.zadd(deadline, id.ptr())?;
+            // Held: the row carries the token and the job is in active (ZADD XX moves only
+            // a member that is there).
+            if Row(row).held_by(token) && active.zadd_existing(deadline, id.ptr())? {
                 out.push(Reply::Int(deadline));
             } else {
                 out.push(Reply::Int(0));
