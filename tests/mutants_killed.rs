@@ -311,3 +311,66 @@ fn completes_counts_what_it_finishes_for_retention() {
         q.check_invariant(&mut c);
     }
 }
+
+/// completes.rs `fate == DONE && gone` → `||` (logs opened for jobs whose rows stay, or that
+/// it does not finish): TRA.COMPLETES opens only the logs of the rows it deletes at once, so a
+/// worker without access to logs finishes jobs that have logs under the default retention,
+/// and is refused only where a log would be deleted (keep-completed 0).
+#[test]
+fn completes_opens_only_the_logs_it_deletes() {
+    let s = Server::quiet();
+    let mut admin = s.conn();
+    let q = Q::new("nolog");
+    no_log_user(&mut admin, &q);
+    let mut w = s.conn();
+    assert_eq!(w.call(&[b"AUTH", b"nolog", b"pw"]), Reply::Simple("OK".into()));
+    for n in 1..=3 {
+        assert_eq!(q.enqueue(&mut admin, &jid(n), &[]), Reply::Int(1));
+    }
+    assert_eq!(claim_all(&q, &mut w, "w"), [jid(1), jid(2), jid(3)]);
+    for n in 1..=3 {
+        log_line(&mut admin, &q, &jid(n), "w");
+    }
+    let triples = |ids: &[(u64, &str)]| -> Vec<Vec<u8>> {
+        ids.iter().flat_map(|(n, t)| [jid(*n).into_bytes(), t.as_bytes().to_vec(), b"ok".to_vec()]).collect()
+    };
+    let completes = |w: &mut Conn, args: Vec<Vec<u8>>| {
+        let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        q.run(w, "TRA.COMPLETES", "", &refs)
+    };
+    // One finished, one held with another token: neither log is opened.
+    let r = completes(&mut w, triples(&[(1, "w"), (2, "other")]));
+    assert_eq!(r, Reply::Array(vec![Reply::Int(1), Reply::Int(-1)]));
+    // A repeat of the finished one: its log is not opened either.
+    let r = completes(&mut w, triples(&[(1, "w"), (2, "w")]));
+    assert_eq!(r, Reply::Array(vec![Reply::Int(0), Reply::Int(1)]));
+    // Under keep-completed 0 the row and its log go at once: the user is refused, nothing written.
+    assert_eq!(
+        admin.call(&[b"CONFIG", b"SET", b"trafikey.keep-completed", b"0"]),
+        Reply::Simple("OK".into())
+    );
+    let r = unchanged(&mut admin, |_| completes(&mut w, triples(&[(3, "w")])));
+    assert!(r.err().is_some_and(|e| e.starts_with("NOPERM")), "{r:?}");
+    q.check_invariant(&mut admin);
+}
+
+/// drain.rs `left -= from_wait.len()` → `+=` (prio drained past COUNT): DRAIN COUNT n deletes
+/// n jobs in all — `wait` first, the rest of n from `prio` — and no more.
+#[test]
+fn drain_count_spans_wait_and_prio() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("span");
+    for n in 1..=2 {
+        assert_eq!(q.enqueue(&mut c, &jid(n), &[]), Reply::Int(1));
+    }
+    for n in 3..=7 {
+        assert_eq!(q.enqueue(&mut c, &jid(n), &[b"PRIORITY", b"5"]), Reply::Int(1));
+    }
+    let drain = q.cmd("TRA.DRAIN", "", &["wait", "prio", "delayed", "events"], &[b"COUNT", b"3"]);
+    let drain: Vec<&[u8]> = drain.iter().map(Vec::as_slice).collect();
+    assert_eq!(c.call(&drain), Reply::Int(3));
+    let snap = q.check_invariant(&mut c);
+    let left: Vec<u64> = (1..=7).filter(|n| snap.state_of(&jid(*n)).is_some()).collect();
+    assert_eq!(left, [4, 5, 6, 7], "the two waiting, then the first by priority order, are gone");
+}
