@@ -374,3 +374,57 @@ fn drain_count_spans_wait_and_prio() {
     let left: Vec<u64> = (1..=7).filter(|n| snap.state_of(&jid(*n)).is_some()).collect();
     assert_eq!(left, [4, 5, 6, 7], "the two waiting, then the first by priority order, are gone");
 }
+
+/// obliterate.rs: the COUNT budget and the reply (`active_len > 0` → `>=`, each `budget -=` →
+/// `+=`, `jobs_left` summed, `budget > 0` → `>=`, `keys_left += 1`, the kind test, `left == 0`):
+/// OBLITERATE without FORCE takes a queue with nothing held, deletes COUNT jobs a call (wait
+/// first, then each set in turn), then the queue's own keys, and answers what is left — jobs
+/// plus keys — until 0.
+#[test]
+fn obliterate_spends_its_count_and_answers_what_is_left() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("ob");
+    // One completed and one failed job, then three waiting, two by priority, one delayed.
+    for n in [7, 8] {
+        assert_eq!(q.enqueue(&mut c, &jid(n), &[]), Reply::Int(1));
+    }
+    assert_eq!(claim_all(&q, &mut c, "w"), [jid(7), jid(8)]);
+    assert_eq!(complete(&q, &mut c, &jid(7), "w", &[b"KEEP", b"-1"]), Reply::Int(1));
+    let r = q.run(&mut c, "EMQ.FAIL", &jid(8), &[b"w", b"boom", b"FINAL", b"KEEP", b"-1"]);
+    assert_eq!(r, Reply::Simple("failed".into()));
+    for n in 1..=3 {
+        assert_eq!(q.enqueue(&mut c, &jid(n), &[]), Reply::Int(1));
+    }
+    for n in 4..=5 {
+        assert_eq!(q.enqueue(&mut c, &jid(n), &[b"PRIORITY", b"2"]), Reply::Int(1));
+    }
+    assert_eq!(q.run(&mut c, "EMQ.SCHEDULE", &jid(6), &[b"+600000", b"job", b"{}"]), Reply::Int(1));
+    // A paused queue has its meta key.
+    assert_eq!(q.run(&mut c, "EMQ.CLAIM", "", &[b"PAUSE"]), Reply::Int(1));
+    let all = ["wait", "prio", "active", "delayed", "completed", "failed", "meta", "events"];
+    let ob = q.cmd("TRA.OBLITERATE", "", &all, &[b"COUNT", b"2"]);
+    let ob: Vec<&[u8]> = ob.iter().map(Vec::as_slice).collect();
+    let jobs = |c: &mut Conn| -> Vec<u64> {
+        let snap = q.check_invariant(c);
+        (1..=8).filter(|n| snap.state_of(&jid(*n)).is_some()).collect()
+    };
+    let known = |c: &mut Conn| c.call(&[b"TRA.QUEUES"]).array()[1].strings().contains(&"ob".to_string());
+    assert!(known(&mut c));
+    // Jobs left, then the non-empty keys of wait, prio, delayed, completed, failed, meta, events.
+    assert_eq!(c.call(&ob), Reply::Int(6 + 7));
+    assert!(known(&mut c), "a queue with jobs left stays known");
+    assert_eq!(jobs(&mut c), [3, 4, 5, 6, 7, 8], "two from the front of wait");
+    assert_eq!(c.call(&ob), Reply::Int(4 + 6));
+    assert_eq!(jobs(&mut c), [5, 6, 7, 8], "the last of wait, then one from prio");
+    assert_eq!(c.call(&ob), Reply::Int(2 + 4));
+    assert_eq!(jobs(&mut c), [7, 8], "prio, then delayed");
+    assert_eq!(c.call(&ob), Reply::Int(2), "completed and failed; meta and events left");
+    assert_eq!(jobs(&mut c), Vec::<u64>::new());
+    assert_eq!(c.call(&ob), Reply::Int(0));
+    assert!(!known(&mut c), "an obliterated queue is forgotten");
+    for role in all {
+        assert_eq!(c.call(&[b"EXISTS", q.k(role).as_bytes()]), Reply::Int(0), "{role}");
+    }
+    assert_eq!(c.call(&ob), Reply::Int(0), "an obliterated queue stays at 0");
+}
