@@ -429,17 +429,21 @@ fn obliterate_spends_its_count_and_answers_what_is_left() {
     assert_eq!(c.call(&ob), Reply::Int(0), "an obliterated queue stays at 0");
 }
 
-/// promote.rs `state != Delayed || not in delayed` → `&&`: PROMOTE needs both — the row's state
-/// and the id in `delayed`. A row whose state was written `delayed` by hand while the job
-/// waits is refused, so the job is not put in `wait` a second time.
+/// promote.rs and reschedule.rs, `state != Delayed || not in delayed` → `&&`: PROMOTE and
+/// RESCHEDULE need both — the row's state and the id in `delayed`. A row whose state was
+/// written `delayed` by hand while the job waits is refused by both, so the job is neither put
+/// in `wait` a second time nor added to `delayed` beside it.
 #[test]
-fn promote_needs_the_state_and_the_set_to_agree() {
+fn promote_and_reschedule_need_the_state_and_the_set_to_agree() {
     let s = Server::quiet();
     let mut c = s.conn();
     let q = Q::new("agree");
     assert_eq!(q.enqueue(&mut c, &jid(1), &[]), Reply::Int(1));
     assert_eq!(c.call(&[b"HSET", q.job(&jid(1)).as_bytes(), b"st", b"delayed"]), Reply::Int(0));
-    let r = unchanged(&mut c, |c| q.run(c, "EMQ.PROMOTE", &jid(1), &[]));
-    assert!(r.err().is_some_and(|e| e.starts_with("EMQSTATE")), "{r:?}");
+    for (verb, args) in [("EMQ.PROMOTE", &[][..]), ("EMQ.RESCHEDULE", &[&b"+5000"[..]][..])] {
+        let r = unchanged(&mut c, |c| q.run(c, verb, &jid(1), args));
+        assert!(r.err().is_some_and(|e| e.starts_with("EMQSTATE")), "{verb}: {r:?}");
+    }
     assert_eq!(c.call(&[b"LRANGE", q.k("wait").as_bytes(), b"0", b"-1"]).strings(), [jid(1)]);
+    assert_eq!(c.call(&[b"ZCARD", q.k("delayed").as_bytes()]), Reply::Int(0));
 }
