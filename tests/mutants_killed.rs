@@ -354,8 +354,9 @@ fn completes_opens_only_the_logs_it_deletes() {
     q.check_invariant(&mut admin);
 }
 
-/// drain.rs `left -= from_wait.len()` → `+=` (prio drained past COUNT): DRAIN COUNT n deletes
-/// n jobs in all — `wait` first, the rest of n from `prio` — and no more.
+/// drain.rs `left -= from_wait.len()` and `left -= from_prio.len()` → `+=` (a set drained past
+/// COUNT): DRAIN COUNT n deletes n jobs in all — `wait` first, the rest from `prio`, then with
+/// DELAYED from `delayed` — and no more.
 #[test]
 fn drain_count_spans_wait_and_prio() {
     let s = Server::quiet();
@@ -373,10 +374,20 @@ fn drain_count_spans_wait_and_prio() {
     let snap = q.check_invariant(&mut c);
     let left: Vec<u64> = (1..=7).filter(|n| snap.state_of(&jid(*n)).is_some()).collect();
     assert_eq!(left, [4, 5, 6, 7], "the two waiting, then the first by priority order, are gone");
+    // With DELAYED the rest of COUNT goes on to delayed: 4 prio jobs, then 2 of 3 delayed.
+    for n in 8..=10 {
+        assert_eq!(q.run(&mut c, "EMQ.SCHEDULE", &jid(n), &[b"+600000", b"job", b"{}"]), Reply::Int(1));
+    }
+    let drain = q.cmd("TRA.DRAIN", "", &["wait", "prio", "delayed", "events"], &[b"DELAYED", b"COUNT", b"6"]);
+    let drain: Vec<&[u8]> = drain.iter().map(Vec::as_slice).collect();
+    assert_eq!(c.call(&drain), Reply::Int(6));
+    let snap = q.check_invariant(&mut c);
+    let left: Vec<u64> = (1..=10).filter(|n| snap.state_of(&jid(*n)).is_some()).collect();
+    assert_eq!(left, [10], "prio, then the delayed jobs by due time");
 }
 
 /// obliterate.rs: the COUNT budget and the reply (`active_len > 0` → `>=`, each `budget -=` →
-/// `+=`, `jobs_left` summed, `budget > 0` → `>=`, `keys_left += 1`, the kind test, `left == 0`):
+/// `+=` or `/=`, `jobs_left` summed, `budget > 0` → `>=`, `keys_left += 1`, the kind test, `left == 0`):
 /// OBLITERATE without FORCE takes a queue with nothing held, deletes COUNT jobs a call (wait
 /// first, then each set in turn), then the queue's own keys, and answers what is left — jobs
 /// plus keys — until 0.
@@ -421,7 +432,12 @@ fn obliterate_spends_its_count_and_answers_what_is_left() {
     assert_eq!(jobs(&mut c), [7, 8], "prio, then delayed");
     assert_eq!(c.call(&ob), Reply::Int(2), "completed and failed; meta and events left");
     assert_eq!(jobs(&mut c), Vec::<u64>::new());
-    assert_eq!(c.call(&ob), Reply::Int(0));
+    // The queue's own keys are spent from the same COUNT: one a call at COUNT 1.
+    let one = q.cmd("TRA.OBLITERATE", "", &all, &[b"COUNT", b"1"]);
+    let one: Vec<&[u8]> = one.iter().map(Vec::as_slice).collect();
+    assert_eq!(c.call(&one), Reply::Int(1), "meta deleted, events left");
+    assert_eq!(c.call(&[b"EXISTS", q.k("events").as_bytes()]), Reply::Int(1));
+    assert_eq!(c.call(&one), Reply::Int(0));
     assert!(!known(&mut c), "an obliterated queue is forgotten");
     for role in all {
         assert_eq!(c.call(&[b"EXISTS", q.k(role).as_bytes()]), Reply::Int(0), "{role}");
