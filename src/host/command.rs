@@ -316,6 +316,17 @@ mod tests {
     .optional();
 
     #[test]
+    fn every_key_role_has_its_own_index() {
+        let mut roles: Vec<KeyRole> = crate::keyspace::Role::ALL.iter().map(|r| KeyRole::Queue(*r)).collect();
+        roles.extend([KeyRole::Version, KeyRole::Any, KeyRole::OneOf(&[])]);
+        let mut seen: Vec<usize> = roles.iter().map(|r| r.index()).collect();
+        assert!(seen.iter().all(|&i| i < KeyRole::COUNT));
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), roles.len(), "two roles share an index");
+    }
+
+    #[test]
     fn synopses_read_like_the_reference_page() {
         assert_eq!(opt("priority", "PRIORITY", "p", Ty::Int).synopsis(), "[PRIORITY p]");
         assert_eq!(flag("lifo", "LIFO").synopsis(), "[LIFO]");

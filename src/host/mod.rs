@@ -249,22 +249,23 @@ impl<'a> Exec<'a> {
         }
     }
 
-    /// `{emq}:version`, opened as the caller (read permission for the fence, write for INSTALL).
-    pub fn version_key(&mut self, access: Access) -> Result<Key, Refusal> {
+    /// `{emq}:version`, found by the fence (not declared): opened for reading, as the caller.
+    /// INSTALL, which writes it, declares it.
+    fn version_key(&mut self) -> Result<Key, Refusal> {
         static VERSION_KEY: Lit = Lit::new(keyspace::VERSION_KEY_C);
         let name = VERSION_KEY.get();
         if name.is_null() {
             return Err(errors::host_reply());
         }
-        self.caller()?.key(name, access)?;
-        Ok(Key::open(self.ctx, Name::Arg(name), access != Access::Read))
+        self.caller()?.key(name, Access::Read)?;
+        Ok(Key::open(self.ctx, Name::Arg(name), false))
     }
 
     /// The fence: standalone, one read of `{emq}:version` as the caller, only
     /// `echomq:6.0.0` passes. It never writes.
     pub fn fence(&mut self) -> Result<(), Refusal> {
         self.standalone()?;
-        let key = self.version_key(Access::Read)?;
+        let key = self.version_key()?;
         domain::fence(stored(&key)?)
     }
 
