@@ -625,8 +625,8 @@ impl Key {
 
     /// Removes `member` from this list (its first occurrence from the head), one effect `LREM
     /// key 1 member`: the key API has no such call, so the server's own LREM runs it (O(N),
-    /// as LREM is). Returns whether it was there.
-    pub fn lrem(&self, member: *mut RedisModuleString) -> Result<bool, Refusal> {
+    /// as LREM is); replicated only when it removed one.
+    pub fn lrem(&self, member: *mut RedisModuleString) -> Result<(), Refusal> {
         static ONE: Lit = Lit::new(c"1");
         let (Some(call), Some(int), Some(free)) =
             (api!(RedisModule_Call), api!(RedisModule_CallReplyInteger), api!(RedisModule_FreeCallReply))
@@ -646,7 +646,7 @@ impl Key {
         if removed > 0 {
             replicate(self.ctx, c"LREM", &[self.name(), ONE.get(), member]);
         }
-        Ok(removed > 0)
+        Ok(())
     }
 
     /// Whether `member` is among the `window` elements nearest the tail (where CLAIM takes
