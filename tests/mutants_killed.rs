@@ -487,3 +487,34 @@ fn the_callers_user_handle_is_freed_with_each_call() {
     let grown = used_memory(&mut c) - before;
     assert!(grown < 1 << 20, "100 000 calls grew the server's memory by {grown} bytes");
 }
+
+/// host/store.rs `Key::zadd_existing`: `call failed || NOP` → `&&` (a member not in the set
+/// reported moved, and a ZADD replicated that would add it): EXTENDS renews only a job that is
+/// in `active`. A row that says held while its id is not in `active` (the set written by hand)
+/// answers 0 and nothing is written, here or on a replica.
+#[test]
+fn extends_renews_only_what_is_in_active() {
+    let primary = Server::quiet();
+    let replica = Server::start(Opts { module_args: vec!["upkeep".into(), "no".into()], ..Opts::default() });
+    let mut r = replica.follow(&primary);
+    let mut c = primary.conn();
+    let q = Q::new("ghost");
+    for n in 1..=2 {
+        assert_eq!(q.enqueue(&mut c, &jid(n), &[]), Reply::Int(1));
+    }
+    assert_eq!(claim_all(&q, &mut c, "w"), [jid(1), jid(2)]);
+    assert_eq!(c.call(&[b"ZREM", q.k("active").as_bytes(), jid(2).as_bytes()]), Reply::Int(1));
+    let v = q.cmd(
+        "EMQ.EXTENDS",
+        "",
+        keys_of("EMQ.EXTENDS"),
+        &[b"60000", jid(1).as_bytes(), b"w", jid(2).as_bytes(), b"w"],
+    );
+    let v: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+    let got = c.call(&v);
+    assert!(got.array()[0].int() > 0, "{got:?}");
+    assert_eq!(got.array()[1], Reply::Int(0), "not in active: not held");
+    assert_eq!(c.call(&[b"ZCARD", q.k("active").as_bytes()]), Reply::Int(1));
+    c.call(&[b"WAIT", b"1", b"2000"]);
+    wait_for(|| digest(&mut c) == digest(&mut r), "the replica holds what the primary holds");
+}

@@ -468,15 +468,6 @@ impl Key {
         popped
     }
 
-    pub fn rpop(&self) -> Option<Str> {
-        let (k, f) = (self.live()?, api!(RedisModule_ListPop)?);
-        // SAFETY: writable list key; the popped element is ours.
-        let p = unsafe { f(k, raw::REDISMODULE_LIST_TAIL as c_int) };
-        let v = Str::adopt(self.ctx, p)?;
-        replicate(self.ctx, c"RPOP", &[self.name()]);
-        Some(v)
-    }
-
     // ---- sorted sets: every score the module writes is an integer (ms or priority) ----
 
     pub fn zscore(&self, member: *mut RedisModuleString) -> Option<f64> {
