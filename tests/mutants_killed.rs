@@ -518,3 +518,25 @@ fn extends_renews_only_what_is_in_active() {
     c.call(&[b"WAIT", b"1", b"2000"]);
     wait_for(|| digest(&mut c) == digest(&mut r), "the replica holds what the primary holds");
 }
+
+/// host/timer.rs `on_event` → `()` (a dataset loaded into a running primary not scanned for
+/// queues): a queue the node had forgotten, brought back by `DEBUG RELOAD NOSAVE` from the RDB
+/// saved before, is found again and its due job promoted by upkeep. (A reload empties the
+/// database first, so the flush event alone starts the scan: the LOADING arm is a second way.)
+#[test]
+fn a_dataset_loaded_in_place_is_scanned_for_queues() {
+    let s =
+        Server::start(Opts { module_args: vec!["upkeep-tick-ms".into(), "20".into()], ..Opts::default() });
+    let mut c = s.conn();
+    assert_eq!(c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
+    let q = Q::new("back");
+    assert_eq!(q.run(&mut c, "EMQ.SCHEDULE", &jid(1), &[b"+400", b"job", b"{}"]), Reply::Int(1));
+    assert_eq!(c.call(&[b"SAVE"]), Reply::Simple("OK".into()));
+    let all = ["wait", "prio", "active", "delayed", "completed", "failed", "meta", "events"];
+    let ob = q.cmd("TRA.OBLITERATE", "", &all, &[]);
+    let ob: Vec<&[u8]> = ob.iter().map(Vec::as_slice).collect();
+    assert_eq!(c.call(&ob), Reply::Int(0), "gone, and forgotten");
+    assert_eq!(c.call(&[b"DEBUG", b"RELOAD", b"NOSAVE"]), Reply::Simple("OK".into()));
+    assert_eq!(q.snapshot(&mut c).state_of(&jid(1)).as_deref(), Some("delayed"), "back from the RDB");
+    wait_for(|| q.snapshot(&mut c).state_of(&jid(1)).as_deref() == Some("wait"), "upkeep promotes it");
+}
