@@ -540,3 +540,41 @@ fn a_dataset_loaded_in_place_is_scanned_for_queues() {
     assert_eq!(q.snapshot(&mut c).state_of(&jid(1)).as_deref(), Some("delayed"), "back from the RDB");
     wait_for(|| q.snapshot(&mut c).state_of(&jid(1)).as_deref() == Some("wait"), "upkeep promotes it");
 }
+
+/// Every string of a reply, depth first.
+fn words(r: &Reply, out: &mut Vec<String>) {
+    match r {
+        Reply::Array(items) => items.iter().for_each(|i| words(i, out)),
+        Reply::Bulk(b) => out.push(String::from_utf8_lossy(b).into_owned()),
+        Reply::Simple(s) => out.push(s.clone()),
+        _ => {}
+    }
+}
+
+/// host/register.rs `Docs::arg`: `flags |= MULTIPLE` → `&=` (COMMAND DOCS without an
+/// argument's flags): the repeated block of EXTENDS is `multiple`, ENQUEUE's PRIORITY
+/// `optional`, as the synopses say.
+#[test]
+fn command_docs_carry_each_arguments_flags() {
+    let s = Server::installed();
+    let mut c = s.conn();
+    let flags_of = |c: &mut Conn, cmd: &str, arg: &str| -> Vec<String> {
+        let mut w = Vec::new();
+        words(&c.call(&[b"COMMAND", b"DOCS", cmd.as_bytes()]), &mut w);
+        let at =
+            w.windows(2).position(|p| p[0] == "name" && p[1] == arg).unwrap_or_else(|| panic!("{cmd} {arg}"));
+        let rest = &w[at + 2..];
+        let end = rest.iter().position(|x| x == "name").unwrap_or(rest.len());
+        match rest[..end].iter().position(|x| x == "flags") {
+            Some(f) => rest[f + 1..end]
+                .iter()
+                .filter(|x| ["optional", "multiple"].contains(&x.as_str()))
+                .cloned()
+                .collect(),
+            None => Vec::new(),
+        }
+    };
+    assert_eq!(flags_of(&mut c, "emq.extends", "job"), ["multiple"]);
+    assert_eq!(flags_of(&mut c, "emq.enqueue", "priority"), ["optional"]);
+    assert_eq!(flags_of(&mut c, "emq.complete", "token"), Vec::<String>::new());
+}
