@@ -105,11 +105,6 @@ impl AsRef<[u8]> for ArgStr<'_> {
     }
 }
 
-impl PartialEq<[u8]> for ArgStr<'_> {
-    fn eq(&self, other: &[u8]) -> bool {
-        self.bytes == other
-    }
-}
 
 /// One call in progress.
 pub struct Exec<'a> {
