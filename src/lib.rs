@@ -56,7 +56,8 @@ fn preload(ctx: &Context, _args: &[ValkeyString]) -> Status {
 fn init(ctx: &Context, _args: &[ValkeyString]) -> Status {
     let started = host::register::all(ctx, &verbs::COMMANDS)
         .and_then(|()| host::effects::init(ctx.ctx))
-        .and_then(|()| upkeep::start(ctx.ctx));
+        .and_then(|()| upkeep::start(ctx.ctx))
+        .and_then(|()| host::events::subscribe(ctx.ctx));
     match started {
         Ok(()) => Status::Ok,
         Err(e) => {

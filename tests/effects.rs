@@ -1,8 +1,9 @@
 //! Replication effects are built exactly when something could receive them (`host::effects`):
 //! a server with no replica, no backlog and no AOF only counts its writes; every way a
 //! receiver can appear — a replica syncing, a replica attached before the module loaded, a
-//! primary restarted from an RDB that keeps its backlog — turns the effects on in time, and
-//! the replica ends up with the primary's keyspace.
+//! primary restarted from an RDB that keeps its backlog, a replica promoted with its
+//! backlog — turns the effects on in time, and the replica ends up with the primary's
+//! keyspace.
 
 use trafikey_support::*;
 
@@ -156,6 +157,31 @@ fn writes_while_a_replica_syncs_reach_it() {
     wait_for(|| r.call(&[b"INFO", b"replication"]).str().contains("master_link_status:up"), "replica link");
     same_keyspace(&mut p, &mut r);
     assert_eq!(effects(&mut p).1, skipped, "nothing skipped once the replica asked to sync");
+}
+
+#[test]
+fn a_promoted_replica_replicates_into_its_backlog() {
+    let primary = Server::quiet();
+    let node = Server::start(Opts { module_args: quiet(), ..Opts::default() });
+    let mut n = node.conn();
+    // The node's first call reads INFO as a primary with nothing attached: effects off.
+    assert_eq!(n.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
+    assert_eq!(effects(&mut n).2, "0");
+    let skipped = effects(&mut n).1;
+    let mut p = primary.conn();
+    let mut n = node.follow(&primary);
+    let q = Q::new("promoted");
+    workload(&mut p, &q, 1, 40);
+    same_keyspace(&mut p, &mut n);
+    // Promoted, the node keeps the backlog it had as a replica, for the old primary to
+    // resync from: a receiver, though no replica has asked it for anything yet.
+    assert_eq!(n.call(&[b"REPLICAOF", b"NO", b"ONE"]), Reply::Simple("OK".into()));
+    assert_eq!(info_field(&mut n, "replication", "repl_backlog_active"), "1");
+    workload(&mut n, &q, 40, 90);
+    assert_eq!(effects(&mut n).1, skipped, "nothing skipped once promoted");
+    let mut p = primary.follow(&node);
+    assert_eq!(info_field(&mut n, "stats", "sync_partial_ok"), "1", "a partial resync, from the backlog");
+    same_keyspace(&mut n, &mut p);
 }
 
 #[test]

@@ -12,11 +12,15 @@
 //! "Something may receive effects" is sticky, set and never cleared:
 //! - a client sends SYNC or PSYNC (a command filter sees it before the server runs it, so
 //!   before the backlog or the replica exists; dual-channel sync sends SYNC too);
-//! - the replication role changes, or a replica comes or goes (server events);
+//! - the replication role changes, or a replica comes or goes (server events): a replica
+//!   promoted keeps its backlog for the others to resync from, and a full sync is always
+//!   preceded by the change of role;
 //! - INFO replication shows a replica, a backlog or a non-primary role: read before the first
-//!   call after the module loads (a replica attached before `MODULE LOAD`) and before the
-//!   first call after every dataset load (a primary restarted from an RDB that carries
-//!   replication info keeps a backlog for partial resyncs).
+//!   call after the module loads (a replica attached before `MODULE LOAD`; a primary started
+//!   from an RDB that carries replication info, which keeps a backlog for partial resyncs —
+//!   the server loads modules before the dataset, and serves no call while loading).
+//!   Loads later in the process's life need no reading: a replica's is announced by its
+//!   change of role, and `DEBUG RELOAD` does not restore a backlog.
 //!
 //! Per call, AOF on, being a replica or loading also mean build, and so does the config
 //! `trafikey.effects-always`.
@@ -24,15 +28,15 @@
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use valkey_module::raw::{self, RedisModuleCommandFilterCtx, RedisModuleCtx, RedisModuleEvent};
+use valkey_module::raw::{self, RedisModuleCommandFilterCtx, RedisModuleCtx};
 
 use super::strings::bytes_of;
 use crate::{config, metrics};
 
 /// A replica, a backlog or a non-primary role has been seen: effects from now on.
 static TARGETS: AtomicBool = AtomicBool::new(false);
-/// INFO replication is to be read before the next call decides (after load, after a load of
-/// the dataset).
+/// INFO replication is to be read before the next call decides (the first after the module
+/// loads).
 static PROBE: AtomicBool = AtomicBool::new(true);
 /// This call's decision. Commands run one at a time on the main thread.
 static BUILD: AtomicBool = AtomicBool::new(true);
@@ -45,27 +49,13 @@ const ALWAYS_FLAGS: u32 = raw::REDISMODULE_CTX_FLAGS_AOF
     | raw::REDISMODULE_CTX_FLAGS_ASYNC_LOADING
     | raw::REDISMODULE_CTX_FLAGS_REPLICATED;
 
-/// Load time: the filter and the events.
+/// Load time: the command filter (the server events come through `events`).
 pub fn init(ctx: *mut RedisModuleCtx) -> Result<(), String> {
     let filter = api!(RedisModule_RegisterCommandFilter).ok_or("no RegisterCommandFilter")?;
-    let subscribe = api!(RedisModule_SubscribeToServerEvent).ok_or("no SubscribeToServerEvent")?;
-    // SAFETY: load-time registration on the module's context with callbacks that live for
+    // SAFETY: load-time registration on the module's context with a callback that lives for
     // the process.
-    unsafe {
-        if filter(ctx, Some(on_command), raw::REDISMODULE_CMDFILTER_NOSELF as c_int).is_null() {
-            return Err("cannot register the command filter".into());
-        }
-        for id in [
-            raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
-            raw::REDISMODULE_EVENT_REPLICA_CHANGE,
-            raw::REDISMODULE_EVENT_LOADING,
-        ] {
-            if subscribe(ctx, RedisModuleEvent { id, dataver: 1 }, Some(on_event))
-                != raw::REDISMODULE_OK as c_int
-            {
-                return Err(format!("cannot subscribe to server event {id}"));
-            }
-        }
+    if unsafe { filter(ctx, Some(on_command), raw::REDISMODULE_CMDFILTER_NOSELF as c_int) }.is_null() {
+        return Err("cannot register the command filter".into());
     }
     Ok(())
 }
@@ -125,18 +115,9 @@ extern "C" fn on_command(fctx: *mut RedisModuleCommandFilterCtx) {
     }
 }
 
-extern "C" fn on_event(
-    _ctx: *mut RedisModuleCtx,
-    eid: RedisModuleEvent,
-    sub: u64,
-    _data: *mut std::os::raw::c_void,
-) {
-    if eid.id == raw::REDISMODULE_EVENT_LOADING {
-        // Read INFO once the load is over and the server has settled its backlog.
-        if sub == raw::REDISMODULE_SUBEVENT_LOADING_ENDED || sub == raw::REDISMODULE_SUBEVENT_LOADING_FAILED {
-            PROBE.store(true, Ordering::Relaxed);
-        }
-    } else {
+/// A server event: a change of role or of replicas means effects from now on.
+pub fn on_event(id: u64) {
+    if id == raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED || id == raw::REDISMODULE_EVENT_REPLICA_CHANGE {
         seen();
     }
 }

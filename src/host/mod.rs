@@ -23,6 +23,7 @@ pub mod caller;
 pub mod command;
 pub mod compat;
 pub mod effects;
+pub mod events;
 pub mod register;
 pub mod reply;
 pub mod store;

@@ -10,7 +10,7 @@ use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use valkey_module::raw::{self, RedisModuleCtx, RedisModuleEvent, RedisModuleKey, RedisModuleString};
+use valkey_module::raw::{self, RedisModuleCtx, RedisModuleKey, RedisModuleString};
 
 use super::strings::bytes_of;
 
@@ -63,22 +63,9 @@ pub fn monotonic_us() -> u64 {
     }
 }
 
-/// Load time: remember the hooks, subscribe to the events, arm the timer.
+/// Load time: remember the hooks, arm the timer (the server events come through `events`).
 pub fn start(ctx: *mut RedisModuleCtx, hooks: Hooks) -> Result<(), String> {
     HOOKS.set(hooks).map_err(|_| "upkeep started twice".to_owned())?;
-    let subscribe = api!(RedisModule_SubscribeToServerEvent).ok_or("no SubscribeToServerEvent")?;
-    for id in [
-        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
-        raw::REDISMODULE_EVENT_LOADING,
-        raw::REDISMODULE_EVENT_FLUSHDB,
-    ] {
-        // SAFETY: load-time subscription with a callback that lives for the process.
-        if unsafe { subscribe(ctx, RedisModuleEvent { id, dataver: 1 }, Some(on_event)) }
-            != raw::REDISMODULE_OK as c_int
-        {
-            return Err(format!("cannot subscribe to server event {id}"));
-        }
-    }
     let detached = api!(RedisModule_GetDetachedThreadSafeContext).ok_or("no GetDetachedThreadSafeContext")?;
     // SAFETY: load-time ctx; the detached context lives for the process.
     MODULE_CTX.store(unsafe { detached(ctx) }, Ordering::Relaxed);
@@ -137,9 +124,10 @@ extern "C" fn fire(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
     }
 }
 
-extern "C" fn on_event(_ctx: *mut RedisModuleCtx, eid: RedisModuleEvent, sub: u64, data: *mut c_void) {
+/// A server event: a load, a flush or a promotion means upkeep looks for its queues again.
+pub fn on_event(id: u64, sub: u64, data: *mut c_void) {
     let Some(h) = HOOKS.get() else { return };
-    let rescan = match eid.id {
+    let rescan = match id {
         raw::REDISMODULE_EVENT_LOADING => sub == raw::REDISMODULE_SUBEVENT_LOADING_ENDED,
         raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED => {
             sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER
@@ -150,7 +138,7 @@ extern "C" fn on_event(_ctx: *mut RedisModuleCtx, eid: RedisModuleEvent, sub: u6
     if !rescan {
         return;
     }
-    let db = if eid.id == raw::REDISMODULE_EVENT_FLUSHDB && !data.is_null() {
+    let db = if id == raw::REDISMODULE_EVENT_FLUSHDB && !data.is_null() {
         // SAFETY: the flush event's data is its RedisModuleFlushInfo.
         unsafe { (*data.cast::<raw::RedisModuleFlushInfo>()).dbnum }
     } else {
