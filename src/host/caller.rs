@@ -135,8 +135,13 @@ impl Caller {
 }
 
 /// When the server asks a command that declares a channel which channel a call would use (an
-/// ACL check, not a call: nothing runs), answers the argument at `pos` and returns true.
-pub fn channel_request(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString], pos: usize) -> bool {
+/// ACL check, not a call: nothing runs), answers the argument at `pos()` and returns true.
+/// Asked first, the server's question costs every other call one API call, not the lookup.
+pub fn channel_request(
+    ctx: *mut RedisModuleCtx,
+    argv: &[*mut RedisModuleString],
+    pos: impl FnOnce() -> Option<usize>,
+) -> bool {
     let (Some(asks), Some(answer)) =
         (api!(RedisModule_IsChannelsPositionRequest), api!(RedisModule_ChannelAtPosWithFlags))
     else {
@@ -146,11 +151,9 @@ pub fn channel_request(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString]
     if unsafe { asks(ctx) } == 0 {
         return false;
     }
-    if pos < argv.len() {
-        if let Ok(p) = c_int::try_from(pos) {
-            // SAFETY: live ctx in a channel request, a position inside argv.
-            unsafe { answer(ctx, p, raw::REDISMODULE_CMD_CHANNEL_PUBLISH as c_int) };
-        }
+    if let Some(p) = pos().filter(|&p| p < argv.len()).and_then(|p| c_int::try_from(p).ok()) {
+        // SAFETY: live ctx in a channel request, a position inside argv.
+        unsafe { answer(ctx, p, raw::REDISMODULE_CMD_CHANNEL_PUBLISH as c_int) };
     }
     true
 }

@@ -435,13 +435,11 @@ fn serve(
         (false, Ok(n)) => unsafe { std::slice::from_raw_parts(argv, n) },
         _ => &[],
     };
+    if caller::channel_request(ctx, argv, || commands().get(i).and_then(Command::channel)) {
+        return raw::REDISMODULE_OK as c_int;
+    }
     // The last line of defence: a bug that panics answers an error instead of aborting the
     // user's server. The verbs never panic by design (no unwrap, no indexing, checked math).
-    if let Some(pos) = commands().get(i).and_then(Command::channel) {
-        if caller::channel_request(ctx, argv, pos) {
-            return raw::REDISMODULE_OK as c_int;
-        }
-    }
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         let cmd = commands().get(i)?;
         if !retrying {
