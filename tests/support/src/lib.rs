@@ -196,21 +196,27 @@ impl Server {
         let _ = self.child.wait();
         let dir = self.dir.clone();
         let args = std::mem::take(&mut self.args);
-        let self_bin = std::mem::take(&mut self.bin);
+        let bin = std::mem::take(&mut self.bin);
+        // Killed and reaped: nothing left to stop.
         std::mem::forget(self);
+        Server::respawn(dir, bin, args)
+    }
+
+    /// Starts a stopped server again on `dir` with `args`, on a new port.
+    fn respawn(dir: PathBuf, bin: PathBuf, args: Vec<String>) -> Server {
         let port_idx = args.iter().position(|a| a == "--port").map(|i| i + 1).unwrap_or(3);
         for _ in 0..5 {
             let port = free_port();
             let mut a = args.clone();
             a[port_idx] = port.to_string();
             let log = std::fs::OpenOptions::new().append(true).create(true).open(dir.join("server.log")).expect("log");
-            let child = Command::new(&self_bin)
+            let child = Command::new(&bin)
                 .args(&a)
                 .stdout(Stdio::from(log.try_clone().expect("log")))
                 .stderr(Stdio::from(log))
                 .spawn()
                 .expect("spawn");
-            let mut s = Server { child, port, dir: dir.clone(), bin: self_bin.clone(), args: a };
+            let mut s = Server { child, port, dir: dir.clone(), bin: bin.clone(), args: a };
             let t0 = Instant::now();
             while t0.elapsed() < Duration::from_secs(20) {
                 if let Ok(Some(_)) = s.child.try_wait() {

@@ -23,8 +23,7 @@
 //! `max-stalls 1000` (so upkeep never fails a job behind the model's back): `workload_args`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -114,44 +113,8 @@ impl Server {
         let bin = std::mem::take(&mut self.bin);
         // Exited and reaped: nothing left to kill.
         std::mem::forget(self);
-        respawn(dir, bin, args)
+        Server::respawn(dir, bin, args)
     }
-}
-
-/// Starts the server again on `dir` with `args` (a new port): what `Server::restart` does after
-/// its kill.
-fn respawn(dir: PathBuf, bin: PathBuf, args: Vec<String>) -> Server {
-    let port_idx = args.iter().position(|a| a == "--port").map(|i| i + 1).unwrap_or(3);
-    for _ in 0..5 {
-        let port = crate::free_port();
-        let mut a = args.clone();
-        a[port_idx] = port.to_string();
-        let log =
-            std::fs::OpenOptions::new().append(true).create(true).open(dir.join("server.log")).expect("log");
-        let child = Command::new(&bin)
-            .args(&a)
-            .stdout(Stdio::from(log.try_clone().expect("log")))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("spawn");
-        let mut s = Server { child, port, dir: dir.clone(), bin: bin.clone(), args: a };
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(20) {
-            if let Ok(Some(_)) = s.child.try_wait() {
-                break;
-            }
-            if let Ok(mut c) = Conn::connect(port) {
-                if c.call(&[b"PING"]) == Reply::Simple("PONG".into()) {
-                    return s;
-                }
-            }
-            sleep(Duration::from_millis(20));
-        }
-        let _ = s.child.kill();
-        let _ = s.child.wait();
-        std::mem::forget(s);
-    }
-    panic!("restart failed");
 }
 
 /// The pids of `pid`'s children (a server's fork for a save or an AOF rewrite), from /proc.
