@@ -614,6 +614,7 @@ pub fn log_of(x: &mut Exec, id: &[u8]) -> Result<Option<Key>, Refusal> {
 /// Finish a job for good: into `set` (completed or failed, score = now) with its state,
 /// finish time and `fields`, the token cleared unless the job completed (COMPLETE keeps it
 /// for its idempotent repeat) — or, under KEEP 0, the row deleted at once.
+#[allow(clippy::too_many_arguments)]
 pub fn finish(
     x: &Exec,
     row: &Key,

@@ -892,7 +892,7 @@ fn every_command_survives_random_arguments() {
         // The batch: each call framed by the write counters (or, in every tenth batch, by
         // DEBUG DIGEST), then a PING.
         let end = (i + BATCH).min(calls);
-        let exact = (i / BATCH) % 10 == 0;
+        let exact = (i / BATCH).is_multiple_of(10);
         let frame: &[&[u8]] =
             if exact { &[b"DEBUG", b"DIGEST"] } else { &[b"INFO", b"persistence", b"replication"] };
         let mut sent: Vec<Sent> = Vec::with_capacity(end - i);

@@ -196,7 +196,7 @@ proptest! {
         prop_assert!(domain::backoff_delay(Some(Backoff::Exp(d)), made + 1) >= e);
         prop_assert_eq!(domain::backoff_delay(Some(Backoff::Fixed(d)), made), d);
         prop_assert_eq!(domain::backoff_delay(None, made), 0);
-        let exact = if made - 1 >= 63 {
+        let exact = if made > 63 {
             if d == 0 { 0 } else { domain::TIME_MAX as i128 }
         } else {
             ((d as i128) << (made - 1)).min(domain::TIME_MAX as i128)

@@ -122,7 +122,7 @@ fn every_verb_that_makes_a_job_ready_wakes_a_waiter() {
     };
     let a = jid(1);
     q.enqueue(&mut admin, &a, &[b"ATTEMPTS", b"5"]);
-    assert_eq!(ids(&claim_now(&mut admin, &q, "a")), [a.clone()]);
+    assert_eq!(ids(&claim_now(&mut admin, &q, "a")), std::slice::from_ref(&a));
     wake(&mut admin, &mut w, "REQUEUE", &a, &|c| {
         assert_eq!(q.run(c, "EMQ.REQUEUE", &a, &[b"a"]), Reply::Int(1))
     });
@@ -133,7 +133,7 @@ fn every_verb_that_makes_a_job_ready_wakes_a_waiter() {
         q.run(c, "EMQ.EXTEND", &a, &[b"a", b"1"]);
         sleep(Duration::from_millis(20));
         let r = q.run(c, "EMQ.STALLED", "", &[b"MAXSTALLS", b"5"]);
-        assert_eq!(r.array()[0].strings(), [a.clone()]);
+        assert_eq!(r.array()[0].strings(), std::slice::from_ref(&a));
     });
     wake(&mut admin, &mut w, "PROMOTE", &a, &|c| {
         assert!(q.run(c, "EMQ.DELAY", &a, &[b"a", b"+100000"]).int() > 0);
