@@ -9,7 +9,7 @@ use std::ptr;
 
 use valkey_module::raw::{self, RedisModuleCtx, RedisModuleKey, RedisModuleStreamID, RedisModuleString};
 
-use super::strings::{bytes_of, Lit, Str};
+use super::strings::{Lit, Str};
 use crate::errors::Refusal;
 
 /// A stream entry id, `ms-seq`, written out on the stack (every event pays for it, and the
@@ -159,10 +159,6 @@ impl Key {
 
     pub fn name(&self) -> *mut RedisModuleString {
         self.name.ptr()
-    }
-
-    pub fn name_bytes(&self) -> &[u8] {
-        bytes_of(self.name.ptr())
     }
 
     pub fn kind(&self) -> Kind {
