@@ -36,6 +36,7 @@ use trafikey_support::resp;
 mod bullmq;
 mod chasquimq;
 mod coherence;
+mod driver;
 mod load;
 mod queue;
 mod report;
@@ -290,9 +291,6 @@ fn row<T>(
         Ok(mut m) => {
             m.lat.sort_unstable();
             Row {
-                who,
-                workload,
-                mode,
                 jobs: m.jobs,
                 secs: m.secs,
                 cpu_us: m.cpu_us,
@@ -301,13 +299,8 @@ fn row<T>(
                 p99_us: load::percentile(&m.lat, 99.0),
                 foreign: Some(m.foreign),
                 client: Some(m.client),
-                status: Status::Ok,
-                passes: vec![],
-                best_rate: None,
-                p99s: vec![],
-                note: None,
-                paired: vec![],
                 replica_cpu_us: m.replica_cpu_us,
+                ..empty_row(who, workload, mode, Status::Ok)
             }
         }
         Err(e) => failed(who, workload, mode, e),
@@ -1087,64 +1080,7 @@ impl Bull {
         match bullmq::run(&self.dir, &p) {
             Ok(out) => {
                 self.ran = true;
-                for f in out.figures {
-                    let workload = match f.workload.as_str() {
-                        "enqueue" => "enqueue",
-                        "claim+complete" => "claim+complete",
-                        "wake" => report::WAKE,
-                        "lateness" => report::LATE,
-                        _ => "lifecycle",
-                    };
-                    let workload = match setting {
-                        Setting::Default => workload,
-                        st => st.workload(workload),
-                    };
-                    let mode = match f.mode.as_str() {
-                        "best" => "p32",
-                        "waiting" => report::WAITING,
-                        _ => "c50",
-                    };
-                    if mode == report::WAITING {
-                        say(&format!(
-                            "  BullMQ {workload}: p50 {:.3} ms, p99 {:.3} ms",
-                            f.p50_us as f64 / 1e3,
-                            f.p99_us as f64 / 1e3
-                        ));
-                    } else {
-                        say(&format!(
-                            "  BullMQ {workload} {}: {:.0} jobs/s, {:.2} µs server CPU per job",
-                            f.mode,
-                            f.jobs as f64 / f.secs,
-                            f.cpu_us / f.jobs as f64
-                        ));
-                    }
-                    rows.push(Row {
-                        who: Who::BullMq,
-                        workload,
-                        mode,
-                        jobs: f.jobs,
-                        secs: f.secs,
-                        cpu_us: f.cpu_us,
-                        inside_us: None,
-                        p50_us: f.p50_us,
-                        p99_us: f.p99_us,
-                        foreign: Some(out.foreign),
-                        client: None,
-                        status: Status::Ok,
-                        passes: vec![],
-                        best_rate: None,
-                        p99s: vec![],
-                        note: None,
-                        paired: vec![],
-                        replica_cpu_us: f.replica_cpu_us,
-                    });
-                }
-                for e in &out.errors {
-                    rows.push(failed(Who::BullMq, "bench.mjs", "", e.clone()));
-                }
-                if part == "memory" {
-                    memory.push((Who::BullMq, out.memory.ok_or_else(|| "not measured".to_string())));
-                }
+                driver_rows(Who::BullMq, "bench.mjs", out, part, setting, rows, memory);
             }
             Err(e) => rows.push(failed(Who::BullMq, "bench.mjs", "", e)),
         }
@@ -1195,53 +1131,75 @@ impl Chasqui {
         match chasquimq::run(&bin, &p) {
             Ok(out) => {
                 self.ran = true;
-                for f in out.figures {
-                    let base = match f.workload.as_str() {
-                        "enqueue" => "enqueue",
-                        "claim+complete" => "claim+complete",
-                        _ => "lifecycle",
-                    };
-                    let workload = match setting {
-                        Setting::Default => base,
-                        st => st.workload(base),
-                    };
-                    let mode = if f.mode == "c50" { "c50" } else { "p32" };
-                    say(&format!(
-                        "  ChasquiMQ {workload} {mode}: {:.0} jobs/s, {:.2} µs server CPU per job",
-                        f.jobs as f64 / f.secs,
-                        f.cpu_us / f.jobs as f64
-                    ));
-                    rows.push(Row {
-                        who: Who::ChasquiMq,
-                        workload,
-                        mode,
-                        jobs: f.jobs,
-                        secs: f.secs,
-                        cpu_us: f.cpu_us,
-                        inside_us: None,
-                        p50_us: f.p50_us,
-                        p99_us: f.p99_us,
-                        foreign: Some(out.foreign),
-                        client: None,
-                        status: Status::Ok,
-                        passes: vec![],
-                        best_rate: None,
-                        p99s: vec![],
-                        note: None,
-                        paired: vec![],
-                        replica_cpu_us: f.replica_cpu_us,
-                    });
-                }
-                for e in &out.errors {
-                    rows.push(failed(Who::ChasquiMq, "driver", "", e.clone()));
-                }
-                if part == "memory" {
-                    memory.push((Who::ChasquiMq, out.memory.ok_or_else(|| "not measured".to_string())));
-                }
+                driver_rows(Who::ChasquiMq, "driver", out, part, setting, rows, memory);
             }
             Err(e) => rows.push(failed(Who::ChasquiMq, "driver", "", e)),
         }
         fresh(c)
+    }
+}
+
+/// A contender driver's figures as rows, named as trafikey's are (BullMQ's best mode and
+/// ChasquiMQ's batches stand beside the pipelined p32), its errors as failed rows, and its
+/// memory figure when the part measured one.
+fn driver_rows(
+    who: Who,
+    what: &'static str,
+    out: driver::Outcome,
+    part: &str,
+    setting: Setting,
+    rows: &mut Vec<Row>,
+    memory: &mut Memory,
+) {
+    for f in out.figures {
+        let base = match f.workload.as_str() {
+            "enqueue" => "enqueue",
+            "claim+complete" => "claim+complete",
+            "wake" => report::WAKE,
+            "lateness" => report::LATE,
+            _ => "lifecycle",
+        };
+        let workload = match setting {
+            Setting::Default => base,
+            st => st.workload(base),
+        };
+        let mode = match f.mode.as_str() {
+            "c50" => "c50",
+            "waiting" => report::WAITING,
+            _ => "p32",
+        };
+        if mode == report::WAITING {
+            say(&format!(
+                "  {} {workload}: p50 {:.3} ms, p99 {:.3} ms",
+                who.label(),
+                f.p50_us as f64 / 1e3,
+                f.p99_us as f64 / 1e3
+            ));
+        } else {
+            say(&format!(
+                "  {} {workload} {}: {:.0} jobs/s, {:.2} µs server CPU per job",
+                who.label(),
+                f.mode,
+                f.jobs as f64 / f.secs,
+                f.cpu_us / f.jobs as f64
+            ));
+        }
+        rows.push(Row {
+            jobs: f.jobs,
+            secs: f.secs,
+            cpu_us: f.cpu_us,
+            p50_us: f.p50_us,
+            p99_us: f.p99_us,
+            foreign: Some(out.foreign),
+            replica_cpu_us: f.replica_cpu_us,
+            ..empty_row(who, workload, mode, Status::Ok)
+        });
+    }
+    for e in out.errors {
+        rows.push(failed(who, what, "", e));
+    }
+    if part == "memory" {
+        memory.push((who, out.memory.ok_or_else(|| "not measured".to_string())));
     }
 }
 
