@@ -90,6 +90,24 @@ fn with_nothing_listening_writes_are_counted_not_built() {
 }
 
 #[test]
+fn a_flush_or_a_reload_with_nothing_listening_builds_no_effects() {
+    // Only a change of role or of replicas says a receiver may have come: a flush or a load
+    // of the dataset (server events too) does not.
+    let quiet = Server::quiet();
+    let mut c = quiet.conn();
+    let q = Q::new("alone");
+    workload(&mut c, &q, 1, 20);
+    assert_eq!(c.call(&[b"FLUSHALL"]), Reply::Simple("OK".into()));
+    assert_eq!(c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
+    workload(&mut c, &q, 20, 40);
+    assert_eq!(c.call(&[b"DEBUG", b"RELOAD"]), Reply::Simple("OK".into()));
+    workload(&mut c, &q, 40, 60);
+    let (built, skipped, seen) = effects(&mut c);
+    assert_eq!((built, seen.as_str()), (0, "0"), "no receiver: no effect built");
+    assert!(skipped > 100, "{skipped}");
+}
+
+#[test]
 fn a_replica_attached_before_the_module_loads_gets_every_effect() {
     let primary = Server::start(Opts { module: false, ..Opts::default() });
     let replica = Server::start(Opts::default());
@@ -186,6 +204,70 @@ fn a_promoted_replica_replicates_into_its_backlog() {
     let mut p = primary.follow(&node);
     assert_eq!(info_field(&mut n, "stats", "sync_partial_ok"), "1", "a partial resync, from the backlog");
     same_keyspace(&mut n, &mut p);
+}
+
+/// The argument lists of every `cmd` in the AOF's incremental files, in order.
+fn aof_commands(dir: &std::path::Path, cmd: &str) -> Vec<Vec<String>> {
+    let mut text = Vec::new();
+    let mut files: Vec<_> = std::fs::read_dir(dir.join("appendonlydir"))
+        .expect("appendonlydir")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(".incr.aof"))
+        .collect();
+    files.sort();
+    for f in files {
+        text.extend(std::fs::read(f).expect("aof"));
+    }
+    let lines: Vec<String> =
+        String::from_utf8_lossy(&text).split("\r\n").map(str::to_owned).collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        if let Some(n) = lines[i].strip_prefix('*').and_then(|n| n.parse::<usize>().ok()) {
+            // *n, then $len and the value for each argument.
+            let args: Vec<String> = (0..n).filter_map(|k| lines.get(i + 2 + 2 * k).cloned()).collect();
+            if args.first().is_some_and(|a| a.eq_ignore_ascii_case(cmd)) {
+                out.push(args);
+            }
+            i += 1 + 2 * n;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+#[test]
+fn an_hdel_effect_names_only_the_fields_that_were_there() {
+    let server = Server::start(Opts {
+        server_args: vec!["--appendonly".into(), "yes".into(), "--appendfsync".into(), "always".into()],
+        module_args: quiet(),
+        ..Opts::default()
+    });
+    let mut c = server.conn();
+    assert_eq!(c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
+    let q = Q::new("fields");
+    let id = jid(1);
+    q.enqueue(&mut c, &id, &[]);
+    let got = q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"60000"]);
+    assert_eq!(got.array().len(), 1);
+    assert_eq!(q.run(&mut c, "EMQ.COMPLETE", &id, &[b"w", b"ok"]), Reply::Int(1));
+    let had: Vec<String> = c.call(&[b"HKEYS", q.job(&id).as_bytes()]).strings();
+    // REPROCESS deletes every field of a finished run; this job has no error, stalls or
+    // progress, so its HDEL names only the others.
+    assert_eq!(q.run(&mut c, "EMQ.REPROCESS", &id, &[]), Reply::Int(1));
+    let hdels = aof_commands(&server.dir, "HDEL");
+    let last = hdels.last().expect("an HDEL in the AOF");
+    assert_eq!(last.get(1), Some(&q.job(&id)));
+    let named = &last[2..];
+    assert!(!named.is_empty());
+    for f in named {
+        assert!(had.contains(f), "HDEL names {f}, which the row did not have ({had:?})");
+    }
+    for f in ["r", "tk", "f"] {
+        assert!(named.iter().any(|n| n == f), "{f} deleted: {named:?}");
+    }
 }
 
 #[test]

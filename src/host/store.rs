@@ -146,6 +146,8 @@ fn s(ctx: *mut RedisModuleCtx, b: &[u8]) -> Result<Str, Refusal> {
     Str::new(ctx, b).ok_or_else(crate::errors::host_reply)
 }
 
+// A key's emptiness is its kind (`Kind::Empty`); `len` is a count, not a test of it.
+#[allow(clippy::len_without_is_empty)]
 impl Key {
     pub fn open(ctx: *mut RedisModuleCtx, name: Name, write: bool) -> Key {
         let mode = if write { raw::KeyMode::READ | raw::KeyMode::WRITE } else { raw::KeyMode::READ };
@@ -189,10 +191,6 @@ impl Key {
 
     fn live(&self) -> Option<*mut RedisModuleKey> {
         (!self.ptr.is_null()).then_some(self.ptr)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Elements of a list, zset or stream; bytes of a string; 0 when absent.
