@@ -108,6 +108,32 @@ fn a_flush_or_a_reload_with_nothing_listening_builds_no_effects() {
 }
 
 #[test]
+fn the_events_streams_trims_reach_the_replica() {
+    // The events stream capped low, so that its appends trim it (whole nodes at a time): the
+    // replica gets each trim as an exact one, to the length the primary kept.
+    let primary = Server::quiet();
+    let replica = Server::start(Opts::default());
+    let mut r = replica.follow(&primary);
+    let mut p = primary.conn();
+    assert_eq!(p.call(&[b"CONFIG", b"SET", b"trafikey.events-maxlen", b"10"]), Reply::Simple("OK".into()));
+    let q = Q::new("trimmed");
+    let events = q.k("events");
+    let mut trims = 0;
+    let mut before = 0;
+    for i in 1..=400 {
+        q.enqueue(&mut p, &jid(i), &[]);
+        let len = p.call(&[b"XLEN", events.as_bytes()]).int();
+        trims += i64::from(len < before + 1);
+        before = len;
+        // Each call's trim with the call, not mended by a later one.
+        assert_eq!(p.call(&[b"WAIT", b"1", b"5000"]), Reply::Int(1));
+        assert_eq!(r.call(&[b"XLEN", events.as_bytes()]).int(), len, "after job {i}");
+    }
+    assert!(trims > 0, "the stream was trimmed");
+    same_keyspace(&mut p, &mut r);
+}
+
+#[test]
 fn a_replica_attached_before_the_module_loads_gets_every_effect() {
     let primary = Server::start(Opts { module: false, ..Opts::default() });
     let replica = Server::start(Opts::default());
