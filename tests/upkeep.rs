@@ -160,6 +160,10 @@ fn a_promoted_replica_takes_upkeep_over() {
     schedule(&mut p, &q, &jid(1), "+800");
     q.enqueue(&mut p, &jid(2), &[]);
     q.run(&mut p, "EMQ.CLAIM", "", &[b"w", b"600"]);
+    // And a queue in another database: the promotion looks in every database.
+    p.call(&[b"SELECT", b"2"]);
+    assert_eq!(p.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
+    schedule(&mut p, &q, &jid(3), "+800");
     assert_eq!(p.call(&[b"WAIT", b"1", b"2000"]), Reply::Int(1));
     drop(p);
     drop(primary);
@@ -167,6 +171,8 @@ fn a_promoted_replica_takes_upkeep_over() {
     wait_for(|| state(&mut r, &q, &jid(1)).as_deref() == Some("wait"), "the new primary promotes");
     wait_for(|| state(&mut r, &q, &jid(2)).as_deref() == Some("wait"), "and reclaims");
     q.check_invariant(&mut r);
+    r.call(&[b"SELECT", b"2"]);
+    wait_for(|| state(&mut r, &q, &jid(3)).as_deref() == Some("wait"), "and promotes in database 2");
 }
 
 #[test]
