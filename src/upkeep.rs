@@ -191,13 +191,24 @@ pub fn start(ctx: *mut RedisModuleCtx) -> Result<(), String> {
     timer::start(ctx, timer::Hooks { tick, on, rescan })
 }
 
-/// Look for the queues of database `db` (all with -1) again.
+/// Look for the queues of database `db` (all with -1) again. A look already pending is
+/// widened, never narrowed: a flush of one database while every database waits to be looked
+/// at leaves them all to it.
 fn rescan(db: c_int) {
     registry::clear(db);
     let mut s = state();
-    s.scan = None;
-    s.scan_all = db < 0;
-    s.scan_dbs = if db >= 0 { vec![db] } else { Vec::new() };
+    if db < 0 {
+        s.scan = None;
+        s.scan_all = true;
+        s.scan_dbs.clear();
+    } else if !s.scan_all {
+        if s.scan_dbs.first() == Some(&db) {
+            // Being looked at: from its start again.
+            s.scan = None;
+        } else if !s.scan_dbs.contains(&db) {
+            s.scan_dbs.push(db);
+        }
+    }
 }
 
 fn on() -> bool {

@@ -197,6 +197,24 @@ fn a_flush_forgets_and_an_uninstalled_database_is_left_alone() {
 }
 
 #[test]
+fn a_flush_of_one_database_does_not_narrow_a_pending_look_at_all() {
+    let s = Server::installed();
+    let mut c = s.conn();
+    let q = Q::new("rescan");
+    schedule(&mut c, &q, &jid(1), "+300");
+    // A reload makes upkeep forget its queues and look at every database again; a flush of
+    // another database, before upkeep has looked (one write: no tick between them), must
+    // not leave it looking at the flushed one only.
+    for cmd in [&[&b"DEBUG"[..], b"RELOAD"][..], &[b"SELECT", b"3"], &[b"FLUSHDB"], &[b"SELECT", b"0"]] {
+        c.send(cmd).expect("send");
+    }
+    for _ in 0..4 {
+        assert_eq!(c.read().expect("reply"), Reply::Simple("OK".into()));
+    }
+    wait_for(|| state(&mut c, &q, &jid(1)).as_deref() == Some("wait"), "upkeep finds the queue and promotes");
+}
+
+#[test]
 fn one_tick_does_a_bounded_batch_and_the_rest_follows() {
     let s = Server::start(Opts {
         module_args: vec!["upkeep-batch".into(), "7".into(), "upkeep".into(), "no".into()],
