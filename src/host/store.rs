@@ -666,7 +666,7 @@ impl Key {
 
     /// Removes `member`'s occurrence nearest the tail, one effect `LREM key -1 member`: it
     /// stops where it finds it (after `near_tail`, within the window).
-    pub fn lrem_from_tail(&self, member: *mut RedisModuleString) -> Result<bool, Refusal> {
+    pub fn lrem_from_tail(&self, member: *mut RedisModuleString) -> Result<(), Refusal> {
         static MINUS_ONE: Lit = Lit::new(c"-1");
         let (Some(call), Some(int), Some(free)) =
             (api!(RedisModule_Call), api!(RedisModule_CallReplyInteger), api!(RedisModule_FreeCallReply))
@@ -686,7 +686,7 @@ impl Key {
         if removed > 0 {
             replicate(self.ctx, c"LREM", &[self.name(), MINUS_ONE.get(), member]);
         }
-        Ok(removed > 0)
+        Ok(())
     }
 
     /// The list element at `index` (negative from the tail), if any.
