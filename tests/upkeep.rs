@@ -236,6 +236,34 @@ fn one_tick_does_a_bounded_batch_and_the_rest_follows() {
 }
 
 #[test]
+fn one_tick_stops_at_its_time_budget() {
+    // A batch far larger than a millisecond's work: each tick stops at about a millisecond,
+    // so 20 000 due jobs take many ticks, not one long one.
+    let s = Server::start(Opts {
+        module_args: vec!["upkeep-batch".into(), "100000".into(), "upkeep".into(), "no".into()],
+        ..Opts::default()
+    });
+    let mut c = s.conn();
+    c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]);
+    let q = Q::new("budget");
+    let n = 20_000;
+    for chunk in (1..=n).collect::<Vec<u64>>().chunks(500) {
+        for &i in chunk {
+            let v = q.cmd("EMQ.SCHEDULE", &jid(i), keys_of("EMQ.SCHEDULE"), &[b"1", b"n", b"d"]);
+            let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+            c.send(&refs).expect("send");
+        }
+        for _ in chunk {
+            assert_eq!(c.read().expect("reply"), Reply::Int(1));
+        }
+    }
+    c.call(&[b"CONFIG", b"SET", b"trafikey.upkeep", b"yes"]);
+    wait_for(|| upkeep(&mut c, "promoted") == n as i64, "all promoted");
+    let ticks = upkeep(&mut c, "ticks");
+    assert!(ticks >= 10, "each tick about a millisecond of work: {ticks} ticks for {n} jobs");
+}
+
+#[test]
 fn the_module_unloads_once_upkeep_is_off() {
     let s = Server::installed();
     let mut c = s.conn();
