@@ -176,6 +176,28 @@ fn a_promoted_replica_takes_upkeep_over() {
 }
 
 #[test]
+fn an_old_primary_promoted_back_looks_for_the_queues_made_meanwhile() {
+    // P fails over to R and comes back as R's replica with a partial resync (no load); a
+    // queue made on R then reaches P only as effects. Promoted back, P must look for it.
+    let args = vec!["--repl-ping-replica-period".into(), "3600".into()];
+    let p_srv = Server::start(Opts { server_args: args, ..Opts::default() });
+    let mut p = p_srv.conn();
+    assert_eq!(p.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
+    let r_srv = Server::start(Opts::default());
+    let mut r = r_srv.follow(&p_srv);
+    assert_eq!(r.call(&[b"REPLICAOF", b"NO", b"ONE"]), Reply::Simple("OK".into()));
+    let mut p = p_srv.follow(&r_srv);
+    assert_eq!(info_field(&mut r, "stats", "sync_partial_ok"), "1", "P resynced partially: no load");
+    let q = Q::new("meanwhile");
+    schedule(&mut r, &q, &jid(1), "+300");
+    assert_eq!(r.call(&[b"WAIT", b"1", b"2000"]), Reply::Int(1));
+    assert_eq!(p.call(&[b"REPLICAOF", b"NO", b"ONE"]), Reply::Simple("OK".into()));
+    drop(r);
+    drop(r_srv);
+    wait_for(|| state(&mut p, &q, &jid(1)).as_deref() == Some("wait"), "P promotes the queue made on R");
+}
+
+#[test]
 fn a_flush_forgets_and_an_uninstalled_database_is_left_alone() {
     let s = Server::installed();
     let mut c = s.conn();
