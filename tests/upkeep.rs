@@ -198,6 +198,19 @@ fn an_old_primary_promoted_back_looks_for_the_queues_made_meanwhile() {
 }
 
 #[test]
+fn a_queue_in_another_database_is_kept_in_its_own() {
+    // Installed and scheduled after upkeep's first look: upkeep knows the queue only from the
+    // SCHEDULE, which must note the database it ran in.
+    let s = Server::installed();
+    let mut c = s.conn();
+    c.call(&[b"SELECT", b"2"]);
+    assert_eq!(c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
+    let q = Q::new("elsewhere");
+    schedule(&mut c, &q, &jid(1), "+200");
+    wait_for(|| state(&mut c, &q, &jid(1)).as_deref() == Some("wait"), "upkeep promotes in database 2");
+}
+
+#[test]
 fn a_flush_forgets_and_an_uninstalled_database_is_left_alone() {
     let s = Server::installed();
     let mut c = s.conn();
@@ -283,6 +296,25 @@ fn one_tick_stops_at_its_time_budget() {
     wait_for(|| upkeep(&mut c, "promoted") == n as i64, "all promoted");
     let ticks = upkeep(&mut c, "ticks");
     assert!(ticks >= 10, "each tick about a millisecond of work: {ticks} ticks for {n} jobs");
+}
+
+#[test]
+fn bringing_the_timer_forward_leaves_one_timer() {
+    // Each SCHEDULE below falls due before upkeep's timer would fire, so each brings it
+    // forward: the armed timer is stopped and one armed sooner. Were it not stopped, every
+    // one would go on ticking by itself.
+    let s = Server::start(Opts { module_args: vec!["upkeep-tick-ms".into(), "200".into()], ..Opts::default() });
+    let mut c = s.conn();
+    c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]);
+    let q = Q::new("forward");
+    for (k, ms) in (1..=19).rev().map(|t| t * 10).enumerate() {
+        schedule(&mut c, &q, &jid(k as u64 + 1), &format!("+{ms}"));
+    }
+    wait_for(|| upkeep(&mut c, "promoted") == 19, "all promoted");
+    let t0 = upkeep(&mut c, "ticks");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let ticks = upkeep(&mut c, "ticks") - t0;
+    assert!(ticks <= 15, "one timer, a tick every 200 ms: {ticks} ticks in 2 s");
 }
 
 #[test]
