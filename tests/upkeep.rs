@@ -250,6 +250,23 @@ fn a_flush_of_one_database_does_not_narrow_a_pending_look_at_all() {
 }
 
 #[test]
+fn a_flush_of_one_database_forgets_only_its_queues() {
+    // Forgetting every database's queues would leave upkeep blind to them until a scan of the
+    // whole keyspace found them again. One write: no tick runs between the four calls.
+    let s = Server::installed();
+    let mut c = s.conn();
+    let q = Q::new("kept");
+    schedule(&mut c, &q, &jid(1), "+100000");
+    for cmd in [&[&b"SELECT"[..], b"5"][..], &[b"FLUSHDB"], &[b"SELECT", b"0"], &[b"TRA.QUEUES"]] {
+        c.send(cmd).expect("send");
+    }
+    for _ in 0..3 {
+        assert_eq!(c.read().expect("reply"), Reply::Simple("OK".into()));
+    }
+    assert_eq!(c.read().expect("reply").array()[1].strings(), ["kept"], "database 0's queue still known");
+}
+
+#[test]
 fn one_tick_does_a_bounded_batch_and_the_rest_follows() {
     let s = Server::start(Opts {
         module_args: vec!["upkeep-batch".into(), "7".into(), "upkeep".into(), "no".into()],

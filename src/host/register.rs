@@ -245,11 +245,10 @@ fn one(ctx: &Context, cmd: &Command, callback: super::Callback) -> Result<(), St
 }
 
 /// Registers `table`, callback `i` serving entry `i`. Called once, at load.
-pub fn all(ctx: &Context, table: &'static [Command]) -> Result<(), String> {
-    if table.len() > CALLBACKS.len() {
-        return Err(format!("{} commands but {} callbacks: add callbacks", table.len(), CALLBACKS.len()));
-    }
-    super::COMMANDS.set(table).map_err(|_| "registered twice".to_owned())?;
+pub fn all<const N: usize>(ctx: &Context, table: &'static [Command; N]) -> Result<(), String> {
+    // Every command needs a callback of its own: a table that outgrows them does not build.
+    const { assert!(N <= CALLBACKS.len(), "more commands than callbacks: add callbacks") };
+    super::COMMANDS.set(table.as_slice()).map_err(|_| "registered twice".to_owned())?;
     for (cmd, cb) in table.iter().zip(CALLBACKS) {
         one(ctx, cmd, *cb)?;
     }

@@ -124,27 +124,31 @@ extern "C" fn fire(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
     }
 }
 
-/// A server event: a load, a flush or a promotion means upkeep looks for its queues again.
+/// A server event: a load, a flush or a promotion means upkeep looks for its queues again
+/// (after a flush, in the flushed database only; -1 is every database).
 pub fn on_event(id: u64, sub: u64, data: *mut c_void) {
     let Some(h) = HOOKS.get() else { return };
-    let rescan = match id {
-        raw::REDISMODULE_EVENT_LOADING => sub == raw::REDISMODULE_SUBEVENT_LOADING_ENDED,
-        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED => {
-            sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER
+    let db = match id {
+        raw::REDISMODULE_EVENT_LOADING if sub == raw::REDISMODULE_SUBEVENT_LOADING_ENDED => -1,
+        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED
+            if sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER =>
+        {
+            -1
         }
-        raw::REDISMODULE_EVENT_FLUSHDB => sub == raw::REDISMODULE_SUBEVENT_FLUSHDB_END,
-        _ => false,
-    };
-    if !rescan {
-        return;
-    }
-    let db = if id == raw::REDISMODULE_EVENT_FLUSHDB && !data.is_null() {
-        // SAFETY: the flush event's data is its RedisModuleFlushInfo.
-        unsafe { (*data.cast::<raw::RedisModuleFlushInfo>()).dbnum }
-    } else {
-        -1
+        // Only the flush event's data is read, and only as its own type.
+        raw::REDISMODULE_EVENT_FLUSHDB if sub == raw::REDISMODULE_SUBEVENT_FLUSHDB_END => flushed_db(data),
+        _ => return,
     };
     (h.rescan)(db);
+}
+
+/// The database a flush emptied, from the flush event's data (-1: all of them, as FLUSHALL).
+fn flushed_db(data: *mut c_void) -> c_int {
+    if data.is_null() {
+        return -1;
+    }
+    // SAFETY: the flush event's data is its RedisModuleFlushInfo.
+    unsafe { (*data.cast::<raw::RedisModuleFlushInfo>()).dbnum }
 }
 
 /// Whether this node is a primary that is not loading: the only state upkeep acts in.
