@@ -245,8 +245,7 @@ fn aof_commands(dir: &std::path::Path, cmd: &str) -> Vec<Vec<String>> {
     for f in files {
         text.extend(std::fs::read(f).expect("aof"));
     }
-    let lines: Vec<String> =
-        String::from_utf8_lossy(&text).split("\r\n").map(str::to_owned).collect();
+    let lines: Vec<String> = String::from_utf8_lossy(&text).split("\r\n").map(str::to_owned).collect();
     let mut out = Vec::new();
     let mut i = 0;
     while i < lines.len() {

@@ -577,9 +577,11 @@ fn command_docs_carry_each_arguments_flags() {
     let flags_of = |c: &mut Conn, cmd: &str, arg: &str| -> Vec<String> {
         let doc = doc_of(c, cmd, arg).unwrap_or_else(|| panic!("{cmd} {arg}"));
         match doc.iter().position(|x| x == "flags") {
-            Some(f) => {
-                doc[f + 1..].iter().filter(|x| ["optional", "multiple"].contains(&x.as_str())).cloned().collect()
-            }
+            Some(f) => doc[f + 1..]
+                .iter()
+                .filter(|x| ["optional", "multiple"].contains(&x.as_str()))
+                .cloned()
+                .collect(),
             None => Vec::new(),
         }
     };
@@ -595,7 +597,8 @@ fn command_docs_carry_each_arguments_flags() {
 fn command_docs_show_display_names_and_numkeys_as_the_synopses_do() {
     let s = Server::installed();
     let mut c = s.conn();
-    let doc = |c: &mut Conn, cmd: &str, arg: &str| doc_of(c, cmd, arg).unwrap_or_else(|| panic!("{cmd} {arg}"));
+    let doc =
+        |c: &mut Conn, cmd: &str, arg: &str| doc_of(c, cmd, arg).unwrap_or_else(|| panic!("{cmd} {arg}"));
     // `[PRIORITY p]`: shown as `p`.
     assert_eq!(doc_field(&doc(&mut c, "emq.enqueue", "priority"), "display_text"), Some("p"));
     // None given to a value shown by its own name or to a word: the server shows the name.
@@ -619,7 +622,8 @@ fn each_look_at_a_database_frees_its_scan_cursor() {
     let s = Server::start(Opts { module_args: vec!["upkeep-tick-ms".into(), "1".into()], ..Opts::default() });
     let mut c = s.conn();
     let used = |c: &mut Conn| info_field(c, "memory", "used_memory").parse::<i64>().expect("used_memory");
-    let ticks = |c: &mut Conn| info_field(c, "trafikey", "trafikey_upkeep_ticks").parse::<i64>().expect("ticks");
+    let ticks =
+        |c: &mut Conn| info_field(c, "trafikey", "trafikey_upkeep_ticks").parse::<i64>().expect("ticks");
     let flush_for = |c: &mut Conn, d: std::time::Duration| {
         let t0 = std::time::Instant::now();
         while t0.elapsed() < d {

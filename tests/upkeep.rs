@@ -320,7 +320,8 @@ fn bringing_the_timer_forward_leaves_one_timer() {
     // Each SCHEDULE below falls due before upkeep's timer would fire, so each brings it
     // forward: the armed timer is stopped and one armed sooner. Were it not stopped, every
     // one would go on ticking by itself.
-    let s = Server::start(Opts { module_args: vec!["upkeep-tick-ms".into(), "200".into()], ..Opts::default() });
+    let s =
+        Server::start(Opts { module_args: vec!["upkeep-tick-ms".into(), "200".into()], ..Opts::default() });
     let mut c = s.conn();
     c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]);
     let q = Q::new("forward");

@@ -106,7 +106,6 @@ impl AsRef<[u8]> for ArgStr<'_> {
     }
 }
 
-
 /// One call in progress.
 pub struct Exec<'a> {
     ctx: *mut RedisModuleCtx,

@@ -65,7 +65,8 @@ pub fn run(mut cmd: Command, what: &str, limit: Duration, server_pid: u32) -> Re
     let foreign = crate::load::foreign(&s0, &crate::load::snap(server_pid));
     let mut out = Outcome { figures: Vec::new(), memory: None, errors: Vec::new(), foreign };
     for line in text.lines().filter(|l| l.trim_start().starts_with('{')) {
-        let v: Value = serde_json::from_str(line).map_err(|e| format!("bad line from {what}: {e}: {line}"))?;
+        let v: Value =
+            serde_json::from_str(line).map_err(|e| format!("bad line from {what}: {e}: {line}"))?;
         if let Some(e) = v.get("error").and_then(Value::as_str) {
             out.errors.push(e.to_string());
             continue;
@@ -90,7 +91,9 @@ pub fn run(mut cmd: Command, what: &str, limit: Duration, server_pid: u32) -> Re
     }
     match status {
         None => out.errors.push(format!("{what} ran past {}s and was stopped", limit.as_secs())),
-        Some(st) if !st.success() && out.errors.is_empty() => out.errors.push(format!("{what} exited with {st}")),
+        Some(st) if !st.success() && out.errors.is_empty() => {
+            out.errors.push(format!("{what} exited with {st}"))
+        }
         _ => {}
     }
     Ok(out)
