@@ -64,6 +64,11 @@ fn split(v: c_int) -> (u32, u32, u32) {
     ((v >> 16) & 0xff, (v >> 8) & 0xff, v & 0xff)
 }
 
+/// Below the oldest Valkey the module is built for; that version itself is served.
+fn too_old(v: (u32, u32, u32)) -> bool {
+    v < MIN_VALKEY
+}
+
 /// Whether the server exposes its API under the Valkey names too: only Valkey does. A Redis
 /// 8 reports a version above the minimum without being a server the module was built for.
 fn is_valkey() -> bool {
@@ -86,7 +91,7 @@ pub fn check() -> Result<(), String> {
     if !is_valkey() {
         return Err(format!("{need}; this server is not Valkey (it reports version {ma}.{mi}.{pa})"));
     }
-    if (ma, mi, pa) < MIN_VALKEY {
+    if too_old((ma, mi, pa)) {
         return Err(format!("{need}; this server is Valkey {ma}.{mi}.{pa}"));
     }
     let gone = missing();
@@ -142,6 +147,7 @@ mod tests {
     fn versions_split_and_order() {
         assert_eq!(split(0x0009_0102), (9, 1, 2));
         assert_eq!(split(0x0007_000f), (7, 0, 15));
-        assert!(split(0x0007_0204) < MIN_VALKEY && split(0x0008_0000) >= MIN_VALKEY);
+        assert!(too_old(split(0x0007_0204)) && too_old(split(0x0007_ffff)));
+        assert!(!too_old(split(0x0008_0000)) && !too_old(MIN_VALKEY) && !too_old(split(0x0009_0102)));
     }
 }
