@@ -149,3 +149,24 @@ fn a_found_key_needs_the_selector_that_grants_the_command() {
     let r = q.run(&mut whole, "EMQ.ENQUEUE", &jid(3), &[marker, q.job(&jid(3)).as_bytes()]);
     assert_eq!(r, Reply::Int(1));
 }
+
+/// A found key is judged for the access the verb makes of it: CLAIM reads and rewrites each
+/// row it takes, so a user who may only read the rows, or only write them, claims nothing and
+/// writes nothing; reading and writing them, it claims.
+#[test]
+fn a_found_key_needs_the_access_the_verb_makes_of_it() {
+    let s = Server::quiet();
+    let mut root = s.conn();
+    let q = Q::new("b");
+    let declared = "%R~{emq}:version ~emq:{b}:wait ~emq:{b}:prio ~emq:{b}:active ~emq:{b}:delayed \
+                    ~emq:{b}:meta ~emq:{b}:events ~emq:{b}:completed ~emq:{b}:failed";
+    assert_eq!(q.enqueue(&mut root, &jid(1), &[]), Reply::Int(1));
+    for (who, rows) in [("reads", "%R~emq:{b}:job:*"), ("writes", "%W~emq:{b}:job:*")] {
+        let mut c = setuser(&mut root, &s, who, &format!("{declared} {rows} -@all +@emq"));
+        let r = unchanged(&mut root, |_| q.run(&mut c, "EMQ.CLAIM", "", &[b"t", b"60000"]));
+        assert!(denied(&r), "{who}: {r:?}");
+    }
+    let mut c = setuser(&mut root, &s, "both", &format!("{declared} %RW~emq:{{b}}:job:* -@all +@emq"));
+    let r = q.run(&mut c, "EMQ.CLAIM", "", &[b"t", b"60000"]);
+    assert_eq!(r.array()[0].array()[0].str(), jid(1), "{r:?}");
+}
