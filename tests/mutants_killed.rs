@@ -641,3 +641,38 @@ fn each_look_at_a_database_frees_its_scan_cursor() {
     // A leaked cursor is 16 bytes and the allocator's rounding: about 32 a look here.
     assert!(m1 - m0 < 8 * (t1 - t0), "{} bytes more after {} looks", m1 - m0, t1 - t0);
 }
+
+/// host/alloc.rs `served` → `false` (the module's heap taken from the system allocator, not
+/// the server's): what the module keeps must be the server's memory, in `used_memory` and so
+/// under `maxmemory`. 20 000 queues are made known, then their keys deleted by hand: upkeep is
+/// off, so only the module's own list of queues still holds their names.
+#[test]
+fn what_the_module_keeps_counts_as_the_servers_memory() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let n = 20_000;
+    let queues: Vec<Q> = (0..n).map(|i| Q::new(&format!("{i:0>128}"))).collect();
+    let before = used_memory(&mut c);
+    for chunk in queues.chunks(1000) {
+        let calls: Vec<Vec<Vec<u8>>> = chunk
+            .iter()
+            .map(|q| q.cmd("EMQ.ENQUEUE", &jid(1), keys_of("EMQ.ENQUEUE"), &[b"job", b"{}"]))
+            .collect();
+        assert!(c.pipeline(&calls).iter().all(|r| *r == Reply::Int(1)));
+        let dels: Vec<Vec<Vec<u8>>> = chunk
+            .iter()
+            .map(|q| {
+                let mut d = vec![b"DEL".to_vec()];
+                d.extend(["wait", "prio", "events", "meta"].iter().map(|r| q.k(r).into_bytes()));
+                d.push(q.job(&jid(1)).into_bytes());
+                d
+            })
+            .collect();
+        assert!(c.pipeline(&dels).iter().all(|r| matches!(r, Reply::Int(k) if *k >= 2)));
+    }
+    assert_eq!(c.call(&[b"DBSIZE"]), Reply::Int(1), "only the version key is left");
+    assert_eq!(c.call(&[b"TRA.QUEUES", b"COUNT", b"1000"]).array()[1].array().len(), 1000);
+    let grown = used_memory(&mut c) - before;
+    println!("{n} known queues: used_memory grew by {grown} bytes");
+    assert!(grown > n * 128, "the module's list of {n} queues is not in used_memory: {grown} bytes");
+}
