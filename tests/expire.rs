@@ -96,6 +96,27 @@ fn upkeep_fails_what_expires_waiting_by_itself() {
     assert_eq!(q.run(&mut c, "EMQ.COMPLETE", &jid(1), &[b"w", b"ok"]), Reply::Int(1));
 }
 
+/// Upkeep's work a call is bounded by a window at the tail of `wait` (where CLAIM takes from):
+/// a job that expires deeper in a long list is left for the CLAIM that reaches it, whose
+/// search for it is bounded too; one as old near the tail is failed by upkeep.
+#[test]
+fn upkeep_leaves_an_expired_job_deep_in_a_long_wait_list_to_claim() {
+    let s = Server::installed();
+    let mut c = s.conn();
+    let q = Q::new("deep");
+    let at = (server_ms(&mut c) + 400).to_string();
+    assert_eq!(q.enqueue(&mut c, &jid(1), &[b"EXPIRE", at.as_bytes()]), Reply::Int(1));
+    let calls: Vec<Vec<Vec<u8>>> =
+        (2..=1201).map(|i| q.cmd("EMQ.ENQUEUE", &jid(i), keys_of("EMQ.ENQUEUE"), &[b"job", b"{}"])).collect();
+    assert!(c.pipeline(&calls).iter().all(|r| *r == Reply::Int(1)));
+    assert_eq!(q.enqueue(&mut c, &jid(1202), &[b"EXPIRE", at.as_bytes()]), Reply::Int(1));
+    // Both expire at the same moment, so one tick decides both.
+    wait_for(|| expired(&q.snapshot(&mut c), &jid(1)), "upkeep fails the one near the tail");
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.state_of(&jid(1202)).as_deref(), Some("wait"), "1 201 jobs from the tail: CLAIM's");
+    assert_eq!(info_field(&mut c, "trafikey", "trafikey_upkeep_expired"), "1");
+}
+
 #[test]
 fn upkeep_finds_expiring_jobs_again_after_a_restart() {
     let s = Server::installed();
