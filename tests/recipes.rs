@@ -97,6 +97,11 @@ fn each_recipe_does_its_job_and_nothing_else() {
     assert!(denied(&admin.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"])), "INSTALL is outside @emq");
 }
 
+/// The state keys of queue `b`, and read on the version key: what a user of that queue is
+/// granted besides its rows.
+const DECLARED_B: &str = "%R~{emq}:version ~emq:{b}:wait ~emq:{b}:prio ~emq:{b}:active ~emq:{b}:delayed \
+                          ~emq:{b}:meta ~emq:{b}:events ~emq:{b}:completed ~emq:{b}:failed";
+
 fn setuser(admin: &mut Conn, s: &Server, who: &str, rules: &str) -> Conn {
     let mut args: Vec<&[u8]> = vec![b"ACL", b"SETUSER", who.as_bytes(), b"on", b">pw", b"resetkeys"];
     args.extend(rules.split_whitespace().map(str::as_bytes));
@@ -116,8 +121,7 @@ fn a_found_key_needs_the_selector_that_grants_the_command() {
     let s = Server::quiet();
     let mut root = s.conn();
     let q = Q::new("b");
-    let declared = "%R~{emq}:version ~emq:{b}:wait ~emq:{b}:prio ~emq:{b}:active ~emq:{b}:delayed \
-                    ~emq:{b}:meta ~emq:{b}:events ~emq:{b}:completed ~emq:{b}:failed";
+    let declared = DECLARED_B;
     let mut split =
         setuser(&mut root, &s, "split", &format!("{declared} -@all +@emq (~emq:{{b}}:job:* -@all +get)"));
     let mut whole =
@@ -158,8 +162,7 @@ fn a_found_key_needs_the_access_the_verb_makes_of_it() {
     let s = Server::quiet();
     let mut root = s.conn();
     let q = Q::new("b");
-    let declared = "%R~{emq}:version ~emq:{b}:wait ~emq:{b}:prio ~emq:{b}:active ~emq:{b}:delayed \
-                    ~emq:{b}:meta ~emq:{b}:events ~emq:{b}:completed ~emq:{b}:failed";
+    let declared = DECLARED_B;
     assert_eq!(q.enqueue(&mut root, &jid(1), &[]), Reply::Int(1));
     for (who, rows) in [("reads", "%R~emq:{b}:job:*"), ("writes", "%W~emq:{b}:job:*")] {
         let mut c = setuser(&mut root, &s, who, &format!("{declared} {rows} -@all +@emq"));

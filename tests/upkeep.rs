@@ -24,6 +24,12 @@ fn schedule(c: &mut Conn, q: &Q, id: &str, when: &str) {
     assert_eq!(q.run(c, "EMQ.SCHEDULE", id, &[when.as_bytes(), b"n", b"d"]), Reply::Int(1));
 }
 
+/// Calls sent in one write: the server runs them back to back, with no tick between.
+fn one_write(c: &mut Conn, calls: &[&[&[u8]]]) -> Vec<Reply> {
+    let calls: Vec<Vec<Vec<u8>>> = calls.iter().map(|a| a.iter().map(|x| x.to_vec()).collect()).collect();
+    c.pipeline(&calls)
+}
+
 fn state(c: &mut Conn, q: &Q, id: &str) -> Option<String> {
     q.snapshot(c).state_of(id)
 }
@@ -240,12 +246,9 @@ fn a_flush_of_one_database_does_not_narrow_a_pending_look_at_all() {
     // A reload makes upkeep forget its queues and look at every database again; a flush of
     // another database, before upkeep has looked (one write: no tick between them), must
     // not leave it looking at the flushed one only.
-    for cmd in [&[&b"DEBUG"[..], b"RELOAD"][..], &[b"SELECT", b"3"], &[b"FLUSHDB"], &[b"SELECT", b"0"]] {
-        c.send(cmd).expect("send");
-    }
-    for _ in 0..4 {
-        assert_eq!(c.read().expect("reply"), Reply::Simple("OK".into()));
-    }
+    let replies =
+        one_write(&mut c, &[&[b"DEBUG", b"RELOAD"], &[b"SELECT", b"3"], &[b"FLUSHDB"], &[b"SELECT", b"0"]]);
+    assert!(replies.iter().all(|r| *r == Reply::Simple("OK".into())), "{replies:?}");
     wait_for(|| state(&mut c, &q, &jid(1)).as_deref() == Some("wait"), "upkeep finds the queue and promotes");
 }
 
@@ -257,13 +260,10 @@ fn a_flush_of_one_database_forgets_only_its_queues() {
     let mut c = s.conn();
     let q = Q::new("kept");
     schedule(&mut c, &q, &jid(1), "+100000");
-    for cmd in [&[&b"SELECT"[..], b"5"][..], &[b"FLUSHDB"], &[b"SELECT", b"0"], &[b"TRA.QUEUES"]] {
-        c.send(cmd).expect("send");
-    }
-    for _ in 0..3 {
-        assert_eq!(c.read().expect("reply"), Reply::Simple("OK".into()));
-    }
-    assert_eq!(c.read().expect("reply").array()[1].strings(), ["kept"], "database 0's queue still known");
+    let replies =
+        one_write(&mut c, &[&[b"SELECT", b"5"], &[b"FLUSHDB"], &[b"SELECT", b"0"], &[b"TRA.QUEUES"]]);
+    assert!(replies[..3].iter().all(|r| *r == Reply::Simple("OK".into())), "{replies:?}");
+    assert_eq!(replies[3].array()[1].strings(), ["kept"], "database 0's queue still known");
 }
 
 #[test]
