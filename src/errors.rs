@@ -11,8 +11,9 @@ pub const WIRE_FOUND: &str = "EMQWIRE expected echomq:6.0.0 found ";
 /// A cluster-enabled server, refused by the fence and by INSTALL before they read: a queue's
 /// keys share one slot, but the fence key does not.
 pub const WIRE_CLUSTER: &str = "EMQWIRE trafikey serves standalone servers only";
-/// The host answered something the module cannot read (a raw API call failed).
-pub const HOST_REPLY: &str = "EMQWIRE unexpected reply from the host";
+/// A server call failed where it cannot (a bug, or a broken server): the module's own class,
+/// never the fence's, so a client can tell a fault of this node from a wrong wire.
+pub const HOST_REPLY: &str = "EMQHOST unexpected reply from the host";
 /// The server's own texts, passed through unchanged.
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 pub const NOPERM_KEY: &str = "NOPERM No permissions to access a key";
@@ -52,10 +53,11 @@ pub enum Class {
     Lease,
     WrongType,
     NoPerm,
+    Host,
 }
 
 impl Class {
-    pub const ALL: [Class; 10] = [
+    pub const ALL: [Class; 11] = [
         Class::Shape,
         Class::Layout,
         Class::Wire,
@@ -66,6 +68,7 @@ impl Class {
         Class::Lease,
         Class::WrongType,
         Class::NoPerm,
+        Class::Host,
     ];
 
     pub const fn word(self) -> &'static str {
@@ -80,6 +83,7 @@ impl Class {
             Class::Lease => "EMQLEASE",
             Class::WrongType => "WRONGTYPE",
             Class::NoPerm => "NOPERM",
+            Class::Host => "EMQHOST",
         }
     }
 
@@ -116,6 +120,9 @@ pub enum Refusal {
     WrongType,
     #[error("{0}")]
     NoPerm(&'static str),
+    /// An internal failure: a server call that failed where it cannot, or a caught panic.
+    #[error("{HOST_REPLY}")]
+    Host,
 }
 
 impl Refusal {
@@ -131,6 +138,7 @@ impl Refusal {
             Refusal::Lease(_) => Class::Lease,
             Refusal::WrongType => Class::WrongType,
             Refusal::NoPerm(_) => Class::NoPerm,
+            Refusal::Host => Class::Host,
         }
     }
 
@@ -162,8 +170,8 @@ pub fn wire_cluster() -> Refusal {
     Refusal::Wire(WIRE_CLUSTER.to_owned())
 }
 
-pub fn host_reply() -> Refusal {
-    Refusal::Wire(HOST_REPLY.to_owned())
+pub const fn host_reply() -> Refusal {
+    Refusal::Host
 }
 
 #[cfg(test)]
@@ -181,6 +189,9 @@ mod tests {
         assert_eq!(wire_cluster().to_string(), "EMQWIRE trafikey serves standalone servers only");
         assert_eq!(Refusal::WrongType.to_string(), WRONGTYPE);
         assert_eq!(Refusal::Shape("x".into()).class().word(), "EMQSHAPE");
+        assert_eq!(host_reply().to_string(), "EMQHOST unexpected reply from the host");
+        assert_eq!(host_reply().class(), Class::Host);
+        assert!(Class::ALL.iter().enumerate().all(|(i, c)| c.index() == i));
     }
 
     #[test]

@@ -21,7 +21,7 @@
 //! (EMQSHAPE EMQLAYOUT EMQWIRE EMQID EMQARG EMQNOJOB EMQSTATE EMQLEASE WRONGTYPE NOPERM; the
 //! server's own ERR only from a script, EXECABORT only from MULTI); an error leaves its frame
 //! unchanged (a refusal writes nothing). The fence key stays in place, so an EMQWIRE is a
-//! failure too (it would be the host-reply text of a caught panic or a failed server call).
+//! failure too, and so is EMQHOST (a caught panic or a failed server call: not a known class).
 //! Each batch ends with a PING (the server lives), then the invariant is checked on the
 //! fuzzed queues: every job id in at most one state set, its row's `st` naming it, a row iff
 //! the job is in a set, and no `log:` key without its row. Every 200 calls and at the end a
@@ -1034,7 +1034,7 @@ fn every_command_survives_random_arguments() {
                     if class == "EMQWIRE" && !(fence.is_some() && fence_text) {
                         fail(
                             format!(
-                                "EMQWIRE {} (a caught panic or a failed server call?): {e:?}",
+                                "EMQWIRE {} (the fence's class outside the fence): {e:?}",
                                 if fence.is_some() {
                                     "that is not a fence refusal"
                                 } else {

@@ -468,7 +468,11 @@ fn serve(
             metrics::refused(e.class());
             reply::refuse(ctx, &e);
         }
-        Ok(None) | Err(_) => reply::refuse(ctx, &errors::host_reply()),
+        Ok(None) | Err(_) => {
+            let e = errors::host_reply();
+            metrics::refused(e.class());
+            reply::refuse(ctx, &e);
+        }
     }
     if retrying {
         metrics::add(&metrics::WOKEN, 1);

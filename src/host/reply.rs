@@ -102,7 +102,7 @@ pub fn send(ctx: *mut RedisModuleCtx, r: &Reply) {
 pub fn refuse(ctx: *mut RedisModuleCtx, r: &Refusal) {
     // Refusal::line is ASCII without NUL; the fallback only guards that promise.
     let line =
-        CString::new(r.line()).unwrap_or_else(|_| CString::from(c"EMQWIRE unexpected reply from the host"));
+        CString::new(r.line()).unwrap_or_else(|_| CString::from(c"EMQHOST unexpected reply from the host"));
     if let Some(f) = api!(RedisModule_ReplyWithError) {
         // SAFETY: live ctx, NUL-terminated text.
         unsafe { f(ctx, line.as_ptr()) };
