@@ -180,10 +180,21 @@ fn state() -> std::sync::MutexGuard<'static, State> {
 const WAIT_WINDOW: i64 = 1000;
 const RETRY_MS: i64 = 1000;
 
-/// Scan steps a tick takes (each a handful of keys).
+/// Scan steps a tick takes at most (each a handful of keys).
 const SCAN_STEPS: usize = 100;
-/// How long one tick may work, µs.
+/// How long one tick may work, µs: the scan and the queues' steps together. The clock is read
+/// after every scan step and every queue step, and a queue step is not started when the
+/// longest one this tick took would not fit in what is left, so a tick ends within about the
+/// budget plus one short step (under 2 ms in all, even beside a million waiting jobs).
 const TICK_BUDGET_US: u64 = 1000;
+/// The part of the budget the keyspace scan may use when it runs (at least one step a tick);
+/// the rest is the queues'.
+const SCAN_BUDGET_US: u64 = 400;
+/// Jobs one queue step handles at most (each step is one internal command on one queue): small
+/// enough that a step stays a fraction of the budget beside a million jobs (about 10 µs a job
+/// there), large enough that a step's fixed cost (its keys opened, the next due time read)
+/// stays small beside its jobs.
+pub const STEP_JOBS: usize = 32;
 
 /// Load time: start the timer and look for queues.
 pub fn start(ctx: *mut RedisModuleCtx) -> Result<(), String> {
@@ -233,14 +244,21 @@ fn tick(ctx: *mut RedisModuleCtx) -> timer::Next {
     }
     metrics::add(&metrics::UPKEEP_TICKS, 1);
     let t0 = timer::monotonic_us();
-    let over = || timer::monotonic_us().saturating_sub(t0) > TICK_BUDGET_US;
-    let scanning = scan_step(ctx);
+    let elapsed = || timer::monotonic_us().saturating_sub(t0);
+    // The scan first, within its share of the budget; the queues' steps in what is left.
+    let scanning = scan_step(ctx, t0);
     let mut left = usize::try_from(config::get(&config::UPKEEP_BATCH)).unwrap_or(0);
     let now = timer::now_ms();
-    while left > 0 && !over() {
+    // The longest queue step this tick: the next one is started only if that much fits.
+    let mut longest: u64 = 0;
+    while left > 0 && elapsed().saturating_add(longest) <= TICK_BUDGET_US {
         let Some(queue) = registry::first_due(now) else { break };
-        // One queue a step at a time, so that no step is long; the tick's budget decides how many.
-        match keep(ctx, &queue, left.min(domain::RECLAIM_PER_CALL as usize)) {
+        // One queue a short step at a time, so that no step is long; the tick's budget decides
+        // how many.
+        let started = timer::monotonic_us();
+        let kept = keep(ctx, &queue, left.min(STEP_JOBS));
+        longest = longest.max(timer::monotonic_us().saturating_sub(started));
+        match kept {
             Some(Kept { done, next, gone }) => {
                 left = left.saturating_sub(done);
                 // Nothing done: whatever is pending is not due before the next millisecond.
@@ -312,17 +330,22 @@ fn keep(ctx: *mut RedisModuleCtx, (db, name): &Queue, budget: usize) -> Option<K
 }
 
 /// Scan steps over the databases still to look at: every `emq:{Q}:delayed` and
-/// `emq:{Q}:active` found notes its queue. True while the scan is not over.
-fn scan_step(ctx: *mut RedisModuleCtx) -> bool {
+/// `emq:{Q}:active` found notes its queue. At least one step, then more while the tick
+/// (begun at `t0`, µs) is within the scan's share of its budget; the rows a step finds are
+/// read before the next step, so their cost counts too. True while the scan is not over.
+fn scan_step(ctx: *mut RedisModuleCtx, t0: u64) -> bool {
     let now = timer::now_ms();
     let mut s = state();
     if s.scan_all {
         s.scan_all = false;
         s.scan_dbs = (0..c_int::MAX).take_while(|&db| timer::select(ctx, db)).collect();
     }
-    // Rows seen by this step: each with an EXPIRE goes back on upkeep's index.
+    // Rows seen by a step: each with an EXPIRE goes back on upkeep's index.
     let mut rows: Vec<(c_int, Vec<u8>)> = Vec::new();
-    for _ in 0..SCAN_STEPS {
+    for step in 0..SCAN_STEPS {
+        if step > 0 && timer::monotonic_us().saturating_sub(t0) >= SCAN_BUDGET_US {
+            break;
+        }
         let Some(&db) = s.scan_dbs.first() else { break };
         if s.scan.is_none() {
             s.scan = timer::Scan::new();
@@ -350,18 +373,17 @@ fn scan_step(ctx: *mut RedisModuleCtx) -> bool {
             s.scan = None;
             s.scan_dbs.remove(0);
         }
-    }
-    let scanning = !s.scan_dbs.is_empty();
-    drop(s);
-    for (db, name) in rows {
-        if let Some(at) = expiry_of(ctx, db, &name) {
-            if let Some(p) = keyspace::parse_as(&name, Role::Job) {
-                registry::note_expiry(db, p.queue, p.suffix, at);
-                registry::note(db, p.queue, Some(at));
+        // Read the rows this step found now, inside the scan's share of the budget.
+        for (db, name) in rows.drain(..) {
+            if let Some(at) = expiry_of(ctx, db, &name) {
+                if let Some(p) = keyspace::parse_as(&name, Role::Job) {
+                    registry::note_expiry(db, p.queue, p.suffix, at);
+                    registry::note(db, p.queue, Some(at));
+                }
             }
         }
     }
-    scanning
+    !s.scan_dbs.is_empty()
 }
 
 /// The EXPIRE time of the row named `name` in database `db`, if it has one and still waits.

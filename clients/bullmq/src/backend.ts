@@ -1,0 +1,1517 @@
+// A BullMQ 6 queue backend on Valkey with the trafikey module (wire echomq:6.0.0).
+//
+// Only bullmq's types are imported: this file also runs inside BullMQ's own source checkout,
+// where a runtime `bullmq` would be a second copy of the classes.
+import { EventEmitter } from 'node:events';
+import { randomUUID } from 'node:crypto';
+import { Redis, type RedisOptions, type ChainableCommander } from 'ioredis';
+import type {
+  IQueueBackend,
+  JobJson,
+  JobsOptions,
+  JobState,
+  JobType,
+  KeepJobs,
+  MinimalJob,
+  QueueBaseOptions,
+  JobProgress,
+  RetryOptions,
+  RepeatableOptions,
+  DependenciesOpts,
+  MoveToDelayedOpts,
+  MoveToWaitingChildrenOpts,
+  ParentKeyOpts,
+  RetryJobOpts,
+} from 'bullmq';
+import { escapeQueueName, isBranded, mintJobId } from './keys.js';
+
+export const WIRE = 'echomq:6.0.0';
+export const MODULE_MAJOR = 0;
+/** CLAIM … BLOCK and the TRA.* administration verbs arrived in 0.2.0. */
+export const MIN_MODULE_VERSION = [0, 2, 0] as const;
+const FENCE = '{emq}:version';
+
+/** Thrown by every member that needs a module feature trafikey does not have yet. */
+export class NotSupportedError extends Error {
+  constructor(feature: string) {
+    super(`trafikey-bullmq: ${feature} is not supported by the trafikey module yet`);
+    this.name = 'NotSupportedError';
+  }
+}
+
+/** The connection a backend accepts: ioredis options, or an ioredis client it duplicates. */
+export type TrafikeyConnection = RedisOptions | Redis;
+
+type KeysMap = Record<string, string>;
+type Cmd = (string | number | Buffer)[];
+
+/** Claim tokens of jobs held in this process, by `<Q>\n<id>`: BullMQ's token or a stash's. */
+const held = new Map<string, string>();
+
+const ROLES = ['wait', 'prio', 'active', 'delayed', 'completed', 'failed', 'meta', 'events'];
+/** Keys the adapter keeps beside the module's; OBLITERATE does not know them. */
+const ADAPTER_KEYS = ['alias', 'rev', 'progress', 'stack'];
+
+interface Claimed {
+  id: string;
+  token: string;
+}
+
+function pairs(reply: unknown): Record<string, any> {
+  const out: Record<string, any> = {};
+  if (Array.isArray(reply)) {
+    for (let i = 0; i + 1 < reply.length; i += 2) {
+      out[String(reply[i])] = reply[i + 1];
+    }
+  } else if (reply && typeof reply === 'object') {
+    Object.assign(out, reply);
+  }
+  return out;
+}
+
+function num(v: unknown): number | undefined {
+  if (v === null || v === undefined) {
+    return undefined;
+  }
+  const n = Number(v);
+  return Number.isFinite(n) ? n : undefined;
+}
+
+function errCode(err: unknown): string {
+  const msg = (err as Error)?.message ?? '';
+  return msg.split(' ', 1)[0];
+}
+
+function jsonOr(value: string | null | undefined, fallback: string): string {
+  if (value === null || value === undefined) {
+    return fallback;
+  }
+  try {
+    JSON.parse(value);
+    return value;
+  } catch {
+    return JSON.stringify(value);
+  }
+}
+
+/** KEEP/AGE arguments of COMPLETE and FAIL; BullMQ keeps everything unless told otherwise. */
+export function keepArgs(keep: boolean | number | KeepJobs | undefined): Cmd {
+  if (keep === undefined || keep === false || keep === null) {
+    return ['KEEP', -1];
+  }
+  if (keep === true) {
+    return ['KEEP', 0];
+  }
+  if (typeof keep === 'number') {
+    return ['KEEP', Math.max(0, Math.floor(keep))];
+  }
+  const k = keep as { count?: number; age?: number };
+  const out: Cmd = ['KEEP', k.count === undefined ? -1 : Math.max(0, k.count)];
+  if (k.age !== undefined) {
+    out.push('AGE', Math.max(0, Math.floor(k.age * 1000)));
+  }
+  return out;
+}
+
+function parseVersion(v: string): number[] {
+  return v.split(/[.-]/).slice(0, 3).map(x => parseInt(x, 10) || 0);
+}
+
+function versionAtLeast(v: string, min: readonly number[]): boolean {
+  const p = parseVersion(v);
+  for (let i = 0; i < 3; i++) {
+    if ((p[i] ?? 0) !== min[i]) {
+      return (p[i] ?? 0) > min[i];
+    }
+  }
+  return true;
+}
+
+function newClient(conn: TrafikeyConnection | undefined, blocking: boolean): Redis {
+  const extra: RedisOptions = { maxRetriesPerRequest: blocking ? null : 20 };
+  if (conn && typeof (conn as Redis).duplicate === 'function') {
+    return (conn as Redis).duplicate(extra);
+  }
+  return new Redis({ ...(conn as RedisOptions), ...extra });
+}
+
+export interface TrafikeyBackendOptions {
+  name: string;
+  opts: QueueBaseOptions<any>;
+  blocking?: boolean;
+  withBlockingConnection?: boolean;
+}
+
+export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
+  readonly minimumBlockTimeout = 0.001;
+  /** Upkeep wakes a BLOCKed claim as soon as a scheduled job falls due, so long waits are safe. */
+  readonly maximumBlockTimeout = 10;
+  closing: Promise<void> | undefined;
+
+  readonly name: string;
+  readonly prefix: string;
+  /** The module's queue name Q (escaped) and the key base `emq:{Q}`. */
+  readonly q: string;
+  readonly base: string;
+  private readonly opts: QueueBaseOptions<any> & Record<string, any>;
+  private readonly conn: Redis;
+  private readonly blockingConn: Redis | undefined;
+  private readonly owns: boolean;
+  private ready: Promise<void> | undefined;
+  private blockingId: number | undefined;
+  private waiting: Promise<unknown> | undefined;
+  private stash: Claimed[] = [];
+
+  constructor(
+    o: TrafikeyBackendOptions,
+    shared?: { conn: Redis; blockingConn?: Redis },
+  ) {
+    super();
+    this.name = o.name;
+    this.opts = o.opts as any;
+    this.prefix = (o.opts as any).prefix ?? 'bull';
+    this.q = escapeQueueName(`${this.prefix}:${this.name}`);
+    this.base = `emq:{${this.q}}`;
+    if ((this.opts as any).limiter) {
+      throw new NotSupportedError('a worker rate limiter (limiter option)');
+    }
+    if (shared) {
+      this.conn = shared.conn;
+      this.blockingConn = shared.blockingConn;
+      this.owns = false;
+    } else {
+      this.conn = newClient(o.opts.connection as TrafikeyConnection, !!o.blocking);
+      this.blockingConn = o.withBlockingConnection
+        ? newClient(o.opts.connection as TrafikeyConnection, true)
+        : undefined;
+      this.owns = true;
+      this.conn.on('error', err => this.emit('error', err));
+      this.conn.on('ready', () => this.emit('ready'));
+      this.conn.on('close', () => this.emit('close'));
+      this.blockingConn?.on('error', err => this.emit('error', err));
+    }
+  }
+
+  // ---------------------------------------------------------------- identity and keys
+
+  /** The ioredis client (BullMQ's Redis backend exposes its client the same way). */
+  get client(): Promise<Redis> {
+    return this.waitUntilReady().then(() => this.conn);
+  }
+
+  get qualifiedName(): string {
+    return `${this.prefix}:${this.name}`;
+  }
+
+  get keys(): KeysMap {
+    const k: KeysMap = { '': `${this.base}:` };
+    for (const r of ROLES) {
+      k[r] = this.key(r);
+    }
+    k.waiting = k.wait;
+    k.paused = k.wait;
+    k.prioritized = k.prio;
+    for (const r of ['id', 'stalled', 'limiter', 'repeat', 'pc', 'marker', 'de', 'stalled-check']) {
+      k[r] = this.key(`b:${r}`);
+    }
+    return k;
+  }
+
+  key(role: string): string {
+    return `${this.base}:${role}`;
+  }
+
+  jobKey(id: string): string {
+    return `${this.base}:job:${id}`;
+  }
+
+  toKey(type: string): string {
+    if (type === 'waiting' || type === 'paused') {
+      return this.key('wait');
+    }
+    if (type === 'prioritized') {
+      return this.key('prio');
+    }
+    if (ROLES.includes(type)) {
+      return this.key(type);
+    }
+    if (isBranded(type)) {
+      return this.jobKey(type);
+    }
+    return this.key(`b:${type}`);
+  }
+
+  parseNodeKey(key: string): { prefix: string; queueName: string; id: string } {
+    const last = key.lastIndexOf(':');
+    const prev = key.lastIndexOf(':', last - 1);
+    return {
+      prefix: key.slice(0, Math.max(prev, 0)),
+      queueName: key.slice(prev + 1, last),
+      id: key.slice(last + 1),
+    };
+  }
+
+  clientName(suffix = ''): string {
+    return `${this.prefix}:${Buffer.from(this.name).toString('base64')}${suffix}`;
+  }
+
+  forQueue(queueName: string, prefix?: string): IQueueBackend {
+    return new TrafikeyBackend(
+      { name: queueName, opts: { ...this.opts, prefix: prefix ?? this.prefix } as QueueBaseOptions<any> },
+      { conn: this.conn, blockingConn: this.blockingConn },
+    );
+  }
+
+  // ---------------------------------------------------------------- lifecycle
+
+  waitUntilReady(): Promise<void> {
+    if (!this.ready) {
+      this.ready = this.checkServer().catch(err => {
+        this.ready = undefined;
+        throw err;
+      });
+    }
+    return this.ready;
+  }
+
+  /** The module's client rule: wire equal, major equal, a module new enough, the fence set. */
+  private async checkServer(): Promise<void> {
+    let reply: unknown;
+    try {
+      reply = await this.conn.call('EMQ.VERSION');
+    } catch (err) {
+      if (/unknown command/i.test((err as Error).message)) {
+        throw new Error(
+          'trafikey-bullmq: the trafikey module is not loaded on this server (EMQ.VERSION is an unknown command); start valkey-server with --loadmodule libtrafikey.so',
+        );
+      }
+      throw err;
+    }
+    const v = pairs(reply);
+    if (String(v.wire) !== WIRE) {
+      throw new Error(`trafikey-bullmq: the server speaks wire ${v.wire}, this client ${WIRE}`);
+    }
+    if (Number(v.module_major) !== MODULE_MAJOR) {
+      throw new Error(
+        `trafikey-bullmq: module major ${v.module_major} is not the ${MODULE_MAJOR} this client is built for`,
+      );
+    }
+    if (!versionAtLeast(String(v.module_version), MIN_MODULE_VERSION)) {
+      throw new Error(
+        `trafikey-bullmq: module ${v.module_version} is too old; CLAIM … BLOCK needs ${MIN_MODULE_VERSION.join('.')} or later`,
+      );
+    }
+    const fence = await this.conn.get(FENCE);
+    if (fence === null) {
+      throw new Error(
+        `trafikey-bullmq: ${FENCE} is absent in this database; run EMQ.INSTALL 1 ${FENCE} once`,
+      );
+    }
+    if (fence !== WIRE) {
+      throw new Error(`trafikey-bullmq: ${FENCE} holds ${fence}, not ${WIRE}`);
+    }
+    if (this.blockingConn) {
+      this.blockingId = Number(await this.blockingConn.client('ID'));
+    }
+  }
+
+  async close(force = false): Promise<void> {
+    if (!this.owns) {
+      return;
+    }
+    if (!this.closing) {
+      this.closing = (async () => {
+        await this.disconnectBlocking(true).catch(() => undefined);
+        await this.returnStash().catch(() => undefined);
+        this.blockingConn?.disconnect();
+        if (force) {
+          this.conn.disconnect();
+        } else {
+          await this.conn.quit().catch(() => this.conn.disconnect());
+        }
+      })();
+    }
+    return this.closing;
+  }
+
+  async disconnect(): Promise<void> {
+    if (!this.owns) {
+      return;
+    }
+    this.blockingConn?.disconnect();
+    this.conn.disconnect();
+  }
+
+  async setName(name: string): Promise<void> {
+    const c = this.blockingConn ?? this.conn;
+    try {
+      await c.client('SETNAME', name);
+    } catch (err) {
+      if (!this.closing) {
+        throw err;
+      }
+    }
+  }
+
+  /** Ends a `CLAIM … BLOCK` in flight with the empty reply; the blocking connection stays. */
+  async disconnectBlocking(_wait = true): Promise<void> {
+    if (this.blockingConn && this.waiting && this.blockingId !== undefined) {
+      await this.conn.client('UNBLOCK', this.blockingId, 'TIMEOUT').catch(() => undefined);
+      await this.waiting.catch(() => undefined);
+    }
+  }
+
+  async reconnectBlocking(): Promise<void> {
+    if (this.blockingConn && this.blockingConn.status === 'end') {
+      await this.blockingConn.connect().catch(() => undefined);
+    }
+  }
+
+  /** Jobs claimed by a wait but never handed out go back to the front of ready. */
+  private async returnStash(): Promise<void> {
+    const stash = this.stash.splice(0);
+    for (const c of stash) {
+      await this.conn.call('EMQ.REQUEUE', 5, this.jobKey(c.id), this.key('active'), this.key('wait'), this.key('prio'), this.key('events'), c.token);
+    }
+  }
+
+  // ---------------------------------------------------------------- ids
+
+  private heldKey(id: string): string {
+    return `${this.q}\n${id}`;
+  }
+
+  /** The claim token the module knows for a job this process holds; BullMQ's token otherwise. */
+  private tokenFor(id: string, token?: string): string {
+    return held.get(this.heldKey(id)) ?? token ?? '-';
+  }
+
+  /** The module id of a BullMQ id: branded ids are themselves, custom ids go through the alias hash. */
+  async resolve(id: string): Promise<string | null> {
+    if (isBranded(id)) {
+      return id;
+    }
+    return this.conn.hget(this.key('b:alias'), id);
+  }
+
+  private async mustResolve(id: string, cmd: string): Promise<string> {
+    const r = await this.resolve(id);
+    if (!r) {
+      throw new Error(`Missing key for job ${id}. ${cmd}`);
+    }
+    return r;
+  }
+
+  /** The BullMQ ids of module ids: custom ids where an alias names them. */
+  private async external(ids: string[]): Promise<string[]> {
+    if (ids.length === 0) {
+      return ids;
+    }
+    const rev = await this.conn.hmget(this.key('b:rev'), ...ids);
+    return ids.map((id, i) => rev[i] ?? id);
+  }
+
+  // ---------------------------------------------------------------- adding
+
+  private addCmd(job: JobJson, id: string): Cmd {
+    const opts: JobsOptions = job.opts ?? {};
+    for (const [opt, feature] of [
+      ['parent', 'flows (the parent option)'],
+      ['deduplication', 'deduplication'],
+      ['debounce', 'deduplication (debounce)'],
+      ['repeat', 'job schedulers (the repeat option)'],
+    ] as const) {
+      if ((opts as any)[opt]) {
+        throw new NotSupportedError(feature);
+      }
+    }
+    const name = job.name && Buffer.byteLength(job.name) <= 256 ? job.name : '_';
+    const blob: Record<string, unknown> = { o: opts, ts: job.timestamp };
+    if (name !== job.name) {
+      blob.n = job.name;
+    }
+    const extra: Cmd = [];
+    if (opts.priority) {
+      extra.push('PRIORITY', opts.priority);
+    }
+    if (opts.attempts && opts.attempts > 1) {
+      extra.push('ATTEMPTS', opts.attempts);
+      const b = opts.backoff as { type?: string; delay?: number; jitter?: number } | number | undefined;
+      const bo = typeof b === 'number' ? { type: 'fixed', delay: b } : b;
+      // The server computes fixed and exponential backoff itself; jitter and custom
+      // strategies have no server form, so those retries are immediate.
+      if (bo && !bo.jitter && typeof bo.delay === 'number' && bo.delay > 0) {
+        if (bo.type === 'fixed') {
+          extra.push('BACKOFF', 'FIXED', Math.floor(bo.delay));
+        } else if (bo.type === 'exponential') {
+          extra.push('BACKOFF', 'EXP', Math.floor(bo.delay));
+        }
+      }
+    }
+    extra.push('OPTS', JSON.stringify(blob));
+    const delay = opts.delay ?? 0;
+    if (delay > 0) {
+      return ['EMQ.SCHEDULE', 3, this.jobKey(id), this.key('delayed'), this.key('events'), `+${Math.floor(delay)}`, name, job.data ?? '{}', ...extra];
+    }
+    if (opts.lifo) {
+      extra.push('LIFO');
+    }
+    return ['EMQ.ENQUEUE', 4, this.jobKey(id), this.key('wait'), this.key('prio'), this.key('events'), name, job.data ?? '{}', ...extra];
+  }
+
+  /**
+   * A custom jobId maps to a branded id through `<Q>:b:alias` (and back through `:b:rev`).
+   * Returns the module id to create, or null when a job under that custom id still exists.
+   */
+  private async aliasFor(custom: string): Promise<string | null> {
+    const aliasKey = this.key('b:alias');
+    const existing = await this.conn.hget(aliasKey, custom);
+    if (existing) {
+      if (await this.conn.exists(this.jobKey(existing))) {
+        return null;
+      }
+      await this.conn.multi().hdel(aliasKey, custom).hdel(this.key('b:rev'), existing).exec();
+    }
+    const id = mintJobId();
+    const set = await this.conn.hsetnx(aliasKey, custom, id);
+    if (!set) {
+      return null;
+    }
+    await this.conn.hset(this.key('b:rev'), id, custom);
+    return id;
+  }
+
+  async addJob(job: JobJson, jobId: string, parentKeyOpts?: ParentKeyOpts): Promise<string> {
+    if (parentKeyOpts?.parentKey) {
+      throw new NotSupportedError('flows (a parent job)');
+    }
+    const [id] = await this.addJobs([{ job, jobId }]);
+    return id;
+  }
+
+  async addJobs(entries: { job: JobJson; jobId: string; parentKeyOpts?: ParentKeyOpts }[]): Promise<string[]> {
+    await this.waitUntilReady();
+    const ids: (string | null)[] = [];
+    for (const e of entries) {
+      if (e.parentKeyOpts?.parentKey) {
+        throw new NotSupportedError('flows (a parent job)');
+      }
+      if (e.jobId && !isBranded(e.jobId)) {
+        ids.push(await this.aliasFor(e.jobId));
+      } else {
+        ids.push(e.jobId || mintJobId());
+      }
+    }
+    const cmds: Cmd[] = [];
+    entries.forEach((e, i) => {
+      const id = ids[i];
+      if (id) {
+        cmds.push(this.addCmd(e.job, id));
+      }
+    });
+    // One transaction: a BLOCKed worker must not take the first job before the batch is whole.
+    if (cmds.length === 1) {
+      await this.conn.call(...(cmds[0] as [string, ...any[]]));
+    } else if (cmds.length > 1) {
+      const m = this.conn.multi();
+      for (const c of cmds) {
+        m.call(...(c as [string, ...any[]]));
+      }
+      const res = await m.exec();
+      for (const [err] of res ?? []) {
+        if (err) {
+          throw err;
+        }
+      }
+    }
+    const dup = entries.filter((_, i) => !ids[i]);
+    if (dup.length > 0) {
+      const p = this.conn.pipeline();
+      for (const e of dup) {
+        p.xadd(this.key('events'), '*', 'event', 'duplicated', 'jobId', e.jobId);
+      }
+      await p.exec();
+    }
+    return entries.map((e, i) => (e.jobId && !isBranded(e.jobId) ? e.jobId : (ids[i] as string)));
+  }
+
+  async addFlow(): Promise<[Error | null, string | number][]> {
+    throw new NotSupportedError('flows');
+  }
+
+  async addJobScheduler(
+    _id: string,
+    _next: number,
+    _data: string,
+    _templateOpts: JobsOptions,
+    _opts: RepeatableOptions,
+  ): Promise<[string, number]> {
+    throw new NotSupportedError('job schedulers');
+  }
+
+  // ---------------------------------------------------------------- fetching
+
+  private get lease(): number {
+    return Math.max(1, Math.floor((this.opts as any).lockDuration ?? 30000));
+  }
+
+  private claimKeys(): string[] {
+    return ['wait', 'prio', 'active', 'delayed', 'meta', 'events'].map(r => this.key(r));
+  }
+
+  /** `[jobData, id, rateLimitDelay, delayUntil]`, as BullMQ's workers read it. */
+  private async handOut(c: Claimed): Promise<any[]> {
+    held.set(this.heldKey(c.id), c.token);
+    const json = await this.getJobData(c.id, c.id);
+    if (!json) {
+      held.delete(this.heldKey(c.id));
+      return [undefined, undefined, 0, 0];
+    }
+    return [json, json.id, 0, 0];
+  }
+
+  async moveToActive(token: string, _name?: string): Promise<any[]> {
+    const stashed = this.stash.shift();
+    if (stashed) {
+      return this.handOut(stashed);
+    }
+    const reply = (await this.conn.call('EMQ.CLAIM', 6, ...this.claimKeys(), token, this.lease, 'COUNT', 1)) as any[];
+    if (!reply || reply.length === 0) {
+      return [undefined, undefined, 0, 0];
+    }
+    return this.handOut({ id: String(reply[0][0]), token });
+  }
+
+  /**
+   * Waits inside the server with `CLAIM … BLOCK`; a job it takes is kept and handed out by the
+   * next moveToActive. The answer `{score: 0}` tells the worker to fetch now.
+   */
+  async waitForJob(blockTimeout: number): Promise<{ member: string; score: number } | null> {
+    if (!this.blockingConn) {
+      return null;
+    }
+    await this.waitUntilReady();
+    const ms = Math.max(1, Math.ceil(blockTimeout * 1000));
+    const token = `tkb:${randomUUID()}`;
+    const p = this.blockingConn.call('EMQ.CLAIM', 6, ...this.claimKeys(), token, this.lease, 'COUNT', 1, 'BLOCK', ms);
+    this.waiting = p;
+    try {
+      const reply = (await p) as any[];
+      if (reply && reply.length > 0) {
+        const id = String(reply[0][0]);
+        if (this.closing) {
+          await this.conn.call('EMQ.REQUEUE', 5, this.jobKey(id), this.key('active'), this.key('wait'), this.key('prio'), this.key('events'), token);
+          return null;
+        }
+        this.stash.push({ id, token });
+        return { member: id, score: 0 };
+      }
+      return null;
+    } finally {
+      this.waiting = undefined;
+    }
+  }
+
+  async extendLock(jobId: string, token: string, duration: number): Promise<number> {
+    const id = await this.resolve(jobId);
+    if (!id) {
+      return 0;
+    }
+    try {
+      await this.conn.call('EMQ.EXTEND', 2, this.jobKey(id), this.key('active'), this.tokenFor(jobId, token), Math.max(1, Math.floor(duration)));
+      return 1;
+    } catch {
+      return 0;
+    }
+  }
+
+  async extendLocks(jobIds: string[], tokens: string[], duration: number): Promise<string[]> {
+    if (jobIds.length === 0) {
+      return [];
+    }
+    const args: (string | number)[] = [];
+    const ids: string[] = [];
+    for (let i = 0; i < jobIds.length; i++) {
+      const id = (await this.resolve(jobIds[i])) ?? jobIds[i];
+      if (!isBranded(id)) {
+        continue;
+      }
+      ids.push(jobIds[i]);
+      args.push(id, this.tokenFor(jobIds[i], tokens[i]));
+    }
+    const failed = jobIds.filter(j => !ids.includes(j));
+    if (args.length > 0) {
+      const reply = (await this.conn.call('EMQ.EXTENDS', 1, this.key('active'), Math.max(1, Math.floor(duration)), ...args)) as number[];
+      reply.forEach((r, i) => {
+        if (Number(r) === 0) {
+          failed.push(ids[i]);
+        }
+      });
+    }
+    return failed;
+  }
+
+  // ---------------------------------------------------------------- finishing
+
+  private finishError(err: unknown, jobId: string, state: string | null, cmd: string): Error {
+    const code = errCode(err);
+    if (code === 'EMQNOJOB') {
+      return new Error(`Missing key for job ${jobId}. ${cmd}`);
+    }
+    if (code === 'EMQLEASE') {
+      if (state && state !== 'active') {
+        return new Error(`Job ${jobId} is not in the active state. ${cmd}`);
+      }
+      return new Error(`Missing lock for job ${jobId}. ${cmd}`);
+    }
+    return err as Error;
+  }
+
+  private async stateOf(id: string): Promise<string | null> {
+    return this.conn.hget(this.jobKey(id), 'st');
+  }
+
+  private async next(token: string, fetchNext: boolean): Promise<void | any[]> {
+    if (!fetchNext) {
+      return undefined;
+    }
+    const next = await this.moveToActive(token);
+    if (!next[0]) {
+      await this.conn.xadd(this.key('events'), 'MAXLEN', '~', 10000, '*', 'event', 'drained');
+    }
+    return next;
+  }
+
+  async moveToCompleted<T = any, R = any, N extends string = string>(
+    job: MinimalJob<T, R, N>,
+    returnValue: R,
+    removeOnComplete: boolean | number | KeepJobs,
+    token: string,
+    fetchNext: boolean,
+  ): Promise<{ result: void | any[]; finishedOn: number }> {
+    const jobId = job.id as string;
+    const id = await this.mustResolve(jobId, 'moveToFinished');
+    const keep = removeOnComplete ?? (this.opts as any).removeOnComplete;
+    const rv = JSON.stringify(returnValue === undefined ? null : returnValue);
+    try {
+      await this.conn.call('EMQ.COMPLETE', 4, this.jobKey(id), this.key('active'), this.key('completed'), this.key('events'), this.tokenFor(jobId, token), rv, ...keepArgs(keep));
+    } catch (err) {
+      throw this.finishError(err, jobId, await this.stateOf(id), 'moveToFinished');
+    }
+    const finishedOn = Date.now();
+    held.delete(this.heldKey(jobId));
+    return { result: await this.next(token, fetchNext), finishedOn };
+  }
+
+  private failCmd(id: string, token: string, reason: string): Cmd {
+    return ['EMQ.FAIL', 7, this.jobKey(id), this.key('active'), this.key('wait'), this.key('prio'), this.key('delayed'), this.key('failed'), this.key('events'), token, reason ?? ''];
+  }
+
+  private async fail(jobId: string, token: string | undefined, reason: string, extra: Cmd, stack?: string): Promise<string> {
+    const id = await this.mustResolve(jobId, 'moveToFinished');
+    const p = this.conn.multi();
+    p.call(...(this.failCmd(id, this.tokenFor(jobId, token), reason).concat(extra) as [string, ...any[]]));
+    if (stack !== undefined) {
+      // The module keeps no stack trace; the adapter keeps the last one beside the row.
+      p.hset(this.key('b:stack'), id, stack);
+    }
+    const res = await p.exec();
+    const [err, reply] = res![0];
+    if (err) {
+      throw this.finishError(err, jobId, await this.stateOf(id), 'moveToFinished');
+    }
+    held.delete(this.heldKey(jobId));
+    return String(reply);
+  }
+
+  async moveToFailed<T = any, R = any, N extends string = string>(
+    job: MinimalJob<T, R, N>,
+    failedReason: string,
+    removeOnFail: boolean | number | KeepJobs,
+    token: string,
+    fetchNext: boolean,
+    fieldsToUpdate?: Record<string, any>,
+  ): Promise<{ result: void | any[]; finishedOn: number }> {
+    const keep = removeOnFail ?? (this.opts as any).removeOnFail;
+    await this.fail(job.id as string, token, failedReason, [...keepArgs(keep), 'FINAL'], fieldsToUpdate?.stacktrace);
+    const finishedOn = Date.now();
+    if ((job.opts?.attempts ?? 1) > 1 && job.attemptsMade + 1 >= (job.opts.attempts ?? 1)) {
+      await this.conn.xadd(this.key('events'), 'MAXLEN', '~', 10000, '*', 'event', 'retries-exhausted', 'jobId', job.id as string, 'attemptsMade', job.attemptsMade + 1);
+    }
+    return { result: await this.next(token, fetchNext), finishedOn };
+  }
+
+  async moveToDelayed(jobId: string, _timestamp: number, delay: number, token?: string, opts?: MoveToDelayedOpts): Promise<void | any[]> {
+    if (opts?.fieldsToUpdate) {
+      // A retry with backoff: FAIL without FINAL, the server computes the delay from the
+      // BACKOFF the job was created with.
+      await this.fail(jobId, token, opts.fieldsToUpdate.failedReason ?? '', [], opts.fieldsToUpdate.stacktrace);
+    } else {
+      const id = await this.mustResolve(jobId, 'moveToDelayed');
+      try {
+        await this.conn.call('EMQ.DELAY', 4, this.jobKey(id), this.key('active'), this.key('delayed'), this.key('events'), this.tokenFor(jobId, token), `+${Math.max(0, Math.floor(delay))}`);
+      } catch (err) {
+        throw this.finishError(err, jobId, await this.stateOf(id), 'moveToDelayed');
+      }
+      held.delete(this.heldKey(jobId));
+    }
+    if (opts?.fetchNext && token) {
+      return this.next(token, true);
+    }
+  }
+
+  async moveToWaitingChildren(_jobId: string, _token: string, _opts?: MoveToWaitingChildrenOpts): Promise<boolean> {
+    throw new NotSupportedError('flows (waiting for children)');
+  }
+
+  async moveJobFromActiveToWait(jobId: string, token?: string): Promise<number> {
+    const id = await this.mustResolve(jobId, 'moveJobFromActiveToWait');
+    try {
+      await this.conn.call('EMQ.REQUEUE', 5, this.jobKey(id), this.key('active'), this.key('wait'), this.key('prio'), this.key('events'), this.tokenFor(jobId, token));
+    } catch (err) {
+      throw this.finishError(err, jobId, await this.stateOf(id), 'moveJobFromActiveToWait');
+    }
+    held.delete(this.heldKey(jobId));
+    return 0;
+  }
+
+  async retryJob(jobId: string, _lifo: boolean, token?: string, opts?: RetryJobOpts): Promise<void> {
+    await this.fail(jobId, token, opts?.fieldsToUpdate?.failedReason ?? '', [], opts?.fieldsToUpdate?.stacktrace);
+  }
+
+  private reprocessCmd(id: string): Cmd {
+    return ['EMQ.REPROCESS', 6, this.jobKey(id), this.key('completed'), this.key('failed'), this.key('wait'), this.key('prio'), this.key('events')];
+  }
+
+  async retryFinishedJob<T = any, R = any, N extends string = string>(
+    job: MinimalJob<T, R, N>,
+    state: 'failed' | 'completed',
+    _opts?: RetryOptions,
+  ): Promise<void> {
+    const jobId = job.id as string;
+    const id = await this.mustResolve(jobId, 'reprocessJob');
+    const st = await this.stateOf(id);
+    if (st === null) {
+      throw new Error(`Missing key for job ${jobId}. reprocessJob`);
+    }
+    if (st !== state) {
+      throw new Error(`Job ${jobId} is not in the ${state} state. reprocessJob`);
+    }
+    await this.conn.call(...(this.reprocessCmd(id) as [string, ...any[]]));
+  }
+
+  async promote(jobId: string): Promise<void> {
+    const id = await this.mustResolve(jobId, 'promote');
+    try {
+      await this.conn.call('EMQ.PROMOTE', 5, this.jobKey(id), this.key('delayed'), this.key('wait'), this.key('prio'), this.key('events'));
+    } catch (err) {
+      if (errCode(err) === 'EMQSTATE') {
+        throw new Error(`Job ${jobId} is not in the delayed state. promote`);
+      }
+      if (errCode(err) === 'EMQNOJOB') {
+        throw new Error(`Missing key for job ${jobId}. promote`);
+      }
+      throw err;
+    }
+  }
+
+  /** The module's upkeep reclaims expired leases itself; a worker has nothing to sweep. */
+  async moveStalledJobsToWait(): Promise<string[]> {
+    return [];
+  }
+
+  // ---------------------------------------------------------------- administration
+
+  async retryFinishedJobs(state: 'completed' | 'failed' = 'failed', count = 1000, timestamp = Date.now()): Promise<number> {
+    const ids = await this.conn.zrangebyscore(this.key(state), '-inf', timestamp, 'LIMIT', 0, count);
+    if (ids.length === 0) {
+      return 0;
+    }
+    const p = this.conn.pipeline();
+    for (const id of ids) {
+      p.call(...(this.reprocessCmd(id) as [string, ...any[]]));
+    }
+    await p.exec();
+    return ids.length < count ? 0 : 1;
+  }
+
+  async promoteJobs(count = 1000): Promise<number> {
+    const ids = await this.conn.zrange(this.key('delayed'), 0, count - 1);
+    if (ids.length === 0) {
+      return 0;
+    }
+    const p = this.conn.pipeline();
+    for (const id of ids) {
+      p.call('EMQ.PROMOTE', 5, this.jobKey(id), this.key('delayed'), this.key('wait'), this.key('prio'), this.key('events'));
+    }
+    await p.exec();
+    return ids.length < count ? 0 : 1;
+  }
+
+  async pause(pause: boolean): Promise<void> {
+    await this.waitUntilReady();
+    await this.conn.call('EMQ.CLAIM', 6, ...this.claimKeys(), pause ? 'PAUSE' : 'RESUME');
+  }
+
+  async drain(delayed: boolean): Promise<void> {
+    const args = [this.key('wait'), this.key('prio'), this.key('delayed'), this.key('events'), ...(delayed ? ['DELAYED'] : []), 'COUNT', 10000];
+    while (Number(await this.conn.call('TRA.DRAIN', 4, ...args)) > 0) {
+      // repeat until a call deletes nothing
+    }
+  }
+
+  async cleanJobsByState(state: string, timestamp: number, limit = 0): Promise<string[]> {
+    const max = limit > 0 ? limit : Infinity;
+    const out: string[] = [];
+    if (state === 'completed' || state === 'failed') {
+      const grace = Math.max(0, Date.now() - timestamp);
+      while (out.length < max) {
+        const count = Math.min(10000, max - out.length);
+        const ids = (await this.conn.call('TRA.CLEAN', 2, this.key(state), this.key('events'), 'GRACE', grace, 'COUNT', count)) as string[];
+        out.push(...ids);
+        if (ids.length < count) {
+          break;
+        }
+      }
+    } else {
+      const role = state === 'wait' || state === 'waiting' || state === 'paused' ? 'wait' : state === 'prioritized' ? 'prio' : state;
+      if (role === 'wait' || role === 'prio' || role === 'delayed') {
+        const ids = role === 'wait' ? await this.conn.lrange(this.key('wait'), 0, -1) : await this.conn.zrange(this.key(role), 0, -1);
+        const p = this.conn.pipeline();
+        for (const id of ids) {
+          p.hget(this.jobKey(id), 'o');
+        }
+        const blobs = (await p.exec()) ?? [];
+        const rm = this.conn.pipeline();
+        const victims: string[] = [];
+        ids.forEach((id, i) => {
+          let ts = Infinity;
+          try {
+            ts = JSON.parse(String(blobs[i][1])).ts;
+          } catch {
+            // a row without OPTS was not made by this adapter: leave it
+          }
+          if (ts <= timestamp && victims.length < max) {
+            victims.push(id);
+            rm.call('TRA.REMOVE', 8, this.jobKey(id), ...this.setKeys(), this.key('events'));
+          }
+        });
+        if (victims.length > 0) {
+          await rm.exec();
+          await this.conn.xadd(this.key('events'), 'MAXLEN', '~', 10000, '*', 'event', 'cleaned', 'count', victims.length);
+        }
+        out.push(...victims);
+      }
+    }
+    await this.forget(out);
+    return this.external(out);
+  }
+
+  private setKeys(): string[] {
+    return ['wait', 'prio', 'active', 'delayed', 'completed', 'failed'].map(r => this.key(r));
+  }
+
+  /** Drops the adapter's entries of deleted jobs (their alias, kept progress and stack). */
+  private async forget(ids: string[]): Promise<void> {
+    if (ids.length === 0) {
+      return;
+    }
+    const rev = await this.conn.hmget(this.key('b:rev'), ...ids);
+    const p = this.conn.pipeline();
+    p.hdel(this.key('b:rev'), ...ids);
+    p.hdel(this.key('b:progress'), ...ids);
+    p.hdel(this.key('b:stack'), ...ids);
+    const customs = rev.filter((r): r is string => !!r);
+    if (customs.length > 0) {
+      p.hdel(this.key('b:alias'), ...customs);
+    }
+    await p.exec();
+  }
+
+  async obliterate(opts: { force: boolean; count: number }): Promise<number> {
+    await this.waitUntilReady();
+    let left: number;
+    try {
+      left = Number(
+        await this.conn.call('TRA.OBLITERATE', 8, ...this.setKeys(), this.key('meta'), this.key('events'), ...(opts.force ? ['FORCE'] : []), 'COUNT', Math.min(10000, Math.max(1, opts.count || 1000))),
+      );
+    } catch (err) {
+      if (errCode(err) === 'EMQSTATE') {
+        throw new Error('Cannot obliterate queue with active jobs');
+      }
+      throw err;
+    }
+    if (left === 0) {
+      await this.conn.del(...ADAPTER_KEYS.map(k => this.key(`b:${k}`)));
+    }
+    return left;
+  }
+
+  async removeOrphanedJobs(): Promise<number> {
+    return 0;
+  }
+
+  // ---------------------------------------------------------------- job mutations
+
+  async updateData<T = any, R = any, N extends string = string>(_job: MinimalJob<T, R, N>, _data: T): Promise<void> {
+    throw new NotSupportedError('updateData (job data is immutable on trafikey)');
+  }
+
+  async updateProgress(jobId: string, progress: JobProgress): Promise<void> {
+    const id = await this.mustResolve(jobId, 'updateProgress');
+    const value = JSON.stringify(progress);
+    const token = held.get(this.heldKey(jobId));
+    if (token) {
+      try {
+        await this.conn.call('TRA.PROGRESS', 3, this.jobKey(id), this.key('active'), this.key('events'), token, value);
+        return;
+      } catch (err) {
+        if (errCode(err) !== 'EMQLEASE') {
+          throw err;
+        }
+      }
+    }
+    // The module takes progress from the holder only; for anyone else the adapter keeps it.
+    if (!(await this.conn.exists(this.jobKey(id)))) {
+      throw new Error(`Missing key for job ${jobId}. updateProgress`);
+    }
+    await this.conn
+      .multi()
+      .hset(this.key('b:progress'), id, value)
+      .xadd(this.key('events'), 'MAXLEN', '~', 10000, '*', 'event', 'progress', 'jobId', jobId, 'data', value)
+      .exec();
+  }
+
+  async addLog(jobId: string, logRow: string, keepLogs?: number): Promise<number> {
+    const id = await this.mustResolve(jobId, 'addLog');
+    const token = held.get(this.heldKey(jobId));
+    if (token) {
+      try {
+        return Number(await this.conn.call('TRA.LOG', 2, this.jobKey(id), this.key(`log:${id}`), token, logRow, ...(keepLogs ? ['KEEP', keepLogs] : [])));
+      } catch (err) {
+        if (errCode(err) !== 'EMQLEASE') {
+          throw err;
+        }
+      }
+    }
+    // Logs from anyone but the holder: the log list is a plain key the module deletes with its row.
+    if (!(await this.conn.exists(this.jobKey(id)))) {
+      throw new Error(`Missing key for job ${jobId}. addLog`);
+    }
+    const m = this.conn.multi().rpush(this.key(`log:${id}`), logRow);
+    if (keepLogs) {
+      m.ltrim(this.key(`log:${id}`), -keepLogs, -1);
+    }
+    m.llen(this.key(`log:${id}`));
+    const res = await m.exec();
+    return Number(res![res!.length - 1][1]);
+  }
+
+  async clearLogs(jobId: string, keepLogs?: number): Promise<void> {
+    const id = await this.resolve(jobId);
+    if (!id) {
+      return;
+    }
+    if (keepLogs) {
+      await this.conn.ltrim(this.key(`log:${id}`), -keepLogs, -1);
+    } else {
+      await this.conn.del(this.key(`log:${id}`));
+    }
+  }
+
+  async changeDelay(jobId: string, delay: number): Promise<void> {
+    const id = await this.mustResolve(jobId, 'changeDelay');
+    try {
+      await this.conn.call('EMQ.RESCHEDULE', 3, this.jobKey(id), this.key('delayed'), this.key('events'), `+${Math.max(0, Math.floor(delay))}`);
+    } catch (err) {
+      if (errCode(err) === 'EMQSTATE') {
+        throw new Error(`Job ${jobId} is not in the delayed state. changeDelay`);
+      }
+      throw err;
+    }
+  }
+
+  async changePriority(): Promise<void> {
+    throw new NotSupportedError('changePriority (a job\'s priority is immutable on trafikey)');
+  }
+
+  async remove(jobId: string, _removeChildren: boolean): Promise<number> {
+    const id = await this.resolve(jobId);
+    if (!id) {
+      return 0;
+    }
+    try {
+      const n = Number(await this.conn.call('TRA.REMOVE', 8, this.jobKey(id), ...this.setKeys(), this.key('events')));
+      await this.forget([id]);
+      return n === 1 ? 1 : 0;
+    } catch (err) {
+      if (errCode(err) === 'EMQSTATE') {
+        return 0;
+      }
+      throw err;
+    }
+  }
+
+  async removeUnprocessedChildren(): Promise<void> {
+    throw new NotSupportedError('flows (children)');
+  }
+
+  async removeChildDependency(): Promise<boolean> {
+    throw new NotSupportedError('flows (child dependencies)');
+  }
+
+  async removeDeduplicationKey(): Promise<number> {
+    throw new NotSupportedError('deduplication');
+  }
+
+  async deleteDeduplicationKey(): Promise<number> {
+    throw new NotSupportedError('deduplication');
+  }
+
+  // ---------------------------------------------------------------- job schedulers
+
+  async updateJobSchedulerNextMillis(): Promise<string | null> {
+    throw new NotSupportedError('job schedulers');
+  }
+  async removeJobScheduler(): Promise<number> {
+    throw new NotSupportedError('job schedulers');
+  }
+  async getJobScheduler(): Promise<[any, string | null]> {
+    throw new NotSupportedError('job schedulers');
+  }
+  async isJobScheduler(): Promise<boolean> {
+    return false;
+  }
+  async getJobSchedulerData(): Promise<Record<string, string>> {
+    throw new NotSupportedError('job schedulers');
+  }
+  async getJobSchedulersRange(): Promise<string[]> {
+    throw new NotSupportedError('job schedulers');
+  }
+  async getJobSchedulersCount(): Promise<number> {
+    throw new NotSupportedError('job schedulers');
+  }
+
+  // ---------------------------------------------------------------- queries
+
+  private static STATES: Record<string, JobState> = {
+    wait: 'waiting',
+    prio: 'prioritized',
+    active: 'active',
+    delayed: 'delayed',
+    completed: 'completed',
+    failed: 'failed',
+  };
+
+  async getState(jobId: string): Promise<JobState | 'unknown'> {
+    const id = await this.resolve(jobId);
+    const st = id ? await this.stateOf(id) : null;
+    return (st && TrafikeyBackend.STATES[st]) || 'unknown';
+  }
+
+  async isFinished(jobId: string, returnValue = false): Promise<number | [number, string]> {
+    const id = await this.resolve(jobId);
+    const [st, r, e] = id ? await this.conn.hmget(this.jobKey(id), 'st', 'r', 'e') : [null, null, null];
+    let out: [number, string];
+    if (st === null) {
+      out = [-1, `Missing key for job ${jobId}. isFinished`];
+    } else if (st === 'completed') {
+      out = [1, r ?? 'null'];
+    } else if (st === 'failed') {
+      out = [2, e ?? ''];
+    } else {
+      out = [0, ''];
+    }
+    return returnValue ? out : out[0];
+  }
+
+  async isMaxed(): Promise<boolean> {
+    return false;
+  }
+
+  async isJobInState(state: string, jobId: string): Promise<boolean> {
+    const s = await this.getState(jobId);
+    if (state === 'wait' || state === 'waiting' || state === 'paused') {
+      return s === 'waiting';
+    }
+    return s === state;
+  }
+
+  /** The row as BullMQ's JobJson; `external` is the id BullMQ knows the job by. */
+  async getJobData(jobId: string, known?: string): Promise<JobJson | undefined> {
+    const id = known ?? (await this.resolve(jobId));
+    if (!id) {
+      return undefined;
+    }
+    const p = this.conn.pipeline();
+    p.call('TRA.JOB', 1, this.jobKey(id));
+    p.hget(this.key('b:progress'), id);
+    p.hget(this.key('b:stack'), id);
+    p.hget(this.key('b:rev'), id);
+    const res = (await p.exec()) ?? [];
+    if (res[0][0]) {
+      throw res[0][0];
+    }
+    if (!res[0][1]) {
+      return undefined;
+    }
+    const row = pairs(res[0][1]);
+    let blob: { o?: JobsOptions; ts?: number; n?: string } = {};
+    try {
+      blob = JSON.parse(row.opts ?? '{}');
+    } catch {
+      blob = {};
+    }
+    const opts = blob.o ?? {};
+    const progressRaw = (row.progress as string | null) ?? (res[1][1] as string | null);
+    let progress: JobProgress = 0;
+    if (progressRaw !== null && progressRaw !== undefined) {
+      try {
+        progress = JSON.parse(progressRaw);
+      } catch {
+        progress = progressRaw;
+      }
+    }
+    const state = String(row.state);
+    const json: JobJson = {
+      id: (res[3][1] as string | null) ?? id,
+      name: blob.n ?? String(row.name),
+      data: row.data ?? '{}',
+      opts,
+      progress,
+      attemptsMade: num(row.made) ?? 0,
+      attemptsStarted: num(row.started) ?? 0,
+      stalledCounter: num(row.stalls) ?? 0,
+      timestamp: blob.ts ?? num(row.created) ?? 0,
+      delay: state === 'delayed' ? (opts.delay ?? 0) : 0,
+      priority: num(row.priority) ?? 0,
+      failedReason: row.error ?? undefined,
+      stacktrace: (res[2][1] as string | null) ?? undefined,
+      returnvalue: row.result ?? undefined,
+    } as JobJson;
+    const processedOn = num(row.claimed);
+    if (processedOn) {
+      json.processedOn = processedOn;
+    }
+    const finishedOn = num(row.finished);
+    if (finishedOn) {
+      json.finishedOn = finishedOn;
+    }
+    return json;
+  }
+
+  async getDeduplicationJobId(): Promise<string | null> {
+    throw new NotSupportedError('deduplication');
+  }
+
+  async getJobLogs(jobId: string, start = 0, end = -1, asc = true): Promise<{ logs: string[]; count: number }> {
+    const id = await this.resolve(jobId);
+    if (!id) {
+      return { logs: [], count: 0 };
+    }
+    const k = this.key(`log:${id}`);
+    const res = await this.conn
+      .multi()
+      .lrange(k, asc ? start : -(end + 1), asc ? end : -(start + 1))
+      .llen(k)
+      .exec();
+    let logs = (res![0][1] as string[]) ?? [];
+    if (!asc) {
+      logs = logs.reverse();
+    }
+    return { logs, count: Number(res![1][1]) };
+  }
+
+  async getRateLimitTtl(): Promise<number> {
+    return 0;
+  }
+
+  private async counts(): Promise<Record<string, number>> {
+    const reply = await this.conn.call('TRA.COUNTS', 7, ...this.setKeys(), this.key('meta'));
+    const m = pairs(reply);
+    const c: Record<string, number> = {};
+    for (const k of Object.keys(m)) {
+      c[k] = Number(m[k]);
+    }
+    return c;
+  }
+
+  async getCounts(types: JobType[], delayedTimestamp?: number): Promise<number[]> {
+    const c = await this.counts();
+    let delayedDue = 0;
+    if (delayedTimestamp !== undefined && types.includes('delayed' as JobType)) {
+      delayedDue = await this.conn.zcount(this.key('delayed'), '-inf', `(${delayedTimestamp}`);
+    }
+    const paused = c.paused === 1;
+    return types.map(t => {
+      switch (t as string) {
+        case 'wait':
+        case 'waiting':
+          return paused ? 0 : c.wait;
+        case 'paused':
+          return paused ? c.wait : 0;
+        case 'prioritized':
+          return c.prio;
+        case 'active':
+          return c.active;
+        case 'delayed':
+          return delayedTimestamp !== undefined ? delayedDue : c.delayed;
+        case 'completed':
+          return c.completed;
+        case 'failed':
+          return c.failed;
+        default:
+          return 0;
+      }
+    });
+  }
+
+  async getCountsPerPriority(priorities: number[]): Promise<number[]> {
+    const p = this.conn.pipeline();
+    for (const pr of priorities) {
+      if (pr === 0) {
+        p.llen(this.key('wait'));
+      } else {
+        p.zcount(this.key('prio'), pr, pr);
+      }
+    }
+    const res = (await p.exec()) ?? [];
+    return res.map(r => Number(r[1]));
+  }
+
+  async getRanges(types: JobType[], start = 0, end = 1, asc = false): Promise<[string][]> {
+    const paused = (await this.conn.hget(this.key('meta'), 'paused')) === '1';
+    const p = this.conn.pipeline();
+    const empty: boolean[] = [];
+    for (const t of types as string[]) {
+      const list = t === 'wait' || t === 'waiting' || t === 'paused';
+      if (list) {
+        const show = t === 'paused' ? paused : !paused;
+        empty.push(!show);
+        // BullMQ's list convention: LRANGE from the newest end; ascending reads the other end.
+        if (asc) {
+          p.lrange(this.key('wait'), end === -1 ? 0 : -(end + 1), start === -1 ? 0 : -(start + 1));
+        } else {
+          p.lrange(this.key('wait'), start, end);
+        }
+      } else {
+        empty.push(false);
+        const role = t === 'prioritized' ? 'prio' : t;
+        if (!['prio', 'active', 'delayed', 'completed', 'failed'].includes(role)) {
+          empty[empty.length - 1] = true;
+          p.echo('');
+          continue;
+        }
+        if (role === 'active') {
+          // Active is a set by deadline; BullMQ lists it newest first like its list.
+          if (asc) {
+            p.zrange(this.key(role), end === -1 ? 0 : -(end + 1), start === -1 ? 0 : -(start + 1));
+          } else {
+            p.zrevrange(this.key(role), start, end);
+          }
+        } else if (asc) {
+          p.zrange(this.key(role), start, end);
+        } else {
+          p.zrevrange(this.key(role), start, end);
+        }
+      }
+    }
+    const res = (await p.exec()) ?? [];
+    const out: any[] = [];
+    for (let i = 0; i < res.length; i++) {
+      let ids = empty[i] ? [] : ((res[i][1] as string[]) ?? []);
+      if ((types[i] as string) === 'active' && asc) {
+        ids = ids.slice().reverse();
+      }
+      out.push(await this.external(ids));
+    }
+    return out;
+  }
+
+  async getDependencyCounts(_jobId: string, types: string[]): Promise<number[]> {
+    return types.map(() => 0);
+  }
+
+  async getDependencies(_jobId: string, _opts: DependenciesOpts): Promise<any> {
+    throw new NotSupportedError('flows (dependencies)');
+  }
+
+  async getProcessedChildrenValues(): Promise<Record<string, string>> {
+    return {};
+  }
+
+  async getIgnoredChildrenFailures(): Promise<Record<string, string>> {
+    return {};
+  }
+
+  async getMetrics(): Promise<[string[], string[], number]> {
+    throw new NotSupportedError('metrics');
+  }
+
+  async getClientList(): Promise<string[]> {
+    return [String(await this.conn.client('LIST'))];
+  }
+
+  async paginate(): Promise<any> {
+    throw new NotSupportedError('flows (paginated dependencies)');
+  }
+
+  // ---------------------------------------------------------------- meta and events
+
+  async setQueueMeta(values: Record<string, string | number>): Promise<number> {
+    for (const [field, feature] of [
+      ['concurrency', 'global concurrency'],
+      ['max', 'a global rate limit'],
+      ['duration', 'a global rate limit'],
+    ]) {
+      if (field in values) {
+        throw new NotSupportedError(feature);
+      }
+    }
+    // `paused` is the module's own field of meta; a client never writes it directly.
+    const { paused: _p, ...rest } = values;
+    if (Object.keys(rest).length === 0) {
+      return 0;
+    }
+    return this.conn.hset(this.key('meta'), rest);
+  }
+
+  async getQueueMetaField(field: string): Promise<string | null> {
+    return this.conn.hget(this.key('meta'), field);
+  }
+
+  async getQueueMetaFields(fields: string[]): Promise<(string | null)[]> {
+    return fields.length ? this.conn.hmget(this.key('meta'), ...fields) : [];
+  }
+
+  async getQueueMeta(): Promise<Record<string, string>> {
+    return this.conn.hgetall(this.key('meta'));
+  }
+
+  async removeQueueMetaFields(fields: string[]): Promise<number> {
+    const f = fields.filter(x => x !== 'paused');
+    return f.length ? this.conn.hdel(this.key('meta'), ...f) : 0;
+  }
+
+  async hasQueueMetaField(field: string): Promise<boolean> {
+    return (await this.conn.hexists(this.key('meta'), field)) === 1;
+  }
+
+  async setRateLimit(_expireTimeMs: number): Promise<void> {
+    throw new NotSupportedError('rate limits');
+  }
+
+  async removeRateLimitKey(): Promise<number> {
+    return 0;
+  }
+
+  async removeDeprecatedPriorityKey(): Promise<number> {
+    return 0;
+  }
+
+  async trimEvents(maxLength: number): Promise<number> {
+    return this.conn.xtrim(this.key('events'), 'MAXLEN', '~', maxLength);
+  }
+
+  async publishEvent(fields: Record<string, string | number>, maxEvents: number): Promise<string> {
+    const flat: (string | number)[] = [];
+    for (const [k, v] of Object.entries(fields)) {
+      flat.push(k, v);
+    }
+    return (await this.conn.xadd(this.key('events'), 'MAXLEN', '~', maxEvents, '*', ...flat)) as string;
+  }
+
+  /**
+   * Reads `<Q>:events` and speaks BullMQ's event vocabulary: `id` becomes `jobId` (a custom id
+   * where an alias names it), facts take BullMQ's names, and the payloads events do not carry
+   * (a result, a progress report) are read from the row.
+   */
+  async readEvents(id: string, blockTimeout: number): Promise<any> {
+    await this.waitUntilReady();
+    const raw = (await this.conn.xread('BLOCK', Math.max(0, Math.floor(blockTimeout)), 'STREAMS', this.key('events'), id)) as
+      | [string, [string, string[]][]][]
+      | null;
+    if (!raw || raw.length === 0) {
+      return raw;
+    }
+    const [stream, entries] = raw[0];
+    const needs: { kind: 'r' | 'g'; id: string }[] = [];
+    const ids = new Set<string>();
+    const parsed = entries.map(([eid, f]) => {
+      const o: Record<string, string> = {};
+      for (let i = 0; i + 1 < f.length; i += 2) {
+        o[f[i]] = f[i + 1];
+      }
+      if (o.id !== undefined) {
+        ids.add(o.id);
+        if (o.event === 'completed') {
+          needs.push({ kind: 'r', id: o.id });
+        } else if (o.event === 'progress') {
+          needs.push({ kind: 'g', id: o.id });
+        }
+      }
+      return [eid, o] as const;
+    });
+    const p = this.conn.pipeline();
+    for (const n of needs) {
+      p.hget(this.jobKey(n.id), n.kind);
+    }
+    const idList = [...ids];
+    if (idList.length > 0) {
+      p.hmget(this.key('b:rev'), ...idList);
+    }
+    const res = needs.length + idList.length > 0 ? ((await p.exec()) ?? []) : [];
+    const payload = new Map<string, string | null>();
+    needs.forEach((n, i) => payload.set(`${n.kind}:${n.id}`, res[i][1] as string | null));
+    const rev = new Map<string, string>();
+    if (idList.length > 0) {
+      const names = res[needs.length][1] as (string | null)[];
+      idList.forEach((x, i) => rev.set(x, names[i] ?? x));
+    }
+    const out: [string, string[]][] = [];
+    for (const [eid, o] of parsed) {
+      if (o.id === undefined) {
+        out.push([eid, Object.entries(o).flat()]);
+        continue;
+      }
+      const jobId = rev.get(o.id) ?? o.id;
+      const f: string[] = ['event', o.event, 'jobId', jobId];
+      switch (o.event) {
+        case 'added':
+          f.push('name', o.name ?? '');
+          out.push([eid, f]);
+          out.push([eid, ['event', 'waiting', 'jobId', jobId]]);
+          continue;
+        case 'delayed':
+          f.push('delay', o.due ?? '0');
+          break;
+        case 'waiting':
+        case 'removed':
+          if (o.prev) {
+            f.push('prev', o.prev === 'wait' ? 'waiting' : o.prev === 'prio' ? 'prioritized' : o.prev);
+          }
+          break;
+        case 'active':
+          f.push('prev', 'waiting');
+          break;
+        case 'completed':
+          f.push('returnvalue', jsonOr(payload.get(`r:${o.id}`), 'null'), 'prev', 'active');
+          break;
+        case 'failed':
+          f.push('failedReason', o.error ?? '', 'prev', 'active');
+          break;
+        case 'progress':
+          f.push('data', jsonOr(payload.get(`g:${o.id}`), '0'));
+          break;
+        default:
+          for (const [k, v] of Object.entries(o)) {
+            if (k !== 'event' && k !== 'id') {
+              f.push(k, v);
+            }
+          }
+      }
+      out.push([eid, f]);
+    }
+    return [[stream, out]];
+  }
+}
