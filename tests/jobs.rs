@@ -144,6 +144,56 @@ fn leases_are_checked_on_every_holder_verb() {
     q.check_invariant(&mut c);
 }
 
+/// The lease is the row and the `active` set together: a row that says active with the
+/// caller's token, whose id is not in `active` (a state no verb makes: the entry removed by
+/// hand), is not held. Every holder verb refuses it with EMQLEASE and writes nothing; the
+/// batch verbs answer it not held. Put back in `active`, the same calls go through.
+#[test]
+fn a_row_held_by_the_token_but_not_in_active_is_not_held() {
+    let (_s, mut c, q) = setup("ghost");
+    let id = jid(1);
+    // A second job stays in `active`, so the set is never empty.
+    for n in 1..=2 {
+        assert_eq!(q.enqueue(&mut c, &jid(n), &[b"ATTEMPTS", b"3"]), Reply::Int(1));
+    }
+    assert_eq!(ids(&claim(&q, &mut c, "t", 60_000, 2)), [id.clone(), jid(2)]);
+    let deadline = c.call(&[b"ZSCORE", q.k("active").as_bytes(), id.as_bytes()]).str();
+    assert_eq!(c.call(&[b"ZREM", q.k("active").as_bytes(), id.as_bytes()]), Reply::Int(1));
+    let snap = q.snapshot(&mut c);
+    assert_eq!(
+        (snap.field(&id, "st").as_deref(), snap.field(&id, "tk").as_deref()),
+        (Some("active"), Some("t"))
+    );
+    let holder: [(&str, Vec<&[u8]>); 8] = [
+        ("EMQ.EXTEND", vec![b"t", b"100"]),
+        ("EMQ.COMPLETE", vec![b"t", b"r"]),
+        ("EMQ.FAIL", vec![b"t", b"e"]),
+        ("EMQ.FAIL", vec![b"t", b"e", b"FINAL"]),
+        ("EMQ.DELAY", vec![b"t", b"+100"]),
+        ("EMQ.REQUEUE", vec![b"t"]),
+        ("TRA.PROGRESS", vec![b"t", b"half"]),
+        ("EMQ.COMPLETE", vec![b"t", b"r", b"KEEP", b"0"]),
+    ];
+    for (verb, args) in &holder {
+        let e = unchanged(&mut c, |c| q.run(c, verb, &id, args));
+        assert!(e.err().is_some_and(|e| e.starts_with("EMQLEASE ")), "{verb} {args:?}: {e:?}");
+    }
+    let r = unchanged(&mut c, |c| {
+        c.call(&[b"EMQ.EXTENDS", b"1", q.k("active").as_bytes(), b"5000", id.as_bytes(), b"t"])
+    });
+    assert_eq!(r, Reply::Array(vec![Reply::Int(0)]), "EXTENDS");
+    let v = q.cmd("TRA.COMPLETES", "", keys_of("TRA.COMPLETES"), &[id.as_bytes(), b"t", b"r"]);
+    let v: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+    assert_eq!(unchanged(&mut c, |c| c.call(&v)), Reply::Array(vec![Reply::Int(-1)]), "TRA.COMPLETES");
+    // The entry back: held again, and each verb that keeps the lease goes through.
+    let r = c.call(&[b"ZADD", q.k("active").as_bytes(), deadline.as_bytes(), id.as_bytes()]);
+    assert_eq!(r, Reply::Int(1));
+    assert!(q.run(&mut c, "EMQ.EXTEND", &id, &[b"t", b"100"]).int() > 0);
+    assert!(q.run(&mut c, "TRA.PROGRESS", &id, &[b"t", b"half"]).err().is_none());
+    assert_eq!(q.run(&mut c, "EMQ.COMPLETE", &id, &[b"t", b"r"]), Reply::Int(1));
+    q.check_invariant(&mut c);
+}
+
 #[test]
 fn a_reclaimed_job_refuses_its_late_worker() {
     let (_s, mut c, q) = setup("late");
