@@ -177,6 +177,50 @@ fn the_window_decides_duplicates_and_seen_is_trimmed_as_it_goes() {
     assert_eq!(c.call(&[b"ZRANGE", t.seen().as_bytes(), b"0", b"-1"]).strings(), [mid(51)]);
 }
 
+/// The window at its edge, in one instant: inside a script the server's clock stands still,
+/// so an APPEND there reads the same `now` as the one that wrote the clock id's `seen` entry.
+/// Entries written by hand at exactly `now − window + 1` (first appended `window − 1` ms ago)
+/// and `now − window` (`window` ms ago): the first is a duplicate, the second is new; the
+/// trim a new message makes removes what is `window` ms old and keeps what is younger. At
+/// the default window and at a window set by CONFIG.
+#[test]
+fn the_window_is_exact_at_its_edge() {
+    const SCRIPT: &[u8] = br#"
+local bus, seen, w = KEYS[1], KEYS[2], tonumber(ARGV[1])
+redis.call('EMQ.APPEND', 2, bus, seen, ARGV[2], 'clock')
+local now = tonumber(redis.call('ZSCORE', seen, ARGV[2]))
+local at = function(t) return string.format('%.0f', t) end
+redis.call('ZADD', seen, at(now - w + 1), ARGV[3], at(now - w), ARGV[4])
+redis.call('ZADD', seen, at(now - w + 1), ARGV[5], at(now - w), ARGV[6])
+local inside = redis.call('EMQ.APPEND', 2, bus, seen, ARGV[3], 'inside')
+local outside = redis.call('EMQ.APPEND', 2, bus, seen, ARGV[4], 'outside')
+return {inside, outside, redis.call('ZSCORE', seen, ARGV[5]), redis.call('ZSCORE', seen, ARGV[6])}
+"#;
+    let s = Server::installed();
+    let mut c = s.conn();
+    let default = c.call(&[b"CONFIG", b"GET", b"trafikey.bus-window-ms"]).strings()[1].clone();
+    for (n, window) in [(0u64, default.as_str()), (10, "300")] {
+        config_set(&mut c, "trafikey.bus-window-ms", window);
+        let t = Topic::new(&format!("edge{n}"));
+        let ids: Vec<String> = (1..=5).map(|i| mid(n + i)).collect();
+        let (bus, seen) = (t.bus(), t.seen());
+        let mut v: Vec<&[u8]> =
+            vec![b"EVAL", SCRIPT, b"2", bus.as_bytes(), seen.as_bytes(), window.as_bytes()];
+        v.extend(ids.iter().map(|i| i.as_bytes()));
+        let r = c.call(&v);
+        let a = r.array();
+        assert_eq!(a[0], Reply::Nil, "window {window}: first appended one ms less ago is a duplicate");
+        assert!(
+            matches!(a[1], Reply::Bulk(_)),
+            "window {window}: first appended {window} ms ago is new: {r:?}"
+        );
+        assert!(matches!(a[2], Reply::Bulk(_)), "window {window}: the younger entry is kept: {r:?}");
+        assert_eq!(a[3], Reply::Nil, "window {window}: the entry {window} ms old is trimmed");
+        let appended: Vec<Vec<u8>> = t.entries(&mut c).into_iter().map(|e| e.1[1].clone()).collect();
+        assert_eq!(appended, [ids[0].as_bytes(), ids[2].as_bytes()], "window {window}");
+    }
+}
+
 #[test]
 fn maxlen_caps_the_stream() {
     let s = Server::installed();
