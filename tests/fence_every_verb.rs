@@ -219,6 +219,51 @@ fn every_fenced_command_answers_each_fence_outcome_and_writes_nothing() {
     eprintln!("{} fenced commands, {} calls, {refused} refusals, none wrote", fenced.len(), all.len());
 }
 
+/// The fence reads `{emq}:version` as the caller, and reading is what it needs: a user who
+/// may do everything else — every command, every queue key, every channel — but may only
+/// write the fence key is refused every fenced call with NOPERM, and nothing is written.
+/// Given read access to the fence key instead, the same user makes each of those calls.
+#[test]
+fn every_fenced_command_refuses_a_user_who_may_only_write_the_fence_key() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    populate(&mut c);
+    std::thread::sleep(Duration::from_millis(10));
+    let all: Vec<(&str, Vec<Vec<u8>>)> = COMMANDS
+        .iter()
+        .filter(|c| c.fenced)
+        .flat_map(|cmd| calls(cmd).into_iter().map(|v| (cmd.name, v)))
+        .collect();
+    let user = |c: &mut Conn, version: &[u8]| {
+        let r = c.call(&[
+            b"ACL",
+            b"SETUSER",
+            b"wo",
+            b"on",
+            b">pw",
+            b"resetkeys",
+            version,
+            b"~emq:*",
+            b"allchannels",
+            b"+@all",
+        ]);
+        must(r, "ACL SETUSER");
+    };
+    user(&mut c, b"%W~{emq}:version");
+    let mut w = s.conn();
+    must(w.call(&[b"AUTH", b"wo", b"pw"]), "AUTH");
+    for (name, v) in &all {
+        let r = unchanged(&mut c, |_| run(&mut w, v));
+        assert_eq!(r, Reply::Error("NOPERM No permissions to access a key".into()), "{name}");
+    }
+    user(&mut c, b"%R~{emq}:version");
+    for (name, v) in &all {
+        let r = run(&mut w, v);
+        assert!(r.err().is_none(), "{name} with read access to the fence key: {r:?}");
+    }
+    Q::new(QUEUE).check_invariant(&mut c);
+}
+
 /// The valid calls of the commands outside the fence (the controls, the reads, the coherence
 /// drop). A command without one here fails the stray-argument test: give it its calls.
 fn unfenced_calls(cmd: &Command) -> Vec<Vec<Vec<u8>>> {

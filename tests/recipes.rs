@@ -173,3 +173,42 @@ fn a_found_key_needs_the_access_the_verb_makes_of_it() {
     let r = q.run(&mut c, "EMQ.CLAIM", "", &[b"t", b"60000"]);
     assert_eq!(r.array()[0].array()[0].str(), jid(1), "{r:?}");
 }
+
+/// A found key the verb only reads needs read access, and write access alone does not
+/// grant it: EXTENDS reads each row (it writes `active`), TRA.JOB reads `active` or
+/// `delayed` for a held or delayed job's deadline. A user who may only write those keys is
+/// refused with NOPERM and nothing is written; one who may read them is answered.
+#[test]
+fn a_found_key_the_verb_reads_needs_read_access() {
+    let s = Server::quiet();
+    let mut root = s.conn();
+    let q = Q::new("b");
+    let declared = DECLARED_B;
+    assert_eq!(q.enqueue(&mut root, &jid(1), &[]), Reply::Int(1));
+    let r = q.run(&mut root, "EMQ.CLAIM", "", &[b"t", b"60000"]);
+    assert_eq!(r.array()[0].array()[0].str(), jid(1), "{r:?}");
+    assert_eq!(q.run(&mut root, "EMQ.SCHEDULE", &jid(2), &[b"+600000", b"job", b"{}"]), Reply::Int(1));
+    let extends = |c: &mut Conn| {
+        c.call(&[b"EMQ.EXTENDS", b"1", q.k("active").as_bytes(), b"60000", jid(1).as_bytes(), b"t"])
+    };
+    let job = |c: &mut Conn, n: u64| c.call(&[b"TRA.JOB", b"1", q.job(&jid(n)).as_bytes()]);
+
+    // EXTENDS: the rows write-only, then readable.
+    let mut c = setuser(&mut root, &s, "wrows", &format!("{declared} %W~emq:{{b}}:job:* -@all +@emq"));
+    let r = unchanged(&mut root, |_| extends(&mut c));
+    assert_eq!(r, Reply::Error("NOPERM No permissions to access a key".into()), "EXTENDS");
+    let mut c = setuser(&mut root, &s, "rrows", &format!("{declared} %R~emq:{{b}}:job:* -@all +@emq"));
+    let r = extends(&mut c);
+    assert!(r.array()[0].int() > 0, "EXTENDS with readable rows: {r:?}");
+
+    // TRA.JOB: the row readable, the set with the job's deadline write-only, then readable.
+    for (n, set) in [(1, "active"), (2, "delayed")] {
+        let rules = |access: &str| format!("%R~emq:{{b}}:job:* {access}~emq:{{b}}:{set} -@all +@emq");
+        let mut c = setuser(&mut root, &s, &format!("w{set}"), &rules("%W"));
+        let r = unchanged(&mut root, |_| job(&mut c, n));
+        assert_eq!(r, Reply::Error("NOPERM No permissions to access a key".into()), "TRA.JOB, {set}");
+        let mut c = setuser(&mut root, &s, &format!("r{set}"), &rules("%R"));
+        let r = job(&mut c, n);
+        assert!(r.err().is_none() && !r.is_nil(), "TRA.JOB with {set} readable: {r:?}");
+    }
+}
