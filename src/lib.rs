@@ -54,7 +54,7 @@ fn preload(ctx: &Context, _args: &[ValkeyString]) -> Status {
 }
 
 fn init(ctx: &Context, _args: &[ValkeyString]) -> Status {
-    let started = host::register::all(ctx, &verbs::COMMANDS)
+    let started = host::register::all(ctx, &verbs::COMMANDS, &verbs::ENTRIES)
         .and_then(|()| host::effects::init(ctx.ctx))
         .and_then(|()| upkeep::start(ctx.ctx))
         .and_then(|()| host::events::subscribe(ctx.ctx));

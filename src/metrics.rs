@@ -7,7 +7,17 @@ use valkey_module::{InfoContext, ValkeyResult};
 use crate::errors::Class;
 
 /// One call counter per registered command (as many as the host has callbacks).
-static CALLS: [AtomicU64; 32] = [const { AtomicU64::new(0) }; 32];
+/// Calls per registered command, sized by the table at load.
+static CALLS: std::sync::OnceLock<Box<[AtomicU64]>> = std::sync::OnceLock::new();
+
+/// Makes a counter for each of the `n` registered commands (once, at load).
+pub fn size(n: usize) {
+    let _ = CALLS.set((0..n).map(|_| AtomicU64::new(0)).collect());
+}
+
+fn calls() -> &'static [AtomicU64] {
+    CALLS.get().map_or(&[], |c| c)
+}
 static REFUSALS: [AtomicU64; Class::ALL.len()] = [const { AtomicU64::new(0) }; Class::ALL.len()];
 /// Delayed jobs CLAIM made ready.
 pub static PROMOTED: AtomicU64 = AtomicU64::new(0);
@@ -48,7 +58,7 @@ pub static EFFECTS_BUILT: AtomicU64 = AtomicU64::new(0);
 pub static EFFECTS_SKIPPED: AtomicU64 = AtomicU64::new(0);
 
 pub fn called(i: usize) {
-    if let Some(c) = CALLS.get(i) {
+    if let Some(c) = calls().get(i) {
         c.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -79,7 +89,7 @@ pub struct Facts<'a> {
 pub fn info(ctx: &InfoContext, facts: Facts) -> ValkeyResult<()> {
     let calls: Vec<(String, u64)> = facts
         .commands
-        .zip(CALLS.iter())
+        .zip(calls().iter())
         .map(|(name, n)| (format!("calls_{}", field_name(name)), n.load(Ordering::Relaxed)))
         .collect();
     let refusals: Vec<(String, u64)> = Class::ALL

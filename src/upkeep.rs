@@ -29,7 +29,7 @@ use valkey_module::raw::RedisModuleCtx;
 use crate::config;
 use crate::domain::{self, args::Opt};
 use crate::errors::Refusal;
-use crate::host::command::{opt, q, Arg, Command, Form, Keys, Spec::*, Ty};
+use crate::host::command::{opt, q, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{self, drive, timer, ArgStr, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::{self, Role, Role::*};
 use crate::metrics;
@@ -50,20 +50,12 @@ const KEYS: Keys = Keys::of(&[
 const ARGS: &[Arg] = &[opt("count", "COUNT", "n", Ty::Int)];
 
 /// The internal command one queue's upkeep runs. Never registered: no client can call it.
-static UPKEEP: Command = Command {
-    name: "TRAFIKEY.UPKEEP",
-    tokens: &[],
-    form: Form::Keys,
-    keys: KEYS,
-    args: ARGS,
-    flags: "write",
-    acl: "",
-    fenced: true,
-    summary: "One queue's upkeep: promote due delayed jobs, reclaim expired leases.",
-    complexity: "O(n log N) for n jobs",
-    run: drive::<Upkeep>,
-};
-
+static UPKEEP: Command = Command::new("TRAFIKEY.UPKEEP", drive::<Upkeep>)
+    .keys(KEYS)
+    .args(ARGS)
+    .writes()
+    .summary("One queue's upkeep: promote due delayed jobs, reclaim expired leases.")
+    .complexity("O(n log N) for n jobs");
 struct Upkeep;
 
 impl Verb for Upkeep {

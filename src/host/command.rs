@@ -229,7 +229,33 @@ impl Arg {
     }
 }
 
-/// One command of the module.
+/// What a command does to the keyspace: its flags, ACL categories and fence follow from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Does {
+    /// Reads only: `readonly`, `@read`.
+    Read,
+    /// Changes what is there: `write`, `@write`.
+    Write,
+    /// Adds data: `write deny-oom` (refused when the server is out of memory, so a full
+    /// server still drains), `@write`.
+    Create,
+}
+
+/// Who a command is for: the ACL category it joins, and whether it is fenced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Group {
+    /// The queue's commands: in the `emq` ACL category; the ones that write are fenced.
+    Emq,
+    /// The operator's: `admin deny-script`, `@admin @dangerous @slow`, outside `emq`, unfenced.
+    Admin,
+    /// Outside `emq` and unfenced: commands that serve any key or none (TRA.DROP,
+    /// TRA.CAPABILITIES).
+    Plain,
+}
+
+/// One command of the module, declared whole in its verb's file with [`Command::new`] and
+/// the methods after it; every other fact (flags, ACL categories, the fence) follows.
+#[derive(Clone, Copy)]
 pub struct Command {
     pub name: &'static str,
     /// Capability tokens this command provides (none for the controls).
@@ -239,13 +265,154 @@ pub struct Command {
     pub keys: Keys,
     /// The arguments after the keys.
     pub args: &'static [Arg],
-    pub flags: &'static str,
-    pub acl: &'static str,
-    /// Whether the fence runs before the domain step.
+    pub does: Does,
+    /// O(1) or O(log N): `fast`, `@fast`.
+    pub fast: bool,
+    pub group: Group,
+    /// Served while the server loads and from a stale replica (the version probes).
+    pub anytime: bool,
+    /// Publishes on its bus key's channel (`getchannels-api`).
+    pub publishes: bool,
+    /// Whether the fence runs before the domain step: the `emq` commands that write.
     pub fenced: bool,
     pub summary: &'static str,
     pub complexity: &'static str,
     pub run: Run,
+}
+
+impl Command {
+    /// A command that reads, in the `emq` category, with keys (`CMD numkeys key... arg...`);
+    /// the methods below say what else it is.
+    pub const fn new(name: &'static str, run: Run) -> Command {
+        Command {
+            name,
+            tokens: &[],
+            form: Form::Keys,
+            keys: Keys::of(&[]),
+            args: &[],
+            does: Does::Read,
+            fast: false,
+            group: Group::Emq,
+            anytime: false,
+            publishes: false,
+            fenced: false,
+            summary: "",
+            complexity: "",
+            run,
+        }
+    }
+
+    pub const fn tokens(mut self, tokens: &'static [&'static str]) -> Command {
+        self.tokens = tokens;
+        self
+    }
+
+    pub const fn keys(mut self, keys: Keys) -> Command {
+        self.keys = keys;
+        self
+    }
+
+    /// `CMD arg...`: no keys at all.
+    pub const fn bare(mut self) -> Command {
+        self.form = Form::Bare;
+        self
+    }
+
+    pub const fn args(mut self, args: &'static [Arg]) -> Command {
+        self.args = args;
+        self
+    }
+
+    const fn doing(mut self, does: Does) -> Command {
+        self.does = does;
+        self.fenced = matches!(self.group, Group::Emq) && !matches!(does, Does::Read);
+        self
+    }
+
+    pub const fn writes(self) -> Command {
+        self.doing(Does::Write)
+    }
+
+    pub const fn creates(self) -> Command {
+        self.doing(Does::Create)
+    }
+
+    pub const fn fast(mut self) -> Command {
+        self.fast = true;
+        self
+    }
+
+    const fn grouped(mut self, group: Group) -> Command {
+        self.group = group;
+        self.fenced = matches!(group, Group::Emq) && !matches!(self.does, Does::Read);
+        self
+    }
+
+    pub const fn admin(self) -> Command {
+        self.grouped(Group::Admin)
+    }
+
+    pub const fn plain(self) -> Command {
+        self.grouped(Group::Plain)
+    }
+
+    pub const fn anytime(mut self) -> Command {
+        self.anytime = true;
+        self
+    }
+
+    pub const fn publishes(mut self) -> Command {
+        self.publishes = true;
+        self
+    }
+
+    pub const fn summary(mut self, summary: &'static str) -> Command {
+        self.summary = summary;
+        self
+    }
+
+    pub const fn complexity(mut self, complexity: &'static str) -> Command {
+        self.complexity = complexity;
+        self
+    }
+
+    /// The server's command flags.
+    pub fn flags(&self) -> String {
+        let mut f = vec![match self.does {
+            Does::Read => "readonly",
+            Does::Write => "write",
+            Does::Create => "write deny-oom",
+        }];
+        if self.group == Group::Admin {
+            f.push("admin deny-script");
+        }
+        if self.fast {
+            f.push("fast");
+        }
+        if self.anytime {
+            f.push("allow-loading allow-stale");
+        }
+        if self.publishes {
+            f.push("getchannels-api");
+        }
+        f.join(" ")
+    }
+
+    /// The ACL categories, beyond those the server derives from the flags.
+    pub fn acl(&self) -> String {
+        let mut a = Vec::new();
+        if self.group == Group::Emq {
+            a.push("emq");
+        }
+        a.push(if self.does == Does::Read { "read" } else { "write" });
+        if self.group == Group::Admin {
+            a.push("admin dangerous slow");
+        }
+        if self.fast {
+            a.push("fast");
+        }
+        a.join(" ")
+    }
 }
 
 impl Command {
@@ -258,7 +425,7 @@ impl Command {
     /// (flag `getchannels-api`): the bus key, whose name is its channel. The server then asks
     /// the command for it and judges it with the command and the keys, by one selector.
     pub fn channel(&self) -> Option<usize> {
-        if self.flags.split(' ').any(|f| f == "getchannels-api") {
+        if self.publishes {
             self.position(KeyRole::Queue(crate::keyspace::Role::Bus)).map(|i| i + 2)
         } else {
             None

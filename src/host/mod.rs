@@ -378,12 +378,29 @@ pub fn run_internal(
 /// Slot in the table for each command's C callback.
 pub type Callback = extern "C" fn(*mut RedisModuleCtx, *mut *mut RedisModuleString, c_int) -> c_int;
 
-/// The commands registered at load, in registration order: callback `I` serves entry `I`.
-static COMMANDS: OnceLock<&'static [Command]> = OnceLock::new();
+/// The commands registered at load, in registration order, each with its entry points.
+static COMMANDS: OnceLock<(&'static [Command], &'static [Entry])> = OnceLock::new();
 
 /// The table registration was handed (empty before load).
 pub fn commands() -> &'static [Command] {
-    COMMANDS.get().copied().unwrap_or(&[])
+    COMMANDS.get().map_or(&[], |t| t.0)
+}
+
+/// The C entry points of the command at position `I` of the table: its call, and its run
+/// again when a key it waits on is ready. The table makes one for each of its commands.
+#[derive(Clone, Copy)]
+pub struct Entry {
+    pub call: Callback,
+    retry: Callback,
+}
+
+pub const fn entry<const I: usize>() -> Entry {
+    Entry { call: call::<I>, retry: retry::<I> }
+}
+
+/// Records the table once, at load; false when it was recorded already.
+pub(crate) fn record(table: &'static [Command], entries: &'static [Entry]) -> bool {
+    COMMANDS.set((table, entries)).is_ok()
 }
 
 extern "C" fn call<const I: usize>(
@@ -402,14 +419,6 @@ extern "C" fn retry<const I: usize>(
 ) -> c_int {
     serve(ctx, argv, argc, I, true)
 }
-
-macro_rules! callbacks {
-    ($($i:literal)*) => {
-        pub const CALLBACKS: &[Callback] = &[$(call::<$i>),*];
-        const RETRIES: &[Callback] = &[$(retry::<$i>),*];
-    };
-}
-callbacks!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
 
 /// What a call came to, once its verb has run.
 enum Served {
@@ -458,7 +467,10 @@ fn serve(
         Ok(Some(Served::Wait(..))) if retrying => return raw::REDISMODULE_ERR as c_int,
         Ok(Some(Served::Wait(mut keys, timeout, flags))) => {
             let waits = blocking::may_block(flags)
-                && RETRIES.get(i).is_some_and(|cb| blocking::block(ctx, &mut keys, timeout, *cb));
+                && COMMANDS
+                    .get()
+                    .and_then(|t| t.1.get(i))
+                    .is_some_and(|e| blocking::block(ctx, &mut keys, timeout, e.retry));
             if !waits {
                 reply::send(ctx, &Reply::Array(Vec::new()));
             }

@@ -14,7 +14,7 @@ use valkey_module::Context;
 
 use super::caller::Access;
 use super::command::{Arg, Command, Form, KeyRole, Shape, Spec, Ty};
-use super::CALLBACKS;
+use super::Entry;
 
 const INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfoVersion {
     version: 1,
@@ -153,7 +153,7 @@ fn one(ctx: &Context, cmd: &Command, callback: super::Callback) -> Result<(), St
         api!(RedisModule_SetCommandACLCategories).ok_or("no SetCommandACLCategories")?,
     );
     let name = cstr(&cmd.name.to_ascii_lowercase())?;
-    let flags = cstr(cmd.flags)?;
+    let flags = cstr(&cmd.flags())?;
     // SAFETY: load-time registration on the module's context; the strings live across the
     // calls and the server copies what it keeps.
     unsafe {
@@ -236,7 +236,7 @@ fn one(ctx: &Context, cmd: &Command, callback: super::Callback) -> Result<(), St
         if set_info(handle, &info) != raw::REDISMODULE_OK as c_int {
             return Err(format!("cannot describe {}", cmd.name));
         }
-        let acl = cstr(cmd.acl)?;
+        let acl = cstr(&cmd.acl())?;
         if set_acl(handle, acl.as_ptr()) != raw::REDISMODULE_OK as c_int {
             return Err(format!("cannot set ACL categories of {}", cmd.name));
         }
@@ -244,13 +244,17 @@ fn one(ctx: &Context, cmd: &Command, callback: super::Callback) -> Result<(), St
     Ok(())
 }
 
-/// Registers `table`, callback `i` serving entry `i`. Called once, at load.
-pub fn all<const N: usize>(ctx: &Context, table: &'static [Command; N]) -> Result<(), String> {
-    // Every command needs a callback of its own: a table that outgrows them does not build.
-    const { assert!(N <= CALLBACKS.len(), "more commands than callbacks: add callbacks") };
-    super::COMMANDS.set(table.as_slice()).map_err(|_| "registered twice".to_owned())?;
-    for (cmd, cb) in table.iter().zip(CALLBACKS) {
-        one(ctx, cmd, *cb)?;
+/// Registers `table`, entry `i` serving command `i`. Called once, at load.
+pub fn all(ctx: &Context, table: &'static [Command], entries: &'static [Entry]) -> Result<(), String> {
+    if table.len() != entries.len() {
+        return Err("every command needs its entry points".to_owned());
+    }
+    if !super::record(table, entries) {
+        return Err("registered twice".to_owned());
+    }
+    crate::metrics::size(table.len());
+    for (cmd, e) in table.iter().zip(entries) {
+        one(ctx, cmd, e.call)?;
     }
     Ok(())
 }

@@ -12,7 +12,19 @@
 use crate::bus::{plan, Message};
 pub use crate::bus::{ARGS, KEYS};
 use crate::errors::Refusal;
-use crate::host::{ArgStr, Exec, Reply, Verb};
+use crate::host::command::Command;
+use crate::host::{drive, ArgStr, Exec, Reply, Verb};
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("EMQ.APPEND", drive::<Append>)
+    .tokens(&["append"])
+    .keys(KEYS)
+    .args(ARGS)
+    .creates()
+    .fast()
+    .summary("Append a bus message to its topic's stream once; nil and nothing written for an id inside the seen window.")
+    .complexity("O(log N), plus the trims: up to 100 seen entries and whole stream nodes");
 
 pub struct Append;
 

@@ -1,8 +1,8 @@
 //! `TRA.CAPABILITIES`: the facts of this build, as eight pairs in a fixed order.
 
 use crate::errors::Refusal;
-use crate::host::command::{Arg, Keys};
-use crate::host::{ArgStr, Exec, Reply, Verb};
+use crate::host::command::{Arg, Command, Keys};
+use crate::host::{drive, ArgStr, Exec, Reply, Verb};
 use crate::{MODULE_NAME, MODULE_VERSION};
 
 pub const KEYS: Keys = Keys::of(&[]);
@@ -13,6 +13,18 @@ pub const ARGS: &[Arg] = &[];
 pub const STAGE: &str = "beta";
 /// The version of this reply's shape.
 pub const API_VERSION: i64 = 1;
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("TRA.CAPABILITIES", drive::<Capabilities>)
+    .bare()
+    .keys(KEYS)
+    .args(ARGS)
+    .plain()
+    .fast()
+    .anytime()
+    .summary("The facts of this build as eight pairs.")
+    .complexity("O(1)");
 
 pub struct Capabilities;
 

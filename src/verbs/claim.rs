@@ -16,8 +16,8 @@
 use crate::config;
 use crate::domain::{self, args::Opt, claim::Pick, claim::Plan};
 use crate::errors::Refusal;
-use crate::host::command::{block, one_of, opt, q, val, word, Arg, Keys, Spec::*, Ty};
-use crate::host::{Access, ArgStr, Exec, Kind, Lit, Reply, Str, Verb};
+use crate::host::command::{block, one_of, opt, q, val, word, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::{drive, Access, ArgStr, Exec, Kind, Lit, Reply, Str, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::metrics;
 use crate::queue::{field, Event, Events, Expiry, Found, Promotion, Ready, State};
@@ -48,6 +48,16 @@ pub const ARGS: &[Arg] = &[one_of(
         word("RESUME"),
     ],
 )];
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("EMQ.CLAIM", drive::<Claim>)
+    .tokens(&["claim", "claim.pause"])
+    .keys(KEYS)
+    .args(ARGS)
+    .writes()
+    .summary("Promote due delayed jobs, then take up to COUNT ready jobs under a lease; or pause/resume the queue.")
+    .complexity("O((n + p) log N) for n jobs taken and p promoted");
 
 pub struct Claim;
 

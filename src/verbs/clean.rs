@@ -6,8 +6,8 @@
 
 use crate::domain::{self, args::Opt};
 use crate::errors::Refusal;
-use crate::host::command::{opt, q, Arg, KeyRole, Keys, Slot, Spec, Spec::*, Ty};
-use crate::host::{ArgStr, Exec, Kind, Reply, Str, Verb};
+use crate::host::command::{opt, q, Arg, Command, KeyRole, Keys, Slot, Spec, Spec::*, Ty};
+use crate::host::{drive, ArgStr, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::queue::{doomed_rows, Event, Events};
 
@@ -17,6 +17,15 @@ pub const FINISHED: KeyRole = KeyRole::OneOf(&[Role::Completed, Role::Failed]);
 pub const KEYS: Keys = Keys::of(&[Slot { role: FINISHED, spec: Spec::Take }, q(Events, Append)]);
 pub const ARGS: &[Arg] =
     &[opt("grace", "GRACE", "ms", Ty::Int).required(), opt("count", "COUNT", "n", Ty::Int)];
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("TRA.CLEAN", drive::<Clean>)
+    .keys(KEYS)
+    .args(ARGS)
+    .writes()
+    .summary("Delete finished jobs older than GRACE ms, oldest first, a bounded batch a call.")
+    .complexity("O(n log N) for n jobs");
 
 pub struct Clean;
 

@@ -9,8 +9,8 @@
 use crate::config;
 use crate::domain::{self, args::Opt, Keep};
 use crate::errors::Refusal;
-use crate::host::command::{opt, q, val, Arg, Keys, Spec::*, Ty};
-use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::command::{opt, q, val, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{self, field, Event, Events, Holder, Retire, Row, State};
 
@@ -19,6 +19,16 @@ pub const KEYS: Keys = Keys::of(&[q(Job, Update), q(Active, Take), q(Completed, 
 pub const KEEP: Arg = opt("keep", "KEEP", "n", Ty::Int);
 pub const AGE: Arg = opt("age", "AGE", "ms", Ty::Int);
 pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("result", Ty::Str), KEEP, AGE];
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("EMQ.COMPLETE", drive::<Complete>)
+    .tokens(&["complete.flat"])
+    .keys(KEYS)
+    .args(ARGS)
+    .writes()
+    .summary("Finish a held job with its result; 0 when the same token already completed it.")
+    .complexity("O(log N), plus O(r log N) for r jobs retired");
 
 pub struct Complete;
 

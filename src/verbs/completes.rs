@@ -11,8 +11,8 @@
 use crate::config;
 use crate::domain::{self, Keep};
 use crate::errors::Refusal;
-use crate::host::command::{block, q, val, Arg, Keys, Spec::*, Ty};
-use crate::host::{Access, ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::command::{block, q, val, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::{drive, Access, ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::queue::{self, field, Event, Events, Retire, Row, State};
 
@@ -25,6 +25,15 @@ const DONE: i64 = 1;
 const REPEAT: i64 = 0;
 const NOT_HELD: i64 = -1;
 const NO_JOB: i64 = -2;
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("TRA.COMPLETES", drive::<Completes>)
+    .keys(KEYS)
+    .args(ARGS)
+    .writes()
+    .summary("COMPLETE many held jobs at once: 1, 0 (a repeat), -1 (not held) or -2 (no such job) for each.")
+    .complexity("O(n log N) for n jobs");
 
 pub struct Completes;
 

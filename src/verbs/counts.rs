@@ -4,8 +4,8 @@
 //! node. A key of the wrong type answers `WRONGTYPE`.
 
 use crate::errors::Refusal;
-use crate::host::command::{q, Arg, Keys, Spec::*};
-use crate::host::{ArgStr, Exec, Kind, Lit, Reply, Verb};
+use crate::host::command::{q, Arg, Command, Keys, Spec::*};
+use crate::host::{drive, ArgStr, Exec, Kind, Lit, Reply, Verb};
 use crate::keyspace::Role::{self, *};
 
 pub const KEYS: Keys = Keys::of(&[
@@ -20,6 +20,15 @@ pub const KEYS: Keys = Keys::of(&[
 pub const ARGS: &[Arg] = &[];
 
 static PAUSED: Lit = Lit::new(c"paused");
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("TRA.COUNTS", drive::<Counts>)
+    .keys(KEYS)
+    .args(ARGS)
+    .fast()
+    .summary("A queue's depth: the size of each state set and whether it is paused.")
+    .complexity("O(1)");
 
 pub struct Counts;
 

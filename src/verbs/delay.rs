@@ -3,13 +3,24 @@
 
 use crate::domain::{self, When};
 use crate::errors::Refusal;
-use crate::host::command::{q, val, Arg, Keys, Spec::*, Ty};
-use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::command::{q, val, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{field, Event, Events, Holder, State};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Update), q(Active, Take), q(Delayed, Insert), q(Events, Append)]);
 pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("when", Ty::Str)];
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("EMQ.DELAY", drive::<Delay>)
+    .tokens(&["delay"])
+    .keys(KEYS)
+    .args(ARGS)
+    .writes()
+    .fast()
+    .summary("Park a held job in delayed until `when`, counting no attempt.")
+    .complexity("O(log N)");
 
 pub struct Delay;
 

@@ -7,13 +7,22 @@
 
 use crate::domain::{self, args::Opt};
 use crate::errors::Refusal;
-use crate::host::command::{flag, opt, q, Arg, Keys, Spec::*, Ty};
-use crate::host::{ArgStr, Exec, Kind, Reply, Str, Verb};
+use crate::host::command::{flag, opt, q, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::{drive, ArgStr, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{doomed_rows, Event, Events};
 
 pub const KEYS: Keys = Keys::of(&[q(Wait, Take), q(Prio, Take), q(Delayed, Take), q(Events, Append)]);
 pub const ARGS: &[Arg] = &[flag("delayed", "DELAYED"), opt("count", "COUNT", "n", Ty::Int)];
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("TRA.DRAIN", drive::<Drain>)
+    .keys(KEYS)
+    .args(ARGS)
+    .writes()
+    .summary("Delete jobs waiting to run (and delayed ones with DELAYED), a bounded batch a call.")
+    .complexity("O(n log N) for n jobs");
 
 pub struct Drain;
 

@@ -10,12 +10,23 @@
 
 use crate::domain::{coherence, Stored};
 use crate::errors::Refusal;
-use crate::host::command::{val, Arg, KeyRole, Keys, Slot, Spec, Ty};
-use crate::host::{stored, ArgStr, Exec, Reply, Verb};
+use crate::host::command::{val, Arg, Command, KeyRole, Keys, Slot, Spec, Ty};
+use crate::host::{drive, stored, ArgStr, Exec, Reply, Verb};
 use crate::metrics;
 
 pub const KEYS: Keys = Keys::of(&[Slot { role: KeyRole::Any, spec: Spec::Take }]);
 pub const ARGS: &[Arg] = &[val("version", Ty::Str)];
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("TRA.DROP", drive::<CoherenceDrop>)
+    .keys(KEYS)
+    .args(ARGS)
+    .plain()
+    .writes()
+    .fast()
+    .summary("The coherence drop: delete a cache row when the incoming 14-byte version is newer than its stored frame's.")
+    .complexity("O(1)");
 
 pub struct CoherenceDrop;
 

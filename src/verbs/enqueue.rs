@@ -7,8 +7,8 @@
 
 use crate::domain::args::{options, Opt, Options};
 use crate::errors::Refusal;
-use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Keys, Spec::*, Ty};
-use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{Event, Events, NewJob, Ready, State};
 
@@ -37,6 +37,17 @@ pub const ARGS: &[Arg] = &[
     EXPIRE,
     flag("lifo", "LIFO"),
 ];
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("EMQ.ENQUEUE", drive::<Enqueue>)
+    .tokens(&["enqueue"])
+    .keys(KEYS)
+    .args(ARGS)
+    .creates()
+    .fast()
+    .summary("Create a job and make it ready; 0 and nothing written when the id exists.")
+    .complexity("O(log N) with N the jobs of its priority band");
 
 pub struct Enqueue;
 

@@ -4,13 +4,24 @@
 
 use crate::domain;
 use crate::errors::Refusal;
-use crate::host::command::{q, val, Arg, Keys, Spec::*, Ty};
-use crate::host::{ArgStr, Exec, Reply, Verb};
+use crate::host::command::{q, val, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::{drive, ArgStr, Exec, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::Holder;
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Read), q(Active, Update)]);
 pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("lease_ms", Ty::Int)];
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("EMQ.EXTEND", drive::<Extend>)
+    .tokens(&["extend"])
+    .keys(KEYS)
+    .args(ARGS)
+    .writes()
+    .fast()
+    .summary("Move a held job's lease deadline to now+lease_ms.")
+    .complexity("O(log N)");
 
 pub struct Extend;
 

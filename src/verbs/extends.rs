@@ -4,14 +4,24 @@
 
 use crate::domain;
 use crate::errors::Refusal;
-use crate::host::command::{block, q, val, Arg, Keys, Spec::*, Ty};
-use crate::host::{Access, ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::command::{block, q, val, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::{drive, Access, ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::queue::Row;
 
 pub const KEYS: Keys = Keys::of(&[q(Active, Update)]);
 pub const ARGS: &[Arg] =
     &[val("lease_ms", Ty::Int), block("job", None, &[val("id", Ty::Str), val("token", Ty::Str)]).multiple()];
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("EMQ.EXTENDS", drive::<Extends>)
+    .tokens(&["extends"])
+    .keys(KEYS)
+    .args(ARGS)
+    .writes()
+    .summary("EXTEND many held jobs at once; 0 for each job not held with its token.")
+    .complexity("O(n log N) for n pairs");
 
 pub struct Extends;
 

@@ -10,8 +10,8 @@ use super::complete::{AGE, KEEP};
 use crate::config;
 use crate::domain::{self, args::Opt, AfterFail, Keep};
 use crate::errors::Refusal;
-use crate::host::command::{flag, q, val, Arg, Keys, Spec::*, Ty};
-use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::command::{flag, q, val, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{self, field, Event, Events, Holder, Ready, Retire, Row, State};
 
@@ -25,6 +25,16 @@ pub const KEYS: Keys = Keys::of(&[
     q(Events, Append),
 ]);
 pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("error", Ty::Str), KEEP, AGE, flag("final", "FINAL")];
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("EMQ.FAIL", drive::<Fail>)
+    .tokens(&["fail.flat"])
+    .keys(KEYS)
+    .args(ARGS)
+    .writes()
+    .summary("Count a held job's failed attempt: retry, delay by its backoff, or fail it for good.")
+    .complexity("O(log N), plus O(r log N) for r jobs retired");
 
 pub struct Fail;
 

@@ -10,12 +10,23 @@
 
 use crate::domain::{self, args::Opt, bus, Stored};
 use crate::errors::Refusal;
-use crate::host::command::{opt, q, Arg, Keys, Spec::*, Ty};
-use crate::host::{stored, ArgStr, Exec, Reply, Verb};
+use crate::host::command::{opt, q, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::{drive, stored, ArgStr, Exec, Reply, Verb};
 use crate::keyspace::Role::*;
 
 pub const KEYS: Keys = Keys::of(&[q(Fails, Update)]);
 pub const ARGS: &[Arg] = &[opt("ttl", "TTL", "ms", Ty::Int)];
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("EMQ.FAILURES", drive::<Failures>)
+    .tokens(&["failures.incr"])
+    .keys(KEYS)
+    .args(ARGS)
+    .creates()
+    .fast()
+    .summary("Count one more failure of a bus message and set its counter's TTL (default 24 h).")
+    .complexity("O(1)");
 
 pub struct Failures;
 

@@ -3,12 +3,22 @@
 
 use crate::domain;
 use crate::errors::Refusal;
-use crate::host::command::{Arg, KeyRole, Keys, Slot, Spec};
-use crate::host::{stored, ArgStr, Exec, Reply, Verb};
+use crate::host::command::{Arg, Command, KeyRole, Keys, Slot, Spec};
+use crate::host::{drive, stored, ArgStr, Exec, Reply, Verb};
 use crate::keyspace;
 
 pub const KEYS: Keys = Keys::of(&[Slot { role: KeyRole::Version, spec: Spec::Update }]);
 pub const ARGS: &[Arg] = &[];
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("EMQ.INSTALL", drive::<Install>)
+    .keys(KEYS)
+    .args(ARGS)
+    .admin()
+    .creates()
+    .summary("Write the module's wire identity into {emq}:version, once.")
+    .complexity("O(1)");
 
 pub struct Install;
 

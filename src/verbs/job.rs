@@ -9,13 +9,22 @@
 
 use crate::domain::{self, Backoff};
 use crate::errors::Refusal;
-use crate::host::command::{q, Arg, Keys, Spec::*};
-use crate::host::{Access, ArgStr, Exec, Kind, Lit, Reply, Str, Verb};
+use crate::host::command::{q, Arg, Command, Keys, Spec::*};
+use crate::host::{drive, Access, ArgStr, Exec, Kind, Lit, Reply, Str, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::queue::{field, State};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Read)]);
 pub const ARGS: &[Arg] = &[];
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("TRA.JOB", drive::<Inspect>)
+    .keys(KEYS)
+    .args(ARGS)
+    .fast()
+    .summary("One job: its state, fields, lease deadline and due time, as a map; nil when absent.")
+    .complexity("O(1)");
 
 pub struct Inspect;
 

@@ -7,8 +7,8 @@
 
 use crate::domain::{self, args::Opt};
 use crate::errors::Refusal;
-use crate::host::command::{flag, opt, Arg, KeyRole, Keys, Slot, Spec, Ty};
-use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::command::{flag, opt, Arg, Command, KeyRole, Keys, Slot, Spec, Ty};
+use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role;
 
 /// The six state sets: the key TRA.JOBS pages.
@@ -18,6 +18,14 @@ pub const SETS: KeyRole =
 pub const KEYS: Keys = Keys::of(&[Slot { role: SETS, spec: Spec::Read }]);
 pub const ARGS: &[Arg] =
     &[opt("from", "FROM", "i", Ty::Int), opt("count", "COUNT", "n", Ty::Int), flag("rev", "REV")];
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("TRA.JOBS", drive::<Jobs>)
+    .keys(KEYS)
+    .args(ARGS)
+    .summary("A page of one state set's ids, in serving order.")
+    .complexity("O(log N + n) for a page of n");
 
 pub struct Jobs;
 

@@ -9,13 +9,23 @@
 use crate::config;
 use crate::domain::{self, args::Opt};
 use crate::errors::Refusal;
-use crate::host::command::{opt, q, val, Arg, Keys, Spec::*, Ty};
-use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::command::{opt, q, val, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{existing_row, lease, Row};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Read), q(Log, Append)]);
 pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("line", Ty::Str), opt("keep", "KEEP", "n", Ty::Int)];
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("TRA.LOG", drive::<AppendLog>)
+    .keys(KEYS)
+    .args(ARGS)
+    .creates()
+    .fast()
+    .summary("The holder appends a line to its job's log, keeping the newest n.")
+    .complexity("O(1), plus the lines trimmed");
 
 pub struct AppendLog;
 

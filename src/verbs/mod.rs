@@ -1,49 +1,19 @@
-//! The commands, one file each, written in the wire's terms, and **the one command table**.
+//! The commands, one file each, written in the wire's terms, and **the one list of them**.
 //!
-//! Each verb file declares its keys (`KEYS`, in order, each with its role and access) and
-//! its arguments (`ARGS`, as `COMMAND DOCS` and the reference page show them) next to its
-//! code, and is a `host::Verb`: its argument shape, then its domain step; `host::drive` runs
-//! shape → layout → fence → domain around them, and the verb opens each key by its role.
-//! The table below lists every command in order: registration, the capability tokens of
+//! Each verb file declares its command whole: its keys (`KEYS`, in order, each with its role
+//! and access), its arguments (`ARGS`, as `COMMAND DOCS` and the reference page show them),
+//! `COMMAND` (name, tokens, what it does, summary, complexity; flags, ACL categories and the
+//! fence follow), and a `host::Verb`: its argument shape, then its domain step; `host::drive`
+//! runs shape → layout → fence → domain around them, and the verb opens each key by its role.
+//! The list below names every command in order: registration, the capability tokens of
 //! `EMQ.VERSION`, the `bitmap_commands` of `TRA.CAPABILITIES`, `COMMAND INFO`/`COMMAND DOCS`
 //! and the reference page's synopses all come from it. Adding a command: its file here, its
-//! `mod` line and row below, its section on the reference page (README.md beside this file).
-
-pub mod append;
-pub mod capabilities;
-pub mod claim;
-pub mod clean;
-pub mod complete;
-pub mod completes;
-pub mod counts;
-pub mod delay;
-pub mod drain;
-pub mod drop;
-pub mod enqueue;
-pub mod extend;
-pub mod extends;
-pub mod fail;
-pub mod failures;
-pub mod install;
-pub mod job;
-pub mod jobs;
-pub mod log;
-pub mod obliterate;
-pub mod progress;
-pub mod promote;
-pub mod publish;
-pub mod queues;
-pub mod remove;
-pub mod reprocess;
-pub mod requeue;
-pub mod reschedule;
-pub mod schedule;
-pub mod stalled;
-pub mod version;
+//! line in the list, its section on the reference page (README.md beside this file).
 
 use crate::errors::Refusal;
-use crate::host::command::{Command, Form};
-use crate::host::{drive, ArgStr};
+use crate::host::command::Command;
+use crate::host::ArgStr;
+use crate::host::{entry, Entry};
 
 /// The seventeen capability tokens of wire 6, in the wire's order. Bit i of
 /// `bitmap_commands` stands for token i; the table lists its commands in this order.
@@ -67,411 +37,57 @@ pub const WIRE_TOKENS: [&str; 17] = [
     "publish",
 ];
 
-pub static COMMANDS: [Command; 31] = [
-    Command {
-        name: "EMQ.ENQUEUE",
-        tokens: &["enqueue"],
-        form: Form::Keys,
-        keys: enqueue::KEYS,
-        args: enqueue::ARGS,
-        flags: "write deny-oom fast",
-        acl: "emq write fast",
-        fenced: true,
-        summary: "Create a job and make it ready; 0 and nothing written when the id exists.",
-        complexity: "O(log N) with N the jobs of its priority band",
-        run: drive::<enqueue::Enqueue>,
-    },
-    Command {
-        name: "EMQ.CLAIM",
-        tokens: &["claim", "claim.pause"],
-        form: Form::Keys,
-        keys: claim::KEYS,
-        args: claim::ARGS,
-        flags: "write",
-        acl: "emq write",
-        fenced: true,
-        summary: "Promote due delayed jobs, then take up to COUNT ready jobs under a lease; or pause/resume the queue.",
-        complexity: "O((n + p) log N) for n jobs taken and p promoted",
-        run: drive::<claim::Claim>,
-    },
-    Command {
-        name: "EMQ.EXTEND",
-        tokens: &["extend"],
-        form: Form::Keys,
-        keys: extend::KEYS,
-        args: extend::ARGS,
-        flags: "write fast",
-        acl: "emq write fast",
-        fenced: true,
-        summary: "Move a held job's lease deadline to now+lease_ms.",
-        complexity: "O(log N)",
-        run: drive::<extend::Extend>,
-    },
-    Command {
-        name: "EMQ.EXTENDS",
-        tokens: &["extends"],
-        form: Form::Keys,
-        keys: extends::KEYS,
-        args: extends::ARGS,
-        flags: "write",
-        acl: "emq write",
-        fenced: true,
-        summary: "EXTEND many held jobs at once; 0 for each job not held with its token.",
-        complexity: "O(n log N) for n pairs",
-        run: drive::<extends::Extends>,
-    },
-    Command {
-        name: "EMQ.COMPLETE",
-        tokens: &["complete.flat"],
-        form: Form::Keys,
-        keys: complete::KEYS,
-        args: complete::ARGS,
-        flags: "write",
-        acl: "emq write",
-        fenced: true,
-        summary: "Finish a held job with its result; 0 when the same token already completed it.",
-        complexity: "O(log N), plus O(r log N) for r jobs retired",
-        run: drive::<complete::Complete>,
-    },
-    Command {
-        name: "EMQ.SCHEDULE",
-        tokens: &["schedule"],
-        form: Form::Keys,
-        keys: schedule::KEYS,
-        args: schedule::ARGS,
-        flags: "write deny-oom fast",
-        acl: "emq write fast",
-        fenced: true,
-        summary: "Create a job that becomes ready at `when`; 0 and nothing written when the id exists.",
-        complexity: "O(log N)",
-        run: drive::<schedule::Schedule>,
-    },
-    Command {
-        name: "EMQ.PROMOTE",
-        tokens: &["promote"],
-        form: Form::Keys,
-        keys: promote::KEYS,
-        args: promote::ARGS,
-        flags: "write fast",
-        acl: "emq write fast",
-        fenced: true,
-        summary: "Make a delayed job ready now.",
-        complexity: "O(log N)",
-        run: drive::<promote::Promote>,
-    },
-    Command {
-        name: "EMQ.RESCHEDULE",
-        tokens: &["reschedule"],
-        form: Form::Keys,
-        keys: reschedule::KEYS,
-        args: reschedule::ARGS,
-        flags: "write fast",
-        acl: "emq write fast",
-        fenced: true,
-        summary: "Move a delayed job's due time.",
-        complexity: "O(log N)",
-        run: drive::<reschedule::Reschedule>,
-    },
-    Command {
-        name: "EMQ.DELAY",
-        tokens: &["delay"],
-        form: Form::Keys,
-        keys: delay::KEYS,
-        args: delay::ARGS,
-        flags: "write fast",
-        acl: "emq write fast",
-        fenced: true,
-        summary: "Park a held job in delayed until `when`, counting no attempt.",
-        complexity: "O(log N)",
-        run: drive::<delay::Delay>,
-    },
-    Command {
-        name: "EMQ.FAIL",
-        tokens: &["fail.flat"],
-        form: Form::Keys,
-        keys: fail::KEYS,
-        args: fail::ARGS,
-        flags: "write",
-        acl: "emq write",
-        fenced: true,
-        summary: "Count a held job's failed attempt: retry, delay by its backoff, or fail it for good.",
-        complexity: "O(log N), plus O(r log N) for r jobs retired",
-        run: drive::<fail::Fail>,
-    },
-    Command {
-        name: "EMQ.REPROCESS",
-        tokens: &["reprocess"],
-        form: Form::Keys,
-        keys: reprocess::KEYS,
-        args: reprocess::ARGS,
-        flags: "write fast",
-        acl: "emq write fast",
-        fenced: true,
-        summary: "Send a completed or failed job back to ready with its counters reset.",
-        complexity: "O(log N)",
-        run: drive::<reprocess::Reprocess>,
-    },
-    Command {
-        name: "EMQ.REQUEUE",
-        tokens: &["requeue"],
-        form: Form::Keys,
-        keys: requeue::KEYS,
-        args: requeue::ARGS,
-        flags: "write fast",
-        acl: "emq write fast",
-        fenced: true,
-        summary: "Give a held job back: ready again at the front, no attempt counted.",
-        complexity: "O(log N)",
-        run: drive::<requeue::Requeue>,
-    },
-    Command {
-        name: "EMQ.STALLED",
-        tokens: &["stalled.check"],
-        form: Form::Keys,
-        keys: stalled::KEYS,
-        args: stalled::ARGS,
-        flags: "write",
-        acl: "emq write",
-        fenced: true,
-        summary: "Reclaim jobs whose lease expired: requeue them, or fail them past MAXSTALLS.",
-        complexity: "O(n log N) for n jobs reclaimed",
-        run: drive::<stalled::Stalled>,
-    },
-    Command {
-        name: "EMQ.APPEND",
-        tokens: &["append"],
-        form: Form::Keys,
-        keys: append::KEYS,
-        args: append::ARGS,
-        flags: "write deny-oom fast",
-        acl: "emq write fast",
-        fenced: true,
-        summary: "Append a bus message to its topic's stream once; nil and nothing written for an id inside the seen window.",
-        complexity: "O(log N), plus the trims: up to 100 seen entries and whole stream nodes",
-        run: drive::<append::Append>,
-    },
-    Command {
-        name: "EMQ.FAILURES",
-        tokens: &["failures.incr"],
-        form: Form::Keys,
-        keys: failures::KEYS,
-        args: failures::ARGS,
-        flags: "write deny-oom fast",
-        acl: "emq write fast",
-        fenced: true,
-        summary: "Count one more failure of a bus message and set its counter's TTL (default 24 h).",
-        complexity: "O(1)",
-        run: drive::<failures::Failures>,
-    },
-    Command {
-        name: "EMQ.PUBLISH",
-        tokens: &["publish"],
-        form: Form::Keys,
-        keys: publish::KEYS,
-        args: publish::ARGS,
-        flags: "write deny-oom fast getchannels-api",
-        acl: "emq write fast",
-        fenced: true,
-        summary: "APPEND, then publish the payload on the channel named by the bus key; nil for a duplicate.",
-        complexity: "O(log N + S) for S subscribers, plus APPEND's trims",
-        run: drive::<publish::Publish>,
-    },
-    Command {
-        name: "EMQ.VERSION",
-        tokens: &[],
-        form: Form::Bare,
-        keys: version::KEYS,
-        args: version::ARGS,
-        flags: "readonly fast allow-loading allow-stale",
-        acl: "emq read fast",
-        fenced: false,
-        summary: "The module's identity: wire, module, version, major, build, capabilities.",
-        complexity: "O(1)",
-        run: drive::<version::Version>,
-    },
-    Command {
-        name: "EMQ.INSTALL",
-        tokens: &[],
-        form: Form::Keys,
-        keys: install::KEYS,
-        args: install::ARGS,
-        flags: "write deny-oom admin deny-script",
-        acl: "write admin dangerous slow",
-        fenced: false,
-        summary: "Write the module's wire identity into {emq}:version, once.",
-        complexity: "O(1)",
-        run: drive::<install::Install>,
-    },
-    Command {
-        name: "TRA.CAPABILITIES",
-        tokens: &[],
-        form: Form::Bare,
-        keys: capabilities::KEYS,
-        args: capabilities::ARGS,
-        flags: "readonly fast allow-loading allow-stale",
-        acl: "read fast",
-        fenced: false,
-        summary: "The facts of this build as eight pairs.",
-        complexity: "O(1)",
-        run: drive::<capabilities::Capabilities>,
-    },
-    Command {
-        name: "TRA.DROP",
-        tokens: &[],
-        form: Form::Keys,
-        keys: drop::KEYS,
-        args: drop::ARGS,
-        flags: "write fast",
-        acl: "write fast",
-        fenced: false,
-        summary: "The coherence drop: delete a cache row when the incoming 14-byte version is newer than its stored frame's.",
-        complexity: "O(1)",
-        run: drive::<drop::CoherenceDrop>,
-    },
-    Command {
-        name: "TRA.QUEUES",
-        tokens: &[],
-        form: Form::Bare,
-        keys: queues::KEYS,
-        args: queues::ARGS,
-        flags: "readonly",
-        acl: "emq read",
-        fenced: false,
-        summary: "The queues upkeep knows in this database, a page at a time.",
-        complexity: "O(log Q + n) for a page of n of Q queues",
-        run: drive::<queues::Queues>,
-    },
-    Command {
-        name: "TRA.JOB",
-        tokens: &[],
-        form: Form::Keys,
-        keys: job::KEYS,
-        args: job::ARGS,
-        flags: "readonly fast",
-        acl: "emq read fast",
-        fenced: false,
-        summary: "One job: its state, fields, lease deadline and due time, as a map; nil when absent.",
-        complexity: "O(1)",
-        run: drive::<job::Inspect>,
-    },
-    Command {
-        name: "TRA.COUNTS",
-        tokens: &[],
-        form: Form::Keys,
-        keys: counts::KEYS,
-        args: counts::ARGS,
-        flags: "readonly fast",
-        acl: "emq read fast",
-        fenced: false,
-        summary: "A queue's depth: the size of each state set and whether it is paused.",
-        complexity: "O(1)",
-        run: drive::<counts::Counts>,
-    },
-    Command {
-        name: "TRA.JOBS",
-        tokens: &[],
-        form: Form::Keys,
-        keys: jobs::KEYS,
-        args: jobs::ARGS,
-        flags: "readonly",
-        acl: "emq read",
-        fenced: false,
-        summary: "A page of one state set's ids, in serving order.",
-        complexity: "O(log N + n) for a page of n",
-        run: drive::<jobs::Jobs>,
-    },
-    Command {
-        name: "TRA.REMOVE",
-        tokens: &[],
-        form: Form::Keys,
-        keys: remove::KEYS,
-        args: remove::ARGS,
-        flags: "write",
-        acl: "emq write",
-        fenced: true,
-        summary: "Delete one job: its row and its set entry; a held job only with FORCE.",
-        complexity: "O(log N), or O(N) for a job waiting in wait (LREM)",
-        run: drive::<remove::Remove>,
-    },
-    Command {
-        name: "TRA.COMPLETES",
-        tokens: &[],
-        form: Form::Keys,
-        keys: completes::KEYS,
-        args: completes::ARGS,
-        flags: "write",
-        acl: "emq write",
-        fenced: true,
-        summary: "COMPLETE many held jobs at once: 1, 0 (a repeat), -1 (not held) or -2 (no such job) for each.",
-        complexity: "O(n log N) for n jobs",
-        run: drive::<completes::Completes>,
-    },
-    Command {
-        name: "TRA.PROGRESS",
-        tokens: &[],
-        form: Form::Keys,
-        keys: progress::KEYS,
-        args: progress::ARGS,
-        flags: "write fast",
-        acl: "emq write fast",
-        fenced: true,
-        summary: "The holder reports its progress on a job: stored in the row, one event.",
-        complexity: "O(log N)",
-        run: drive::<progress::Progress>,
-    },
-    Command {
-        name: "TRA.LOG",
-        tokens: &[],
-        form: Form::Keys,
-        keys: log::KEYS,
-        args: log::ARGS,
-        flags: "write deny-oom fast",
-        acl: "emq write fast",
-        fenced: true,
-        summary: "The holder appends a line to its job's log, keeping the newest n.",
-        complexity: "O(1), plus the lines trimmed",
-        run: drive::<log::AppendLog>,
-    },
-    Command {
-        name: "TRA.DRAIN",
-        tokens: &[],
-        form: Form::Keys,
-        keys: drain::KEYS,
-        args: drain::ARGS,
-        flags: "write",
-        acl: "emq write",
-        fenced: true,
-        summary: "Delete jobs waiting to run (and delayed ones with DELAYED), a bounded batch a call.",
-        complexity: "O(n log N) for n jobs",
-        run: drive::<drain::Drain>,
-    },
-    Command {
-        name: "TRA.CLEAN",
-        tokens: &[],
-        form: Form::Keys,
-        keys: clean::KEYS,
-        args: clean::ARGS,
-        flags: "write",
-        acl: "emq write",
-        fenced: true,
-        summary: "Delete finished jobs older than GRACE ms, oldest first, a bounded batch a call.",
-        complexity: "O(n log N) for n jobs",
-        run: drive::<clean::Clean>,
-    },
-    Command {
-        name: "TRA.OBLITERATE",
-        tokens: &[],
-        form: Form::Keys,
-        keys: obliterate::KEYS,
-        args: obliterate::ARGS,
-        flags: "write",
-        acl: "emq write",
-        fenced: true,
-        summary: "Delete a whole queue, a bounded number of keys a call; refused while jobs are active unless FORCE.",
-        complexity: "O(n log N) for n keys",
-        run: drive::<obliterate::Obliterate>,
-    },
-];
+/// The one list of commands, in the wire's order (its capability tokens come in that order).
+/// Each line names a verb's file, whose `COMMAND` declares the command whole; from this list
+/// come `COMMANDS`, the table every other part reads, and `ENTRIES`, the C entry points that
+/// serve them, one each.
+macro_rules! table {
+    ($($verb:ident)*) => {
+        $(pub mod $verb;)*
+        pub static COMMANDS: [Command; table!(@count $($verb)*)] = [$($verb::COMMAND),*];
+        pub static ENTRIES: [Entry; table!(@count $($verb)*)] = table!(@entries [] (0usize) $($verb)*);
+    };
+    (@count) => { 0usize };
+    (@count $head:ident $($rest:ident)*) => { 1usize + table!(@count $($rest)*) };
+    (@entries [$($done:expr,)*] ($n:expr)) => { [$($done,)*] };
+    (@entries [$($done:expr,)*] ($n:expr) $head:ident $($rest:ident)*) => {
+        table!(@entries [$($done,)* entry::<{ $n }>(),] ($n + 1usize) $($rest)*)
+    };
+}
+
+table! {
+    enqueue
+    claim
+    extend
+    extends
+    complete
+    schedule
+    promote
+    reschedule
+    delay
+    fail
+    reprocess
+    requeue
+    stalled
+    append
+    failures
+    publish
+    version
+    install
+    capabilities
+    drop
+    queues
+    job
+    counts
+    jobs
+    remove
+    completes
+    progress
+    log
+    drain
+    clean
+    obliterate
+}
 
 /// The capability tokens of the registered commands, in table order.
 pub fn capabilities() -> Vec<&'static str> {
@@ -511,12 +127,12 @@ mod tests {
     #[test]
     fn names_are_unique_and_ascii() {
         for (i, a) in COMMANDS.iter().enumerate() {
-            assert!(a.name.is_ascii() && a.flags.is_ascii() && a.acl.is_ascii());
+            assert!(a.name.is_ascii() && a.flags().is_ascii() && a.acl().is_ascii());
             assert!(COMMANDS.iter().skip(i + 1).all(|b| !b.name.eq_ignore_ascii_case(a.name)));
             // EMQ write verbs are fenced and in the emq category; controls are not fenced.
             if !a.tokens.is_empty() {
                 assert!(
-                    a.fenced && a.acl.starts_with("emq write") && a.flags.starts_with("write"),
+                    a.fenced && a.acl().starts_with("emq write") && a.flags().starts_with("write"),
                     "{}",
                     a.name
                 );
@@ -540,7 +156,54 @@ mod tests {
         assert_eq!(capabilities().len(), WIRE_TOKENS.len(), "all seventeen tokens");
         assert_eq!(bitmap(), (1 << 17) - 1);
         let drop = row("TRA.DROP");
-        assert!(!drop.fenced && !drop.acl.contains("emq"));
+        assert!(!drop.fenced && !drop.acl().contains("emq"));
+    }
+
+    /// The flags, ACL categories and fence each command's few facts give, spelled out.
+    #[test]
+    fn flags_and_categories_follow_from_the_facts() {
+        let want = [
+            (enqueue::COMMAND, "write deny-oom fast", "emq write fast", true),
+            (claim::COMMAND, "write", "emq write", true),
+            (extend::COMMAND, "write fast", "emq write fast", true),
+            (extends::COMMAND, "write", "emq write", true),
+            (complete::COMMAND, "write", "emq write", true),
+            (schedule::COMMAND, "write deny-oom fast", "emq write fast", true),
+            (promote::COMMAND, "write fast", "emq write fast", true),
+            (reschedule::COMMAND, "write fast", "emq write fast", true),
+            (delay::COMMAND, "write fast", "emq write fast", true),
+            (fail::COMMAND, "write", "emq write", true),
+            (reprocess::COMMAND, "write fast", "emq write fast", true),
+            (requeue::COMMAND, "write fast", "emq write fast", true),
+            (stalled::COMMAND, "write", "emq write", true),
+            (append::COMMAND, "write deny-oom fast", "emq write fast", true),
+            (failures::COMMAND, "write deny-oom fast", "emq write fast", true),
+            (publish::COMMAND, "write deny-oom fast getchannels-api", "emq write fast", true),
+            (version::COMMAND, "readonly fast allow-loading allow-stale", "emq read fast", false),
+            (install::COMMAND, "write deny-oom admin deny-script", "write admin dangerous slow", false),
+            (capabilities::COMMAND, "readonly fast allow-loading allow-stale", "read fast", false),
+            (drop::COMMAND, "write fast", "write fast", false),
+            (queues::COMMAND, "readonly", "emq read", false),
+            (job::COMMAND, "readonly fast", "emq read fast", false),
+            (counts::COMMAND, "readonly fast", "emq read fast", false),
+            (jobs::COMMAND, "readonly", "emq read", false),
+            (remove::COMMAND, "write", "emq write", true),
+            (completes::COMMAND, "write", "emq write", true),
+            (progress::COMMAND, "write fast", "emq write fast", true),
+            (log::COMMAND, "write deny-oom fast", "emq write fast", true),
+            (drain::COMMAND, "write", "emq write", true),
+            (clean::COMMAND, "write", "emq write", true),
+            (obliterate::COMMAND, "write", "emq write", true),
+        ];
+        assert_eq!(want.len(), COMMANDS.len());
+        for (cmd, flags, acl, fenced) in want {
+            assert_eq!(
+                (cmd.flags().as_str(), cmd.acl().as_str(), cmd.fenced),
+                (flags, acl, fenced),
+                "{}",
+                cmd.name
+            );
+        }
     }
 
     #[test]

@@ -8,8 +8,8 @@
 
 use crate::domain::{self, args::Opt};
 use crate::errors::Refusal;
-use crate::host::command::{flag, opt, q, Arg, Keys, Spec::*, Ty};
-use crate::host::{timer, ArgStr, Exec, Kind, Reply, Str, Verb};
+use crate::host::command::{flag, opt, q, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::{drive, timer, ArgStr, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::doomed_rows;
 use crate::registry;
@@ -25,6 +25,17 @@ pub const KEYS: Keys = Keys::of(&[
     q(Events, Take),
 ]);
 pub const ARGS: &[Arg] = &[flag("force", "FORCE"), opt("count", "COUNT", "n", Ty::Int)];
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("TRA.OBLITERATE", drive::<Obliterate>)
+    .keys(KEYS)
+    .args(ARGS)
+    .writes()
+    .summary(
+        "Delete a whole queue, a bounded number of keys a call; refused while jobs are active unless FORCE.",
+    )
+    .complexity("O(n log N) for n keys");
 
 pub struct Obliterate;
 

@@ -5,13 +5,23 @@
 
 use crate::domain;
 use crate::errors::Refusal;
-use crate::host::command::{q, val, Arg, Keys, Spec::*, Ty};
-use crate::host::{ArgStr, Exec, Reply, Verb};
+use crate::host::command::{q, val, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::{drive, ArgStr, Exec, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{field, Event, Events, Holder};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Update), q(Active, Read), q(Events, Append)]);
 pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("progress", Ty::Str)];
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("TRA.PROGRESS", drive::<Progress>)
+    .keys(KEYS)
+    .args(ARGS)
+    .writes()
+    .fast()
+    .summary("The holder reports its progress on a job: stored in the row, one event.")
+    .complexity("O(log N)");
 
 pub struct Progress;
 

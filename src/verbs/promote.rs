@@ -3,14 +3,25 @@
 
 use crate::domain;
 use crate::errors::Refusal;
-use crate::host::command::{q, Arg, Keys, Spec::*};
-use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::command::{q, Arg, Command, Keys, Spec::*};
+use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{existing_row, field, not_in, Event, Events, Ready, Row, State};
 
 pub const KEYS: Keys =
     Keys::of(&[q(Job, Update), q(Delayed, Take), q(Wait, Insert), q(Prio, Insert), q(Events, Append)]);
 pub const ARGS: &[Arg] = &[];
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("EMQ.PROMOTE", drive::<Promote>)
+    .tokens(&["promote"])
+    .keys(KEYS)
+    .args(ARGS)
+    .writes()
+    .fast()
+    .summary("Make a delayed job ready now.")
+    .complexity("O(log N)");
 
 pub struct Promote;
 

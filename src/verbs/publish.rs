@@ -14,9 +14,22 @@
 use crate::bus::{plan, Message};
 pub use crate::bus::{ARGS, KEYS};
 use crate::errors::Refusal;
-use crate::host::{publish, ArgStr, Exec, Reply, Verb};
+use crate::host::command::Command;
+use crate::host::{drive, publish, ArgStr, Exec, Reply, Verb};
 use crate::keyspace::Role;
 use crate::metrics;
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("EMQ.PUBLISH", drive::<Publish>)
+    .tokens(&["publish"])
+    .keys(KEYS)
+    .args(ARGS)
+    .creates()
+    .fast()
+    .publishes()
+    .summary("APPEND, then publish the payload on the channel named by the bus key; nil for a duplicate.")
+    .complexity("O(log N + S) for S subscribers, plus APPEND's trims");
 
 pub struct Publish;
 

@@ -6,12 +6,21 @@
 
 use crate::domain::{self, args::Opt};
 use crate::errors::Refusal;
-use crate::host::command::{opt, Arg, Keys, Ty};
-use crate::host::{timer, ArgStr, Exec, Reply, Verb};
+use crate::host::command::{opt, Arg, Command, Keys, Ty};
+use crate::host::{drive, timer, ArgStr, Exec, Reply, Verb};
 use crate::registry;
 
 pub const KEYS: Keys = Keys::of(&[]);
 pub const ARGS: &[Arg] = &[opt("from", "FROM", "i", Ty::Int), opt("count", "COUNT", "n", Ty::Int)];
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("TRA.QUEUES", drive::<Queues>)
+    .bare()
+    .keys(KEYS)
+    .args(ARGS)
+    .summary("The queues upkeep knows in this database, a page at a time.")
+    .complexity("O(log Q + n) for a page of n of Q queues");
 
 pub struct Queues;
 

@@ -6,8 +6,8 @@
 
 use crate::domain::{self, args::Opt};
 use crate::errors::Refusal;
-use crate::host::command::{flag, q, Arg, Keys, Spec::*};
-use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::command::{flag, q, Arg, Command, Keys, Spec::*};
+use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{not_in, Event, Events, Row, State};
 
@@ -22,6 +22,15 @@ pub const KEYS: Keys = Keys::of(&[
     q(Events, Append),
 ]);
 pub const ARGS: &[Arg] = &[flag("force", "FORCE")];
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("TRA.REMOVE", drive::<Remove>)
+    .keys(KEYS)
+    .args(ARGS)
+    .writes()
+    .summary("Delete one job: its row and its set entry; a held job only with FORCE.")
+    .complexity("O(log N), or O(N) for a job waiting in wait (LREM)");
 
 pub struct Remove;
 

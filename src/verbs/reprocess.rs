@@ -5,8 +5,8 @@
 
 use crate::domain;
 use crate::errors::Refusal;
-use crate::host::command::{q, Arg, Keys, Spec::*};
-use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::command::{q, Arg, Command, Keys, Spec::*};
+use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{existing_row, field, not_in, Event, Events, Ready, Row, State};
 
@@ -19,6 +19,17 @@ pub const KEYS: Keys = Keys::of(&[
     q(Events, Append),
 ]);
 pub const ARGS: &[Arg] = &[];
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("EMQ.REPROCESS", drive::<Reprocess>)
+    .tokens(&["reprocess"])
+    .keys(KEYS)
+    .args(ARGS)
+    .writes()
+    .fast()
+    .summary("Send a completed or failed job back to ready with its counters reset.")
+    .complexity("O(log N)");
 
 pub struct Reprocess;
 

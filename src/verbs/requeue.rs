@@ -4,14 +4,25 @@
 
 use crate::domain;
 use crate::errors::Refusal;
-use crate::host::command::{q, val, Arg, Keys, Spec::*, Ty};
-use crate::host::{ArgStr, Exec, Reply, Verb};
+use crate::host::command::{q, val, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::{drive, ArgStr, Exec, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{field, Event, Events, Holder, Ready, Row, State};
 
 pub const KEYS: Keys =
     Keys::of(&[q(Job, Update), q(Active, Take), q(Wait, Insert), q(Prio, Insert), q(Events, Append)]);
 pub const ARGS: &[Arg] = &[val("token", Ty::Str)];
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("EMQ.REQUEUE", drive::<Requeue>)
+    .tokens(&["requeue"])
+    .keys(KEYS)
+    .args(ARGS)
+    .writes()
+    .fast()
+    .summary("Give a held job back: ready again at the front, no attempt counted.")
+    .complexity("O(log N)");
 
 pub struct Requeue;
 

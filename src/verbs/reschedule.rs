@@ -3,13 +3,24 @@
 
 use crate::domain::{self, When};
 use crate::errors::Refusal;
-use crate::host::command::{q, val, Arg, Keys, Spec::*, Ty};
-use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::command::{q, val, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{existing_row, not_in, Event, Events, Row, State};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Read), q(Delayed, Update), q(Events, Append)]);
 pub const ARGS: &[Arg] = &[val("when", Ty::Str)];
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("EMQ.RESCHEDULE", drive::<Reschedule>)
+    .tokens(&["reschedule"])
+    .keys(KEYS)
+    .args(ARGS)
+    .writes()
+    .fast()
+    .summary("Move a delayed job's due time.")
+    .complexity("O(log N)");
 
 pub struct Reschedule;
 

@@ -9,8 +9,8 @@
 use super::enqueue::{job_args, ATTEMPTS, BACKOFF, EXPIRE, OPTS, PRIORITY};
 use crate::domain::{self, args::Opt, args::Options, When};
 use crate::errors::Refusal;
-use crate::host::command::{q, val, Arg, Keys, Spec::*, Ty};
-use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::command::{q, val, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{Event, Events, NewJob, State};
 
@@ -25,6 +25,17 @@ pub const ARGS: &[Arg] = &[
     OPTS,
     EXPIRE,
 ];
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("EMQ.SCHEDULE", drive::<Schedule>)
+    .tokens(&["schedule"])
+    .keys(KEYS)
+    .args(ARGS)
+    .creates()
+    .fast()
+    .summary("Create a job that becomes ready at `when`; 0 and nothing written when the id exists.")
+    .complexity("O(log N)");
 
 pub struct Schedule;
 

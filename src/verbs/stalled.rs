@@ -10,8 +10,8 @@
 use crate::config;
 use crate::domain::{self, args::Opt, stalled::Fate, Keep};
 use crate::errors::Refusal;
-use crate::host::command::{opt, q, Arg, Keys, Spec::*, Ty};
-use crate::host::{Access, ArgStr, Exec, Kind, Lit, Reply, Verb};
+use crate::host::command::{opt, q, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::{drive, Access, ArgStr, Exec, Kind, Lit, Reply, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::metrics;
 use crate::queue::{self, field, Event, Events, Ready, Retire, Row, State};
@@ -19,6 +19,16 @@ use crate::queue::{self, field, Event, Events, Ready, Retire, Row, State};
 pub const KEYS: Keys =
     Keys::of(&[q(Active, Take), q(Wait, Insert), q(Prio, Insert), q(Failed, Update), q(Events, Append)]);
 pub const ARGS: &[Arg] = &[opt("maxstalls", "MAXSTALLS", "n", Ty::Int), opt("count", "COUNT", "n", Ty::Int)];
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("EMQ.STALLED", drive::<Stalled>)
+    .tokens(&["stalled.check"])
+    .keys(KEYS)
+    .args(ARGS)
+    .writes()
+    .summary("Reclaim jobs whose lease expired: requeue them, or fail them past MAXSTALLS.")
+    .complexity("O(n log N) for n jobs reclaimed");
 
 pub struct Stalled;
 

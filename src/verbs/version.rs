@@ -1,8 +1,8 @@
 //! `EMQ.VERSION`: which build serves the node. Read-only, reads no key, runs no fence.
 
 use crate::errors::Refusal;
-use crate::host::command::{Arg, Keys};
-use crate::host::{ArgStr, Exec, Reply, Verb};
+use crate::host::command::{Arg, Command, Keys};
+use crate::host::{drive, ArgStr, Exec, Reply, Verb};
 use crate::{keyspace, MODULE_MAJOR, MODULE_NAME, MODULE_VERSION};
 
 pub const KEYS: Keys = Keys::of(&[]);
@@ -10,6 +10,17 @@ pub const ARGS: &[Arg] = &[];
 
 /// Set by the builder (`TRAFIKEY_BUILD=… cargo build`); reported, never compared.
 pub const BUILD: Option<&str> = option_env!("TRAFIKEY_BUILD");
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new("EMQ.VERSION", drive::<Version>)
+    .bare()
+    .keys(KEYS)
+    .args(ARGS)
+    .fast()
+    .anytime()
+    .summary("The module's identity: wire, module, version, major, build, capabilities.")
+    .complexity("O(1)");
 
 pub struct Version;
 
