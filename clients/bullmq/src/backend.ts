@@ -50,7 +50,7 @@ const held = new Map<string, string>();
 
 const ROLES = ['wait', 'prio', 'active', 'delayed', 'completed', 'failed', 'meta', 'events'];
 /** Keys the adapter keeps beside the module's; OBLITERATE does not know them. */
-const ADAPTER_KEYS = ['alias', 'rev', 'progress', 'stack'];
+const ADAPTER_KEYS = ['alias', 'rev', 'progress', 'stack', 'pb'];
 
 interface Claimed {
   id: string;
@@ -560,8 +560,12 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   }
 
   /** `[jobData, id, rateLimitDelay, delayUntil]`, as BullMQ's workers read it. */
-  private async handOut(c: Claimed): Promise<any[]> {
+  private async handOut(c: Claimed, worker?: string): Promise<any[]> {
     held.set(this.heldKey(c.id), c.token);
+    if (worker) {
+      // The module's row has no field for the worker's name: the adapter keeps it beside.
+      await this.conn.hset(this.key('b:pb'), c.id, worker);
+    }
     const json = await this.getJobData(c.id, c.id);
     if (!json) {
       held.delete(this.heldKey(c.id));
@@ -570,16 +574,16 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     return [json, json.id, 0, 0];
   }
 
-  async moveToActive(token: string, _name?: string): Promise<any[]> {
+  async moveToActive(token: string, name?: string): Promise<any[]> {
     const stashed = this.stash.shift();
     if (stashed) {
-      return this.handOut(stashed);
+      return this.handOut(stashed, name);
     }
     const reply = (await this.conn.call('EMQ.CLAIM', 6, ...this.claimKeys(), token, this.lease, 'COUNT', 1)) as any[];
     if (!reply || reply.length === 0) {
       return [undefined, undefined, 0, 0];
     }
-    return this.handOut({ id: String(reply[0][0]), token });
+    return this.handOut({ id: String(reply[0][0]), token }, name);
   }
 
   /**
@@ -675,7 +679,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (!fetchNext) {
       return undefined;
     }
-    const next = await this.moveToActive(token);
+    const next = await this.moveToActive(token, (this.opts as any).name);
     if (!next[0]) {
       await this.conn.xadd(this.key('events'), 'MAXLEN', '~', 10000, '*', 'event', 'drained');
     }
@@ -735,7 +739,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     const keep = removeOnFail ?? (this.opts as any).removeOnFail;
     await this.fail(job.id as string, token, failedReason, [...keepArgs(keep), 'FINAL'], fieldsToUpdate?.stacktrace);
     const finishedOn = Date.now();
-    if ((job.opts?.attempts ?? 1) > 1 && job.attemptsMade + 1 >= (job.opts.attempts ?? 1)) {
+    // BullMQ's retries-exhausted: the last attempt failed (not an early UnrecoverableError).
+    if (job.attemptsMade + 1 >= (job.opts?.attempts ?? 1)) {
       await this.conn.xadd(this.key('events'), 'MAXLEN', '~', 10000, '*', 'event', 'retries-exhausted', 'jobId', job.id as string, 'attemptsMade', job.attemptsMade + 1);
     }
     return { result: await this.next(token, fetchNext), finishedOn };
@@ -921,6 +926,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     p.hdel(this.key('b:rev'), ...ids);
     p.hdel(this.key('b:progress'), ...ids);
     p.hdel(this.key('b:stack'), ...ids);
+    p.hdel(this.key('b:pb'), ...ids);
     const customs = rev.filter((r): r is string => !!r);
     if (customs.length > 0) {
       p.hdel(this.key('b:alias'), ...customs);
@@ -1148,6 +1154,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     p.hget(this.key('b:progress'), id);
     p.hget(this.key('b:stack'), id);
     p.hget(this.key('b:rev'), id);
+    p.hget(this.key('b:pb'), id);
     const res = (await p.exec()) ?? [];
     if (res[0][0]) {
       throw res[0][0];
@@ -1173,17 +1180,28 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       }
     }
     const state = String(row.state);
+    const made = num(row.made) ?? 0;
+    let delay = 0;
+    if (state === 'delayed') {
+      // After a failed attempt the delay is the backoff the server applied (FIXED d, EXP d·2^(made−1)).
+      const bo = /^(FIXED|EXP) (\d+)$/.exec(String(row.backoff ?? ''));
+      if (made > 0 && bo) {
+        delay = bo[1] === 'FIXED' ? Number(bo[2]) : Number(bo[2]) * 2 ** (made - 1);
+      } else {
+        delay = opts.delay ?? 0;
+      }
+    }
     const json: JobJson = {
       id: (res[3][1] as string | null) ?? id,
       name: blob.n ?? String(row.name),
       data: row.data ?? '{}',
       opts,
       progress,
-      attemptsMade: num(row.made) ?? 0,
+      attemptsMade: made,
       attemptsStarted: num(row.started) ?? 0,
       stalledCounter: num(row.stalls) ?? 0,
       timestamp: blob.ts ?? num(row.created) ?? 0,
-      delay: state === 'delayed' ? (opts.delay ?? 0) : 0,
+      delay,
       priority: num(row.priority) ?? 0,
       failedReason: row.error ?? undefined,
       stacktrace: (res[2][1] as string | null) ?? undefined,
@@ -1196,6 +1214,9 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     const finishedOn = num(row.finished);
     if (finishedOn) {
       json.finishedOn = finishedOn;
+    }
+    if (res[4][1]) {
+      json.processedBy = res[4][1] as string;
     }
     return json;
   }
@@ -1242,14 +1263,12 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (delayedTimestamp !== undefined && types.includes('delayed' as JobType)) {
       delayedDue = await this.conn.zcount(this.key('delayed'), '-inf', `(${delayedTimestamp}`);
     }
-    const paused = c.paused === 1;
+    // BullMQ 6 keeps a paused queue's jobs in wait: `paused` counts nothing.
     return types.map(t => {
       switch (t as string) {
         case 'wait':
         case 'waiting':
-          return paused ? 0 : c.wait;
-        case 'paused':
-          return paused ? c.wait : 0;
+          return c.wait;
         case 'prioritized':
           return c.prio;
         case 'active':
@@ -1280,14 +1299,13 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   }
 
   async getRanges(types: JobType[], start = 0, end = 1, asc = false): Promise<[string][]> {
-    const paused = (await this.conn.hget(this.key('meta'), 'paused')) === '1';
     const p = this.conn.pipeline();
     const empty: boolean[] = [];
     for (const t of types as string[]) {
       const list = t === 'wait' || t === 'waiting' || t === 'paused';
       if (list) {
-        const show = t === 'paused' ? paused : !paused;
-        empty.push(!show);
+        // BullMQ 6 keeps a paused queue's jobs in wait: `paused` lists nothing.
+        empty.push(t === 'paused');
         // BullMQ's list convention: LRANGE from the newest end; ascending reads the other end.
         if (asc) {
           p.lrange(this.key('wait'), end === -1 ? 0 : -(end + 1), start === -1 ? 0 : -(start + 1));
