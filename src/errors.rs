@@ -174,6 +174,20 @@ pub const fn host_reply() -> Refusal {
     Refusal::Host
 }
 
+/// The NOJOB refusal for the call's job.
+pub fn no_job(id: &[u8]) -> Refusal {
+    Refusal::NoJob(format!("no job {}", printable(id)))
+}
+
+pub fn lease(id: &[u8]) -> Refusal {
+    Refusal::Lease(format!("job {} is not held with this token", printable(id)))
+}
+
+/// The EMQSTATE refusal: the job is not where the verb needs it.
+pub fn not_in(id: &[u8], where_: &str) -> Refusal {
+    Refusal::State(format!("job {} is not {where_}", printable(id)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

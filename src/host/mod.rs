@@ -39,7 +39,7 @@ use valkey_module::raw::{self, RedisModuleCtx, RedisModuleString};
 pub use caller::{Access, Caller};
 pub use reply::Reply;
 pub use store::{publish, Key, Kind, Name};
-pub use strings::{bytes_of, Lit, Str};
+pub use strings::{bytes_of, one, Lit, Str};
 
 use crate::domain::{self, Stored};
 use crate::errors::{self, Refusal};

@@ -9,7 +9,7 @@ use std::ptr;
 
 use valkey_module::raw::{self, RedisModuleCtx, RedisModuleKey, RedisModuleStreamID, RedisModuleString};
 
-use super::strings::{Lit, Str};
+use super::strings::{one, Lit, Str};
 use crate::errors::Refusal;
 
 /// A stream entry id, `ms-seq`, written out on the stack (every event pays for it, and the
@@ -612,7 +612,19 @@ impl Key {
     /// key 1 member`: the key API has no such call, so the server's own LREM runs it (O(N),
     /// as LREM is); replicated only when it removed one.
     pub fn lrem(&self, member: *mut RedisModuleString) -> Result<(), Refusal> {
-        static ONE: Lit = Lit::new(c"1");
+        self.lrem_counting(one(), member)
+    }
+
+    /// Removes `member`'s occurrence nearest the tail, one effect `LREM key -1 member`: it
+    /// stops where it finds it (after `near_tail`, within the window).
+    pub fn lrem_from_tail(&self, member: *mut RedisModuleString) -> Result<(), Refusal> {
+        static MINUS_ONE: Lit = Lit::new(c"-1");
+        self.lrem_counting(&MINUS_ONE, member)
+    }
+
+    /// `LREM key count member` through the server's own command; its effect only when it
+    /// removed one.
+    fn lrem_counting(&self, count: &Lit, member: *mut RedisModuleString) -> Result<(), Refusal> {
         let (Some(call), Some(int), Some(free)) =
             (api!(RedisModule_Call), api!(RedisModule_CallReplyInteger), api!(RedisModule_FreeCallReply))
         else {
@@ -620,7 +632,7 @@ impl Key {
         };
         // SAFETY: live ctx, key name and member; the reply is freed once.
         let removed = unsafe {
-            let r = call(self.ctx, c"LREM".as_ptr(), c"sss".as_ptr(), self.name(), ONE.get(), member);
+            let r = call(self.ctx, c"LREM".as_ptr(), c"sss".as_ptr(), self.name(), count.get(), member);
             if r.is_null() {
                 return Err(crate::errors::host_reply());
             }
@@ -629,7 +641,7 @@ impl Key {
             n
         };
         if removed > 0 {
-            replicate(self.ctx, c"LREM", &[self.name(), ONE.get(), member]);
+            replicate(self.ctx, c"LREM", &[self.name(), count.get(), member]);
         }
         Ok(())
     }
@@ -662,31 +674,6 @@ impl Key {
             free(r);
             Ok(found)
         }
-    }
-
-    /// Removes `member`'s occurrence nearest the tail, one effect `LREM key -1 member`: it
-    /// stops where it finds it (after `near_tail`, within the window).
-    pub fn lrem_from_tail(&self, member: *mut RedisModuleString) -> Result<(), Refusal> {
-        static MINUS_ONE: Lit = Lit::new(c"-1");
-        let (Some(call), Some(int), Some(free)) =
-            (api!(RedisModule_Call), api!(RedisModule_CallReplyInteger), api!(RedisModule_FreeCallReply))
-        else {
-            return Err(crate::errors::host_reply());
-        };
-        // SAFETY: live ctx, key name and member; the reply is freed once.
-        let removed = unsafe {
-            let r = call(self.ctx, c"LREM".as_ptr(), c"sss".as_ptr(), self.name(), MINUS_ONE.get(), member);
-            if r.is_null() {
-                return Err(crate::errors::host_reply());
-            }
-            let n = int(r);
-            free(r);
-            n
-        };
-        if removed > 0 {
-            replicate(self.ctx, c"LREM", &[self.name(), MINUS_ONE.get(), member]);
-        }
-        Ok(())
     }
 
     /// The list element at `index` (negative from the tail), if any.

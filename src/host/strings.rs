@@ -33,6 +33,12 @@ static SMALL: [Lit; 16] = [
     Lit::new(c"15"),
 ];
 
+/// The constant server string `1` (a flag's value, a count).
+pub fn one() -> &'static Lit {
+    let [_, one, ..] = &SMALL;
+    one
+}
+
 impl Str {
     pub fn new(ctx: *mut RedisModuleCtx, bytes: &[u8]) -> Option<Str> {
         let create = api!(RedisModule_CreateString)?;

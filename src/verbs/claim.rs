@@ -17,10 +17,10 @@ use crate::config;
 use crate::domain::{self, args::Opt, claim::Pick, claim::Plan};
 use crate::errors::Refusal;
 use crate::host::command::{block, one_of, opt, q, val, word, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{drive, Access, ArgStr, Exec, Kind, Lit, Reply, Str, Verb};
+use crate::host::{drive, one, Access, ArgStr, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::metrics;
-use crate::queue::{field, Event, Events, Expiry, Found, Promotion, Ready, State};
+use crate::queue::{field, meta, Event, Events, Expiry, Found, Promotion, Ready, State};
 
 pub const KEYS: Keys = Keys::of(&[
     q(Wait, Update),
@@ -69,9 +69,6 @@ pub enum Args<'a> {
 /// The keys a waiting claimer is woken by: the ready sets, and `meta` for RESUME.
 const WAKE_ON: &[Role] = &[Wait, Prio, Meta];
 
-static PAUSED: Lit = Lit::new(c"paused");
-static ONE: Lit = Lit::new(c"1");
-
 impl Verb for Claim {
     type Args<'a> = Args<'a>;
 
@@ -119,14 +116,14 @@ fn pause(x: &mut Exec, on: bool) -> Result<Reply, Refusal> {
     x.caller()?.key(meta_name, Access::Write)?;
     let meta = x.open_as(Meta, Kind::Hash)?;
     let events = Events::open(x)?;
-    let paused = meta.hget(&PAUSED).is_some();
+    let paused = meta.hget(&meta::PAUSED).is_some();
     if paused == on {
         return Ok(Reply::Int(0));
     }
     if on {
-        meta.hset(&[(&PAUSED, ONE.get())])?;
+        meta.hset(&[(&meta::PAUSED, one().get())])?;
     } else {
-        meta.hdel(&[&PAUSED])?;
+        meta.hdel(&[&meta::PAUSED])?;
         meta.signal_ready();
     }
     events.emit(x, None, if on { Event::Paused } else { Event::Resumed })?;
@@ -208,7 +205,7 @@ fn take(
     let promoted = &promotion.jobs;
     // The jobs taken, in the order the queue serves them.
     let mut taken: Few<Taken> = Few::with_capacity(count);
-    if meta.hget(&PAUSED).is_none() {
+    if meta.hget(&meta::PAUSED).is_none() {
         let wait_len = usize::try_from(ready.wait.len()).unwrap_or(usize::MAX);
         let prios: Few<Option<i64>> = promoted.iter().map(|p| p.live().then_some(p.priority)).collect();
         let plan = Plan::new(wait_len, &prios, count);

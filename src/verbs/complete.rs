@@ -8,7 +8,7 @@
 
 use crate::config;
 use crate::domain::{self, args::Opt, Keep};
-use crate::errors::Refusal;
+use crate::errors::{self, Refusal};
 use crate::host::command::{opt, q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
@@ -66,7 +66,7 @@ impl Verb for Complete {
             if Row(&job.row).completed_by(&a.token) {
                 return Ok(Reply::Int(0));
             }
-            return Err(queue::lease(x.id));
+            return Err(errors::lease(x.id));
         }
         let now = x.now();
         let made = Row(&job.row).int(&field::MADE, 0).saturating_add(1);

@@ -5,8 +5,9 @@
 
 use crate::errors::Refusal;
 use crate::host::command::{q, Arg, Command, Keys, Spec::*};
-use crate::host::{drive, ArgStr, Exec, Kind, Lit, Reply, Verb};
+use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::{self, *};
+use crate::queue::meta;
 
 pub const KEYS: Keys = Keys::of(&[
     q(Wait, Read),
@@ -18,8 +19,6 @@ pub const KEYS: Keys = Keys::of(&[
     q(Meta, Read),
 ]);
 pub const ARGS: &[Arg] = &[];
-
-static PAUSED: Lit = Lit::new(c"paused");
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
@@ -57,7 +56,7 @@ impl Verb for Counts {
         }
         let meta = x.open(Meta, false)?;
         meta.exists_as(Kind::Hash)?;
-        out.push(("paused", Reply::Int(i64::from(meta.hget(&PAUSED).is_some()))));
+        out.push(("paused", Reply::Int(i64::from(meta.hget(&meta::PAUSED).is_some()))));
         Ok(Reply::Map(out))
     }
 }

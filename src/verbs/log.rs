@@ -8,11 +8,11 @@
 
 use crate::config;
 use crate::domain::{self, args::Opt};
-use crate::errors::Refusal;
+use crate::errors::{lease, Refusal};
 use crate::host::command::{opt, q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{existing_row, lease, Row};
+use crate::queue::{existing_row, Row};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Read), q(Log, Append)]);
 pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("line", Ty::Str), opt("keep", "KEEP", "n", Ty::Int)];

@@ -5,11 +5,11 @@
 //! Fenced, like every write.
 
 use crate::domain::{self, args::Opt};
-use crate::errors::Refusal;
+use crate::errors::{not_in, Refusal};
 use crate::host::command::{flag, q, Arg, Command, Keys, Spec::*};
 use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{not_in, Event, Events, Row, State};
+use crate::queue::{Event, Events, Row, State};
 
 pub const KEYS: Keys = Keys::of(&[
     q(Job, Update),

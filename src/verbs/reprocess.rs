@@ -4,11 +4,11 @@
 //! finished.
 
 use crate::domain;
-use crate::errors::Refusal;
+use crate::errors::{not_in, Refusal};
 use crate::host::command::{q, Arg, Command, Keys, Spec::*};
 use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{existing_row, field, not_in, Event, Events, Ready, Row, State};
+use crate::queue::{existing_row, field, Event, Events, Ready, Row, State};
 
 pub const KEYS: Keys = Keys::of(&[
     q(Job, Update),

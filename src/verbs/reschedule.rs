@@ -2,11 +2,11 @@
 //! due time (ms). `EMQSTATE` when the job is not delayed.
 
 use crate::domain::{self, When};
-use crate::errors::Refusal;
+use crate::errors::{not_in, Refusal};
 use crate::host::command::{q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{existing_row, not_in, Event, Events, Row, State};
+use crate::queue::{existing_row, Event, Events, Row, State};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Read), q(Delayed, Update), q(Events, Append)]);
 pub const ARGS: &[Arg] = &[val("when", Ty::Str)];

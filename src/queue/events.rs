@@ -1,0 +1,159 @@
+//! The queue's events stream: one entry per transition, its name and its facts.
+
+use valkey_module::raw::RedisModuleString;
+
+use crate::config;
+use crate::errors::{self, Refusal};
+use crate::host::{Exec, Key, Kind, Lit, Str};
+use crate::keyspace::Role;
+
+use super::State;
+
+/// The queue's events stream: `event <name> id <ID>` plus facts, capped with `MAXLEN ~`.
+pub struct Events {
+    /// Not even opened while events are off.
+    key: Option<Key>,
+    cap: i64,
+}
+
+/// One transition's event: its name and its facts (the reference page's events table).
+pub enum Event {
+    /// `name` is the call's own argument string: no copy.
+    Added {
+        name: *mut RedisModuleString,
+        prio: i64,
+    },
+    Delayed {
+        due: i64,
+    },
+    Waiting {
+        prev: State,
+    },
+    Active {
+        attempt: i64,
+    },
+    Completed {
+        attempt: i64,
+    },
+    Failed {
+        error: *mut RedisModuleString,
+        attempt: i64,
+    },
+    Stalled {
+        stalls: i64,
+    },
+    Paused,
+    Resumed,
+    /// The holder reported progress (no facts: the report is in the row).
+    Progress,
+    /// TRA.DRAIN or TRA.CLEAN deleted `count` jobs (no id).
+    Cleaned {
+        count: i64,
+    },
+    /// TRA.REMOVE deleted the job; `prev` the state it was in.
+    Removed {
+        prev: State,
+    },
+}
+
+pub(crate) mod word {
+    use crate::host::Lit;
+    pub static EVENT: Lit = Lit::new(c"event");
+    pub static ID: Lit = Lit::new(c"id");
+    pub static ADDED: Lit = Lit::new(c"added");
+    pub static DELAYED: Lit = Lit::new(c"delayed");
+    pub static WAITING: Lit = Lit::new(c"waiting");
+    pub static ACTIVE: Lit = Lit::new(c"active");
+    pub static COMPLETED: Lit = Lit::new(c"completed");
+    pub static FAILED: Lit = Lit::new(c"failed");
+    pub static STALLED: Lit = Lit::new(c"stalled");
+    pub static EXPIRED: Lit = Lit::new(c"expired");
+    /// The event a pause writes is named as the field that holds it.
+    pub use crate::queue::meta::PAUSED;
+    pub static RESUMED: Lit = Lit::new(c"resumed");
+    pub static REMOVED: Lit = Lit::new(c"removed");
+    pub static PROGRESS: Lit = Lit::new(c"progress");
+    pub static CLEANED: Lit = Lit::new(c"cleaned");
+    pub static COUNT: Lit = Lit::new(c"count");
+    pub static NAME: Lit = Lit::new(c"name");
+    pub static PRIO: Lit = Lit::new(c"prio");
+    pub static DUE: Lit = Lit::new(c"due");
+    pub static PREV: Lit = Lit::new(c"prev");
+    pub static ATTEMPT: Lit = Lit::new(c"attempt");
+    pub static ERROR: Lit = Lit::new(c"error");
+    pub static STALLS: Lit = Lit::new(c"stalls");
+    pub static ZERO: Lit = Lit::new(c"0");
+}
+
+enum Val {
+    Lit(&'static Lit),
+    Str(*mut RedisModuleString),
+    Int(i64),
+}
+
+impl Events {
+    /// The call's declared events stream.
+    pub fn open(x: &Exec) -> Result<Events, Refusal> {
+        let cap = config::get(&config::EVENTS_MAXLEN);
+        let key = if cap > 0 { Some(x.open_as(Role::Events, Kind::Stream)?) } else { None };
+        Ok(Events { key, cap })
+    }
+
+    /// Append `e` for job `id` (no id for queue-wide events), then trim to the cap.
+    pub fn emit(&self, x: &Exec, id: Option<*mut RedisModuleString>, e: Event) -> Result<(), Refusal> {
+        let Some(key) = &self.key else { return Ok(()) };
+        let (name, facts): (&Lit, [Option<(&Lit, Val)>; 2]) = match e {
+            Event::Added { name, prio } => {
+                (&word::ADDED, [Some((&word::NAME, Val::Str(name))), Some((&word::PRIO, Val::Int(prio)))])
+            }
+            Event::Delayed { due } => (&word::DELAYED, [Some((&word::DUE, Val::Int(due))), None]),
+            Event::Waiting { prev } => (&word::WAITING, [Some((&word::PREV, Val::Lit(prev.lit()))), None]),
+            Event::Active { attempt } => (&word::ACTIVE, [Some((&word::ATTEMPT, Val::Int(attempt))), None]),
+            Event::Completed { attempt } => {
+                (&word::COMPLETED, [Some((&word::ATTEMPT, Val::Int(attempt))), None])
+            }
+            Event::Failed { error, attempt } => (
+                &word::FAILED,
+                [Some((&word::ERROR, Val::Str(error))), Some((&word::ATTEMPT, Val::Int(attempt)))],
+            ),
+            Event::Stalled { stalls } => (&word::STALLED, [Some((&word::STALLS, Val::Int(stalls))), None]),
+            Event::Paused => (&word::PAUSED, [None, None]),
+            Event::Progress => (&word::PROGRESS, [None, None]),
+            Event::Cleaned { count } => (&word::CLEANED, [Some((&word::COUNT, Val::Int(count))), None]),
+            Event::Removed { prev } => (&word::REMOVED, [Some((&word::PREV, Val::Lit(prev.lit()))), None]),
+            Event::Resumed => (&word::RESUMED, [None, None]),
+        };
+        let mut own: [Option<Str>; 2] = [None, None];
+        let mut argv: [*mut RedisModuleString; 8] = [std::ptr::null_mut(); 8];
+        let mut n = 0;
+        let mut push = |p: *mut RedisModuleString| {
+            if let Some(slot) = argv.get_mut(n) {
+                *slot = p;
+                n += 1;
+            }
+        };
+        push(word::EVENT.get());
+        push(name.get());
+        if let Some(id) = id {
+            push(word::ID.get());
+            push(id);
+        }
+        for (fact, slot) in facts.into_iter().zip(own.iter_mut()) {
+            let Some((k, v)) = fact else { continue };
+            push(k.get());
+            let p = match v {
+                Val::Lit(l) => l.get(),
+                Val::Str(p) => p,
+                Val::Int(0) => word::ZERO.get(),
+                Val::Int(i) => slot.insert(x.int(i)?).ptr(),
+            };
+            push(p);
+        }
+        let fields = argv.get(..n).unwrap_or(&[]);
+        if fields.iter().any(|p| p.is_null()) {
+            return Err(errors::host_reply());
+        }
+        key.xadd_quiet(fields)?;
+        key.xtrim_approx(self.cap)
+    }
+}

@@ -1,0 +1,40 @@
+//! The queue's shared mechanics, in the wire's terms, one concept a file: the job row and its
+//! fields (`row`), making jobs ready and promotion (`ready`), events (`events`), finishing
+//! and retention (`retention`), the holder's lease (`holder`); and below, what the queue
+//! tells upkeep's agenda. Verbs compose these, opening each key by its role.
+
+pub mod events;
+pub mod holder;
+pub mod ready;
+pub mod retention;
+pub mod row;
+
+pub use events::{Event, Events};
+pub use holder::Holder;
+pub use ready::{Expiry, Promotion, Ready};
+pub use retention::{age, doomed_rows, finish, keep_for, log_of, Retire};
+pub(crate) use row::Pairs;
+pub use row::{existing_row, field, meta, Found, NewJob, Row, State};
+
+use crate::host::Exec;
+
+/// Something of this queue falls due at `at_ms` (a scheduled or delayed job, a lease): upkeep
+/// knows the queue from now on, and looks no later than then.
+pub fn due_at(x: &Exec, at_ms: i64) {
+    crate::registry::note(crate::host::timer::selected(x.ctx()), x.queue, Some(at_ms));
+    crate::host::timer::wake_by(x.ctx(), at_ms);
+}
+
+/// A job of this queue expires at `at_ms` (EXPIRE): upkeep fails it then if no CLAIM has
+/// taken it. What upkeep knows of expiring jobs lives in memory like the rest of its agenda
+/// (`registry`); after a restart its scan finds them again from their rows.
+pub fn expiring(x: &Exec, at_ms: i64) {
+    let db = crate::host::timer::selected(x.ctx());
+    crate::registry::note_expiry(db, x.queue, x.id, at_ms);
+    due_at(x, at_ms);
+}
+
+/// A job was created in this queue: the node knows the queue from now on (`TRA.QUEUES`).
+pub fn exists(x: &Exec) {
+    crate::registry::note(crate::host::timer::selected(x.ctx()), x.queue, None);
+}

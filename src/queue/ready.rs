@@ -1,0 +1,162 @@
+//! Making jobs ready: the two ready sets, promotion of due delayed jobs, and the jobs found
+//! past their EXPIRE time, failed instead of being promoted or handed out.
+
+use valkey_module::raw::RedisModuleString;
+
+use crate::config;
+use crate::domain::{self, Keep};
+use crate::errors::Refusal;
+use crate::host::{Access, Exec, Key, Kind};
+use crate::keyspace::Role;
+use crate::metrics;
+
+use super::events::word;
+use super::{field, finish, keep_for, log_of, Event, Events, Found, Retire, Row, State};
+
+/// The two ready sets of a queue, type-checked.
+pub struct Ready {
+    pub wait: Key,
+    pub prio: Key,
+}
+
+impl Ready {
+    /// The call's declared `wait` and `prio`.
+    pub fn open(x: &Exec) -> Result<Ready, Refusal> {
+        Ok(Ready { wait: x.open_as(Role::Wait, Kind::List)?, prio: x.open_as(Role::Prio, Kind::ZSet)? })
+    }
+
+    /// Make a job ready by its priority: wait (at the back, or the front for requeues and
+    /// LIFO) for priority 0, else prio (priority, then id), and wake a claimer waiting on
+    /// that set. Returns the state the job now has.
+    pub fn put(&self, id: *mut RedisModuleString, priority: i64, front: bool) -> Result<State, Refusal> {
+        if priority == 0 {
+            if front {
+                self.wait.rpush(id)?;
+            } else {
+                self.wait.lpush(id)?;
+            }
+            self.wait.signal_ready();
+            Ok(State::Wait)
+        } else {
+            self.prio.zadd(priority, id)?;
+            self.prio.signal_ready();
+            Ok(State::Prio)
+        }
+    }
+}
+
+/// The delayed jobs due now, earliest due first, at most a batch: read and checked first,
+/// written by `apply`. CLAIM promotes before it takes; upkeep promotes on its timer.
+pub struct Promotion {
+    pub jobs: Vec<Found>,
+}
+
+impl Promotion {
+    /// The due jobs that expired first: the caller fails them (`Expiry`).
+    pub fn expired(&self) -> impl Iterator<Item = &Found> {
+        self.jobs.iter().filter(|j| j.expired && !j.orphan)
+    }
+
+    pub fn read(x: &mut Exec, delayed: &Key, now: i64, batch: usize) -> Result<Promotion, Refusal> {
+        let due = delayed.zrange(f64::NEG_INFINITY, now as f64, batch);
+        let mut jobs = Vec::with_capacity(due.len());
+        for (id, _) in due {
+            jobs.push(Found::open(x, id, true)?);
+        }
+        Ok(Promotion { jobs })
+    }
+
+    /// Each job out of delayed and ready by its priority (which wakes a waiting claimer),
+    /// its row's state set, one `waiting` event (`prev delayed`); an orphan id is dropped and
+    /// counted. Returns how many were promoted.
+    pub fn apply(&self, x: &Exec, ready: &Ready, delayed: &Key, events: &Events) -> Result<u64, Refusal> {
+        let due: Vec<_> = self.jobs.iter().map(|p| p.id.ptr()).collect();
+        delayed.zrem_many(&due);
+        let mut promoted = 0u64;
+        for p in &self.jobs {
+            if p.orphan {
+                metrics::add(&metrics::ORPHANS, 1);
+                continue;
+            }
+            if p.expired {
+                // Failed by the caller's `Expiry`, not promoted.
+                continue;
+            }
+            let state = ready.put(p.id.ptr(), p.priority, false)?;
+            p.row.hset(&[(&field::STATE, state.lit().get())])?;
+            events.emit(x, Some(p.id.ptr()), Event::Waiting { prev: State::Delayed })?;
+            promoted += 1;
+        }
+        metrics::add(&metrics::PROMOTED, promoted);
+        Ok(promoted)
+    }
+}
+
+/// Jobs a call found past their EXPIRE time, failed for good with error `expired` (under
+/// `keep-failed`) instead of being promoted or handed out. Planned before anything is
+/// written: the failed set (found, not declared, by CLAIM: opened as the caller), the
+/// retention the failures cause, the logs of rows deleted at once.
+pub struct Expiry<'f> {
+    jobs: Vec<&'f Found>,
+    plan: Option<ExpiryPlan>,
+}
+
+struct ExpiryPlan {
+    failed: Key,
+    retire: Retire,
+    keep: Keep,
+    /// Per job: deleted at once (keep-failed 0, or beyond the cap), with its log.
+    at_once: Vec<Option<Option<Key>>>,
+}
+
+impl<'f> Expiry<'f> {
+    pub fn plan(x: &mut Exec, jobs: Vec<&'f Found>) -> Result<Expiry<'f>, Refusal> {
+        if jobs.is_empty() {
+            return Ok(Expiry { jobs, plan: None });
+        }
+        let keep = keep_for(None, &config::KEEP_FAILED)?;
+        let failed = x.open_undeclared(Role::Failed, b"", Access::Update)?;
+        failed.exists_as(Kind::ZSet)?;
+        let adding = if keep == Keep::None { 0 } else { jobs.len() as u64 };
+        let retire = Retire::plan(x, &failed, adding, x.now(), keep, None)?;
+        let ids: Vec<Option<&[u8]>> = jobs.iter().map(|j| Some(j.id.bytes())).collect();
+        let gone = domain::gone_at_once(&ids, retire.drop_new, keep == Keep::None);
+        let mut at_once = Vec::with_capacity(jobs.len());
+        for (job, gone) in jobs.iter().zip(gone) {
+            at_once.push(if gone { Some(log_of(x, job.id.bytes())?) } else { None });
+        }
+        Ok(Expiry { jobs, plan: Some(ExpiryPlan { failed, retire, keep, at_once }) })
+    }
+
+    /// Each job, already out of the set it waited in: failed, its `failed` event. Returns how
+    /// many.
+    pub fn apply(self, x: &Exec, events: &Events) -> Result<u64, Refusal> {
+        let Some(p) = self.plan else { return Ok(0) };
+        for (job, at_once) in self.jobs.iter().zip(p.at_once) {
+            let made = Row(&job.row).int(&field::MADE, 0);
+            let (keep, log) = match at_once {
+                Some(log) => (Keep::None, log),
+                None => (p.keep, None),
+            };
+            finish(
+                x,
+                &job.row,
+                &p.failed,
+                &job.id,
+                State::Failed,
+                keep,
+                &[(&field::ERROR, word::EXPIRED.get())],
+                log,
+            )?;
+            events.emit(
+                x,
+                Some(job.id.ptr()),
+                Event::Failed { error: word::EXPIRED.get(), attempt: made },
+            )?;
+        }
+        p.retire.apply(&p.failed);
+        let n = self.jobs.len() as u64;
+        metrics::add(&metrics::EXPIRED, n);
+        Ok(n)
+    }
+}

@@ -1,0 +1,129 @@
+//! Finishing a job for good and retention of the finished sets: KEEP, AGE, the rows and logs
+//! deleted with them.
+
+use valkey_module::raw::RedisModuleString;
+
+use crate::config;
+use crate::domain::{self, Keep};
+use crate::errors::Refusal;
+use crate::host::{Access, Exec, Key, Kind, Lit, Str};
+use crate::keyspace::Role;
+use crate::metrics;
+
+use super::{field, Pairs, State};
+
+/// Retention of a finished set, decided and ACL-checked before anything is written and
+/// carried out after: the oldest entries beyond `keep`, and with `age` those finished
+/// before now−age, at most `trafikey.retention-batch` in one call.
+pub struct Retire {
+    ids: Vec<Str>,
+    rows: Vec<Key>,
+    /// How many of the jobs being added are themselves beyond the cap (only when one call
+    /// finishes more jobs than the cap keeps): the oldest of them — with one finish time,
+    /// the lowest ids — are deleted at once instead of entering the set.
+    pub drop_new: u64,
+}
+
+impl Retire {
+    /// Plan for `set` as it will be once `adding` more jobs (finished now, so the newest)
+    /// are in it: entries already there are retired oldest first, then, if the cap is below
+    /// `adding`, `drop_new` of the jobs being added.
+    pub fn plan(
+        x: &mut Exec,
+        set: &Key,
+        adding: u64,
+        now: i64,
+        keep: Keep,
+        age: Option<i64>,
+    ) -> Result<Retire, Refusal> {
+        let batch = u64::try_from(config::get(&config::RETENTION_BATCH)).unwrap_or(0);
+        let by_count = domain::trim_count(set.len().saturating_add(adding), keep, batch);
+        let cutoff = age.map(|a| now.saturating_sub(a));
+        let mut ids: Vec<Str> = Vec::new();
+        if by_count > 0 || cutoff.is_some() {
+            set.zwalk(f64::NEG_INFINITY, f64::INFINITY, |m, score| {
+                let take = (ids.len() as u64) < by_count || cutoff.is_some_and(|c| score < c as f64);
+                if take {
+                    ids.push(m);
+                }
+                take && (ids.len() as u64) < batch
+            });
+        }
+        let rows = doomed_rows(x, &ids)?;
+        let drop_new = by_count.saturating_sub(set.len()).min(adding);
+        Ok(Retire { ids, rows, drop_new })
+    }
+
+    pub fn apply(self, set: &Key) {
+        let members: Vec<_> = self.ids.iter().map(Str::ptr).collect();
+        set.zrem_many(&members);
+        crate::host::store::delete_all(&self.rows);
+        metrics::add(&metrics::RETIRED, (self.ids.len() as u64).saturating_add(self.drop_new));
+    }
+}
+
+/// The rows of jobs about to be deleted (retention, DRAIN, CLEAN, OBLITERATE), found not
+/// declared: opened as the caller for writing, each a hash or absent, before anything is
+/// written.
+/// Each row comes with its job's log, if it has one (a job's log never outlives its row).
+pub fn doomed_rows(x: &mut Exec, ids: &[Str]) -> Result<Vec<Key>, Refusal> {
+    let mut rows = Vec::with_capacity(ids.len());
+    for m in ids {
+        let row = x.open_undeclared(Role::Job, m.bytes(), Access::Write)?;
+        row.exists_as(Kind::Hash)?;
+        rows.push(row);
+        rows.extend(log_of(x, m.bytes())?);
+    }
+    Ok(rows)
+}
+
+/// The log of job `id`, opened as the caller to be deleted with its row; None without one.
+pub fn log_of(x: &mut Exec, id: &[u8]) -> Result<Option<Key>, Refusal> {
+    x.open_undeclared_existing(Role::Log, id, Access::Write)
+}
+
+/// Finish a job for good: into `set` (completed or failed, score = now) with its state,
+/// finish time and `fields`, the token cleared unless the job completed (COMPLETE keeps it
+/// for its idempotent repeat) — or, under KEEP 0, the row deleted at once.
+#[allow(clippy::too_many_arguments)]
+pub fn finish(
+    x: &Exec,
+    row: &Key,
+    set: &Key,
+    id: &Str,
+    state: State,
+    keep: Keep,
+    fields: &[(&Lit, *mut RedisModuleString)],
+    log: Option<Key>,
+) -> Result<(), Refusal> {
+    let now = x.now();
+    if keep == Keep::None {
+        row.delete();
+        if let Some(log) = log {
+            log.delete();
+        }
+        return Ok(());
+    }
+    let finished = x.int(now)?;
+    set.zadd_as(now, &finished, id.ptr())?;
+    let mut pairs: Pairs =
+        smallvec::smallvec![(&field::STATE, state.lit().get()), (&field::FINISHED, finished.ptr())];
+    pairs.extend_from_slice(fields);
+    row.hset(&pairs)?;
+    if state != State::Completed {
+        row.hdel(&[&field::TOKEN])?;
+    }
+    Ok(())
+}
+
+/// The KEEP a finish uses: the call's, or the config default for that set.
+pub fn keep_for(given: Option<i64>, default: &std::sync::atomic::AtomicI64) -> Result<Keep, Refusal> {
+    match given {
+        Some(k) => domain::keep(k),
+        None => Ok(domain::keep_default(config::get(default))),
+    }
+}
+
+pub fn age(given: Option<i64>) -> Result<Option<i64>, Refusal> {
+    given.map(|a| domain::range(a, 0, domain::TIME_MAX, "AGE")).transpose()
+}

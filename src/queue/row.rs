@@ -1,0 +1,279 @@
+//! The job row: its fields, its state, reading it, creating it, and a row found in a set.
+
+use std::ffi::CStr;
+
+use valkey_module::raw::RedisModuleString;
+
+use crate::config;
+use crate::domain::{self, args::Options, Backoff};
+use crate::errors::{self, no_job, Refusal};
+use crate::host::{Access, ArgStr, Exec, Key, Kind, Lit, Str};
+use crate::keyspace::Role;
+
+use super::expiring;
+
+/// The job row's fields. Short names: a row is most of a waiting job's memory. A field at
+/// its default is not stored.
+pub mod field {
+    use crate::host::Lit;
+    macro_rules! fields {
+        ($($(#[$doc:meta])* $name:ident = $text:literal;)*) => {
+            $($(#[$doc])* pub static $name: Lit = Lit::new($text);)*
+        };
+    }
+    fields! {
+        /// The state set that holds the job: wait, prio, active, delayed, completed, failed.
+        STATE = c"st";
+        NAME = c"n";
+        DATA = c"d";
+        /// Priority, when not 0.
+        PRIORITY = c"p";
+        /// Max attempts, when not 1.
+        ATTEMPTS = c"a";
+        /// Backoff, `f<ms>` or `e<ms>`, when given.
+        BACKOFF = c"b";
+        /// The client's opaque OPTS blob, when given.
+        OPTS = c"o";
+        /// Creation time, ms.
+        CREATED = c"c";
+        /// The token of the current holder, or of the holder that completed the job.
+        TOKEN = c"tk";
+        /// Attempts started (claims).
+        STARTED = c"as";
+        /// Attempts made (finished by COMPLETE, FAIL or a final stall).
+        MADE = c"am";
+        /// Stalls: leases STALLED took back.
+        STALLS = c"sc";
+        /// Time of the last claim, ms.
+        CLAIMED = c"ca";
+        RESULT = c"r";
+        /// The last error.
+        ERROR = c"e";
+        /// Finish time, ms.
+        FINISHED = c"f";
+        /// The holder's last progress report (TRA.PROGRESS), opaque.
+        PROGRESS = c"g";
+        /// The time the job expires if no CLAIM has taken it (EXPIRE), ms; deleted by the CLAIM
+        /// that takes it in time.
+        EXPIRE = c"x";
+    }
+}
+
+/// The queue's `meta` hash: the module's own fields. Every other field belongs to clients.
+pub mod meta {
+    use crate::host::Lit;
+    /// Present (value `1`) while the queue is paused: CLAIM hands out nothing.
+    pub static PAUSED: Lit = Lit::new(c"paused");
+}
+
+/// Where a job is: each state names the set that holds it, and is written in its row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    Wait,
+    Prio,
+    Active,
+    Delayed,
+    Completed,
+    Failed,
+}
+
+impl State {
+    pub const ALL: [State; 6] =
+        [State::Wait, State::Prio, State::Active, State::Delayed, State::Completed, State::Failed];
+
+    /// The state's word: the one place each is written.
+    const fn text(self) -> &'static CStr {
+        match self {
+            State::Wait => c"wait",
+            State::Prio => c"prio",
+            State::Active => c"active",
+            State::Delayed => c"delayed",
+            State::Completed => c"completed",
+            State::Failed => c"failed",
+        }
+    }
+
+    pub const fn word(self) -> &'static str {
+        match self.text().to_str() {
+            Ok(w) => w,
+            Err(_) => "",
+        }
+    }
+
+    /// The state's word as a constant server string.
+    pub fn lit(self) -> &'static Lit {
+        static WAIT: Lit = Lit::new(State::Wait.text());
+        static PRIO: Lit = Lit::new(State::Prio.text());
+        static ACTIVE: Lit = Lit::new(State::Active.text());
+        static DELAYED: Lit = Lit::new(State::Delayed.text());
+        static COMPLETED: Lit = Lit::new(State::Completed.text());
+        static FAILED: Lit = Lit::new(State::Failed.text());
+        match self {
+            State::Wait => &WAIT,
+            State::Prio => &PRIO,
+            State::Active => &ACTIVE,
+            State::Delayed => &DELAYED,
+            State::Completed => &COMPLETED,
+            State::Failed => &FAILED,
+        }
+    }
+
+    pub fn of(b: &[u8]) -> Option<State> {
+        State::ALL.into_iter().find(|s| s.word().as_bytes() == b)
+    }
+}
+
+/// Reads of a job row.
+pub struct Row<'k>(pub &'k Key);
+
+impl Row<'_> {
+    pub fn get(&self, f: &Lit) -> Option<Str> {
+        self.0.hget(f)
+    }
+
+    pub fn int(&self, f: &Lit, default: i64) -> i64 {
+        self.get(f).and_then(|s| domain::args::int(s.bytes())).unwrap_or(default)
+    }
+
+    pub fn state(&self) -> Option<State> {
+        self.get(&field::STATE).and_then(|s| State::of(s.bytes()))
+    }
+
+    pub fn priority(&self) -> i64 {
+        self.int(&field::PRIORITY, 0)
+    }
+
+    /// Held: in active, and the row carries this token.
+    pub fn held_by(&self, token: &[u8]) -> bool {
+        let [st, tk, ..] = self.0.hget_many(&[&field::STATE, &field::TOKEN]);
+        st.and_then(|s| State::of(s.bytes())) == Some(State::Active) && tk.is_some_and(|t| t.bytes() == token)
+    }
+
+    /// Completed by this token: the same COMPLETE repeated after a lost reply (answered 0).
+    pub fn completed_by(&self, token: &[u8]) -> bool {
+        self.state() == Some(State::Completed) && self.get(&field::TOKEN).is_some_and(|t| t.bytes() == token)
+    }
+
+    pub fn backoff(&self) -> Option<Backoff> {
+        self.get(&field::BACKOFF).and_then(|s| domain::backoff_decode(s.bytes()))
+    }
+}
+
+/// The call's own job row: it must exist.
+pub fn existing_row(x: &Exec) -> Result<Key, Refusal> {
+    let row = x.open(Role::Job, true)?;
+    if row.exists_as(Kind::Hash)? {
+        Ok(row)
+    } else {
+        Err(no_job(x.id))
+    }
+}
+
+/// Fields and values of one row write.
+pub(crate) type Pairs<'l> = smallvec::SmallVec<[(&'l Lit, *mut RedisModuleString); 8]>;
+
+/// A new job as ENQUEUE and SCHEDULE take it, range-checked.
+pub struct NewJob<'a> {
+    pub name: ArgStr<'a>,
+    pub data: ArgStr<'a>,
+    pub priority: i64,
+    pub attempts: i64,
+    pub backoff: Option<Backoff>,
+    pub opts: Option<ArgStr<'a>>,
+    /// EXPIRE, as an absolute time.
+    pub expire: Option<i64>,
+}
+
+impl<'a> NewJob<'a> {
+    pub fn check(
+        name: ArgStr<'a>,
+        data: ArgStr<'a>,
+        o: &Options<ArgStr<'a>>,
+        now: i64,
+    ) -> Result<NewJob<'a>, Refusal> {
+        domain::bytes_len(&name, 1, domain::NAME_MAX, "name")?;
+        let max = config::max_payload();
+        domain::payload(&data, max, "data")?;
+        if let Some(opts) = o.opts {
+            domain::payload(&opts, max, "OPTS")?;
+        }
+        Ok(NewJob {
+            name,
+            data,
+            priority: domain::range(o.priority.unwrap_or(0), 0, domain::PRIORITY_MAX, "PRIORITY")?,
+            attempts: domain::range(o.attempts.unwrap_or(1), 1, domain::ATTEMPTS_MAX, "ATTEMPTS")?,
+            backoff: o.backoff.map(domain::backoff).transpose()?,
+            opts: o.opts,
+            expire: o.expire.map(|w| domain::expiry(w, now)).transpose()?,
+        })
+    }
+
+    /// Write the row: its state and the immutable fields. The name, data and OPTS go in as
+    /// the server strings they arrived in, uncopied.
+    pub fn create(&self, x: &Exec, row: &Key, state: State, now: i64) -> Result<(), Refusal> {
+        let (name, data) = (self.name.ptr(), self.data.ptr());
+        if name.is_null() || data.is_null() || self.opts.is_some_and(|o| o.ptr().is_null()) {
+            return Err(errors::host_reply());
+        }
+        let created = x.int(now)?;
+        let prio = (self.priority != 0).then(|| x.int(self.priority)).transpose()?;
+        let attempts = (self.attempts != 1).then(|| x.int(self.attempts)).transpose()?;
+        let backoff = self.backoff.map(|b| x.string(domain::backoff_encode(b).as_bytes())).transpose()?;
+        let mut pairs: Pairs = smallvec::smallvec![
+            (&field::STATE, state.lit().get()),
+            (&field::NAME, name),
+            (&field::DATA, data),
+            (&field::CREATED, created.ptr())
+        ];
+        pairs.extend(prio.as_ref().map(|v| (&field::PRIORITY, v.ptr())));
+        pairs.extend(attempts.as_ref().map(|v| (&field::ATTEMPTS, v.ptr())));
+        pairs.extend(backoff.as_ref().map(|v| (&field::BACKOFF, v.ptr())));
+        pairs.extend(self.opts.map(|v| (&field::OPTS, v.ptr())));
+        let expire = self.expire.map(|t| x.int(t)).transpose()?;
+        pairs.extend(expire.as_ref().map(|v| (&field::EXPIRE, v.ptr())));
+        row.hset(&pairs)?;
+        if let Some(at) = self.expire {
+            expiring(x, at);
+        }
+        Ok(())
+    }
+}
+
+/// A job found in a set (not named by the caller), its row opened as the caller before
+/// anything is written.
+pub struct Found {
+    pub id: Str,
+    pub row: Key,
+    /// The row is missing: the id is dropped from its set and counted, never a refusal.
+    pub orphan: bool,
+    /// Read only when asked for (a promoted job goes where its priority says; a job taken
+    /// from a ready set needs none): 0 otherwise.
+    pub priority: i64,
+    /// Past its EXPIRE time: never promoted nor handed out, failed with `expired` instead.
+    pub expired: bool,
+    /// It has an EXPIRE time (which a CLAIM in time spends).
+    pub expires: bool,
+}
+
+impl Found {
+    pub fn open(x: &mut Exec, id: Str, with_priority: bool) -> Result<Found, Refusal> {
+        let row = x.open_undeclared(Role::Job, id.bytes(), Access::Update)?;
+        let orphan = !row.exists_as(Kind::Hash)?;
+        let int = |v: Option<Str>| v.and_then(|v| domain::args::int(v.bytes()));
+        let (priority, expire) = if orphan {
+            (0, None)
+        } else if with_priority {
+            let [p, e, ..] = row.hget_many(&[&field::PRIORITY, &field::EXPIRE]);
+            (int(p).unwrap_or(0), int(e))
+        } else {
+            (0, int(Row(&row).get(&field::EXPIRE)))
+        };
+        let expired = domain::expired(expire, x.now());
+        Ok(Found { id, row, orphan, priority, expired, expires: expire.is_some() })
+    }
+
+    /// Neither orphan nor expired: a job to promote or hand out.
+    pub fn live(&self) -> bool {
+        !self.orphan && !self.expired
+    }
+}
