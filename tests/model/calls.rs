@@ -1,0 +1,277 @@
+//! Concrete calls: what is sent, with every argument resolved.
+
+use super::*;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backoff {
+    Fixed(i64),
+    Exp(i64),
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum WhenArg {
+    /// Absolute ms.
+    At(i64),
+    /// `+ms` from the server clock.
+    In(i64),
+}
+
+impl WhenArg {
+    pub fn text(self) -> Vec<u8> {
+        match self {
+            WhenArg::At(t) => t.to_string().into_bytes(),
+            WhenArg::In(d) => format!("+{d}").into_bytes(),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct NewJob {
+    pub name: Vec<u8>,
+    pub data: Vec<u8>,
+    pub priority: Option<i64>,
+    pub attempts: Option<i64>,
+    pub backoff: Option<Backoff>,
+    /// EXPIRE when: not handed out from then on unless a CLAIM took it in time.
+    pub expire: Option<WhenArg>,
+}
+
+#[derive(Clone, Debug)]
+pub enum Call {
+    Enqueue { id: Vec<u8>, job: NewJob, lifo: bool },
+    Schedule { id: Vec<u8>, when: WhenArg, job: NewJob },
+    Claim { token: Vec<u8>, lease: i64, count: Option<i64> },
+    Pause(bool),
+    Extend { id: Vec<u8>, token: Vec<u8>, lease: i64 },
+    Extends { lease: i64, pairs: Vec<(Vec<u8>, Vec<u8>)> },
+    Complete { id: Vec<u8>, token: Vec<u8>, result: Vec<u8>, keep: Option<i64>, age: Option<i64> },
+    Promote { id: Vec<u8> },
+    Reschedule { id: Vec<u8>, when: WhenArg },
+    Delay { id: Vec<u8>, token: Vec<u8>, when: WhenArg },
+    Fail { id: Vec<u8>, token: Vec<u8>, error: Vec<u8>, keep: Option<i64>, age: Option<i64>, final_: bool },
+    Reprocess { id: Vec<u8> },
+    Requeue { id: Vec<u8>, token: Vec<u8> },
+    Stalled { max_stalls: Option<i64>, count: Option<i64> },
+    // The inspection and administration commands (TRA.*).
+    Progress { id: Vec<u8>, token: Vec<u8>, progress: Vec<u8> },
+    Log { id: Vec<u8>, token: Vec<u8>, line: Vec<u8>, keep: Option<i64> },
+    Remove { id: Vec<u8>, force: bool },
+    Drain { delayed: bool, count: Option<i64> },
+    Clean { set: St, grace: i64, count: Option<i64> },
+    Obliterate { force: bool, count: Option<i64> },
+    Job { id: Vec<u8> },
+    Counts,
+    Jobs { set: St, from: Option<i64>, count: Option<i64>, rev: bool },
+    // TRA.COMPLETES: (id, token, result) triples.
+    Completes { triples: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)> },
+}
+
+impl Call {
+    pub fn verb(&self) -> &'static str {
+        match self {
+            Call::Enqueue { .. } => "EMQ.ENQUEUE",
+            Call::Schedule { .. } => "EMQ.SCHEDULE",
+            Call::Claim { .. } | Call::Pause(_) => "EMQ.CLAIM",
+            Call::Extend { .. } => "EMQ.EXTEND",
+            Call::Extends { .. } => "EMQ.EXTENDS",
+            Call::Complete { .. } => "EMQ.COMPLETE",
+            Call::Promote { .. } => "EMQ.PROMOTE",
+            Call::Reschedule { .. } => "EMQ.RESCHEDULE",
+            Call::Delay { .. } => "EMQ.DELAY",
+            Call::Fail { .. } => "EMQ.FAIL",
+            Call::Reprocess { .. } => "EMQ.REPROCESS",
+            Call::Requeue { .. } => "EMQ.REQUEUE",
+            Call::Stalled { .. } => "EMQ.STALLED",
+            Call::Progress { .. } => "TRA.PROGRESS",
+            Call::Log { .. } => "TRA.LOG",
+            Call::Remove { .. } => "TRA.REMOVE",
+            Call::Drain { .. } => "TRA.DRAIN",
+            Call::Clean { .. } => "TRA.CLEAN",
+            Call::Obliterate { .. } => "TRA.OBLITERATE",
+            Call::Job { .. } => "TRA.JOB",
+            Call::Counts => "TRA.COUNTS",
+            Call::Jobs { .. } => "TRA.JOBS",
+            Call::Completes { .. } => "TRA.COMPLETES",
+        }
+    }
+
+    pub fn job_id(&self) -> &[u8] {
+        match self {
+            Call::Enqueue { id, .. }
+            | Call::Schedule { id, .. }
+            | Call::Extend { id, .. }
+            | Call::Complete { id, .. }
+            | Call::Promote { id }
+            | Call::Reschedule { id, .. }
+            | Call::Delay { id, .. }
+            | Call::Fail { id, .. }
+            | Call::Reprocess { id }
+            | Call::Requeue { id, .. }
+            | Call::Progress { id, .. }
+            | Call::Log { id, .. }
+            | Call::Remove { id, .. }
+            | Call::Job { id } => id,
+            _ => b"",
+        }
+    }
+
+    /// The arguments after the keys. `lc` spells option words in lower case (options are
+    /// case-insensitive).
+    pub fn args(&self, lc: bool) -> Vec<Vec<u8>> {
+        let w = |s: &str| if lc { s.to_ascii_lowercase().into_bytes() } else { s.as_bytes().to_vec() };
+        let num = |v: i64| v.to_string().into_bytes();
+        let mut a: Vec<Vec<u8>> = Vec::new();
+        let job_opts = |a: &mut Vec<Vec<u8>>, j: &NewJob| {
+            if let Some(p) = j.priority {
+                a.extend([w("PRIORITY"), num(p)]);
+            }
+            if let Some(n) = j.attempts {
+                a.extend([w("ATTEMPTS"), num(n)]);
+            }
+            match j.backoff {
+                Some(Backoff::Fixed(ms)) => a.extend([w("BACKOFF"), w("FIXED"), num(ms)]),
+                Some(Backoff::Exp(ms)) => a.extend([w("BACKOFF"), w("EXP"), num(ms)]),
+                None => {}
+            }
+            if let Some(x) = j.expire {
+                a.extend([w("EXPIRE"), x.text()]);
+            }
+        };
+        let retention = |a: &mut Vec<Vec<u8>>, keep: &Option<i64>, age: &Option<i64>| {
+            if let Some(k) = keep {
+                a.extend([w("KEEP"), num(*k)]);
+            }
+            if let Some(s) = age {
+                a.extend([w("AGE"), num(*s)]);
+            }
+        };
+        match self {
+            Call::Enqueue { job, lifo, .. } => {
+                a.extend([job.name.clone(), job.data.clone()]);
+                job_opts(&mut a, job);
+                if *lifo {
+                    a.push(w("LIFO"));
+                }
+            }
+            Call::Schedule { when, job, .. } => {
+                a.extend([when.text(), job.name.clone(), job.data.clone()]);
+                job_opts(&mut a, job);
+            }
+            Call::Claim { token, lease, count } => {
+                a.extend([token.clone(), num(*lease)]);
+                if let Some(n) = count {
+                    a.extend([w("COUNT"), num(*n)]);
+                }
+            }
+            Call::Pause(on) => a.push(w(if *on { "PAUSE" } else { "RESUME" })),
+            Call::Extend { token, lease, .. } => a.extend([token.clone(), num(*lease)]),
+            Call::Extends { lease, pairs } => {
+                a.push(num(*lease));
+                for (id, t) in pairs {
+                    a.extend([id.clone(), t.clone()]);
+                }
+            }
+            Call::Complete { token, result, keep, age, .. } => {
+                a.extend([token.clone(), result.clone()]);
+                retention(&mut a, keep, age);
+            }
+            Call::Promote { .. } | Call::Reprocess { .. } => {}
+            Call::Reschedule { when, .. } => a.push(when.text()),
+            Call::Delay { token, when, .. } => a.extend([token.clone(), when.text()]),
+            Call::Fail { token, error, keep, age, final_, .. } => {
+                a.extend([token.clone(), error.clone()]);
+                retention(&mut a, keep, age);
+                if *final_ {
+                    a.push(w("FINAL"));
+                }
+            }
+            Call::Requeue { token, .. } => a.push(token.clone()),
+            Call::Stalled { max_stalls, count } => {
+                if let Some(m) = max_stalls {
+                    a.extend([w("MAXSTALLS"), num(*m)]);
+                }
+                if let Some(n) = count {
+                    a.extend([w("COUNT"), num(*n)]);
+                }
+            }
+            Call::Progress { token, progress, .. } => a.extend([token.clone(), progress.clone()]),
+            Call::Log { token, line, keep, .. } => {
+                a.extend([token.clone(), line.clone()]);
+                if let Some(k) = keep {
+                    a.extend([w("KEEP"), num(*k)]);
+                }
+            }
+            Call::Remove { force, .. } | Call::Obliterate { force, count: None } => {
+                if *force {
+                    a.push(w("FORCE"));
+                }
+            }
+            Call::Obliterate { force, count: Some(n) } => {
+                if *force {
+                    a.push(w("FORCE"));
+                }
+                a.extend([w("COUNT"), num(*n)]);
+            }
+            Call::Drain { delayed, count } => {
+                if *delayed {
+                    a.push(w("DELAYED"));
+                }
+                if let Some(n) = count {
+                    a.extend([w("COUNT"), num(*n)]);
+                }
+            }
+            Call::Clean { grace, count, .. } => {
+                a.extend([w("GRACE"), num(*grace)]);
+                if let Some(n) = count {
+                    a.extend([w("COUNT"), num(*n)]);
+                }
+            }
+            Call::Job { .. } | Call::Counts => {}
+            Call::Jobs { from, count, rev, .. } => {
+                if let Some(f) = from {
+                    a.extend([w("FROM"), num(*f)]);
+                }
+                if let Some(n) = count {
+                    a.extend([w("COUNT"), num(*n)]);
+                }
+                if *rev {
+                    a.push(w("REV"));
+                }
+            }
+            Call::Completes { triples } => {
+                for (id, t, r) in triples {
+                    a.extend([id.clone(), t.clone(), r.clone()]);
+                }
+            }
+        }
+        a
+    }
+
+    /// The whole command: `verb numkeys keys... args...`, keys by the verb's key roles.
+    pub fn argv(&self, q: &Q, lc: bool) -> Vec<Vec<u8>> {
+        const ALL: [&str; 6] = ["wait", "prio", "active", "delayed", "completed", "failed"];
+        let roles: Vec<&str> = match self {
+            Call::Log { .. } => vec!["job", "log"],
+            Call::Remove { .. } => [&["job"][..], &ALL, &["events"]].concat(),
+            Call::Drain { .. } => vec!["wait", "prio", "delayed", "events"],
+            Call::Clean { set, .. } => vec![set.word(), "events"],
+            Call::Obliterate { .. } => [&ALL[..], &["meta", "events"]].concat(),
+            Call::Job { .. } => vec!["job"],
+            Call::Counts => [&ALL[..], &["meta"]].concat(),
+            Call::Jobs { set, .. } => vec![set.word()],
+            _ => keys_of(self.verb()).to_vec(),
+        };
+        let mut v = vec![self.verb().as_bytes().to_vec(), roles.len().to_string().into_bytes()];
+        for r in &roles {
+            if *r == "job" || *r == "log" {
+                let mut k = format!("emq:{{{}}}:{r}:", q.0).into_bytes();
+                k.extend_from_slice(self.job_id());
+                v.push(k);
+            } else {
+                v.push(q.k(r).into_bytes());
+            }
+        }
+        v.extend(self.args(lc));
+        v
+    }
+}

@@ -1,0 +1,847 @@
+//! The generators: symbolic steps, resolved against the model and the clock when run.
+
+use super::*;
+
+#[derive(Clone, Debug)]
+pub enum IdC {
+    Pool(usize),
+    Bad(usize),
+    /// The k-th (mod n) job the model has in active, else `Pool(k)`.
+    Active(usize),
+    /// The k-th job in delayed, else `Pool(k)`.
+    Delayed(usize),
+    /// The k-th job in completed or failed, else `Pool(k)`.
+    Finished(usize),
+}
+
+#[derive(Clone, Debug)]
+pub enum TokC {
+    /// The token the row carries now (the holder's, or the completer's), else `w1`.
+    Holder,
+    /// The token of the job's last claim, cleared or not.
+    Last,
+    Pool(usize),
+    Empty,
+    /// 129 bytes.
+    Long,
+}
+
+#[derive(Clone, Debug)]
+pub enum ClaimTok {
+    /// A token never used before.
+    Fresh,
+    Pool(usize),
+    Empty,
+    Long,
+}
+
+#[derive(Clone, Debug)]
+pub enum WhenC {
+    /// `+ms`.
+    In(i64),
+    /// Absolute: this many ms before the clock read just before the step.
+    Ago(i64),
+    /// Absolute: this many ms after it.
+    Ahead(i64),
+    /// Absolute, literally.
+    Abs(i64),
+}
+
+/// Bytes that print as escaped text in a failing sequence.
+#[derive(Clone)]
+pub struct B(pub Vec<u8>);
+impl std::fmt::Debug for B {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&show(&self.0))
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct JobC {
+    pub name: B,
+    pub data: B,
+    pub priority: Option<i64>,
+    pub attempts: Option<i64>,
+    pub backoff: Option<Backoff>,
+    pub expire: Option<WhenC>,
+}
+
+/// Which job one TRA.COMPLETES entry names.
+#[derive(Clone, Debug)]
+pub enum EntryId {
+    /// The next held job this call has not named yet, else the next pool id it has not
+    /// named (distinct ids: the call is not refused for a repeat).
+    Next,
+    /// Any choice, so an id may come twice.
+    Any(IdC),
+}
+
+/// One TRA.COMPLETES entry: which job, which token, the result.
+pub type Entry = (EntryId, TokC, B);
+
+#[derive(Clone, Debug)]
+pub enum Op {
+    Enqueue {
+        id: IdC,
+        job: JobC,
+        lifo: bool,
+        lc: bool,
+    },
+    Schedule {
+        id: IdC,
+        when: WhenC,
+        job: JobC,
+        lc: bool,
+    },
+    Claim {
+        tok: ClaimTok,
+        lease: i64,
+        count: Option<i64>,
+        lc: bool,
+    },
+    Pause(bool, bool),
+    Extend {
+        id: IdC,
+        tok: TokC,
+        lease: i64,
+    },
+    Extends {
+        lease: i64,
+        pairs: Vec<(IdC, TokC)>,
+    },
+    Complete {
+        id: IdC,
+        tok: TokC,
+        result: B,
+        keep: Option<i64>,
+        age: Option<i64>,
+        lc: bool,
+    },
+    Promote {
+        id: IdC,
+    },
+    Reschedule {
+        id: IdC,
+        when: WhenC,
+    },
+    Delay {
+        id: IdC,
+        tok: TokC,
+        when: WhenC,
+    },
+    Fail {
+        id: IdC,
+        tok: TokC,
+        error: B,
+        keep: Option<i64>,
+        age: Option<i64>,
+        final_: bool,
+        lc: bool,
+    },
+    Reprocess {
+        id: IdC,
+    },
+    Requeue {
+        id: IdC,
+        tok: TokC,
+    },
+    Stalled {
+        max_stalls: Option<i64>,
+        count: Option<i64>,
+        lc: bool,
+    },
+    Progress {
+        id: IdC,
+        tok: TokC,
+        progress: B,
+    },
+    Log {
+        id: IdC,
+        tok: TokC,
+        line: B,
+        keep: Option<i64>,
+    },
+    Remove {
+        id: IdC,
+        force: bool,
+    },
+    Drain {
+        delayed: bool,
+        count: Option<i64>,
+        lc: bool,
+    },
+    Clean {
+        failed: bool,
+        grace: i64,
+        count: Option<i64>,
+    },
+    Obliterate {
+        force: bool,
+        count: Option<i64>,
+    },
+    Job {
+        id: IdC,
+    },
+    Counts,
+    Jobs {
+        set: usize,
+        from: Option<i64>,
+        count: Option<i64>,
+        rev: bool,
+        lc: bool,
+    },
+    /// TRA.COMPLETES; `fill`: padded with entries for jobs that do not exist (distinct ids
+    /// outside the pool) to this many entries (100 is the most one call takes).
+    Completes {
+        entries: Vec<Entry>,
+        fill: Option<usize>,
+    },
+    /// Real waiting, ms.
+    Sleep(u64),
+}
+
+pub struct Resolver<'a> {
+    pub m: &'a Model,
+    pub pool: usize,
+    pub clock: i64,
+    pub fresh: &'a mut u64,
+}
+
+impl Resolver<'_> {
+    pub fn id(&self, c: &IdC) -> Vec<u8> {
+        let pick = |ids: Vec<&Vec<u8>>, k: usize| {
+            if ids.is_empty() {
+                pool_id(k % self.pool)
+            } else {
+                ids[k % ids.len()].clone()
+            }
+        };
+        match c {
+            IdC::Pool(i) => pool_id(*i % self.pool),
+            IdC::Bad(i) => BAD_IDS[*i].to_vec(),
+            IdC::Active(k) => pick(self.m.active.keys().collect(), *k),
+            IdC::Delayed(k) => pick(self.m.delayed.keys().collect(), *k),
+            IdC::Finished(k) => pick(self.m.completed.keys().chain(self.m.failed.keys()).collect(), *k),
+        }
+    }
+    pub fn tok(&self, c: &TokC, id: &[u8]) -> Vec<u8> {
+        match c {
+            TokC::Holder => {
+                self.m.rows.get(id).and_then(|r| r.token.clone()).unwrap_or_else(|| TOKENS[0].to_vec())
+            }
+            TokC::Last => self.m.last_token.get(id).cloned().unwrap_or_else(|| TOKENS[0].to_vec()),
+            TokC::Pool(i) => TOKENS[*i].to_vec(),
+            TokC::Empty => vec![],
+            TokC::Long => vec![b't'; TOKEN_MAX + 1],
+        }
+    }
+    pub fn when(&self, c: &WhenC) -> WhenArg {
+        match c {
+            WhenC::In(d) => WhenArg::In(*d),
+            WhenC::Ago(d) => WhenArg::At(self.clock - d),
+            WhenC::Ahead(d) => WhenArg::At(self.clock + d),
+            WhenC::Abs(t) => WhenArg::At(*t),
+        }
+    }
+    pub fn job(&self, j: &JobC) -> NewJob {
+        NewJob {
+            name: j.name.0.clone(),
+            data: j.data.0.clone(),
+            priority: j.priority,
+            attempts: j.attempts,
+            backoff: j.backoff,
+            expire: j.expire.as_ref().map(|w| self.when(w)),
+        }
+    }
+
+    /// The concrete call, and whether option words go in lower case.
+    pub fn call(&mut self, op: &Op) -> (Call, bool) {
+        match op {
+            Op::Enqueue { id, job, lifo, lc } => {
+                (Call::Enqueue { id: self.id(id), job: self.job(job), lifo: *lifo }, *lc)
+            }
+            Op::Schedule { id, when, job, lc } => {
+                (Call::Schedule { id: self.id(id), when: self.when(when), job: self.job(job) }, *lc)
+            }
+            Op::Claim { tok, lease, count, lc } => {
+                let token = match tok {
+                    ClaimTok::Fresh => {
+                        *self.fresh += 1;
+                        format!("c{}", self.fresh).into_bytes()
+                    }
+                    ClaimTok::Pool(i) => TOKENS[*i].to_vec(),
+                    ClaimTok::Empty => vec![],
+                    ClaimTok::Long => vec![b't'; TOKEN_MAX + 1],
+                };
+                (Call::Claim { token, lease: *lease, count: *count }, *lc)
+            }
+            Op::Pause(on, lc) => (Call::Pause(*on), *lc),
+            Op::Extend { id, tok, lease } => {
+                let id = self.id(id);
+                (Call::Extend { token: self.tok(tok, &id), id, lease: *lease }, false)
+            }
+            Op::Extends { lease, pairs } => {
+                let pairs = pairs
+                    .iter()
+                    .map(|(i, t)| {
+                        let id = self.id(i);
+                        (id.clone(), self.tok(t, &id))
+                    })
+                    .collect();
+                (Call::Extends { lease: *lease, pairs }, false)
+            }
+            Op::Complete { id, tok, result, keep, age, lc } => {
+                let id = self.id(id);
+                (
+                    Call::Complete {
+                        token: self.tok(tok, &id),
+                        id,
+                        result: result.0.clone(),
+                        keep: *keep,
+                        age: *age,
+                    },
+                    *lc,
+                )
+            }
+            Op::Promote { id } => (Call::Promote { id: self.id(id) }, false),
+            Op::Reschedule { id, when } => {
+                (Call::Reschedule { id: self.id(id), when: self.when(when) }, false)
+            }
+            Op::Delay { id, tok, when } => {
+                let id = self.id(id);
+                (Call::Delay { token: self.tok(tok, &id), id, when: self.when(when) }, false)
+            }
+            Op::Fail { id, tok, error, keep, age, final_, lc } => {
+                let id = self.id(id);
+                (
+                    Call::Fail {
+                        token: self.tok(tok, &id),
+                        id,
+                        error: error.0.clone(),
+                        keep: *keep,
+                        age: *age,
+                        final_: *final_,
+                    },
+                    *lc,
+                )
+            }
+            Op::Reprocess { id } => (Call::Reprocess { id: self.id(id) }, false),
+            Op::Requeue { id, tok } => {
+                let id = self.id(id);
+                (Call::Requeue { token: self.tok(tok, &id), id }, false)
+            }
+            Op::Stalled { max_stalls, count, lc } => {
+                (Call::Stalled { max_stalls: *max_stalls, count: *count }, *lc)
+            }
+            Op::Progress { id, tok, progress } => {
+                let id = self.id(id);
+                (Call::Progress { token: self.tok(tok, &id), id, progress: progress.0.clone() }, false)
+            }
+            Op::Log { id, tok, line, keep } => {
+                let id = self.id(id);
+                (Call::Log { token: self.tok(tok, &id), id, line: line.0.clone(), keep: *keep }, false)
+            }
+            Op::Remove { id, force } => (Call::Remove { id: self.id(id), force: *force }, false),
+            Op::Drain { delayed, count, lc } => (Call::Drain { delayed: *delayed, count: *count }, *lc),
+            Op::Clean { failed, grace, count } => (
+                Call::Clean {
+                    set: if *failed { St::Failed } else { St::Completed },
+                    grace: *grace,
+                    count: *count,
+                },
+                false,
+            ),
+            Op::Obliterate { force, count } => (Call::Obliterate { force: *force, count: *count }, false),
+            Op::Job { id } => (Call::Job { id: self.id(id) }, false),
+            Op::Counts => (Call::Counts, false),
+            Op::Jobs { set, from, count, rev, lc } => {
+                let sets = [St::Wait, St::Prio, St::Active, St::Delayed, St::Completed, St::Failed];
+                (Call::Jobs { set: sets[*set % 6], from: *from, count: *count, rev: *rev }, *lc)
+            }
+            Op::Completes { entries, fill } => {
+                // The explicit choices first (two of them may name one job: refused), then
+                // each `Next` a job none of the others names.
+                let chosen: Vec<Option<Vec<u8>>> = entries
+                    .iter()
+                    .map(|(e, _, _)| match e {
+                        EntryId::Any(c) => Some(self.id(c)),
+                        EntryId::Next => None,
+                    })
+                    .collect();
+                let mut named: BTreeSet<Vec<u8>> = chosen.iter().flatten().cloned().collect();
+                let mut held: Vec<Vec<u8>> = self.m.active.keys().cloned().collect();
+                let mut triples = Vec::new();
+                for ((_, t, r), c) in entries.iter().zip(chosen) {
+                    let id = c.unwrap_or_else(|| {
+                        held.retain(|h| !named.contains(h));
+                        let spare = (0..self.pool).map(pool_id).find(|p| !named.contains(p));
+                        if held.is_empty() {
+                            spare.unwrap_or_else(|| pool_id(0))
+                        } else {
+                            held.remove(0)
+                        }
+                    });
+                    named.insert(id.clone());
+                    triples.push((id.clone(), self.tok(t, &id), r.0.clone()));
+                }
+                let mut k = 0u64;
+                while fill.is_some_and(|f| triples.len() < f) {
+                    triples.push((jid(900_000 + k).into_bytes(), TOKENS[0].to_vec(), b"ok".to_vec()));
+                    k += 1;
+                }
+                (Call::Completes { triples }, false)
+            }
+            Op::Sleep(_) => unreachable!("sleeps are not calls"),
+        }
+    }
+}
+
+pub fn weighted<T: std::fmt::Debug + 'static>(arms: Vec<(u32, BoxedStrategy<T>)>) -> BoxedStrategy<T> {
+    Union::new_weighted(arms).boxed()
+}
+
+pub fn id_c() -> BoxedStrategy<IdC> {
+    weighted(vec![
+        (40, (0..POOL_MAX).prop_map(IdC::Pool).boxed()),
+        (1, (0..BAD_IDS.len()).prop_map(IdC::Bad).boxed()),
+    ])
+}
+
+/// An id for a verb that wants a job in some state: mostly one that is, sometimes any.
+pub fn id_in(state: fn(usize) -> IdC) -> BoxedStrategy<IdC> {
+    weighted(vec![
+        (30, (0..8usize).prop_map(state).boxed()),
+        (12, (0..POOL_MAX).prop_map(IdC::Pool).boxed()),
+        (1, (0..BAD_IDS.len()).prop_map(IdC::Bad).boxed()),
+    ])
+}
+
+pub fn held_id() -> BoxedStrategy<IdC> {
+    id_in(IdC::Active)
+}
+
+pub fn tok_c() -> BoxedStrategy<TokC> {
+    weighted(vec![
+        (60, Just(TokC::Holder).boxed()),
+        (3, Just(TokC::Last).boxed()),
+        (3, (0..TOKENS.len()).prop_map(TokC::Pool).boxed()),
+        (1, Just(TokC::Empty).boxed()),
+        (1, Just(TokC::Long).boxed()),
+    ])
+}
+
+pub fn claim_tok() -> BoxedStrategy<ClaimTok> {
+    weighted(vec![
+        (40, Just(ClaimTok::Fresh).boxed()),
+        (10, (0..TOKENS.len()).prop_map(ClaimTok::Pool).boxed()),
+        (1, Just(ClaimTok::Empty).boxed()),
+        (1, Just(ClaimTok::Long).boxed()),
+    ])
+}
+
+pub fn lease() -> BoxedStrategy<i64> {
+    weighted(vec![
+        (30, (1i64..=5).boxed()),
+        (10, (6i64..=20).boxed()),
+        (25, Just(60_000i64).boxed()),
+        (1, Just(0i64).boxed()),
+        (1, Just(LEASE_MAX).boxed()),
+        (1, Just(LEASE_MAX + 1).boxed()),
+    ])
+}
+
+pub fn when_c() -> BoxedStrategy<WhenC> {
+    weighted(vec![
+        (12, (0i64..=20).prop_map(WhenC::In).boxed()),
+        (8, Just(WhenC::In(60_000)).boxed()),
+        (8, (1i64..=100_000).prop_map(WhenC::Ago).boxed()),
+        (8, (0i64..=20).prop_map(WhenC::Ahead).boxed()),
+        (5, Just(WhenC::Ahead(60_000)).boxed()),
+        (1, Just(WhenC::Abs(0)).boxed()),
+        (1, Just(WhenC::Abs(TIME_MAX)).boxed()),
+        (1, Just(WhenC::Abs(TIME_MAX + 1)).boxed()),
+        (1, Just(WhenC::In(TIME_MAX + 1)).boxed()),
+    ])
+}
+
+pub fn job_c() -> BoxedStrategy<JobC> {
+    let name = weighted(vec![
+        (40, Just(b"alpha".to_vec()).boxed()),
+        (20, Just(b"b".to_vec()).boxed()),
+        (1, Just(vec![b'n'; NAME_MAX]).boxed()),
+        (1, Just(vec![]).boxed()),
+        (1, Just(vec![b'n'; NAME_MAX + 1]).boxed()),
+    ]);
+    let data = weighted(vec![
+        (6, Just(b"{}".to_vec()).boxed()),
+        (2, Just(vec![]).boxed()),
+        (2, Just(b"\x00\xff\r\n data".to_vec()).boxed()),
+    ]);
+    let priority = weighted(vec![
+        (40, Just(None).boxed()),
+        (10, Just(Some(0i64)).boxed()),
+        (30, (1i64..=3).prop_map(Some).boxed()),
+        (1, Just(Some(PRIORITY_MAX)).boxed()),
+        (1, Just(Some(PRIORITY_MAX + 1)).boxed()),
+        (1, Just(Some(-1i64)).boxed()),
+    ]);
+    let attempts = weighted(vec![
+        (30, Just(None).boxed()),
+        (30, (1i64..=3).prop_map(Some).boxed()),
+        (1, Just(Some(ATTEMPTS_MAX)).boxed()),
+        (1, Just(Some(0i64)).boxed()),
+        (1, Just(Some(ATTEMPTS_MAX + 1)).boxed()),
+    ]);
+    let backoff = weighted(vec![
+        (40, Just(None).boxed()),
+        (12, (0i64..=20).prop_map(|d| Some(Backoff::Fixed(d))).boxed()),
+        (3, Just(Some(Backoff::Fixed(60_000))).boxed()),
+        (12, (0i64..=10).prop_map(|d| Some(Backoff::Exp(d))).boxed()),
+        (1, Just(Some(Backoff::Exp(BACKOFF_MAX))).boxed()),
+        (1, Just(Some(Backoff::Fixed(BACKOFF_MAX + 1))).boxed()),
+        (1, Just(Some(Backoff::Exp(-1))).boxed()),
+    ]);
+    // EXPIRE: mostly none; else past (expired from the start), +0, a few ms ahead (expires
+    // during the sequence, often before a CLAIM), far ahead, and the range's edges.
+    let expire = weighted(vec![
+        (44, Just(None).boxed()),
+        (4, (1i64..=100_000).prop_map(|d| Some(WhenC::Ago(d))).boxed()),
+        (2, Just(Some(WhenC::In(0))).boxed()),
+        (6, (1i64..=20).prop_map(|d| Some(WhenC::In(d))).boxed()),
+        (4, (0i64..=20).prop_map(|d| Some(WhenC::Ahead(d))).boxed()),
+        (3, Just(Some(WhenC::In(60_000))).boxed()),
+        (1, Just(Some(WhenC::Ahead(60_000))).boxed()),
+        (1, Just(Some(WhenC::Abs(0))).boxed()),
+        (1, Just(Some(WhenC::Abs(TIME_MAX))).boxed()),
+        (1, Just(Some(WhenC::Abs(TIME_MAX + 1))).boxed()),
+        (1, Just(Some(WhenC::In(TIME_MAX + 1))).boxed()),
+    ]);
+    (name, data, priority, attempts, backoff, expire)
+        .prop_map(|(name, data, priority, attempts, backoff, expire)| JobC {
+            name: B(name),
+            data: B(data),
+            priority,
+            attempts,
+            backoff,
+            expire,
+        })
+        .boxed()
+}
+
+pub fn keep() -> BoxedStrategy<Option<i64>> {
+    weighted(vec![
+        (30, Just(None).boxed()),
+        (6, Just(Some(-1i64)).boxed()),
+        (6, Just(Some(0i64)).boxed()),
+        (12, (1i64..=3).prop_map(Some).boxed()),
+        (1, Just(Some(-2i64)).boxed()),
+    ])
+}
+
+pub fn age() -> BoxedStrategy<Option<i64>> {
+    weighted(vec![
+        (50, Just(None).boxed()),
+        (3, Just(Some(0i64)).boxed()),
+        (6, (1i64..=200).prop_map(Some).boxed()),
+        (1, Just(Some(TIME_MAX + 1)).boxed()),
+        (1, Just(Some(-1i64)).boxed()),
+    ])
+}
+
+pub fn lc() -> BoxedStrategy<bool> {
+    prop::bool::weighted(0.2).boxed()
+}
+
+/// The ops of one case. `crashy` cases model workers that mostly die: the holder verbs are
+/// rare, so leases pile up, expire together, and STALLED reclaims (and fails) several at once.
+pub fn op(crashy: bool) -> BoxedStrategy<Op> {
+    let h = |w: u32| if crashy { (w / 4).max(1) } else { w };
+    let count = weighted(vec![
+        (30, Just(None).boxed()),
+        (24, (1i64..=3).prop_map(Some).boxed()),
+        (2, Just(Some(CLAIM_COUNT_MAX)).boxed()),
+        (1, Just(Some(0i64)).boxed()),
+        (1, Just(Some(CLAIM_COUNT_MAX + 1)).boxed()),
+    ]);
+    let result = weighted(vec![
+        (8, Just(b"ok".to_vec()).boxed()),
+        (1, Just(vec![]).boxed()),
+        (1, Just(b"\x00\xfe bin".to_vec()).boxed()),
+    ]);
+    let error = weighted(vec![
+        (8, Just(b"boom".to_vec()).boxed()),
+        (1, Just(vec![]).boxed()),
+        (1, Just(b"\xc3\xa9 \x00".to_vec()).boxed()),
+    ]);
+    let max_stalls = weighted(vec![
+        (24, Just(None).boxed()),
+        (16, (0i64..=2).prop_map(Some).boxed()),
+        (1, Just(Some(MAX_STALLS_MAX + 1)).boxed()),
+        (1, Just(Some(-1i64)).boxed()),
+    ]);
+    let s_count = weighted(vec![
+        (24, Just(None).boxed()),
+        (16, (1i64..=2).prop_map(Some).boxed()),
+        (1, Just(Some(0i64)).boxed()),
+        (1, Just(Some(STALLED_COUNT_MAX + 1)).boxed()),
+    ]);
+    weighted(vec![
+        (
+            16,
+            (id_c(), job_c(), prop::bool::weighted(0.2), lc())
+                .prop_map(|(id, job, lifo, lc)| Op::Enqueue { id, job, lifo, lc })
+                .boxed(),
+        ),
+        (
+            6,
+            (id_c(), when_c(), job_c(), lc())
+                .prop_map(|(id, when, job, lc)| Op::Schedule { id, when, job, lc })
+                .boxed(),
+        ),
+        (
+            14,
+            (claim_tok(), lease(), count, lc())
+                .prop_map(|(tok, lease, count, lc)| Op::Claim { tok, lease, count, lc })
+                .boxed(),
+        ),
+        (1, lc().prop_map(|lc| Op::Pause(true, lc)).boxed()),
+        (2, lc().prop_map(|lc| Op::Pause(false, lc)).boxed()),
+        (
+            h(4),
+            (held_id(), tok_c(), lease()).prop_map(|(id, tok, lease)| Op::Extend { id, tok, lease }).boxed(),
+        ),
+        (
+            h(3),
+            (lease(), prop::collection::vec((held_id(), tok_c()), 1..=3))
+                .prop_map(|(lease, pairs)| Op::Extends { lease, pairs })
+                .boxed(),
+        ),
+        (
+            h(9),
+            (held_id(), tok_c(), result, keep(), age(), lc())
+                .prop_map(|(id, tok, result, keep, age, lc)| Op::Complete {
+                    id,
+                    tok,
+                    result: B(result),
+                    keep,
+                    age,
+                    lc,
+                })
+                .boxed(),
+        ),
+        (3, id_in(IdC::Delayed).prop_map(|id| Op::Promote { id }).boxed()),
+        (3, (id_in(IdC::Delayed), when_c()).prop_map(|(id, when)| Op::Reschedule { id, when }).boxed()),
+        (
+            h(3),
+            (held_id(), tok_c(), when_c()).prop_map(|(id, tok, when)| Op::Delay { id, tok, when }).boxed(),
+        ),
+        (
+            h(9),
+            (held_id(), tok_c(), error, keep(), age(), prop::bool::weighted(0.2), lc())
+                .prop_map(|(id, tok, error, keep, age, final_, lc)| Op::Fail {
+                    id,
+                    tok,
+                    error: B(error),
+                    keep,
+                    age,
+                    final_,
+                    lc,
+                })
+                .boxed(),
+        ),
+        (4, id_in(IdC::Finished).prop_map(|id| Op::Reprocess { id }).boxed()),
+        (h(3), (held_id(), tok_c()).prop_map(|(id, tok)| Op::Requeue { id, tok }).boxed()),
+        (
+            16,
+            (max_stalls, s_count, lc())
+                .prop_map(|(max_stalls, count, lc)| Op::Stalled { max_stalls, count, lc })
+                .boxed(),
+        ),
+        (8, (1u64..=25).prop_map(Op::Sleep).boxed()),
+        (2, (100u64..=150).prop_map(Op::Sleep).boxed()),
+        // The inspection and administration commands.
+        (
+            h(3),
+            (held_id(), tok_c(), progress())
+                .prop_map(|(id, tok, progress)| Op::Progress { id, tok, progress })
+                .boxed(),
+        ),
+        (
+            h(14),
+            (held_id(), tok_c(), line(), log_keep())
+                .prop_map(|(id, tok, line, keep)| Op::Log { id, tok, line, keep })
+                .boxed(),
+        ),
+        (3, (id_c(), prop::bool::weighted(0.4)).prop_map(|(id, force)| Op::Remove { id, force }).boxed()),
+        (
+            1,
+            (prop::bool::ANY, del_count(), lc())
+                .prop_map(|(delayed, count, lc)| Op::Drain { delayed, count, lc })
+                .boxed(),
+        ),
+        (
+            3,
+            (prop::bool::ANY, grace(), del_count())
+                .prop_map(|(failed, grace, count)| Op::Clean { failed, grace, count })
+                .boxed(),
+        ),
+        (
+            1,
+            (prop::bool::weighted(0.5), del_count())
+                .prop_map(|(force, count)| Op::Obliterate { force, count })
+                .boxed(),
+        ),
+        (h(6), completes().prop_map(|(entries, fill)| Op::Completes { entries, fill }).boxed()),
+        (4, id_c().prop_map(|id| Op::Job { id }).boxed()),
+        (2, Just(Op::Counts).boxed()),
+        (
+            3,
+            (0usize..6, page_from(), page_count(), prop::bool::weighted(0.3), lc())
+                .prop_map(|(set, from, count, rev, lc)| Op::Jobs { set, from, count, rev, lc })
+                .boxed(),
+        ),
+    ])
+}
+
+/// TRA.COMPLETES entries: mostly distinct held jobs with their holders' tokens; sometimes
+/// any id (a finished job: the repeat's 0; a gone one: -2; one twice: refused), a stale or bad
+/// token, a result too long for `max-payload` 4; rarely padded to 100 entries (the most one
+/// call takes) or 101 (refused).
+pub fn completes() -> BoxedStrategy<(Vec<Entry>, Option<usize>)> {
+    let id = weighted(vec![
+        (30, Just(EntryId::Next).boxed()),
+        (4, (0..8usize).prop_map(|k| EntryId::Any(IdC::Finished(k))).boxed()),
+        (3, id_c().prop_map(EntryId::Any).boxed()),
+        (2, (0..8usize).prop_map(|k| EntryId::Any(IdC::Active(k))).boxed()),
+    ]);
+    let result = weighted(vec![
+        (8, Just(b"ok".to_vec()).boxed()),
+        (1, Just(vec![]).boxed()),
+        (1, Just(b"\x00\xfe bin".to_vec()).boxed()),
+    ]);
+    let fill = weighted(vec![
+        (40, Just(None).boxed()),
+        (1, Just(Some(COMPLETES_MAX)).boxed()),
+        (1, Just(Some(COMPLETES_MAX + 1)).boxed()),
+    ]);
+    (prop::collection::vec((id, tok_c(), result.prop_map(B)), 1..=4), fill).boxed()
+}
+
+pub fn progress() -> BoxedStrategy<B> {
+    weighted(vec![
+        (8, Just(b"50%".to_vec()).boxed()),
+        (1, Just(vec![]).boxed()),
+        (1, Just(vec![b'g'; PROGRESS_MAX]).boxed()),
+        (1, Just(vec![b'g'; PROGRESS_MAX + 1]).boxed()),
+    ])
+    .prop_map(B)
+    .boxed()
+}
+
+pub fn line() -> BoxedStrategy<B> {
+    weighted(vec![
+        (8, Just(b"line".to_vec()).boxed()),
+        (1, Just(vec![]).boxed()),
+        (1, Just(b"\x00\xff 5by".to_vec()).boxed()),
+    ])
+    .prop_map(B)
+    .boxed()
+}
+
+pub fn log_keep() -> BoxedStrategy<Option<i64>> {
+    weighted(vec![
+        (20, Just(None).boxed()),
+        (10, (1i64..=3).prop_map(Some).boxed()),
+        (1, Just(Some(0i64)).boxed()),
+        (1, Just(Some(LOG_KEEP_MAX)).boxed()),
+        (1, Just(Some(LOG_KEEP_MAX + 1)).boxed()),
+    ])
+}
+
+pub fn del_count() -> BoxedStrategy<Option<i64>> {
+    weighted(vec![
+        (10, Just(None).boxed()),
+        (10, (1i64..=3).prop_map(Some).boxed()),
+        (1, Just(Some(0i64)).boxed()),
+        (1, Just(Some(DELETE_COUNT_MAX)).boxed()),
+        (1, Just(Some(DELETE_COUNT_MAX + 1)).boxed()),
+    ])
+}
+
+pub fn grace() -> BoxedStrategy<i64> {
+    weighted(vec![
+        (5, Just(0i64).boxed()),
+        (5, (1i64..=60).boxed()),
+        (2, Just(60_000i64).boxed()),
+        (1, Just(-1i64).boxed()),
+        (1, Just(TIME_MAX + 1).boxed()),
+    ])
+}
+
+pub fn page_from() -> BoxedStrategy<Option<i64>> {
+    weighted(vec![
+        (10, Just(None).boxed()),
+        (10, (0i64..=5).prop_map(Some).boxed()),
+        (1, Just(Some(-1i64)).boxed()),
+        (1, Just(Some(TIME_MAX + 1)).boxed()),
+    ])
+}
+
+pub fn page_count() -> BoxedStrategy<Option<i64>> {
+    weighted(vec![
+        (10, Just(None).boxed()),
+        (10, (1i64..=3).prop_map(Some).boxed()),
+        (1, Just(Some(0i64)).boxed()),
+        (1, Just(Some(PAGE_MAX + 1)).boxed()),
+    ])
+}
+
+#[derive(Clone, Debug)]
+pub struct Case {
+    pub cfg: Cfg,
+    /// How many ids the case draws from.
+    pub pool: usize,
+    pub crashy: bool,
+    /// Send the verbs over RESP3 (the same replies in both protocols).
+    pub resp3: bool,
+    pub ops: Vec<Op>,
+}
+
+pub fn case(steps: usize) -> BoxedStrategy<Case> {
+    let keep = || prop::sample::select(vec![-1i64, 0, 1, 2, 16, 1000]);
+    let batch = || prop::sample::select(vec![1i64, 2, 100, 100]);
+    let cfg = (
+        (keep(), keep(), 0i64..=2, batch()),
+        (batch(), batch(), prop::sample::select(vec![4usize, 1 << 20, 1 << 20]), prop::bool::weighted(0.85)),
+        prop::sample::select(vec![1i64, 2, 1000]),
+    )
+        .prop_map(
+            |(
+                (keep_completed, keep_failed, max_stalls, stalled_batch),
+                (promote_batch, retention_batch, max_payload, events),
+                log_keep,
+            )| Cfg {
+                log_keep,
+                keep_completed,
+                keep_failed,
+                max_stalls,
+                stalled_batch,
+                promote_batch,
+                retention_batch,
+                max_payload,
+                events,
+            },
+        );
+    let pool = prop::sample::select(vec![5usize, 5, 5, POOL_MAX]);
+    (cfg, pool, prop::bool::weighted(0.3), prop::bool::weighted(0.3))
+        .prop_flat_map(move |(cfg, pool, crashy, resp3)| {
+            prop::collection::vec(op(crashy), 1..=steps).prop_map(move |ops| Case {
+                cfg,
+                pool,
+                crashy,
+                resp3,
+                ops,
+            })
+        })
+        .boxed()
+}

@@ -1,0 +1,1153 @@
+//! The model: the contract's constants, and a pure Rust model of the verbs — the state
+//! each call leaves, the reply and the events it makes, at a given instant.
+
+use super::*;
+
+// The contract's constants (src/CONTRACT.md, "Value ranges").
+
+pub const TIME_MAX: i64 = (1 << 53) - 1;
+pub const PRIORITY_MAX: i64 = (1 << 21) - 1;
+pub const ATTEMPTS_MAX: i64 = 1_000_000;
+pub const BACKOFF_MAX: i64 = 1 << 31;
+pub const LEASE_MAX: i64 = 1 << 31;
+pub const CLAIM_COUNT_MAX: i64 = 1000;
+pub const STALLED_COUNT_MAX: i64 = 10_000;
+/// What one call does at most, whatever COUNT asks (the module's `domain::*_PER_CALL`).
+pub const CLAIM_PER_CALL: i64 = 100;
+pub const RECLAIM_PER_CALL: i64 = 200;
+/// Passes one CLAIM makes at most while the jobs it meets keep turning out expired (the
+/// reference page's "a few passes"; the module's `claim::PASSES`).
+pub const CLAIM_PASSES: usize = 4;
+/// Jobs one TRA.COMPLETES finishes at most (more is refused).
+pub const COMPLETES_MAX: usize = 100;
+pub const MAX_STALLS_MAX: i64 = 1000;
+pub const EXTENDS_PAIRS_MAX: usize = 1000;
+pub const TOKEN_MAX: usize = 128;
+pub const NAME_MAX: usize = 256;
+pub const PROGRESS_MAX: usize = 4096;
+pub const LOG_KEEP_MAX: i64 = 1_000_000;
+pub const DELETE_COUNT_DEFAULT: i64 = 1000;
+pub const DELETE_COUNT_MAX: i64 = 10_000;
+pub const PAGE_MAX: i64 = 1000;
+
+/// The id pool: small, so verbs collide on the same jobs (5 ids), or larger in some cases
+/// (24 ids), so finished sets outgrow small retention caps.
+pub const POOL_MAX: usize = 24;
+pub fn pool_id(i: usize) -> Vec<u8> {
+    jid(1000 + i as u64).into_bytes()
+}
+/// Ids the id gate refuses: above u64::MAX, 13 bytes, wrong brand case, just past the max.
+pub const BAD_IDS: [&[u8]; 4] = [b"JOBzzzzzzzzzzz", b"JOB0000000001", b"job0000000000A", b"JOBLygHa16AHYG"];
+pub const TOKENS: [&[u8]; 3] = [b"w1", b"w2", b"w3"];
+
+/// The id gate, written from the contract ("Branded ids"): 14 bytes, brand `JOB`, 11 Base62
+/// characters whose value fits in a u64 (the alphabet is in ASCII order, so compare bytes).
+pub fn is_job_id(id: &[u8]) -> bool {
+    id.len() == 14
+        && &id[..3] == b"JOB"
+        && id[3..].iter().all(u8::is_ascii_alphanumeric)
+        && id[3..] <= b"LygHa16AHYF"[..]
+}
+
+// ---------------------------------------------------------------------------------------
+// The model.
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum St {
+    Wait,
+    Prio,
+    Active,
+    Delayed,
+    Completed,
+    Failed,
+}
+
+impl St {
+    pub fn word(self) -> &'static str {
+        match self {
+            St::Wait => "wait",
+            St::Prio => "prio",
+            St::Active => "active",
+            St::Delayed => "delayed",
+            St::Completed => "completed",
+            St::Failed => "failed",
+        }
+    }
+}
+
+/// A job row as the model sees it. The comparison with the server goes through `RowView`.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub state: St,
+    pub name: Vec<u8>,
+    pub data: Vec<u8>,
+    pub priority: i64,
+    pub attempts: i64,
+    pub backoff: Option<Backoff>,
+    pub created: i64,
+    /// The current holder's token, or the token that completed the job.
+    pub token: Option<Vec<u8>>,
+    pub started: i64,
+    pub made: i64,
+    pub stalls: i64,
+    pub claimed: Option<i64>,
+    pub result: Option<Vec<u8>>,
+    pub error: Option<Vec<u8>>,
+    pub finished: Option<i64>,
+    /// The holder's last TRA.PROGRESS report.
+    pub progress: Option<Vec<u8>>,
+    /// EXPIRE, absolute ms (row field `x`).
+    pub expire: Option<i64>,
+    /// A CLAIM has taken the job (in time): its EXPIRE is spent for good — a retry after
+    /// FAIL, a stall or REPROCESS makes it wait again, and it is handed out as any job
+    /// (src/verbs/README.md, EMQ.ENQUEUE's "EXPIRE when"). Not a row field.
+    pub spent: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Cfg {
+    /// TRA.LOG's default KEEP.
+    pub log_keep: i64,
+    pub keep_completed: i64,
+    pub keep_failed: i64,
+    pub max_stalls: i64,
+    pub stalled_batch: i64,
+    /// Due jobs one CLAIM promotes at most (earliest due first).
+    pub promote_batch: i64,
+    /// Finished jobs one call deletes by retention at most (oldest first).
+    pub retention_batch: i64,
+    /// Largest data, result, error accepted.
+    pub max_payload: usize,
+    /// `events-maxlen` 0 turns events off.
+    pub events: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct Model {
+    pub cfg: Cfg,
+    pub rows: BTreeMap<Vec<u8>, Row>,
+    /// `wait` in claim order: the front is claimed first.
+    pub wait: VecDeque<Vec<u8>>,
+    /// `prio` in claim order: (priority, id).
+    pub prio: BTreeSet<(i64, Vec<u8>)>,
+    /// id → lease deadline.
+    pub active: BTreeMap<Vec<u8>, i64>,
+    /// id → due time.
+    pub delayed: BTreeMap<Vec<u8>, i64>,
+    /// id → finish time.
+    pub completed: BTreeMap<Vec<u8>, i64>,
+    pub failed: BTreeMap<Vec<u8>, i64>,
+    pub paused: bool,
+    /// The last token each job was claimed with (kept after it is cleared): for stale holders.
+    pub last_token: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// Each job's log (TRA.LOG), oldest line first: deleted with its row, always.
+    pub logs: BTreeMap<Vec<u8>, Vec<Vec<u8>>>,
+    /// Whether the events stream exists (an event was appended since the last OBLITERATE).
+    pub events_exist: bool,
+}
+
+/// One event's fields, flat: `event <name> [id <ID>] facts...`.
+pub type Event = Vec<Vec<u8>>;
+
+pub fn event(name: &str, id: Option<&[u8]>, facts: &[(&str, Vec<u8>)]) -> Event {
+    let mut e = vec![b"event".to_vec(), name.as_bytes().to_vec()];
+    if let Some(id) = id {
+        e.extend([b"id".to_vec(), id.to_vec()]);
+    }
+    for (k, v) in facts {
+        e.extend([k.as_bytes().to_vec(), v.clone()]);
+    }
+    e
+}
+
+pub fn n(v: i64) -> Vec<u8> {
+    v.to_string().into_bytes()
+}
+
+pub type Refused = &'static str;
+
+pub fn gate(id: &[u8]) -> Result<(), Refused> {
+    if is_job_id(id) {
+        Ok(())
+    } else {
+        Err("EMQID")
+    }
+}
+
+pub fn within(v: i64, lo: i64, hi: i64) -> Result<i64, Refused> {
+    if (lo..=hi).contains(&v) {
+        Ok(v)
+    } else {
+        Err("EMQARG")
+    }
+}
+
+pub fn token_ok(t: &[u8]) -> Result<(), Refused> {
+    if (1..=TOKEN_MAX).contains(&t.len()) {
+        Ok(())
+    } else {
+        Err("EMQARG")
+    }
+}
+
+/// `when` at `now`: absolute or `+ms`, ≤ 2^53−1, a time in the past is due now.
+pub fn due_of(w: WhenArg, now: i64) -> Result<i64, Refused> {
+    let at = match w {
+        WhenArg::At(t) => t,
+        WhenArg::In(d) => now.checked_add(d).ok_or("EMQARG")?,
+    };
+    Ok(within(at, 0, TIME_MAX)?.max(now))
+}
+
+/// EXPIRE `when` at `now`: absolute or `+ms`, 0..=2^53−1, a time already past kept as given
+/// (the job is expired from the start).
+pub fn expire_of(w: WhenArg, now: i64) -> Result<i64, Refused> {
+    let at = match w {
+        WhenArg::At(t) => t,
+        WhenArg::In(d) => now.checked_add(d).ok_or("EMQARG")?,
+    };
+    within(at, 0, TIME_MAX)
+}
+
+/// KEEP: -1 all, 0 delete this job now, n the n newest; default: the config.
+pub fn keep_of(given: Option<i64>, default: i64) -> Result<i64, Refused> {
+    match given {
+        Some(k) if k < -1 => Err("EMQARG"),
+        Some(k) => Ok(k),
+        None => Ok(default),
+    }
+}
+
+pub fn age_of(given: Option<i64>) -> Result<Option<i64>, Refused> {
+    given.map(|a| within(a, 0, TIME_MAX)).transpose()
+}
+
+/// The backoff delay after `made` finished attempts: FIXED d, or EXP d·2^(made−1), saturating.
+pub fn backoff_delay(b: Option<Backoff>, made: i64) -> i64 {
+    match b {
+        None => 0,
+        Some(Backoff::Fixed(d)) => d,
+        Some(Backoff::Exp(d)) => {
+            let e = made - 1;
+            let factor = if e >= 62 { i64::MAX } else { 1i64 << e };
+            d.saturating_mul(factor).min(TIME_MAX)
+        }
+    }
+}
+
+pub struct Checked {
+    pub name: Vec<u8>,
+    pub data: Vec<u8>,
+    pub priority: i64,
+    pub attempts: i64,
+    pub backoff: Option<Backoff>,
+    pub expire: Option<i64>,
+}
+
+pub fn check_new(j: &NewJob, max_payload: usize, now: i64) -> Result<Checked, Refused> {
+    if !(1..=NAME_MAX).contains(&j.name.len()) {
+        return Err("EMQARG");
+    }
+    if j.data.len() > max_payload {
+        return Err("EMQARG");
+    }
+    let priority = within(j.priority.unwrap_or(0), 0, PRIORITY_MAX)?;
+    let attempts = within(j.attempts.unwrap_or(1), 1, ATTEMPTS_MAX)?;
+    let backoff = match j.backoff {
+        Some(Backoff::Fixed(ms)) => Some(Backoff::Fixed(within(ms, 0, BACKOFF_MAX)?)),
+        Some(Backoff::Exp(ms)) => Some(Backoff::Exp(within(ms, 0, BACKOFF_MAX)?)),
+        None => None,
+    };
+    let expire = j.expire.map(|w| expire_of(w, now)).transpose()?;
+    Ok(Checked { name: j.name.clone(), data: j.data.clone(), priority, attempts, backoff, expire })
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Finished {
+    Completed,
+    Failed,
+}
+
+impl Model {
+    pub fn new(cfg: Cfg) -> Model {
+        Model {
+            cfg,
+            rows: BTreeMap::new(),
+            wait: VecDeque::new(),
+            prio: BTreeSet::new(),
+            active: BTreeMap::new(),
+            delayed: BTreeMap::new(),
+            completed: BTreeMap::new(),
+            failed: BTreeMap::new(),
+            paused: false,
+            last_token: BTreeMap::new(),
+            logs: BTreeMap::new(),
+            events_exist: false,
+        }
+    }
+
+    /// Delete a job's row, and its log with it (every path that deletes a row does).
+    pub fn drop_row(&mut self, id: &[u8]) {
+        self.rows.remove(id);
+        self.logs.remove(id);
+    }
+
+    /// Take a job out of whatever state set holds it.
+    pub fn unset(&mut self, id: &[u8]) {
+        self.wait.retain(|w| w != id);
+        self.prio.retain(|(_, w)| w != id);
+        for m in [&mut self.active, &mut self.delayed, &mut self.completed, &mut self.failed] {
+            m.remove(id);
+        }
+    }
+
+    /// A state set's ids in the order TRA.JOBS pages it (the order the queue serves them).
+    pub fn ordered(&self, set: St) -> Vec<Vec<u8>> {
+        let by_score = |m: &BTreeMap<Vec<u8>, i64>| {
+            let mut v: Vec<(i64, Vec<u8>)> = m.iter().map(|(id, s)| (*s, id.clone())).collect();
+            v.sort();
+            v.into_iter().map(|(_, id)| id).collect()
+        };
+        match set {
+            St::Wait => self.wait.iter().cloned().collect(),
+            St::Prio => self.prio.iter().map(|(_, id)| id.clone()).collect(),
+            St::Active => by_score(&self.active),
+            St::Delayed => by_score(&self.delayed),
+            St::Completed => by_score(&self.completed),
+            St::Failed => by_score(&self.failed),
+        }
+    }
+
+    pub fn set_len(&self, set: St) -> usize {
+        match set {
+            St::Wait => self.wait.len(),
+            St::Prio => self.prio.len(),
+            St::Active => self.active.len(),
+            St::Delayed => self.delayed.len(),
+            St::Completed => self.completed.len(),
+            St::Failed => self.failed.len(),
+        }
+    }
+
+    pub fn row(&mut self, id: &[u8]) -> &mut Row {
+        self.rows.get_mut(id).expect("the model's own row")
+    }
+
+    /// Held: in active, and the row carries the token.
+    pub fn held(&self, id: &[u8], token: &[u8]) -> bool {
+        self.active.contains_key(id)
+            && self.rows.get(id).is_some_and(|r| r.state == St::Active && r.token.as_deref() == Some(token))
+    }
+
+    /// Make a job ready by its priority: wait (back, or front for the "not at fault"
+    /// returns and LIFO) for priority 0, else prio.
+    pub fn ready(&mut self, id: &[u8], front: bool) {
+        let p = self.rows[id].priority;
+        if p == 0 {
+            if front {
+                self.wait.push_front(id.to_vec());
+            } else {
+                self.wait.push_back(id.to_vec());
+            }
+            self.row(id).state = St::Wait;
+        } else {
+            self.prio.insert((p, id.to_vec()));
+            self.row(id).state = St::Prio;
+        }
+    }
+
+    /// Retention of a finished set: after `added` (finished now, so the newest)
+    /// joined the entries `before`, keep the `keep` newest (n > 0), and with AGE drop entries
+    /// finished before now−age, at most `retention-batch` per call. Trimmed rows are deleted.
+    /// Entries are ordered as the set orders them, by (finish time, id): jobs finished in the
+    /// same call share a finish time, so among them the lowest ids are the oldest.
+    ///
+    /// `soft`: the keep is the config's default, which the project documents as a soft cap
+    /// (src/verbs/README.md): the set may grow past n by n/16 (at most 64; exact below 16)
+    /// and is then trimmed back to n.
+    #[allow(clippy::too_many_arguments)]
+    pub fn retire(
+        &mut self,
+        which: Finished,
+        before: Vec<(i64, Vec<u8>)>,
+        added: Vec<Vec<u8>>,
+        keep: i64,
+        soft: bool,
+        age: Option<i64>,
+        now: i64,
+    ) {
+        let mut order: Vec<(i64, Vec<u8>)> = before;
+        order.sort();
+        let mut added = added;
+        added.sort();
+        order.extend(added.into_iter().map(|id| (now, id)));
+        let slack = if soft && keep > 0 { (keep as usize / 16).min(64) } else { 0 };
+        let by_count =
+            if keep > 0 && order.len() > keep as usize + slack { order.len() - keep as usize } else { 0 };
+        let cutoff = age.map(|a| now - a);
+        let mut budget = self.cfg.retention_batch;
+        for (i, (score, id)) in order.iter().enumerate() {
+            if budget > 0 && (i < by_count || cutoff.is_some_and(|c| *score < c)) {
+                budget -= 1;
+                match which {
+                    Finished::Completed => self.completed.remove(id),
+                    Finished::Failed => self.failed.remove(id),
+                };
+                self.logs.remove(id);
+                self.rows.remove(id);
+            }
+        }
+    }
+
+    pub fn finished_before(&self, which: Finished) -> Vec<(i64, Vec<u8>)> {
+        let set = if which == Finished::Completed { &self.completed } else { &self.failed };
+        set.iter().map(|(id, s)| (*s, id.clone())).collect()
+    }
+
+    /// Run one call at server time `now`. On a refusal the caller discards this model (a
+    /// refusal writes nothing), so the arms may check as they go.
+    pub fn apply(&mut self, call: &Call, now: i64, ev: &mut Vec<Event>) -> Result<Reply, Refused> {
+        match call {
+            Call::Enqueue { id, job, lifo } => {
+                gate(id)?;
+                let j = check_new(job, self.cfg.max_payload, now)?;
+                if self.rows.contains_key(id) {
+                    return Ok(Reply::Int(0));
+                }
+                self.create(id, &j, now);
+                self.ready(id, *lifo);
+                ev.push(event("added", Some(id), &[("name", j.name.clone()), ("prio", n(j.priority))]));
+                Ok(Reply::Int(1))
+            }
+            Call::Schedule { id, when, job } => {
+                gate(id)?;
+                let j = check_new(job, self.cfg.max_payload, now)?;
+                let due = due_of(*when, now)?;
+                if self.rows.contains_key(id) {
+                    return Ok(Reply::Int(0));
+                }
+                self.create(id, &j, now);
+                self.row(id).state = St::Delayed;
+                self.delayed.insert(id.clone(), due);
+                ev.push(event("delayed", Some(id), &[("due", n(due))]));
+                Ok(Reply::Int(1))
+            }
+            Call::Pause(on) => {
+                if self.paused == *on {
+                    return Ok(Reply::Int(0));
+                }
+                self.paused = *on;
+                ev.push(event(if *on { "paused" } else { "resumed" }, None, &[]));
+                Ok(Reply::Int(1))
+            }
+            Call::Claim { token, lease, count } => {
+                token_ok(token)?;
+                let lease = within(*lease, 1, LEASE_MAX)?;
+                let count = within(count.unwrap_or(1), 1, CLAIM_COUNT_MAX)?.min(CLAIM_PER_CALL) as usize;
+                // Expired jobs do not use up a claim: another pass while the last one met any,
+                // at most CLAIM_PASSES, all of them meeting at most CLAIM_PER_CALL jobs.
+                let mut out = Vec::new();
+                let (mut want, mut met) = (count, 0usize);
+                for pass in 0..CLAIM_PASSES {
+                    // Only the first pass promotes: one CLAIM promotes at most promote-batch.
+                    let (got, expired) = self.claim_pass(token, lease, want, now, pass == 0, ev);
+                    met += got.len() + expired;
+                    out.extend(got);
+                    want = (count - out.len()).min((CLAIM_PER_CALL as usize).saturating_sub(met));
+                    if expired == 0 || want == 0 {
+                        break;
+                    }
+                }
+                Ok(Reply::Array(out))
+            }
+            Call::Extend { id, token, lease } => {
+                gate(id)?;
+                token_ok(token)?;
+                let lease = within(*lease, 1, LEASE_MAX)?;
+                if !self.rows.contains_key(id) {
+                    return Err("EMQNOJOB");
+                }
+                if !self.held(id, token) {
+                    return Err("EMQLEASE");
+                }
+                let deadline = (now + lease).min(TIME_MAX);
+                self.active.insert(id.clone(), deadline);
+                Ok(Reply::Int(deadline))
+            }
+            Call::Extends { lease, pairs } => {
+                for (id, _) in pairs {
+                    gate(id)?;
+                }
+                let lease = within(*lease, 1, LEASE_MAX)?;
+                if pairs.is_empty() || pairs.len() > EXTENDS_PAIRS_MAX {
+                    return Err("EMQARG");
+                }
+                for (_, t) in pairs {
+                    token_ok(t)?;
+                }
+                let deadline = (now + lease).min(TIME_MAX);
+                let mut out = Vec::new();
+                for (id, t) in pairs {
+                    if self.held(id, t) {
+                        self.active.insert(id.clone(), deadline);
+                        out.push(Reply::Int(deadline));
+                    } else {
+                        out.push(Reply::Int(0));
+                    }
+                }
+                Ok(Reply::Array(out))
+            }
+            Call::Complete { id, token, result, keep, age } => {
+                gate(id)?;
+                token_ok(token)?;
+                if result.len() > self.cfg.max_payload {
+                    return Err("EMQARG");
+                }
+                let soft = keep.is_none();
+                let keep = keep_of(*keep, self.cfg.keep_completed)?;
+                let age = age_of(*age)?;
+                let Some(r) = self.rows.get(id) else { return Err("EMQNOJOB") };
+                if !self.held(id, token) {
+                    // The same token repeating a COMPLETE it already made: 0, nothing written.
+                    if r.state == St::Completed && r.token.as_deref() == Some(&token[..]) {
+                        return Ok(Reply::Int(0));
+                    }
+                    return Err("EMQLEASE");
+                }
+                let before = self.finished_before(Finished::Completed);
+                self.active.remove(id);
+                let made = r.made + 1;
+                let mut added = vec![];
+                if keep == 0 {
+                    self.drop_row(id);
+                } else {
+                    let r = self.row(id);
+                    r.state = St::Completed;
+                    r.result = Some(result.clone());
+                    r.finished = Some(now);
+                    r.made = made;
+                    self.completed.insert(id.clone(), now);
+                    added.push(id.clone());
+                }
+                ev.push(event("completed", Some(id), &[("attempt", n(made))]));
+                self.retire(Finished::Completed, before, added, keep, soft, age, now);
+                Ok(Reply::Int(1))
+            }
+            Call::Promote { id } => {
+                gate(id)?;
+                let Some(r) = self.rows.get(id) else { return Err("EMQNOJOB") };
+                if r.state != St::Delayed {
+                    return Err("EMQSTATE");
+                }
+                self.delayed.remove(id);
+                self.ready(id, false);
+                ev.push(event("waiting", Some(id), &[("prev", b"delayed".to_vec())]));
+                Ok(Reply::Int(1))
+            }
+            Call::Reschedule { id, when } => {
+                gate(id)?;
+                let due = due_of(*when, now)?;
+                let Some(r) = self.rows.get(id) else { return Err("EMQNOJOB") };
+                if r.state != St::Delayed {
+                    return Err("EMQSTATE");
+                }
+                self.delayed.insert(id.clone(), due);
+                ev.push(event("delayed", Some(id), &[("due", n(due))]));
+                Ok(Reply::Int(due))
+            }
+            Call::Delay { id, token, when } => {
+                gate(id)?;
+                token_ok(token)?;
+                let due = due_of(*when, now)?;
+                if !self.rows.contains_key(id) {
+                    return Err("EMQNOJOB");
+                }
+                if !self.held(id, token) {
+                    return Err("EMQLEASE");
+                }
+                self.active.remove(id);
+                self.delayed.insert(id.clone(), due);
+                let r = self.row(id);
+                r.state = St::Delayed;
+                r.token = None;
+                ev.push(event("delayed", Some(id), &[("due", n(due))]));
+                Ok(Reply::Int(due))
+            }
+            Call::Fail { id, token, error, keep, age, final_ } => {
+                gate(id)?;
+                token_ok(token)?;
+                if error.len() > self.cfg.max_payload {
+                    return Err("EMQARG");
+                }
+                let soft = keep.is_none();
+                let keep = keep_of(*keep, self.cfg.keep_failed)?;
+                let age = age_of(*age)?;
+                if !self.rows.contains_key(id) {
+                    return Err("EMQNOJOB");
+                }
+                if !self.held(id, token) {
+                    return Err("EMQLEASE");
+                }
+                let before = self.finished_before(Finished::Failed);
+                self.active.remove(id);
+                let (made, attempts, backoff) = {
+                    let r = self.row(id);
+                    r.made += 1;
+                    r.error = Some(error.clone());
+                    r.token = None;
+                    (r.made, r.attempts, r.backoff)
+                };
+                if *final_ || made >= attempts {
+                    let mut added = vec![];
+                    if keep == 0 {
+                        self.drop_row(id);
+                    } else {
+                        let r = self.row(id);
+                        r.state = St::Failed;
+                        r.finished = Some(now);
+                        self.failed.insert(id.clone(), now);
+                        added.push(id.clone());
+                    }
+                    ev.push(event("failed", Some(id), &[("error", error.clone()), ("attempt", n(made))]));
+                    self.retire(Finished::Failed, before, added, keep, soft, age, now);
+                    return Ok(Reply::Simple("failed".into()));
+                }
+                let d = backoff_delay(backoff, made);
+                if d == 0 {
+                    self.ready(id, false);
+                    ev.push(event("waiting", Some(id), &[("prev", b"active".to_vec())]));
+                    Ok(Reply::Simple("retry".into()))
+                } else {
+                    let due = (now + d).min(TIME_MAX);
+                    self.row(id).state = St::Delayed;
+                    self.delayed.insert(id.clone(), due);
+                    ev.push(event("delayed", Some(id), &[("due", n(due))]));
+                    Ok(Reply::Simple("delayed".into()))
+                }
+            }
+            Call::Reprocess { id } => {
+                gate(id)?;
+                let Some(r) = self.rows.get(id) else { return Err("EMQNOJOB") };
+                let prev = r.state;
+                match prev {
+                    St::Completed => self.completed.remove(id),
+                    St::Failed => self.failed.remove(id),
+                    _ => return Err("EMQSTATE"),
+                };
+                let r = self.row(id);
+                r.result = None;
+                r.error = None;
+                r.finished = None;
+                r.token = None;
+                r.started = 0;
+                r.made = 0;
+                r.stalls = 0;
+                // The last claim's time belongs to the attempts just reset.
+                r.claimed = None;
+                r.progress = None;
+                self.ready(id, false);
+                ev.push(event("waiting", Some(id), &[("prev", prev.word().as_bytes().to_vec())]));
+                Ok(Reply::Int(1))
+            }
+            Call::Requeue { id, token } => {
+                gate(id)?;
+                token_ok(token)?;
+                if !self.rows.contains_key(id) {
+                    return Err("EMQNOJOB");
+                }
+                if !self.held(id, token) {
+                    return Err("EMQLEASE");
+                }
+                self.active.remove(id);
+                self.row(id).token = None;
+                self.ready(id, true);
+                ev.push(event("waiting", Some(id), &[("prev", b"active".to_vec())]));
+                Ok(Reply::Int(1))
+            }
+            Call::Stalled { max_stalls, count } => {
+                let max_stalls = within(max_stalls.unwrap_or(self.cfg.max_stalls), 0, MAX_STALLS_MAX)?;
+                let count = within(count.unwrap_or(self.cfg.stalled_batch), 1, STALLED_COUNT_MAX)?
+                    .min(RECLAIM_PER_CALL);
+                let keep = self.cfg.keep_failed;
+                // Leases whose deadline has passed, earliest first.
+                let mut expired: Vec<(i64, Vec<u8>)> =
+                    self.active.iter().filter(|(_, d)| **d < now).map(|(id, d)| (*d, id.clone())).collect();
+                expired.sort();
+                expired.truncate(count as usize);
+                let before = self.finished_before(Finished::Failed);
+                let (mut requeued, mut dead, mut added) = (vec![], vec![], vec![]);
+                for (_, id) in expired {
+                    self.active.remove(&id);
+                    let stalls = {
+                        let r = self.row(&id);
+                        r.stalls += 1;
+                        r.token = None;
+                        r.stalls
+                    };
+                    ev.push(event("stalled", Some(&id), &[("stalls", n(stalls))]));
+                    if stalls > max_stalls {
+                        let made = {
+                            let r = self.row(&id);
+                            r.made += 1;
+                            r.error = Some(b"stalled".to_vec());
+                            r.finished = Some(now);
+                            r.state = St::Failed;
+                            r.made
+                        };
+                        if keep == 0 {
+                            self.drop_row(&id);
+                        } else {
+                            self.failed.insert(id.clone(), now);
+                            added.push(id.clone());
+                        }
+                        ev.push(event(
+                            "failed",
+                            Some(&id),
+                            &[("error", b"stalled".to_vec()), ("attempt", n(made))],
+                        ));
+                        dead.push(Reply::Bulk(id));
+                    } else {
+                        self.ready(&id, true);
+                        ev.push(event("waiting", Some(&id), &[("prev", b"active".to_vec())]));
+                        requeued.push(Reply::Bulk(id));
+                    }
+                }
+                self.retire(Finished::Failed, before, added, keep, true, None, now);
+                Ok(Reply::Array(vec![Reply::Array(requeued), Reply::Array(dead)]))
+            }
+            Call::Progress { id, token, progress } => {
+                gate(id)?;
+                token_ok(token)?;
+                if progress.len() > PROGRESS_MAX {
+                    return Err("EMQARG");
+                }
+                if !self.rows.contains_key(id) {
+                    return Err("EMQNOJOB");
+                }
+                if !self.held(id, token) {
+                    return Err("EMQLEASE");
+                }
+                self.row(id).progress = Some(progress.clone());
+                ev.push(event("progress", Some(id), &[]));
+                Ok(Reply::Int(1))
+            }
+            Call::Log { id, token, line, keep } => {
+                gate(id)?;
+                token_ok(token)?;
+                if line.len() > self.cfg.max_payload {
+                    return Err("EMQARG");
+                }
+                let keep = within(keep.unwrap_or(self.cfg.log_keep), 1, LOG_KEEP_MAX)?;
+                if !self.rows.contains_key(id) {
+                    return Err("EMQNOJOB");
+                }
+                if !self.held(id, token) {
+                    return Err("EMQLEASE");
+                }
+                let log = self.logs.entry(id.clone()).or_default();
+                log.push(line.clone());
+                let over = log.len().saturating_sub(keep as usize);
+                log.drain(..over);
+                Ok(Reply::Int(log.len() as i64))
+            }
+            Call::Remove { id, force } => {
+                gate(id)?;
+                let Some(r) = self.rows.get(id) else { return Ok(Reply::Int(0)) };
+                let prev = r.state;
+                if prev == St::Active && !force {
+                    return Err("EMQSTATE");
+                }
+                self.unset(id);
+                self.drop_row(id);
+                ev.push(event("removed", Some(id), &[("prev", prev.word().as_bytes().to_vec())]));
+                Ok(Reply::Int(1))
+            }
+            Call::Drain { delayed, count } => {
+                let count = within(count.unwrap_or(DELETE_COUNT_DEFAULT), 1, DELETE_COUNT_MAX)? as usize;
+                let mut doomed: Vec<Vec<u8>> = self.ordered(St::Wait);
+                doomed.extend(self.ordered(St::Prio));
+                if *delayed {
+                    doomed.extend(self.ordered(St::Delayed));
+                }
+                doomed.truncate(count);
+                for id in &doomed {
+                    self.unset(id);
+                    self.drop_row(id);
+                }
+                if !doomed.is_empty() {
+                    ev.push(event("cleaned", None, &[("count", n(doomed.len() as i64))]));
+                }
+                Ok(Reply::Int(doomed.len() as i64))
+            }
+            Call::Clean { set, grace, count } => {
+                let grace = within(*grace, 0, TIME_MAX)?;
+                let count = within(count.unwrap_or(DELETE_COUNT_DEFAULT), 1, DELETE_COUNT_MAX)? as usize;
+                let cutoff = now - grace;
+                let finished = if *set == St::Completed { &self.completed } else { &self.failed };
+                let mut old: Vec<(i64, Vec<u8>)> =
+                    finished.iter().filter(|(_, f)| **f < cutoff).map(|(id, f)| (*f, id.clone())).collect();
+                old.sort();
+                old.truncate(count);
+                for (_, id) in &old {
+                    self.unset(id);
+                    self.drop_row(id);
+                }
+                if !old.is_empty() {
+                    ev.push(event("cleaned", None, &[("count", n(old.len() as i64))]));
+                }
+                Ok(Reply::Array(old.into_iter().map(|(_, id)| Reply::Bulk(id)).collect()))
+            }
+            Call::Obliterate { force, count } => {
+                let mut budget = within(count.unwrap_or(DELETE_COUNT_DEFAULT), 1, DELETE_COUNT_MAX)? as usize;
+                if !self.active.is_empty() && !force {
+                    return Err("EMQSTATE");
+                }
+                // The rows first, from the sets in this order, at most COUNT.
+                let mut doomed = Vec::new();
+                for set in [St::Wait, St::Prio, St::Active, St::Delayed, St::Completed, St::Failed] {
+                    let ids = self.ordered(set);
+                    let take = ids.len().min(budget);
+                    budget -= take;
+                    doomed.extend(ids.into_iter().take(take));
+                }
+                for id in &doomed {
+                    self.unset(id);
+                    self.drop_row(id);
+                }
+                let sets = [St::Wait, St::Prio, St::Active, St::Delayed, St::Completed, St::Failed];
+                let jobs_left: usize = sets.iter().map(|s| self.set_len(*s)).sum();
+                // Then, once no job is left, the queue's own keys (a set is gone with its
+                // last job; meta exists while paused; events once one was written).
+                let mut keys_left = 0;
+                if jobs_left == 0 {
+                    for exists in [self.paused, self.events_exist].iter().enumerate() {
+                        if !*exists.1 {
+                            continue;
+                        }
+                        if budget > 0 {
+                            budget -= 1;
+                            if exists.0 == 0 {
+                                self.paused = false;
+                            } else {
+                                self.events_exist = false;
+                            }
+                        } else {
+                            keys_left += 1;
+                        }
+                    }
+                } else {
+                    keys_left = sets.iter().filter(|s| self.set_len(**s) > 0).count()
+                        + usize::from(self.paused)
+                        + usize::from(self.events_exist);
+                }
+                Ok(Reply::Int((jobs_left + keys_left) as i64))
+            }
+            Call::Job { id } => {
+                gate(id)?;
+                let Some(r) = self.rows.get(id) else { return Ok(Reply::Nil) };
+                let int = Reply::Int;
+                let opt_int = |v: Option<i64>| v.map_or(Reply::Nil, Reply::Int);
+                let opt_bulk = |v: &Option<Vec<u8>>| v.clone().map_or(Reply::Nil, Reply::Bulk);
+                let backoff = r.backoff.map_or(Reply::Nil, |b| {
+                    Reply::Bulk(match b {
+                        Backoff::Fixed(ms) => format!("FIXED {ms}").into_bytes(),
+                        Backoff::Exp(ms) => format!("EXP {ms}").into_bytes(),
+                    })
+                });
+                let score = |st: St, m: &BTreeMap<Vec<u8>, i64>| {
+                    if r.state == st {
+                        opt_int(m.get(id).copied())
+                    } else {
+                        Reply::Nil
+                    }
+                };
+                let facts = [
+                    ("id", Reply::Bulk(id.clone())),
+                    ("state", Reply::Bulk(r.state.word().as_bytes().to_vec())),
+                    ("name", Reply::Bulk(r.name.clone())),
+                    ("data", Reply::Bulk(r.data.clone())),
+                    ("opts", Reply::Nil),
+                    ("priority", int(r.priority)),
+                    ("attempts", int(r.attempts)),
+                    ("backoff", backoff),
+                    ("created", int(r.created)),
+                    ("started", int(r.started)),
+                    ("made", int(r.made)),
+                    ("stalls", int(r.stalls)),
+                    ("claimed", opt_int(r.claimed)),
+                    ("deadline", score(St::Active, &self.active)),
+                    ("due", score(St::Delayed, &self.delayed)),
+                    ("expire", opt_int(r.expire)),
+                    ("progress", opt_bulk(&r.progress)),
+                    ("result", opt_bulk(&r.result)),
+                    ("error", opt_bulk(&r.error)),
+                    ("finished", opt_int(r.finished)),
+                ];
+                Ok(Reply::Array(
+                    facts.into_iter().flat_map(|(k, v)| [Reply::Bulk(k.as_bytes().to_vec()), v]).collect(),
+                ))
+            }
+            Call::Counts => {
+                let mut out = Vec::new();
+                for set in [St::Wait, St::Prio, St::Active, St::Delayed, St::Completed, St::Failed] {
+                    out.extend([
+                        Reply::Bulk(set.word().as_bytes().to_vec()),
+                        Reply::Int(self.set_len(set) as i64),
+                    ]);
+                }
+                out.extend([Reply::Bulk(b"paused".to_vec()), Reply::Int(i64::from(self.paused))]);
+                Ok(Reply::Array(out))
+            }
+            Call::Completes { triples } => {
+                if triples.is_empty() {
+                    return Err("EMQSHAPE");
+                }
+                // The id gate first (every id argument), then the ranges.
+                for (id, _, _) in triples {
+                    gate(id)?;
+                }
+                if triples.len() > COMPLETES_MAX {
+                    return Err("EMQARG");
+                }
+                for (_, t, r) in triples {
+                    token_ok(t)?;
+                    if r.len() > self.cfg.max_payload {
+                        return Err("EMQARG");
+                    }
+                }
+                let distinct: BTreeSet<&Vec<u8>> = triples.iter().map(|(id, _, _)| id).collect();
+                if distinct.len() != triples.len() {
+                    return Err("EMQARG");
+                }
+                // Each entry as COMPLETE would answer it; retention as COMPLETE without KEEP.
+                let keep = self.cfg.keep_completed;
+                let before = self.finished_before(Finished::Completed);
+                let mut out = Vec::new();
+                let mut added = Vec::new();
+                for (id, token, result) in triples {
+                    let Some(r) = self.rows.get(id) else {
+                        out.push(Reply::Int(-2));
+                        continue;
+                    };
+                    if !self.held(id, token) {
+                        let repeat = r.state == St::Completed && r.token.as_deref() == Some(&token[..]);
+                        out.push(Reply::Int(if repeat { 0 } else { -1 }));
+                        continue;
+                    }
+                    self.active.remove(id);
+                    let made = r.made + 1;
+                    if keep == 0 {
+                        self.drop_row(id);
+                    } else {
+                        let r = self.row(id);
+                        r.state = St::Completed;
+                        r.result = Some(result.clone());
+                        r.finished = Some(now);
+                        r.made = made;
+                        self.completed.insert(id.clone(), now);
+                        added.push(id.clone());
+                    }
+                    ev.push(event("completed", Some(id), &[("attempt", n(made))]));
+                    out.push(Reply::Int(1));
+                }
+                if out.contains(&Reply::Int(1)) {
+                    self.retire(Finished::Completed, before, added, keep, true, None, now);
+                }
+                Ok(Reply::Array(out))
+            }
+            Call::Jobs { set, from, count, rev } => {
+                let from = within(from.unwrap_or(0), 0, TIME_MAX)?;
+                let count = within(count.unwrap_or(100), 1, PAGE_MAX)?;
+                let mut ids = self.ordered(*set);
+                if *rev {
+                    ids.reverse();
+                }
+                let total = ids.len() as i64;
+                let page: Vec<Reply> =
+                    ids.into_iter().skip(from as usize).take(count as usize).map(Reply::Bulk).collect();
+                let end = from + page.len() as i64;
+                let next = if end < total { end } else { -1 };
+                Ok(Reply::Array(vec![Reply::Int(next), Reply::Array(page)]))
+            }
+        }
+    }
+
+    /// Whether a job met at `now` has expired: its EXPIRE time has come and no CLAIM ever took it.
+    pub fn expired(&self, id: &[u8], now: i64) -> bool {
+        self.rows.get(id).is_some_and(|r| !r.spent && r.expire.is_some_and(|x| now >= x))
+    }
+
+    /// One pass of CLAIM: due delayed jobs first (earliest due first, at most
+    /// `promote-batch`), each ready at the back — or, expired, failed instead; then, unless
+    /// paused, up to `want` ready jobs in serving order, the expired among them failed instead
+    /// of handed out. Events: the promotions' `waiting`, then the expired jobs' `failed` (the
+    /// promoted ones first, then those met in the ready sets), then the claims' `active`.
+    /// Returns the reply rows and how many jobs expired.
+    pub fn claim_pass(
+        &mut self,
+        token: &[u8],
+        lease: i64,
+        want: usize,
+        now: i64,
+        promote: bool,
+        ev: &mut Vec<Event>,
+    ) -> (Vec<Reply>, usize) {
+        let mut due: Vec<(i64, Vec<u8>)> =
+            self.delayed.iter().filter(|(_, d)| **d <= now).map(|(id, d)| (*d, id.clone())).collect();
+        due.sort();
+        due.truncate(if promote { self.cfg.promote_batch as usize } else { 0 });
+        let mut expired = Vec::new();
+        for (_, id) in due {
+            self.delayed.remove(&id);
+            if self.expired(&id, now) {
+                expired.push(id);
+            } else {
+                self.ready(&id, false);
+                ev.push(event("waiting", Some(&id), &[("prev", b"delayed".to_vec())]));
+            }
+        }
+        let mut picked = Vec::new();
+        if !self.paused {
+            for _ in 0..want {
+                let id = if let Some(id) = self.wait.pop_front() {
+                    id
+                } else if let Some((p, id)) = self.prio.iter().next().cloned() {
+                    self.prio.remove(&(p, id.clone()));
+                    id
+                } else {
+                    break;
+                };
+                if self.expired(&id, now) {
+                    expired.push(id);
+                } else {
+                    picked.push(id);
+                }
+            }
+        }
+        if !expired.is_empty() {
+            // Failed for good with `expired`, under keep-failed (a soft cap; 0 deletes them).
+            let keep = self.cfg.keep_failed;
+            let before = self.finished_before(Finished::Failed);
+            let mut added = Vec::new();
+            for id in &expired {
+                let made = {
+                    let r = self.row(id);
+                    r.state = St::Failed;
+                    r.error = Some(b"expired".to_vec());
+                    r.finished = Some(now);
+                    r.token = None;
+                    r.made
+                };
+                if keep == 0 {
+                    self.drop_row(id);
+                } else {
+                    self.failed.insert(id.clone(), now);
+                    added.push(id.clone());
+                }
+                ev.push(event("failed", Some(id), &[("error", b"expired".to_vec()), ("attempt", n(made))]));
+            }
+            self.retire(Finished::Failed, before, added, keep, true, None, now);
+        }
+        let mut out = Vec::new();
+        for id in picked {
+            let r = self.row(&id);
+            r.state = St::Active;
+            r.token = Some(token.to_vec());
+            r.started += 1;
+            r.claimed = Some(now);
+            r.spent = true;
+            // The CLAIM deletes `x` from the row: EXPIRE is spent.
+            r.expire = None;
+            let attempt = r.made + 1;
+            let (name, data) = (r.name.clone(), r.data.clone());
+            self.active.insert(id.clone(), (now + lease).min(TIME_MAX));
+            self.last_token.insert(id.clone(), token.to_vec());
+            ev.push(event("active", Some(&id), &[("attempt", n(attempt))]));
+            out.push(Reply::Array(vec![
+                Reply::Bulk(id),
+                Reply::Bulk(name),
+                Reply::Bulk(data),
+                Reply::Int(attempt),
+            ]));
+        }
+        (out, expired.len())
+    }
+
+    pub fn create(&mut self, id: &[u8], j: &Checked, now: i64) {
+        self.rows.insert(
+            id.to_vec(),
+            Row {
+                state: St::Wait,
+                name: j.name.clone(),
+                data: j.data.clone(),
+                priority: j.priority,
+                attempts: j.attempts,
+                backoff: j.backoff,
+                created: now,
+                token: None,
+                started: 0,
+                made: 0,
+                stalls: 0,
+                claimed: None,
+                result: None,
+                error: None,
+                finished: None,
+                progress: None,
+                expire: j.expire,
+                spent: false,
+            },
+        );
+    }
+
+    pub fn view(&self) -> View {
+        let zset = |m: &BTreeMap<Vec<u8>, i64>| {
+            let mut v: Vec<(i64, Vec<u8>)> = m.iter().map(|(id, s)| (*s, id.clone())).collect();
+            v.sort();
+            v.into_iter().map(|(s, id)| (id, s)).collect::<Vec<_>>()
+        };
+        View {
+            wait: self.wait.iter().cloned().collect(),
+            prio: self.prio.iter().map(|(p, id)| (id.clone(), *p)).collect(),
+            active: zset(&self.active),
+            delayed: zset(&self.delayed),
+            completed: zset(&self.completed),
+            failed: zset(&self.failed),
+            paused: self.paused,
+            rows: self
+                .rows
+                .iter()
+                .map(|(id, r)| {
+                    (
+                        id.clone(),
+                        RowView {
+                            st: r.state.word().as_bytes().to_vec(),
+                            name: r.name.clone(),
+                            data: r.data.clone(),
+                            priority: r.priority,
+                            attempts: r.attempts,
+                            created: r.created,
+                            token: r.token.clone(),
+                            started: r.started,
+                            made: r.made,
+                            stalls: r.stalls,
+                            claimed: r.claimed,
+                            result: r.result.clone(),
+                            error: r.error.clone(),
+                            finished: r.finished,
+                            progress: r.progress.clone(),
+                            expire: r.expire,
+                        },
+                    )
+                })
+                .collect(),
+            logs: self
+                .logs
+                .iter()
+                .filter(|(_, l)| !l.is_empty())
+                .map(|(id, l)| (id.clone(), l.clone()))
+                .collect(),
+            meta_exists: self.paused,
+            events_exist: self.events_exist,
+        }
+    }
+}
