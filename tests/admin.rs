@@ -1,5 +1,7 @@
 //! Administration against a real server: TRA.REMOVE deletes one job from whatever state it is
 //! in, refuses a held job without FORCE, writes nothing when it refuses, and replicates.
+//! DRAIN, CLEAN and OBLITERATE spend their COUNT exactly (OBLITERATE answers what is left),
+//! and CLEAN's GRACE is strict.
 
 use trafikey_support::*;
 
@@ -284,4 +286,141 @@ fn stalled_failures_under_keep_zero_take_their_logs() {
     assert_eq!(r.array()[1].strings(), [jid(1)], "failed for good");
     assert_eq!(log_len(&mut c, &q, &jid(1)), 0);
     no_log_without_its_row(&mut c, &q);
+}
+
+fn claim_all(q: &Q, c: &mut Conn, token: &str) -> Vec<String> {
+    let r = q.run(c, "EMQ.CLAIM", "", &[token.as_bytes(), b"60000", b"COUNT", b"100"]);
+    r.array().iter().map(|j| j.array()[0].str()).collect()
+}
+
+fn complete(q: &Q, c: &mut Conn, id: &str, token: &str, opts: &[&[u8]]) -> Reply {
+    let mut a: Vec<&[u8]> = vec![token.as_bytes(), b"ok"];
+    a.extend_from_slice(opts);
+    q.run(c, "EMQ.COMPLETE", id, &a)
+}
+
+fn completed(q: &Q, c: &mut Conn) -> Vec<String> {
+    c.call(&[b"ZRANGE", q.k("completed").as_bytes(), b"0", b"-1"]).strings()
+}
+
+/// `n` jobs enqueued, claimed by `token` and completed with KEEP -1 (nothing retired).
+fn finished(q: &Q, c: &mut Conn, ids: &[String], token: &str) {
+    for id in ids {
+        assert_eq!(q.enqueue(c, id, &[]), Reply::Int(1));
+    }
+    assert_eq!(claim_all(q, c, token).len(), ids.len());
+}
+
+/// clean.rs `score < cutoff` → `<=` (a job finished exactly GRACE ms ago deleted): CLEAN
+/// deletes what finished *more than* GRACE ms ago. A MULTI is one instant, so a job completed
+/// in it finished 0 ms before a `CLEAN … GRACE 0` queued behind it.
+#[test]
+fn clean_deletes_only_what_finished_more_than_grace_ago() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("cleancut");
+    let ids = [jid(1)];
+    finished(&q, &mut c, &ids, "w");
+    let clean = q.cmd("TRA.CLEAN", "", &["completed", "events"], &[b"GRACE", b"0"]);
+    let clean: Vec<&[u8]> = clean.iter().map(Vec::as_slice).collect();
+    assert_eq!(c.call(&[b"MULTI"]), Reply::Simple("OK".into()));
+    let done = q.cmd("EMQ.COMPLETE", &ids[0], keys_of("EMQ.COMPLETE"), &[b"w", b"ok", b"KEEP", b"-1"]);
+    let done: Vec<&[u8]> = done.iter().map(Vec::as_slice).collect();
+    assert_eq!(c.call(&done), Reply::Simple("QUEUED".into()));
+    assert_eq!(c.call(&clean), Reply::Simple("QUEUED".into()));
+    assert_eq!(c.call(&[b"EXEC"]), Reply::Array(vec![Reply::Int(1), Reply::Array(vec![])]));
+    assert_eq!(completed(&q, &mut c), ids, "finished 0 ms ago is not more than 0 ms ago");
+    std::thread::sleep(std::time::Duration::from_millis(3));
+    assert_eq!(c.call(&clean).strings(), ids, "3 ms later it is");
+}
+
+/// drain.rs `left -= from_wait.len()` and `left -= from_prio.len()` → `+=` (a set drained past
+/// COUNT): DRAIN COUNT n deletes n jobs in all — `wait` first, the rest from `prio`, then with
+/// DELAYED from `delayed` — and no more.
+#[test]
+fn drain_count_spans_wait_and_prio() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("span");
+    for n in 1..=2 {
+        assert_eq!(q.enqueue(&mut c, &jid(n), &[]), Reply::Int(1));
+    }
+    for n in 3..=7 {
+        assert_eq!(q.enqueue(&mut c, &jid(n), &[b"PRIORITY", b"5"]), Reply::Int(1));
+    }
+    let drain = q.cmd("TRA.DRAIN", "", &["wait", "prio", "delayed", "events"], &[b"COUNT", b"3"]);
+    let drain: Vec<&[u8]> = drain.iter().map(Vec::as_slice).collect();
+    assert_eq!(c.call(&drain), Reply::Int(3));
+    let snap = q.check_invariant(&mut c);
+    let left: Vec<u64> = (1..=7).filter(|n| snap.state_of(&jid(*n)).is_some()).collect();
+    assert_eq!(left, [4, 5, 6, 7], "the two waiting, then the first by priority order, are gone");
+    // With DELAYED the rest of COUNT goes on to delayed: 4 prio jobs, then 2 of 3 delayed.
+    for n in 8..=10 {
+        assert_eq!(q.run(&mut c, "EMQ.SCHEDULE", &jid(n), &[b"+600000", b"job", b"{}"]), Reply::Int(1));
+    }
+    let drain = q.cmd("TRA.DRAIN", "", &["wait", "prio", "delayed", "events"], &[b"DELAYED", b"COUNT", b"6"]);
+    let drain: Vec<&[u8]> = drain.iter().map(Vec::as_slice).collect();
+    assert_eq!(c.call(&drain), Reply::Int(6));
+    let snap = q.check_invariant(&mut c);
+    let left: Vec<u64> = (1..=10).filter(|n| snap.state_of(&jid(*n)).is_some()).collect();
+    assert_eq!(left, [10], "prio, then the delayed jobs by due time");
+}
+
+/// obliterate.rs: the COUNT budget and the reply (`active_len > 0` → `>=`, each `budget -=` →
+/// `+=` or `/=`, `jobs_left` summed, `budget > 0` → `>=`, `keys_left += 1`, the kind test, `left == 0`):
+/// OBLITERATE without FORCE takes a queue with nothing held, deletes COUNT jobs a call (wait
+/// first, then each set in turn), then the queue's own keys, and answers what is left — jobs
+/// plus keys — until 0.
+#[test]
+fn obliterate_spends_its_count_and_answers_what_is_left() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("ob");
+    // One completed and one failed job, then three waiting, two by priority, one delayed.
+    for n in [7, 8] {
+        assert_eq!(q.enqueue(&mut c, &jid(n), &[]), Reply::Int(1));
+    }
+    assert_eq!(claim_all(&q, &mut c, "w"), [jid(7), jid(8)]);
+    assert_eq!(complete(&q, &mut c, &jid(7), "w", &[b"KEEP", b"-1"]), Reply::Int(1));
+    let r = q.run(&mut c, "EMQ.FAIL", &jid(8), &[b"w", b"boom", b"FINAL", b"KEEP", b"-1"]);
+    assert_eq!(r, Reply::Simple("failed".into()));
+    for n in 1..=3 {
+        assert_eq!(q.enqueue(&mut c, &jid(n), &[]), Reply::Int(1));
+    }
+    for n in 4..=5 {
+        assert_eq!(q.enqueue(&mut c, &jid(n), &[b"PRIORITY", b"2"]), Reply::Int(1));
+    }
+    assert_eq!(q.run(&mut c, "EMQ.SCHEDULE", &jid(6), &[b"+600000", b"job", b"{}"]), Reply::Int(1));
+    // A paused queue has its meta key.
+    assert_eq!(q.run(&mut c, "EMQ.CLAIM", "", &[b"PAUSE"]), Reply::Int(1));
+    let all = ["wait", "prio", "active", "delayed", "completed", "failed", "meta", "events"];
+    let ob = q.cmd("TRA.OBLITERATE", "", &all, &[b"COUNT", b"2"]);
+    let ob: Vec<&[u8]> = ob.iter().map(Vec::as_slice).collect();
+    let jobs = |c: &mut Conn| -> Vec<u64> {
+        let snap = q.check_invariant(c);
+        (1..=8).filter(|n| snap.state_of(&jid(*n)).is_some()).collect()
+    };
+    let known = |c: &mut Conn| c.call(&[b"TRA.QUEUES"]).array()[1].strings().contains(&"ob".to_string());
+    assert!(known(&mut c));
+    // Jobs left, then the non-empty keys of wait, prio, delayed, completed, failed, meta, events.
+    assert_eq!(c.call(&ob), Reply::Int(6 + 7));
+    assert!(known(&mut c), "a queue with jobs left stays known");
+    assert_eq!(jobs(&mut c), [3, 4, 5, 6, 7, 8], "two from the front of wait");
+    assert_eq!(c.call(&ob), Reply::Int(4 + 6));
+    assert_eq!(jobs(&mut c), [5, 6, 7, 8], "the last of wait, then one from prio");
+    assert_eq!(c.call(&ob), Reply::Int(2 + 4));
+    assert_eq!(jobs(&mut c), [7, 8], "prio, then delayed");
+    assert_eq!(c.call(&ob), Reply::Int(2), "completed and failed; meta and events left");
+    assert_eq!(jobs(&mut c), Vec::<u64>::new());
+    // The queue's own keys are spent from the same COUNT: one a call at COUNT 1.
+    let one = q.cmd("TRA.OBLITERATE", "", &all, &[b"COUNT", b"1"]);
+    let one: Vec<&[u8]> = one.iter().map(Vec::as_slice).collect();
+    assert_eq!(c.call(&one), Reply::Int(1), "meta deleted, events left");
+    assert_eq!(c.call(&[b"EXISTS", q.k("events").as_bytes()]), Reply::Int(1));
+    assert_eq!(c.call(&one), Reply::Int(0));
+    assert!(!known(&mut c), "an obliterated queue is forgotten");
+    for role in all {
+        assert_eq!(c.call(&[b"EXISTS", q.k(role).as_bytes()]), Reply::Int(0), "{role}");
+    }
+    assert_eq!(c.call(&ob), Reply::Int(0), "an obliterated queue stays at 0");
 }

@@ -130,3 +130,143 @@ fn bad_input_is_refused_and_writes_nothing() {
         assert!(r.err().is_some_and(|e| e.starts_with(class)), "{class}: {r:?}");
     }
 }
+
+fn claim_all(q: &Q, c: &mut Conn, token: &str) -> Vec<String> {
+    let r = q.run(c, "EMQ.CLAIM", "", &[token.as_bytes(), b"60000", b"COUNT", b"100"]);
+    r.array().iter().map(|j| j.array()[0].str()).collect()
+}
+
+fn complete(q: &Q, c: &mut Conn, id: &str, token: &str, opts: &[&[u8]]) -> Reply {
+    let mut a: Vec<&[u8]> = vec![token.as_bytes(), b"ok"];
+    a.extend_from_slice(opts);
+    q.run(c, "EMQ.COMPLETE", id, &a)
+}
+
+fn completed(q: &Q, c: &mut Conn) -> Vec<String> {
+    c.call(&[b"ZRANGE", q.k("completed").as_bytes(), b"0", b"-1"]).strings()
+}
+
+/// A worker whose keys are the queue's roles and job rows, but not the jobs' logs.
+fn no_log_user(admin: &mut Conn, q: &Q) -> Vec<Vec<u8>> {
+    let mut v: Vec<Vec<u8>> = ["ACL", "SETUSER", "nolog", "on", ">pw", "-@all", "+@emq", "%R~{emq}:*"]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+    for role in ["wait", "prio", "active", "delayed", "completed", "failed", "meta", "events", "job:*"] {
+        v.push(format!("~{}", q.k(role)).into_bytes());
+    }
+    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+    assert_eq!(admin.call(&refs), Reply::Simple("OK".into()));
+    v
+}
+
+fn log_line(c: &mut Conn, q: &Q, id: &str, token: &str) {
+    let log_key = format!("emq:{{{}}}:log:{id}", q.0);
+    let r = c.call(&[b"TRA.LOG", b"2", q.job(id).as_bytes(), log_key.as_bytes(), token.as_bytes(), b"line"]);
+    assert!(r.err().is_none(), "{r:?}");
+    assert_eq!(c.call(&[b"EXISTS", log_key.as_bytes()]), Reply::Int(1));
+}
+
+/// completes.rs `jobs.len() > max` → `>=` (a full batch of 100 refused): TRA.COMPLETES takes
+/// what one CLAIM hands out, 100 jobs, and refuses 101 with nothing written.
+#[test]
+fn completes_takes_a_full_claim_of_a_hundred() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("full");
+    for n in 1..=101 {
+        assert_eq!(q.enqueue(&mut c, &jid(n), &[]), Reply::Int(1));
+    }
+    let held = claim_all(&q, &mut c, "w");
+    assert_eq!(held.len(), 100);
+    let triples = |ids: &[String]| -> Vec<Vec<u8>> {
+        ids.iter().flat_map(|id| [id.clone().into_bytes(), b"w".to_vec(), b"ok".to_vec()]).collect()
+    };
+    let call = |c: &mut Conn, args: &[Vec<u8>]| {
+        let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        let v = q.cmd("TRA.COMPLETES", "", &["active", "completed", "events"], &refs);
+        let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+        c.call(&refs)
+    };
+    let mut over = held.clone();
+    over.push(jid(101));
+    let r = unchanged(&mut c, |c| call(c, &triples(&over)));
+    assert!(r.err().is_some_and(|e| e.starts_with("EMQARG") && e.contains("at most 100 jobs")), "{r:?}");
+    let r = call(&mut c, &triples(&held));
+    assert_eq!(r.array().len(), 100);
+    assert!(r.array().iter().all(|e| *e == Reply::Int(1)), "{r:?}");
+}
+
+/// completes.rs `keep == Keep::None` → `!=` (the jobs a TRA.COMPLETES finishes not counted by
+/// retention): with `keep-completed 2`, finishing four jobs in one call keeps the two newest,
+/// as four COMPLETEs would.
+#[test]
+fn completes_counts_what_it_finishes_for_retention() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    assert_eq!(c.call(&[b"CONFIG", b"SET", b"trafikey.keep-completed", b"2"]), Reply::Simple("OK".into()));
+    for (name, batch) in [("batch", true), ("single", false)] {
+        let q = Q::new(name);
+        for n in 1..=4 {
+            assert_eq!(q.enqueue(&mut c, &jid(n), &[]), Reply::Int(1));
+        }
+        let held = claim_all(&q, &mut c, "w");
+        assert_eq!(held.len(), 4);
+        if batch {
+            let args: Vec<Vec<u8>> =
+                held.iter().flat_map(|id| [id.clone().into_bytes(), b"w".to_vec(), b"ok".to_vec()]).collect();
+            let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+            let r = q.run(&mut c, "TRA.COMPLETES", "", &refs);
+            assert_eq!(r.array().len(), 4, "{r:?}");
+        } else {
+            for id in &held {
+                assert_eq!(complete(&q, &mut c, id, "w", &[]), Reply::Int(1));
+            }
+        }
+        let kept = completed(&q, &mut c);
+        assert_eq!(kept.len(), 2, "{name}: {kept:?}");
+        q.check_invariant(&mut c);
+    }
+}
+
+/// completes.rs `fate == DONE && gone` → `||` (logs opened for jobs whose rows stay, or that
+/// it does not finish): TRA.COMPLETES opens only the logs of the rows it deletes at once, so a
+/// worker without access to logs finishes jobs that have logs under the default retention,
+/// and is refused only where a log would be deleted (keep-completed 0).
+#[test]
+fn completes_opens_only_the_logs_it_deletes() {
+    let s = Server::quiet();
+    let mut admin = s.conn();
+    let q = Q::new("nolog");
+    no_log_user(&mut admin, &q);
+    let mut w = s.conn();
+    assert_eq!(w.call(&[b"AUTH", b"nolog", b"pw"]), Reply::Simple("OK".into()));
+    for n in 1..=3 {
+        assert_eq!(q.enqueue(&mut admin, &jid(n), &[]), Reply::Int(1));
+    }
+    assert_eq!(claim_all(&q, &mut w, "w"), [jid(1), jid(2), jid(3)]);
+    for n in 1..=3 {
+        log_line(&mut admin, &q, &jid(n), "w");
+    }
+    let triples = |ids: &[(u64, &str)]| -> Vec<Vec<u8>> {
+        ids.iter().flat_map(|(n, t)| [jid(*n).into_bytes(), t.as_bytes().to_vec(), b"ok".to_vec()]).collect()
+    };
+    let completes = |w: &mut Conn, args: Vec<Vec<u8>>| {
+        let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        q.run(w, "TRA.COMPLETES", "", &refs)
+    };
+    // One finished, one held with another token: neither log is opened.
+    let r = completes(&mut w, triples(&[(1, "w"), (2, "other")]));
+    assert_eq!(r, Reply::Array(vec![Reply::Int(1), Reply::Int(-1)]));
+    // A repeat of the finished one: its log is not opened either.
+    let r = completes(&mut w, triples(&[(1, "w"), (2, "w")]));
+    assert_eq!(r, Reply::Array(vec![Reply::Int(0), Reply::Int(1)]));
+    // Under keep-completed 0 the row and its log go at once: the user is refused, nothing written.
+    assert_eq!(
+        admin.call(&[b"CONFIG", b"SET", b"trafikey.keep-completed", b"0"]),
+        Reply::Simple("OK".into())
+    );
+    let r = unchanged(&mut admin, |_| completes(&mut w, triples(&[(3, "w")])));
+    assert!(r.err().is_some_and(|e| e.starts_with("NOPERM")), "{r:?}");
+    q.check_invariant(&mut admin);
+}

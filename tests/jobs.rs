@@ -1,7 +1,8 @@
 //! The job core against a real server, as src/CONTRACT.md and src/verbs/README.md state it:
 //! each verb's happy path and refusals, leases, retries and backoff, pause, priorities,
-//! delays, stalls, retention, events, ACL on undeclared keys. The state invariant is checked
-//! after every test.
+//! delays, stalls, retention (KEEP and AGE at their edges), events, ACL on undeclared keys
+//! (logs opened only where they are deleted). The state invariant is checked after every
+//! test.
 
 use trafikey_support::*;
 
@@ -710,4 +711,262 @@ fn a_full_server_refuses_producers_but_still_drains() {
     assert_eq!(q.run(&mut c, "EMQ.FAIL", &jid(2), &[b"t", b"no"]), Reply::Simple("failed".into()));
     c.call(&[b"CONFIG", b"SET", b"maxmemory", b"0"]);
     q.check_invariant(&mut c);
+}
+
+fn claim_all(q: &Q, c: &mut Conn, token: &str) -> Vec<String> {
+    let r = q.run(c, "EMQ.CLAIM", "", &[token.as_bytes(), b"60000", b"COUNT", b"100"]);
+    r.array().iter().map(|j| j.array()[0].str()).collect()
+}
+
+fn complete(q: &Q, c: &mut Conn, id: &str, token: &str, opts: &[&[u8]]) -> Reply {
+    let mut a: Vec<&[u8]> = vec![token.as_bytes(), b"ok"];
+    a.extend_from_slice(opts);
+    q.run(c, "EMQ.COMPLETE", id, &a)
+}
+
+fn completed(q: &Q, c: &mut Conn) -> Vec<String> {
+    c.call(&[b"ZRANGE", q.k("completed").as_bytes(), b"0", b"-1"]).strings()
+}
+
+/// `n` jobs enqueued, claimed by `token` and completed with KEEP -1 (nothing retired).
+fn finished(q: &Q, c: &mut Conn, ids: &[String], token: &str) {
+    for id in ids {
+        assert_eq!(q.enqueue(c, id, &[]), Reply::Int(1));
+    }
+    assert_eq!(claim_all(q, c, token).len(), ids.len());
+}
+
+fn reclaimed(c: &mut Conn) -> i64 {
+    info_field(c, "trafikey", "trafikey_reclaimed").parse().unwrap()
+}
+
+/// A worker whose keys are the queue's roles and job rows, but not the jobs' logs.
+fn no_log_user(admin: &mut Conn, q: &Q) -> Vec<Vec<u8>> {
+    let mut v: Vec<Vec<u8>> = ["ACL", "SETUSER", "nolog", "on", ">pw", "-@all", "+@emq", "%R~{emq}:*"]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+    for role in ["wait", "prio", "active", "delayed", "completed", "failed", "meta", "events", "job:*"] {
+        v.push(format!("~{}", q.k(role)).into_bytes());
+    }
+    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+    assert_eq!(admin.call(&refs), Reply::Simple("OK".into()));
+    v
+}
+
+fn log_line(c: &mut Conn, q: &Q, id: &str, token: &str) {
+    let log_key = format!("emq:{{{}}}:log:{id}", q.0);
+    let r = c.call(&[b"TRA.LOG", b"2", q.job(id).as_bytes(), log_key.as_bytes(), token.as_bytes(), b"line"]);
+    assert!(r.err().is_none(), "{r:?}");
+    assert_eq!(c.call(&[b"EXISTS", log_key.as_bytes()]), Reply::Int(1));
+}
+
+/// queue.rs `Retire::plan`: `(ids.len() as u64) < by_count` → `<=` (one row too many
+/// deleted by KEEP n).
+#[test]
+fn keep_n_keeps_exactly_the_n_newest() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("keepn");
+    let ids: Vec<String> = (1..=6).map(jid).collect();
+    finished(&q, &mut c, &ids, "w");
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(complete(&q, &mut c, id, "w", &[b"KEEP", b"2"]), Reply::Int(1));
+        let keep: Vec<String> = ids[i.saturating_sub(1)..=i].to_vec();
+        assert_eq!(completed(&q, &mut c), keep, "after completing {id} with KEEP 2");
+    }
+    q.check_invariant(&mut c);
+}
+
+/// queue.rs `Retire::plan`: `take && (ids.len() as u64) < batch` → `take || …` and → `<=`
+/// (AGE retires more than `trafikey.retention-batch` rows in one call).
+#[test]
+fn age_retires_at_most_one_batch_a_call() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    assert_eq!(c.call(&[b"CONFIG", b"SET", b"trafikey.retention-batch", b"2"]), Reply::Simple("OK".into()));
+    let q = Q::new("agebatch");
+    let ids: Vec<String> = (1..=6).map(jid).collect();
+    finished(&q, &mut c, &ids, "w");
+    for id in &ids[..5] {
+        assert_eq!(complete(&q, &mut c, id, "w", &[b"KEEP", b"-1"]), Reply::Int(1));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    // AGE 0: all five finished before now; a batch of 2 goes, the oldest first.
+    assert_eq!(complete(&q, &mut c, &ids[5], "w", &[b"KEEP", b"-1", b"AGE", b"0"]), Reply::Int(1));
+    assert_eq!(completed(&q, &mut c), ids[2..].to_vec());
+    q.check_invariant(&mut c);
+}
+
+/// queue.rs `Retire::plan`: `score < c` → `score <= c` (AGE also retires a job finished
+/// exactly at now−AGE). In one MULTI the server clock stands still, so a job completed in it
+/// finished exactly at now.
+#[test]
+fn age_retires_only_jobs_finished_before_the_cutoff() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("agecut");
+    let ids: Vec<String> = (1..=2).map(jid).collect();
+    finished(&q, &mut c, &ids, "w");
+    assert_eq!(c.call(&[b"MULTI"]), Reply::Simple("OK".into()));
+    for (id, opts) in [(&ids[0], &[&b"KEEP"[..], b"-1"][..]), (&ids[1], &[b"KEEP", b"-1", b"AGE", b"0"])] {
+        let mut a: Vec<&[u8]> = vec![b"w", b"ok"];
+        a.extend_from_slice(opts);
+        let v = q.cmd("EMQ.COMPLETE", id, keys_of("EMQ.COMPLETE"), &a);
+        let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+        assert_eq!(c.call(&refs), Reply::Simple("QUEUED".into()));
+    }
+    assert_eq!(c.call(&[b"EXEC"]), Reply::Array(vec![Reply::Int(1), Reply::Int(1)]));
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.field(&ids[0], "f"), snap.field(&ids[1], "f"), "one instant in a MULTI");
+    assert_eq!(completed(&q, &mut c), ids, "finished at now − 0 is not before it");
+}
+
+/// verbs/extends.rs: `a.pairs.len() > EXTENDS_PAIRS_MAX` → `==` and → `>=` (1000 pairs are
+/// allowed, 1001 are not).
+#[test]
+fn extends_takes_up_to_a_thousand_pairs() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("ext");
+    assert_eq!(q.enqueue(&mut c, &jid(1), &[]), Reply::Int(1));
+    assert_eq!(claim_all(&q, &mut c, "w"), [jid(1)]);
+    let extends = |c: &mut Conn, pairs: usize| {
+        let mut v: Vec<Vec<u8>> =
+            vec![b"EMQ.EXTENDS".to_vec(), b"1".to_vec(), q.k("active").into_bytes(), b"30000".to_vec()];
+        for _ in 0..pairs {
+            v.push(jid(1).into_bytes());
+            v.push(b"w".to_vec());
+        }
+        let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+        c.call(&refs)
+    };
+    let r = extends(&mut c, 1000);
+    assert_eq!(r.array().len(), 1000, "{r:?}");
+    assert!(r.array().iter().all(|d| d.int() > 0));
+    let r = unchanged(&mut c, |c| extends(c, 1001));
+    assert!(r.err().is_some_and(|e| e.starts_with("EMQARG") && e.contains("at most 1000 pairs")), "{r:?}");
+}
+
+/// verbs/stalled.rs: `requeued.len() + dead.len()` → `-` (INFO's `reclaimed` counts both).
+#[test]
+fn stalled_counts_requeued_and_failed_leases_as_reclaimed() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("recl");
+    for i in 1..=3 {
+        assert_eq!(q.enqueue(&mut c, &jid(i), &[]), Reply::Int(1));
+    }
+    // Two leases expire with no stall yet, one after a stall: MAXSTALLS 1 requeues two and
+    // fails the third.
+    let r = q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"20", b"COUNT", b"1"]);
+    assert_eq!(r.array().len(), 1);
+    std::thread::sleep(std::time::Duration::from_millis(40));
+    let r = q.run(&mut c, "EMQ.STALLED", "", &[b"MAXSTALLS", b"1"]);
+    assert_eq!(r.array()[0].strings(), [jid(1)]);
+    let r = q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"20", b"COUNT", b"3"]);
+    assert_eq!(r.array().len(), 3);
+    std::thread::sleep(std::time::Duration::from_millis(40));
+    let before = reclaimed(&mut c);
+    let r = q.run(&mut c, "EMQ.STALLED", "", &[b"MAXSTALLS", b"1"]);
+    let (mut requeued, dead) = (r.array()[0].strings(), r.array()[1].strings());
+    requeued.sort();
+    assert_eq!((requeued, dead), (vec![jid(2), jid(3)], vec![jid(1)]));
+    assert_eq!(reclaimed(&mut c) - before, 3);
+    q.check_invariant(&mut c);
+}
+
+/// verbs/fail.rs: `next == AfterFail::Fail && keep == Keep::None` → `||`, and verbs/stalled.rs:
+/// `matches!(fate, Fate::Fail { .. }) && keep == Keep::None` → `||`: a job that is retried or
+/// requeued keeps its log, so neither FAIL nor STALLED opens it — a caller without access to
+/// logs is not refused.
+#[test]
+fn a_retry_or_requeue_under_keep_zero_leaves_the_log_unopened() {
+    let s = Server::start(Opts {
+        module_args: vec!["upkeep".into(), "no".into(), "keep-failed".into(), "0".into()],
+        ..Opts::default()
+    });
+    let mut admin = s.conn();
+    admin.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]);
+    let q = Q::new("nolog");
+    no_log_user(&mut admin, &q);
+    let mut w = s.conn();
+    assert_eq!(w.call(&[b"AUTH", b"nolog", b"pw"]), Reply::Simple("OK".into()));
+
+    // FAIL with attempts left, KEEP 0: retried, the log untouched.
+    assert_eq!(q.enqueue(&mut admin, &jid(1), &[b"ATTEMPTS", b"3"]), Reply::Int(1));
+    assert_eq!(claim_all(&q, &mut w, "w"), [jid(1)]);
+    log_line(&mut admin, &q, &jid(1), "w");
+    let r = q.run(&mut w, "EMQ.FAIL", &jid(1), &[b"w", b"boom", b"KEEP", b"0"]);
+    assert!(r.err().is_none(), "{r:?}");
+    assert_eq!(q.snapshot(&mut admin).state_of(&jid(1)).as_deref(), Some("wait"));
+
+    // STALLED requeues (MAXSTALLS 1) under keep-failed 0: the log untouched.
+    let r = q.run(&mut w, "EMQ.CLAIM", "", &[b"w2", b"20"]);
+    assert_eq!(r.array().len(), 1);
+    log_line(&mut admin, &q, &jid(1), "w2");
+    std::thread::sleep(std::time::Duration::from_millis(40));
+    let r = q.run(&mut w, "EMQ.STALLED", "", &[b"MAXSTALLS", b"1"]);
+    assert!(r.err().is_none(), "{r:?}");
+    assert_eq!(r.array()[0].strings(), [jid(1)]);
+
+    // And the user really has no access to logs: failing the job for good under KEEP 0 would
+    // delete its log, and is refused, writing nothing.
+    assert_eq!(claim_all(&q, &mut w, "w3"), [jid(1)]);
+    log_line(&mut admin, &q, &jid(1), "w3");
+    let r = unchanged(&mut admin, |_| {
+        q.run(&mut w, "EMQ.FAIL", &jid(1), &[b"w3", b"boom", b"FINAL", b"KEEP", b"0"])
+    });
+    assert!(r.err().is_some_and(|e| e.starts_with("NOPERM")), "{r:?}");
+    q.check_invariant(&mut admin);
+}
+
+/// promote.rs and reschedule.rs, `state != Delayed || not in delayed` → `&&`: PROMOTE and
+/// RESCHEDULE need both — the row's state and the id in `delayed`. A row whose state was
+/// written `delayed` by hand while the job waits is refused by both, so the job is neither put
+/// in `wait` a second time nor added to `delayed` beside it.
+#[test]
+fn promote_and_reschedule_need_the_state_and_the_set_to_agree() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("agree");
+    assert_eq!(q.enqueue(&mut c, &jid(1), &[]), Reply::Int(1));
+    assert_eq!(c.call(&[b"HSET", q.job(&jid(1)).as_bytes(), b"st", b"delayed"]), Reply::Int(0));
+    for (verb, args) in [("EMQ.PROMOTE", &[][..]), ("EMQ.RESCHEDULE", &[&b"+5000"[..]][..])] {
+        let r = unchanged(&mut c, |c| q.run(c, verb, &jid(1), args));
+        assert!(r.err().is_some_and(|e| e.starts_with("EMQSTATE")), "{verb}: {r:?}");
+    }
+    assert_eq!(c.call(&[b"LRANGE", q.k("wait").as_bytes(), b"0", b"-1"]).strings(), [jid(1)]);
+    assert_eq!(c.call(&[b"ZCARD", q.k("delayed").as_bytes()]), Reply::Int(0));
+}
+
+/// host/store.rs `Key::zadd_existing`: `call failed || NOP` → `&&` (a member not in the set
+/// reported moved, and a ZADD replicated that would add it): EXTENDS renews only a job that is
+/// in `active`. A row that says held while its id is not in `active` (the set written by hand)
+/// answers 0 and nothing is written, here or on a replica.
+#[test]
+fn extends_renews_only_what_is_in_active() {
+    let primary = Server::quiet();
+    let replica = Server::start(Opts { module_args: vec!["upkeep".into(), "no".into()], ..Opts::default() });
+    let mut r = replica.follow(&primary);
+    let mut c = primary.conn();
+    let q = Q::new("ghost");
+    for n in 1..=2 {
+        assert_eq!(q.enqueue(&mut c, &jid(n), &[]), Reply::Int(1));
+    }
+    assert_eq!(claim_all(&q, &mut c, "w"), [jid(1), jid(2)]);
+    assert_eq!(c.call(&[b"ZREM", q.k("active").as_bytes(), jid(2).as_bytes()]), Reply::Int(1));
+    let v = q.cmd(
+        "EMQ.EXTENDS",
+        "",
+        keys_of("EMQ.EXTENDS"),
+        &[b"60000", jid(1).as_bytes(), b"w", jid(2).as_bytes(), b"w"],
+    );
+    let v: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+    let got = c.call(&v);
+    assert!(got.array()[0].int() > 0, "{got:?}");
+    assert_eq!(got.array()[1], Reply::Int(0), "not in active: not held");
+    assert_eq!(c.call(&[b"ZCARD", q.k("active").as_bytes()]), Reply::Int(1));
+    c.call(&[b"WAIT", b"1", b"2000"]);
+    wait_for(|| digest(&mut c) == digest(&mut r), "the replica holds what the primary holds");
 }

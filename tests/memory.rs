@@ -5,6 +5,10 @@
 //! FAIL, REQUEUE, DELAY, STALLED, and PROMOTE, RESCHEDULE, REPROCESS) still work, and so does
 //! upkeep: the queue drains (COMPLETE … KEEP 0 frees each job), and once enough is freed the
 //! producers work again.
+//!
+//! And the module's own memory: what it keeps is the server's (counted in `used_memory`), and
+//! nothing is left behind by a call (the caller's user handle) or by upkeep's look at a
+//! database (its scan cursor).
 
 use std::thread::sleep;
 use std::time::Duration;
@@ -211,4 +215,91 @@ fn a_full_server_refuses_producers_and_still_drains() {
         assert!(r.err().is_none() && !r.is_nil(), "{verb} after the drain: {r:?}");
     }
     q.check_invariant(&mut c);
+}
+
+fn used_memory(c: &mut Conn) -> i64 {
+    info_field(c, "memory", "used_memory").parse().unwrap_or(0)
+}
+
+/// host/caller.rs `<impl Drop for Caller>::drop` → `()` (the user handle each call looks up
+/// never freed): 100 000 fenced calls, each judged as its caller, leave the server's memory
+/// where it was.
+#[test]
+fn the_callers_user_handle_is_freed_with_each_call() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("leak");
+    let claim = q.cmd("EMQ.CLAIM", "", keys_of("EMQ.CLAIM"), &[b"w", b"1000"]);
+    let batch: Vec<Vec<Vec<u8>>> = vec![claim; 1000];
+    // Once, so that every buffer the calls use exists before the first reading.
+    assert!(c.pipeline(&batch).iter().all(|r| *r == Reply::Array(vec![])));
+    let before = used_memory(&mut c);
+    for _ in 0..100 {
+        assert!(c.pipeline(&batch).iter().all(|r| *r == Reply::Array(vec![])));
+    }
+    let grown = used_memory(&mut c) - before;
+    assert!(grown < 1 << 20, "100 000 calls grew the server's memory by {grown} bytes");
+}
+
+/// host/timer.rs `Scan`'s Drop → `()`: each look at a database makes a scan cursor, and a
+/// flush makes upkeep look again, so flushes in a loop under a 1 ms tick make one cursor a
+/// tick. Without the Drop each stays allocated (a few dozen bytes, thousands of them).
+#[test]
+fn each_look_at_a_database_frees_its_scan_cursor() {
+    let s = Server::start(Opts { module_args: vec!["upkeep-tick-ms".into(), "1".into()], ..Opts::default() });
+    let mut c = s.conn();
+    let used = |c: &mut Conn| info_field(c, "memory", "used_memory").parse::<i64>().expect("used_memory");
+    let ticks =
+        |c: &mut Conn| info_field(c, "trafikey", "trafikey_upkeep_ticks").parse::<i64>().expect("ticks");
+    let flush_for = |c: &mut Conn, d: std::time::Duration| {
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < d {
+            assert_eq!(c.call(&[b"FLUSHDB"]), Reply::Simple("OK".into()));
+        }
+    };
+    flush_for(&mut c, std::time::Duration::from_millis(300));
+    // The first INFO of each section leaves something behind: once, before measuring.
+    let _ = (used(&mut c), ticks(&mut c));
+    let (m0, t0) = (used(&mut c), ticks(&mut c));
+    flush_for(&mut c, std::time::Duration::from_secs(3));
+    let (m1, t1) = (used(&mut c), ticks(&mut c));
+    eprintln!("{} ticks, used_memory {m0} → {m1}", t1 - t0);
+    assert!(t1 - t0 > 500, "upkeep looked often: {} ticks", t1 - t0);
+    // A leaked cursor is 16 bytes and the allocator's rounding: about 32 a look here.
+    assert!(m1 - m0 < 8 * (t1 - t0), "{} bytes more after {} looks", m1 - m0, t1 - t0);
+}
+
+/// host/alloc.rs `served` → `false` (the module's heap taken from the system allocator, not
+/// the server's): what the module keeps must be the server's memory, in `used_memory` and so
+/// under `maxmemory`. 20 000 queues are made known, then their keys deleted by hand: upkeep is
+/// off, so only the module's own list of queues still holds their names.
+#[test]
+fn what_the_module_keeps_counts_as_the_servers_memory() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let n = 20_000;
+    let queues: Vec<Q> = (0..n).map(|i| Q::new(&format!("{i:0>128}"))).collect();
+    let before = used_memory(&mut c);
+    for chunk in queues.chunks(1000) {
+        let calls: Vec<Vec<Vec<u8>>> = chunk
+            .iter()
+            .map(|q| q.cmd("EMQ.ENQUEUE", &jid(1), keys_of("EMQ.ENQUEUE"), &[b"job", b"{}"]))
+            .collect();
+        assert!(c.pipeline(&calls).iter().all(|r| *r == Reply::Int(1)));
+        let dels: Vec<Vec<Vec<u8>>> = chunk
+            .iter()
+            .map(|q| {
+                let mut d = vec![b"DEL".to_vec()];
+                d.extend(["wait", "prio", "events", "meta"].iter().map(|r| q.k(r).into_bytes()));
+                d.push(q.job(&jid(1)).into_bytes());
+                d
+            })
+            .collect();
+        assert!(c.pipeline(&dels).iter().all(|r| matches!(r, Reply::Int(k) if *k >= 2)));
+    }
+    assert_eq!(c.call(&[b"DBSIZE"]), Reply::Int(1), "only the version key is left");
+    assert_eq!(c.call(&[b"TRA.QUEUES", b"COUNT", b"1000"]).array()[1].array().len(), 1000);
+    let grown = used_memory(&mut c) - before;
+    println!("{n} known queues: used_memory grew by {grown} bytes");
+    assert!(grown > n * 128, "the module's list of {n} queues is not in used_memory: {grown} bytes");
 }

@@ -1,6 +1,7 @@
 //! The reference page and the command table agree: every registered command is documented,
 //! in table order, with the synopsis the table registers; and the server's COMMAND DOCS
-//! carry the table's summary and complexity.
+//! carry the table's summary and complexity, each argument's flags, and display names and
+//! `numkeys` as the synopses show them.
 
 use trafikey::verbs::COMMANDS;
 use trafikey_support::*;
@@ -111,4 +112,77 @@ fn command_docs_list_every_argument_of_the_reference_page() {
             );
         }
     }
+}
+
+/// Every string of a reply, depth first.
+fn words(r: &Reply, out: &mut Vec<String>) {
+    match r {
+        Reply::Array(items) => items.iter().for_each(|i| words(i, out)),
+        Reply::Bulk(b) => out.push(String::from_utf8_lossy(b).into_owned()),
+        Reply::Simple(s) => out.push(s.clone()),
+        _ => {}
+    }
+}
+
+/// The words COMMAND DOCS gives for argument `arg` of `cmd`: its fields up to the next
+/// argument's name.
+fn doc_of(c: &mut Conn, cmd: &str, arg: &str) -> Option<Vec<String>> {
+    let mut w = Vec::new();
+    words(&c.call(&[b"COMMAND", b"DOCS", cmd.as_bytes()]), &mut w);
+    let at = w.windows(2).position(|p| p[0] == "name" && p[1] == arg)?;
+    let rest = &w[at + 2..];
+    let end = rest.iter().position(|x| x == "name").unwrap_or(rest.len());
+    Some(rest[..end].to_vec())
+}
+
+/// The value of `field` in an argument's doc words.
+fn doc_field<'a>(doc: &'a [String], field: &str) -> Option<&'a str> {
+    doc.iter().position(|x| x == field).and_then(|i| doc.get(i + 1)).map(String::as_str)
+}
+
+/// host/register.rs `Docs::arg`: `flags |= MULTIPLE` → `&=` (COMMAND DOCS without an
+/// argument's flags): the repeated block of EXTENDS is `multiple`, ENQUEUE's PRIORITY
+/// `optional`, as the synopses say.
+#[test]
+fn command_docs_carry_each_arguments_flags() {
+    let s = Server::installed();
+    let mut c = s.conn();
+    let flags_of = |c: &mut Conn, cmd: &str, arg: &str| -> Vec<String> {
+        let doc = doc_of(c, cmd, arg).unwrap_or_else(|| panic!("{cmd} {arg}"));
+        match doc.iter().position(|x| x == "flags") {
+            Some(f) => doc[f + 1..]
+                .iter()
+                .filter(|x| ["optional", "multiple"].contains(&x.as_str()))
+                .cloned()
+                .collect(),
+            None => Vec::new(),
+        }
+    };
+    assert_eq!(flags_of(&mut c, "emq.extends", "job"), ["multiple"]);
+    assert_eq!(flags_of(&mut c, "emq.enqueue", "priority"), ["optional"]);
+    assert_eq!(flags_of(&mut c, "emq.complete", "token"), Vec::<String>::new());
+}
+
+/// host/register.rs `Docs::arg`: a display text only for a value whose shown name differs
+/// from its name (`matches!(Value) && display != name`: `&&` → `||`, `!=` → `==`); and
+/// `Docs::of`: `numkeys` only for the commands that take keys (`==` → `!=`).
+#[test]
+fn command_docs_show_display_names_and_numkeys_as_the_synopses_do() {
+    let s = Server::installed();
+    let mut c = s.conn();
+    let doc =
+        |c: &mut Conn, cmd: &str, arg: &str| doc_of(c, cmd, arg).unwrap_or_else(|| panic!("{cmd} {arg}"));
+    // `[PRIORITY p]`: shown as `p`.
+    assert_eq!(doc_field(&doc(&mut c, "emq.enqueue", "priority"), "display_text"), Some("p"));
+    // None given to a value shown by its own name or to a word: the server shows the name.
+    for (cmd, arg) in [("emq.complete", "token"), ("emq.enqueue", "lifo")] {
+        assert_eq!(doc_field(&doc(&mut c, cmd, arg), "display_text"), Some(arg), "{cmd} {arg}");
+    }
+    assert_eq!(doc_field(&doc(&mut c, "emq.enqueue", "lifo"), "token"), Some("LIFO"));
+    // A choice and a block have none at all.
+    for arg in ["kind", "backoff"] {
+        assert_eq!(doc_field(&doc(&mut c, "emq.enqueue", arg), "display_text"), None, "{arg}");
+    }
+    assert!(doc_of(&mut c, "emq.complete", "numkeys").is_some());
+    assert!(doc_of(&mut c, "tra.queues", "numkeys").is_none());
 }

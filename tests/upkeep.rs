@@ -1,7 +1,9 @@
 //! Server-side upkeep against a real server: due jobs promoted and expired leases reclaimed by
 //! the module's own timer, on the primary only, replicated as effects, found again after a
 //! restart, a flush and a failover; bounded per tick; off on demand. And the worker a user
-//! writes now: CLAIM … BLOCK, work, COMPLETE or FAIL — no sweeper anywhere.
+//! writes now: CLAIM … BLOCK, work, COMPLETE or FAIL — no sweeper anywhere. The queues it
+//! keeps: a queue is known from its first job on, and a dataset loaded in place (DEBUG
+//! RELOAD) is scanned for queues again.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -463,4 +465,41 @@ fn workers_that_wait_and_die_need_no_sweeper() {
         completed,
         upkeep(&mut admin, "reclaimed")
     );
+}
+
+/// queue.rs `exists` → `()` (a queue whose first job was just created is not listed). Upkeep
+/// is off, so no scan finds it: only the verb's own note does.
+#[test]
+fn the_first_job_makes_its_queue_known() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    assert_eq!(c.call(&[b"TRA.QUEUES"]), Reply::Array(vec![Reply::Int(-1), Reply::Array(vec![])]));
+    let q = Q::new("known");
+    assert_eq!(q.enqueue(&mut c, &jid(1), &[]), Reply::Int(1));
+    assert_eq!(
+        c.call(&[b"TRA.QUEUES"]),
+        Reply::Array(vec![Reply::Int(-1), Reply::Array(vec![Reply::Bulk(b"known".to_vec())])])
+    );
+}
+
+/// host/timer.rs `on_event` → `()` (a dataset loaded into a running primary not scanned for
+/// queues): a queue the node had forgotten, brought back by `DEBUG RELOAD NOSAVE` from the RDB
+/// saved before, is found again and its due job promoted by upkeep. (A reload empties the
+/// database first, so the flush event alone starts the scan: the LOADING arm is a second way.)
+#[test]
+fn a_dataset_loaded_in_place_is_scanned_for_queues() {
+    let s =
+        Server::start(Opts { module_args: vec!["upkeep-tick-ms".into(), "20".into()], ..Opts::default() });
+    let mut c = s.conn();
+    assert_eq!(c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
+    let q = Q::new("back");
+    assert_eq!(q.run(&mut c, "EMQ.SCHEDULE", &jid(1), &[b"+400", b"job", b"{}"]), Reply::Int(1));
+    assert_eq!(c.call(&[b"SAVE"]), Reply::Simple("OK".into()));
+    let all = ["wait", "prio", "active", "delayed", "completed", "failed", "meta", "events"];
+    let ob = q.cmd("TRA.OBLITERATE", "", &all, &[]);
+    let ob: Vec<&[u8]> = ob.iter().map(Vec::as_slice).collect();
+    assert_eq!(c.call(&ob), Reply::Int(0), "gone, and forgotten");
+    assert_eq!(c.call(&[b"DEBUG", b"RELOAD", b"NOSAVE"]), Reply::Simple("OK".into()));
+    assert_eq!(q.snapshot(&mut c).state_of(&jid(1)).as_deref(), Some("delayed"), "back from the RDB");
+    wait_for(|| q.snapshot(&mut c).state_of(&jid(1)).as_deref() == Some("wait"), "upkeep promotes it");
 }
