@@ -17,7 +17,6 @@ pub mod registry;
 pub mod upkeep;
 pub mod verbs;
 
-use valkey_module::configuration::ConfigurationFlags;
 use valkey_module::{valkey_module, Context, InfoContext, Status, ValkeyResult, ValkeyString};
 use valkey_module_macros::info_command_handler;
 
@@ -53,8 +52,9 @@ fn preload(ctx: &Context, _args: &[ValkeyString]) -> Status {
     }
 }
 
-fn init(ctx: &Context, _args: &[ValkeyString]) -> Status {
-    let started = host::register::all(ctx, &verbs::COMMANDS, &verbs::ENTRIES)
+fn init(ctx: &Context, args: &[ValkeyString]) -> Status {
+    let started = host::register::configs(ctx, args, upkeep::settings_changed)
+        .and_then(|()| host::register::all(ctx, &verbs::COMMANDS, &verbs::ENTRIES))
         .and_then(|()| host::effects::init(ctx.ctx))
         .and_then(|()| upkeep::start(ctx.ctx))
         .and_then(|()| host::events::subscribe(ctx.ctx));
@@ -89,28 +89,4 @@ valkey_module! {
     init: init,
     acl_categories: ["emq"]
     commands: [],
-    configurations: [
-        i64: [
-            ["events-maxlen", &config::EVENTS_MAXLEN, config::EVENTS_MAXLEN_DEFAULT, 0, 1_000_000_000, ConfigurationFlags::DEFAULT, None],
-            ["keep-completed", &config::KEEP_COMPLETED, config::KEEP_COMPLETED_DEFAULT, -1, 1_000_000_000, ConfigurationFlags::DEFAULT, None],
-            ["keep-failed", &config::KEEP_FAILED, config::KEEP_FAILED_DEFAULT, -1, 1_000_000_000, ConfigurationFlags::DEFAULT, None],
-            ["retention-batch", &config::RETENTION_BATCH, config::RETENTION_BATCH_DEFAULT, 1, domain::DELETE_PER_CALL, ConfigurationFlags::DEFAULT, None],
-            ["promote-batch", &config::PROMOTE_BATCH, config::PROMOTE_BATCH_DEFAULT, 1, domain::PROMOTE_PER_CALL, ConfigurationFlags::DEFAULT, None],
-            ["stalled-batch", &config::STALLED_BATCH, config::STALLED_BATCH_DEFAULT, 1, domain::RECLAIM_PER_CALL, ConfigurationFlags::DEFAULT, None],
-            ["max-stalls", &config::MAX_STALLS, config::MAX_STALLS_DEFAULT, 0, domain::MAX_STALLS_MAX, ConfigurationFlags::DEFAULT, None],
-            ["max-payload", &config::MAX_PAYLOAD, config::MAX_PAYLOAD_DEFAULT, 0, 512 * 1024 * 1024, ConfigurationFlags::DEFAULT, None],
-            ["bus-window-ms", &config::BUS_WINDOW_MS, config::BUS_WINDOW_MS_DEFAULT, 1, domain::TIME_MAX, ConfigurationFlags::DEFAULT, None],
-            ["bus-maxlen", &config::BUS_MAXLEN, config::BUS_MAXLEN_DEFAULT, 1, domain::bus::MAXLEN_MAX, ConfigurationFlags::DEFAULT, None],
-            ["log-keep", &config::LOG_KEEP, config::LOG_KEEP_DEFAULT, 1, 1_000_000, ConfigurationFlags::DEFAULT, None],
-            ["upkeep-tick-ms", &config::UPKEEP_TICK_MS, config::UPKEEP_TICK_MS_DEFAULT, 1, 60_000, ConfigurationFlags::DEFAULT, Some(Box::new(|_, _, _| upkeep::settings_changed()))],
-            ["upkeep-batch", &config::UPKEEP_BATCH, config::UPKEEP_BATCH_DEFAULT, 1, 100_000, ConfigurationFlags::DEFAULT, None],
-        ],
-        string: [],
-        bool: [
-            ["effects-always", &config::EFFECTS_ALWAYS, false, ConfigurationFlags::DEFAULT, None],
-            ["upkeep", &config::UPKEEP, true, ConfigurationFlags::DEFAULT, Some(Box::new(|_, _, _| upkeep::settings_changed()))],
-        ],
-        enum: [],
-        module_args_as_configuration: true,
-    ]
 }

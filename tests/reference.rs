@@ -114,6 +114,54 @@ fn command_docs_list_every_argument_of_the_reference_page() {
     }
 }
 
+/// The page's config table is the declarations' (`trafikey::config`), row for row; and the
+/// server registers each config with its declared default and range.
+#[test]
+fn the_config_table_comes_from_the_declarations() {
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/verbs/README.md"))
+        .expect("reference page");
+    let head = "| config | default | range | meaning |\n|---|---|---|---|\n";
+    let start = page.find(head).expect("the config table") + head.len();
+    let rows: Vec<&str> = page[start..].lines().take_while(|l| l.starts_with('|')).collect();
+    assert_eq!(rows, trafikey::config::table_rows(), "the reference page's config table");
+
+    let s = Server::start(Opts::default());
+    let mut c = s.conn();
+    for cfg in trafikey::config::INTS {
+        let name = format!("trafikey.{}", cfg.name);
+        let got = c.call(&[b"CONFIG", b"GET", name.as_bytes()]).strings();
+        assert_eq!(got, vec![name.clone(), cfg.default.to_string()]);
+        for bad in [cfg.min.saturating_sub(1), cfg.max.saturating_add(1)] {
+            let r = c.call(&[b"CONFIG", b"SET", name.as_bytes(), bad.to_string().as_bytes()]);
+            assert!(r.err().is_some(), "{name} {bad} is out of range: {r:?}");
+        }
+        assert_eq!(
+            c.call(&[b"CONFIG", b"SET", name.as_bytes(), cfg.max.to_string().as_bytes()]),
+            Reply::Simple("OK".into())
+        );
+    }
+    for cfg in trafikey::config::FLAGS {
+        let name = format!("trafikey.{}", cfg.name);
+        let want = if cfg.default { "yes" } else { "no" };
+        assert_eq!(
+            c.call(&[b"CONFIG", b"GET", name.as_bytes()]).strings(),
+            vec![name.clone(), want.to_string()]
+        );
+    }
+}
+
+/// A value given after `--loadmodule` is the config's starting value.
+#[test]
+fn load_arguments_set_configs() {
+    let s = Server::start(Opts {
+        module_args: vec!["upkeep".into(), "no".into(), "log-keep".into(), "7".into()],
+        ..Opts::default()
+    });
+    let mut c = s.conn();
+    assert_eq!(c.call(&[b"CONFIG", b"GET", b"trafikey.upkeep"]).strings(), ["trafikey.upkeep", "no"]);
+    assert_eq!(c.call(&[b"CONFIG", b"GET", b"trafikey.log-keep"]).strings(), ["trafikey.log-keep", "7"]);
+}
+
 /// Every string of a reply, depth first.
 fn words(r: &Reply, out: &mut Vec<String>) {
     match r {

@@ -8,9 +8,10 @@ use std::ffi::CString;
 use std::mem::MaybeUninit;
 use std::os::raw::{c_char, c_int};
 use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicI64};
 
 use valkey_module::raw;
-use valkey_module::Context;
+use valkey_module::{Context, ValkeyString};
 
 use super::caller::Access;
 use super::command::{Arg, Command, Form, KeyRole, Shape, Spec, Ty};
@@ -255,6 +256,51 @@ pub fn all(ctx: &Context, table: &'static [Command], entries: &'static [Entry]) 
     crate::metrics::size(table.len());
     for (cmd, e) in table.iter().zip(entries) {
         one(ctx, cmd, e.call)?;
+    }
+    Ok(())
+}
+
+/// Registers every config the module declares (`config::INTS`, `config::FLAGS`), a value
+/// given after `--loadmodule` as its starting value, then has the server load them. Called
+/// once, at load; `wake` runs when a config that upkeep follows changes.
+pub fn configs(ctx: &Context, args: &[ValkeyString], wake: fn()) -> Result<(), String> {
+    use valkey_module::configuration::{self as c, ConfigurationFlags};
+    for cfg in crate::config::INTS {
+        let start = c::get_i64_default_config_value(args, cfg.name, cfg.default)
+            .map_err(|e| format!("{}: {e}", cfg.name))?;
+        let on_change: Option<Box<dyn Fn(&c::ConfigurationContext, &str, &'static AtomicI64)>> =
+            cfg.wakes_upkeep.then(|| Box::new(move |_: &_, _: &_, _: &_| wake()) as Box<_>);
+        c::register_i64_configuration(
+            ctx,
+            cfg.name,
+            cfg.value(),
+            start,
+            cfg.min,
+            cfg.max,
+            ConfigurationFlags::DEFAULT,
+            on_change,
+            None,
+        );
+    }
+    for cfg in crate::config::FLAGS {
+        let start = c::get_bool_default_config_value(args, cfg.name, cfg.default)
+            .map_err(|e| format!("{}: {e}", cfg.name))?;
+        let on_change: Option<Box<dyn Fn(&c::ConfigurationContext, &str, &'static AtomicBool)>> =
+            cfg.wakes_upkeep.then(|| Box::new(move |_: &_, _: &_, _: &_| wake()) as Box<_>);
+        c::register_bool_configuration(
+            ctx,
+            cfg.name,
+            cfg.value(),
+            start,
+            ConfigurationFlags::DEFAULT,
+            on_change,
+            None,
+        );
+    }
+    let load = api!(RedisModule_LoadConfigs).ok_or("the server cannot load configs")?;
+    // SAFETY: the load-time context; every config above is registered.
+    if unsafe { load(ctx.ctx) } != raw::REDISMODULE_OK as c_int {
+        return Err("the server refused a config value".to_owned());
     }
     Ok(())
 }

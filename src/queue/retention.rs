@@ -117,7 +117,7 @@ pub fn finish(
 }
 
 /// The KEEP a finish uses: the call's, or the config default for that set.
-pub fn keep_for(given: Option<i64>, default: &std::sync::atomic::AtomicI64) -> Result<Keep, Refusal> {
+pub fn keep_for(given: Option<i64>, default: &config::Int) -> Result<Keep, Refusal> {
     match given {
         Some(k) => domain::keep(k),
         None => Ok(domain::keep_default(config::get(default))),
