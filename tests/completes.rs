@@ -167,18 +167,18 @@ fn log_line(c: &mut Conn, q: &Q, id: &str, token: &str) {
     assert_eq!(c.call(&[b"EXISTS", log_key.as_bytes()]), Reply::Int(1));
 }
 
-/// completes.rs `jobs.len() > max` → `>=` (a full batch of 100 refused): TRA.COMPLETES takes
-/// what one CLAIM hands out, 100 jobs, and refuses 101 with nothing written.
+/// completes.rs `jobs.len() > max` → `>=` (a full batch of 50 refused): TRA.COMPLETES takes
+/// what one CLAIM hands out, 50 jobs, and refuses 51 with nothing written.
 #[test]
-fn completes_takes_a_full_claim_of_a_hundred() {
+fn completes_takes_a_full_claim_of_fifty() {
     let s = Server::quiet();
     let mut c = s.conn();
     let q = Q::new("full");
-    for n in 1..=101 {
+    for n in 1..=51 {
         assert_eq!(q.enqueue(&mut c, &jid(n), &[]), Reply::Int(1));
     }
     let held = claim_all(&q, &mut c, "w");
-    assert_eq!(held.len(), 100);
+    assert_eq!(held.len(), 50);
     let triples = |ids: &[String]| -> Vec<Vec<u8>> {
         ids.iter().flat_map(|id| [id.clone().into_bytes(), b"w".to_vec(), b"ok".to_vec()]).collect()
     };
@@ -189,11 +189,11 @@ fn completes_takes_a_full_claim_of_a_hundred() {
         c.call(&refs)
     };
     let mut over = held.clone();
-    over.push(jid(101));
+    over.push(jid(51));
     let r = unchanged(&mut c, |c| call(c, &triples(&over)));
-    assert!(r.err().is_some_and(|e| e.starts_with("EMQARG") && e.contains("at most 100 jobs")), "{r:?}");
+    assert!(r.err().is_some_and(|e| e.starts_with("EMQARG") && e.contains("at most 50 jobs")), "{r:?}");
     let r = call(&mut c, &triples(&held));
-    assert_eq!(r.array().len(), 100);
+    assert_eq!(r.array().len(), 50);
     assert!(r.array().iter().all(|e| *e == Reply::Int(1)), "{r:?}");
 }
 

@@ -184,7 +184,7 @@ pub fn found_divergences_replay() {
             ]),
         ),
         (
-            "Fixed (every id gated first): the same for more than 100 entries: completes.rs refuses the count \
+            "Fixed (every id gated first): the same for more than 50 entries: completes.rs refuses the count \
              (EMQARG) before it gates the ids (EMQID first, by the order of checks).",
             case(vec![Op::Completes {
                 entries: vec![(EntryId::Any(IdC::Bad(0)), TokC::Pool(0), B(b"ok".to_vec()))],

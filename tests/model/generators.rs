@@ -705,8 +705,8 @@ pub fn op(crashy: bool) -> BoxedStrategy<Op> {
 
 /// TRA.COMPLETES entries: mostly distinct held jobs with their holders' tokens; sometimes
 /// any id (a finished job: the repeat's 0; a gone one: -2; one twice: refused), a stale or bad
-/// token, a result too long for `max-payload` 4; rarely padded to 100 entries (the most one
-/// call takes) or 101 (refused).
+/// token, a result too long for `max-payload` 4; rarely padded to 50 entries (the most one
+/// call takes) or 51 (refused).
 pub fn completes() -> BoxedStrategy<(Vec<Entry>, Option<usize>)> {
     let id = weighted(vec![
         (30, Just(EntryId::Next).boxed()),

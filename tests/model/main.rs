@@ -38,13 +38,13 @@
 //! it — promoting it when due, or taking it from `wait`/`prio` — fails it for good with
 //! `expired` (`f` = now, a `failed` event with `attempt` = `am`, under `keep-failed`, deleted
 //! at once with 0 or beyond the cap), and goes on to the jobs behind it: another pass while the
-//! last one met an expired job, at most 4, meeting at most 100 jobs in all (each pass promotes
+//! last one met an expired job, at most 4, meeting at most 50 jobs in all (each pass promotes
 //! again). Once a CLAIM took the job in time its EXPIRE is spent for good — a retry, a stall or
 //! REPROCESS does not revive it (the reference page says so in as many words). The server runs
 //! with upkeep off, so only CLAIM expires jobs.
 //!
-//! TRA.COMPLETES: up to 100 `id token result` triples (sometimes padded with jobs that do not
-//! exist to exactly 100, or 101), each answered as COMPLETE would (1, 0 for the finishing
+//! TRA.COMPLETES: up to 50 `id token result` triples (sometimes padded with jobs that do not
+//! exist to exactly 50, or 51), each answered as COMPLETE would (1, 0 for the finishing
 //! token's repeat, -1 not held, -2 no job), `keep-completed` retention when a job finished;
 //! refused whole (the id gate on every id first, then the count, tokens, results, an id twice).
 //!

@@ -13,15 +13,15 @@ pub const LEASE_MAX: i64 = 1 << 31;
 pub const CLAIM_COUNT_MAX: i64 = 1000;
 pub const STALLED_COUNT_MAX: i64 = 10_000;
 /// What one call does at most, whatever COUNT asks (the module's `domain::*_PER_CALL`).
-pub const CLAIM_PER_CALL: i64 = 100;
-pub const RECLAIM_PER_CALL: i64 = 200;
+pub const CLAIM_PER_CALL: i64 = 50;
+pub const RECLAIM_PER_CALL: i64 = 100;
 /// Passes one CLAIM makes at most while the jobs it meets keep turning out expired (the
 /// reference page's "a few passes"; the module's `claim::PASSES`).
 pub const CLAIM_PASSES: usize = 4;
 /// Jobs one TRA.COMPLETES finishes at most (more is refused).
-pub const COMPLETES_MAX: usize = 100;
+pub const COMPLETES_MAX: usize = 50;
 pub const MAX_STALLS_MAX: i64 = 1000;
-pub const EXTENDS_PAIRS_MAX: usize = 1000;
+pub const EXTENDS_PAIRS_MAX: usize = 250;
 pub const TOKEN_MAX: usize = 128;
 pub const NAME_MAX: usize = 256;
 pub const PROGRESS_MAX: usize = 4096;
