@@ -26,7 +26,7 @@ pub const PRINTABLE_MAX: usize = 64;
 /// The result is always ASCII with no NUL, whatever the input.
 pub fn printable(bytes: &[u8]) -> String {
     let shown = bytes.get(..PRINTABLE_MAX).unwrap_or(bytes);
-    let mut out = String::with_capacity(shown.len() + 3);
+    let mut out = String::with_capacity(shown.len().saturating_add(3));
     for &b in shown {
         if (0x21..=0x7e).contains(&b) {
             out.push(char::from(b));

@@ -91,7 +91,14 @@ pub fn valid_queue(q: &[u8]) -> bool {
 /// `emq:{Q}:<role>`, or `emq:{Q}:<role><suffix>` for a suffixed role.
 pub fn key(queue: &[u8], role: Role, suffix: &[u8]) -> Vec<u8> {
     let word = role.word().as_bytes();
-    let mut k = Vec::with_capacity(PREFIX.len() + queue.len() + 2 + word.len() + suffix.len());
+    let mut k = Vec::with_capacity(
+        PREFIX
+            .len()
+            .saturating_add(queue.len())
+            .saturating_add(word.len())
+            .saturating_add(suffix.len())
+            .saturating_add(2),
+    );
     k.extend_from_slice(PREFIX);
     k.extend_from_slice(queue);
     k.extend_from_slice(b"}:");

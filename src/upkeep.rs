@@ -129,7 +129,7 @@ impl Verb for Upkeep {
             let max_stalls = config::get(&config::MAX_STALLS);
             let count = left.min(domain::STALLED_COUNT_MAX as usize) as i64;
             let (requeued, failed) = stalled::reclaim(x, max_stalls, count)?;
-            (requeued.len() + failed.len()) as i64
+            requeued.len().saturating_add(failed.len()) as i64
         } else {
             0
         };

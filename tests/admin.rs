@@ -2,6 +2,14 @@
 //! in, refuses a held job without FORCE, writes nothing when it refuses, and replicates.
 //! DRAIN, CLEAN and OBLITERATE spend their COUNT exactly (OBLITERATE answers what is left),
 //! and CLEAN's GRACE is strict.
+// A test may panic: that is how it fails. The module's own rules are for src/.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
 
 use trafikey_support::*;
 

@@ -1,6 +1,14 @@
 //! The bus verbs against a real server (src/CONTRACT.md, "Bus"): EMQ.APPEND, EMQ.PUBLISH and
 //! EMQ.FAILURES — dedup and its window, the stream cap, a real subscriber, channel ACL,
 //! counters with TTLs, effects on a replica and in the AOF, and every bad input.
+// A test may panic: that is how it fails. The module's own rules are for src/.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
 
 use trafikey_support::*;
 

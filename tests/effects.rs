@@ -4,6 +4,14 @@
 //! primary restarted from an RDB that keeps its backlog, a replica promoted with its
 //! backlog — turns the effects on in time, and the replica ends up with the primary's
 //! keyspace.
+// A test may panic: that is how it fails. The module's own rules are for src/.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
 
 use trafikey_support::*;
 

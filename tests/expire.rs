@@ -3,6 +3,14 @@
 //! meets it (ready or due), or by upkeep on its own (waiting, by priority, delayed), also after
 //! a restart — and the replica holds what the primary holds. Bad EXPIRE values are refused and
 //! write nothing.
+// A test may panic: that is how it fails. The module's own rules are for src/.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
 
 use trafikey_support::*;
 

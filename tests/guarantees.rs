@@ -13,6 +13,14 @@
 //! * the replies the page shows for what one connection cannot replay — a blocked CLAIM ended
 //!   by `CLIENT UNBLOCK … ERROR` or by its node becoming a replica, a write sent to a
 //!   replica — are the ones a real server gives.
+// A test may panic: that is how it fails. The module's own rules are for src/.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
 
 use std::path::Path;
 use std::thread::sleep;

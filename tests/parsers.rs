@@ -8,6 +8,14 @@
 //! Each asserts properties: no panic on any bytes, round trips, bounds respected, refusals
 //! of the documented class for what is out of range — not only that the code runs.
 //! No server is started: these are plain functions.
+// A test may panic: that is how it fails. The module's own rules are for src/.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

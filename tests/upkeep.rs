@@ -4,6 +4,14 @@
 //! writes now: CLAIM … BLOCK, work, COMPLETE or FAIL — no sweeper anywhere. The queues it
 //! keeps: a queue is known from its first job on, and a dataset loaded in place (DEBUG
 //! RELOAD) is scanned for queues again.
+// A test may panic: that is how it fails. The module's own rules are for src/.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

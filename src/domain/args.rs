@@ -15,9 +15,9 @@ pub fn int(arg: &[u8]) -> Option<i64> {
     }
     let mut v: i64 = 0;
     for &d in digits {
-        v = v.checked_mul(10)?.checked_add(i64::from(d - b'0'))?;
+        v = v.checked_mul(10)?.checked_add(i64::from(d.wrapping_sub(b'0')))?;
     }
-    Some(if neg { -v } else { v })
+    Some(if neg { v.checked_neg()? } else { v })
 }
 
 pub fn number(arg: &[u8], what: &str) -> Result<i64, Refusal> {
@@ -167,12 +167,12 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
         seen |= bit;
         let at = i;
         let value = |k: usize| -> Result<S, Refusal> {
-            args.get(at + 1 + k)
+            args.get(at.saturating_add(1).saturating_add(k))
                 .copied()
                 .ok_or_else(|| Refusal::Shape(format!("option {} needs a value", opt.word())))
         };
         let num = |k: usize| -> Result<i64, Refusal> { number(value(k)?.as_ref(), opt.word()) };
-        i = at + 1;
+        i = at.saturating_add(1);
         match opt {
             Opt::Lifo => o.lifo = true,
             Opt::Final => o.final_ = true,
@@ -181,14 +181,14 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
             Opt::Delayed => o.delayed = true,
             Opt::Opts => {
                 o.opts = Some(value(0)?);
-                i += 1;
+                i = i.saturating_add(1);
             }
             Opt::Expire => {
                 o.expire = Some(
                     when(value(0)?.as_ref())
                         .map_err(|_| Refusal::Shape("EXPIRE takes <ms> or +<ms>".into()))?,
                 );
-                i += 1;
+                i = i.saturating_add(1);
             }
             Opt::Backoff => {
                 let kind = value(0)?;
@@ -201,7 +201,7 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
                 } else {
                     return Err(Refusal::Shape("BACKOFF takes FIXED or EXP".into()));
                 });
-                i += 2;
+                i = i.saturating_add(2);
             }
             Opt::Priority
             | Opt::Attempts
@@ -228,7 +228,7 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
                     Opt::Grace => o.grace = v,
                     _ => o.ttl = v,
                 }
-                i += 1;
+                i = i.saturating_add(1);
             }
         }
     }

@@ -32,8 +32,7 @@ pub fn encode(brand: &[u8; 3], mut n: u64) -> [u8; LEN] {
     let mut out = [b'0'; LEN];
     out[..BRAND_LEN].copy_from_slice(brand);
     for slot in out[BRAND_LEN..].iter_mut().rev() {
-        // n % 62 < 62, so the index is always in bounds.
-        *slot = ALPHABET[(n % 62) as usize];
+        *slot = ALPHABET.get((n % 62) as usize).copied().unwrap_or(b'0');
         n /= 62;
     }
     out

@@ -99,7 +99,7 @@ impl Caller {
         let user = NonNull::new(unsafe { lookup(name.ptr()) });
         match user {
             Some(u) => {
-                let mut copy = Vec::with_capacity(head.len() + 2);
+                let mut copy = Vec::with_capacity(head.len().saturating_add(2));
                 copy.extend_from_slice(head);
                 Ok(Caller { user: Some(u), argv: RefCell::new(copy) })
             }

@@ -43,8 +43,8 @@ impl KeyRole {
         match self {
             KeyRole::Queue(r) => r as usize,
             KeyRole::Version => Role::ALL.len(),
-            KeyRole::Any => Role::ALL.len() + 1,
-            KeyRole::OneOf(_) => Role::ALL.len() + 2,
+            KeyRole::Any => Role::ALL.len().saturating_add(1),
+            KeyRole::OneOf(_) => Role::ALL.len().saturating_add(2),
         }
     }
 }
@@ -90,6 +90,9 @@ pub struct Keys {
 const ABSENT: u8 = u8::MAX;
 
 impl Keys {
+    /// Evaluated when the module is compiled (every `KEYS` is a `const`): an index or an
+    /// assertion that failed here fails the build, never a call.
+    #[allow(clippy::indexing_slicing, clippy::arithmetic_side_effects, clippy::panic)]
     pub const fn of(slots: &'static [Slot]) -> Keys {
         let mut at = [ABSENT; KeyRole::COUNT];
         let mut i = 0;
@@ -426,7 +429,7 @@ impl Command {
     /// the command for it and judges it with the command and the keys, by one selector.
     pub fn channel(&self) -> Option<usize> {
         if self.publishes {
-            self.position(KeyRole::Queue(crate::keyspace::Role::Bus)).map(|i| i + 2)
+            self.position(KeyRole::Queue(crate::keyspace::Role::Bus)).map(|i| i.saturating_add(2))
         } else {
             None
         }

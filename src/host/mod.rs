@@ -161,7 +161,7 @@ impl<'a> Exec<'a> {
     #[inline]
     pub fn key_name(&self, role: impl Into<KeyRole>) -> Result<*mut RedisModuleString, Refusal> {
         let i = self.cmd.position(role.into()).ok_or_else(errors::host_reply)?;
-        self.argv.get(2 + i).copied().ok_or_else(errors::host_reply)
+        self.argv.get(i.saturating_add(2)).copied().ok_or_else(errors::host_reply)
     }
 
     /// Opens the declared key with this role.
@@ -277,10 +277,10 @@ impl<'a> Exec<'a> {
                 if given != Some(n as i64) {
                     return Err(Refusal::Shape(format!("numkeys must be {n}")));
                 }
-                if self.argv.len() < 2 + n {
+                if self.argv.len() < n.saturating_add(2) {
                     return Err(Refusal::Shape(format!("{} needs {n} keys", cmd.name)));
                 }
-                self.first_arg = 2 + n;
+                self.first_arg = n.saturating_add(2);
                 Ok(())
             }
         }
@@ -289,7 +289,7 @@ impl<'a> Exec<'a> {
     /// Layout: each key is the role of its position, all of one queue.
     fn layout(&mut self, cmd: &Command) -> Result<(), Refusal> {
         for (i, slot) in cmd.keys.iter().enumerate() {
-            let k = self.arg(2 + i);
+            let k = self.arg(i.saturating_add(2));
             match slot.role {
                 KeyRole::Any => {}
                 KeyRole::OneOf(roles) => {
@@ -297,7 +297,7 @@ impl<'a> Exec<'a> {
                         let words: Vec<&str> = roles.iter().map(|r| r.word()).collect();
                         Refusal::Layout(format!(
                             "key {} must be emq:{{Q}}:<set>, one of {}",
-                            i + 1,
+                            i.saturating_add(1),
                             words.join(" ")
                         ))
                     })?;
@@ -324,7 +324,7 @@ impl<'a> Exec<'a> {
                             let p = keyspace::parse_as(k, role).ok_or_else(|| {
                                 Refusal::Layout(format!(
                                     "key {} must be emq:{{Q}}:{}{}",
-                                    i + 1,
+                                    i.saturating_add(1),
                                     role.word(),
                                     if role.suffixed() { "<ID>" } else { "" }
                                 ))

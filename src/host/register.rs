@@ -176,7 +176,9 @@ fn one(ctx: &Context, cmd: &Command, callback: super::Callback) -> Result<(), St
                 flags: spec_flags(slot.spec),
                 begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX,
                 bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
-                    index: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 { pos: 2 + i as c_int },
+                    index: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 {
+                        pos: (i as c_int).saturating_add(2),
+                    },
                 },
                 find_keys_type: raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
                 fk: raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
@@ -189,7 +191,7 @@ fn one(ctx: &Context, cmd: &Command, callback: super::Callback) -> Result<(), St
             })
             .collect();
         let after_keys = match cmd.form {
-            Form::Keys => 2 + cmd.keys.len() as c_int,
+            Form::Keys => (cmd.keys.len() as c_int).saturating_add(2),
             Form::Bare => 1,
         };
         for access in [Access::Read, Access::Update, Access::Write] {
@@ -260,6 +262,9 @@ pub fn all(ctx: &Context, table: &'static [Command], entries: &'static [Entry]) 
     Ok(())
 }
 
+/// What runs when a config changes.
+type OnChange<T> = Box<dyn Fn(&valkey_module::configuration::ConfigurationContext, &str, &'static T)>;
+
 /// Registers every config the module declares (`config::INTS`, `config::FLAGS`), a value
 /// given after `--loadmodule` as its starting value, then has the server load them. Called
 /// once, at load; `wake` runs when a config that upkeep follows changes.
@@ -268,7 +273,7 @@ pub fn configs(ctx: &Context, args: &[ValkeyString], wake: fn()) -> Result<(), S
     for cfg in crate::config::INTS {
         let start = c::get_i64_default_config_value(args, cfg.name, cfg.default)
             .map_err(|e| format!("{}: {e}", cfg.name))?;
-        let on_change: Option<Box<dyn Fn(&c::ConfigurationContext, &str, &'static AtomicI64)>> =
+        let on_change: Option<OnChange<AtomicI64>> =
             cfg.wakes_upkeep.then(|| Box::new(move |_: &_, _: &_, _: &_| wake()) as Box<_>);
         c::register_i64_configuration(
             ctx,
@@ -285,7 +290,7 @@ pub fn configs(ctx: &Context, args: &[ValkeyString], wake: fn()) -> Result<(), S
     for cfg in crate::config::FLAGS {
         let start = c::get_bool_default_config_value(args, cfg.name, cfg.default)
             .map_err(|e| format!("{}: {e}", cfg.name))?;
-        let on_change: Option<Box<dyn Fn(&c::ConfigurationContext, &str, &'static AtomicBool)>> =
+        let on_change: Option<OnChange<AtomicBool>> =
             cfg.wakes_upkeep.then(|| Box::new(move |_: &_, _: &_, _: &_| wake()) as Box<_>);
         c::register_bool_configuration(
             ctx,

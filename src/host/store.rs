@@ -19,9 +19,9 @@ fn stream_id(ms: u64, seq: u64) -> smallvec::SmallVec<[u8; 48]> {
         let mut tmp = [0u8; 20];
         let mut i = tmp.len();
         loop {
-            i -= 1;
+            i = i.saturating_sub(1);
             if let Some(d) = tmp.get_mut(i) {
-                *d = b'0' + (v % 10) as u8;
+                *d = b'0'.saturating_add((v % 10) as u8);
             }
             v /= 10;
             if v == 0 || i == 0 {
@@ -452,7 +452,7 @@ impl Key {
             if Str::adopt(self.ctx, unsafe { f(k, side as c_int) }).is_none() {
                 break;
             }
-            popped += 1;
+            popped = popped.saturating_add(1);
         }
         if popped > 0 {
             if let Ok(count) = Str::int(self.ctx, popped as i64).ok_or(()) {
@@ -484,6 +484,12 @@ impl Key {
     /// ZADD XX: moves the score of a member that is there, and says whether it was; a member
     /// that is not is left out (nothing written, nothing replicated).
     pub fn zadd_existing(&self, score: i64, member: *mut RedisModuleString) -> Result<bool, Refusal> {
+        // On an absent key the server's ZsetAdd makes the set before it looks at XX, and an
+        // empty set left in the keyspace breaks the server's own commands (DEBUG DIGEST
+        // asserts): an absent set has no member to move.
+        if self.kind() == Kind::Empty {
+            return Ok(false);
+        }
         let (k, f) = (self.live(), api!(RedisModule_ZsetAdd));
         let (Some(k), Some(f)) = (k, f) else { return Ok(false) };
         let mut flags = raw::REDISMODULE_ZADD_XX as c_int;
@@ -532,7 +538,7 @@ impl Key {
             return Ok(());
         }
         let sc = Str::int(self.ctx, score).ok_or_else(crate::errors::host_reply)?;
-        let mut effect = Effect::with_capacity(1 + 2 * members.len());
+        let mut effect = Effect::with_capacity(members.len().saturating_mul(2).saturating_add(1));
         effect.push(self.name());
         for &m in members {
             self.zset_add(score, m)?;
@@ -550,7 +556,7 @@ impl Key {
     /// Remove members; one effect `ZREM key m ...` naming those that were there.
     pub fn zrem_many(&self, members: &[*mut RedisModuleString]) -> usize {
         let (Some(k), Some(f)) = (self.live(), api!(RedisModule_ZsetRem)) else { return 0 };
-        let mut effect = Effect::with_capacity(1 + members.len());
+        let mut effect = Effect::with_capacity(members.len().saturating_add(1));
         effect.push(self.name());
         for &m in members {
             let mut deleted: c_int = 0;
@@ -563,7 +569,7 @@ impl Key {
         if effect.len() > 1 {
             replicate(self.ctx, c"ZREM", &effect);
         }
-        effect.len() - 1
+        effect.len().saturating_sub(1)
     }
 
     /// Walk members with min <= score <= max, lowest first (ties in member order), while `f`

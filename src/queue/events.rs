@@ -129,7 +129,7 @@ impl Events {
         let mut push = |p: *mut RedisModuleString| {
             if let Some(slot) = argv.get_mut(n) {
                 *slot = p;
-                n += 1;
+                n = n.saturating_add(1);
             }
         };
         push(word::EVENT.get());

@@ -85,7 +85,7 @@ impl Promotion {
             let state = ready.put(p.id.ptr(), p.priority, false)?;
             p.row.hset(&[(&field::STATE, state.lit().get())])?;
             events.emit(x, Some(p.id.ptr()), Event::Waiting { prev: State::Delayed })?;
-            promoted += 1;
+            promoted = promoted.saturating_add(1);
         }
         metrics::add(&metrics::PROMOTED, promoted);
         Ok(promoted)

@@ -222,7 +222,7 @@ fn take(
         for pick in picks {
             taken.push(match pick {
                 Pick::Wait(i) => {
-                    let id = ready.wait.lindex(-1 - i as i64).ok_or_else(crate::errors::host_reply)?;
+                    let id = ready.wait.lindex((-1i64).saturating_sub(i as i64)).ok_or_else(crate::errors::host_reply)?;
                     Taken::Ready(Found::open(x, id, false)?, Src::Wait)
                 }
                 Pick::Prio(i) => {

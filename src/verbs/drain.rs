@@ -44,11 +44,11 @@ impl Verb for Drain {
         // The ids, read and their rows checked first.
         let from_wait: Vec<Vec<u8>> = match left.min(usize::try_from(wait.len()).unwrap_or(usize::MAX)) {
             0 => Vec::new(),
-            n => wait.range_read(c"LRANGE", -(n as i64), -1, None)?,
+            n => wait.range_read(c"LRANGE", (n as i64).saturating_neg(), -1, None)?,
         };
-        left -= from_wait.len();
+        left = left.saturating_sub(from_wait.len());
         let from_prio = prio.zrange(f64::NEG_INFINITY, f64::INFINITY, left);
-        left -= from_prio.len();
+        left = left.saturating_sub(from_prio.len());
         let from_delayed =
             if delayed_too { delayed.zrange(f64::NEG_INFINITY, f64::INFINITY, left) } else { Vec::new() };
         let mut ids: Vec<Str> = Vec::with_capacity(count);

@@ -51,7 +51,7 @@ impl Verb for Jobs {
         let list = set == Role::Wait;
         key.exists_as(if list { Kind::List } else { Kind::ZSet })?;
         let total = i64::try_from(key.len()).unwrap_or(i64::MAX);
-        let last = from.saturating_add(count - 1);
+        let last = from.saturating_add(count.saturating_sub(1));
         let ids = if from >= total {
             Vec::new()
         } else if list {
@@ -59,7 +59,7 @@ impl Verb for Jobs {
             if a.rev {
                 key.range_read(c"LRANGE", from, last, None)?
             } else {
-                let mut page = key.range_read(c"LRANGE", -1 - last, -1 - from, None)?;
+                let mut page = key.range_read(c"LRANGE", (-1i64).saturating_sub(last), (-1i64).saturating_sub(from), None)?;
                 page.reverse();
                 page
             }

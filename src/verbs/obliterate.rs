@@ -64,9 +64,9 @@ impl Verb for Obliterate {
         // Read first: the ids whose rows go in this call, and those rows, as the caller.
         let from_wait: Vec<Vec<u8>> = match budget.min(usize::try_from(wait.len()).unwrap_or(usize::MAX)) {
             0 => Vec::new(),
-            n => wait.range_read(c"LRANGE", -(n as i64), -1, None)?,
+            n => wait.range_read(c"LRANGE", (n as i64).saturating_neg(), -1, None)?,
         };
-        budget -= from_wait.len();
+        budget = budget.saturating_sub(from_wait.len());
         let mut ids: Vec<Str> = Vec::new();
         for id in &from_wait {
             ids.push(x.string(id)?);
@@ -75,7 +75,7 @@ impl Verb for Obliterate {
         for (_, set) in &zsets {
             let taken: Vec<Str> =
                 set.zrange(f64::NEG_INFINITY, f64::INFINITY, budget).into_iter().map(|(m, _)| m).collect();
-            budget -= taken.len();
+            budget = budget.saturating_sub(taken.len());
             from_sets.push(taken);
         }
         let doomed: Vec<Str> = ids.iter().chain(from_sets.iter().flatten()).filter_map(Str::share).collect();
@@ -86,7 +86,7 @@ impl Verb for Obliterate {
             set.zrem_many(&taken.iter().map(Str::ptr).collect::<Vec<_>>());
         }
         crate::host::store::delete_all(&rows);
-        let jobs_left = wait.len() + zsets.iter().map(|(_, k)| k.len()).sum::<u64>();
+        let jobs_left = zsets.iter().fold(wait.len(), |n, (_, k)| n.saturating_add(k.len()));
         let own: Vec<&crate::host::Key> =
             std::iter::once(&wait).chain(zsets.iter().map(|(_, k)| k)).chain([&meta, &events]).collect();
         let mut keys_left = 0u64;
@@ -95,9 +95,9 @@ impl Verb for Obliterate {
                 if k.kind() != Kind::Empty {
                     if budget > 0 {
                         k.delete();
-                        budget -= 1;
+                        budget = budget.saturating_sub(1);
                     } else {
-                        keys_left += 1;
+                        keys_left = keys_left.saturating_add(1);
                     }
                 }
             }

@@ -139,6 +139,6 @@ pub fn reclaim(x: &mut Exec, max_stalls: i64, count: i64) -> Result<(Vec<Reply>,
         }
     }
     retire.apply(&failed);
-    metrics::add(&metrics::RECLAIMED, (requeued.len() + dead.len()) as u64);
+    metrics::add(&metrics::RECLAIMED, requeued.len().saturating_add(dead.len()) as u64);
     Ok((requeued, dead))
 }

@@ -24,16 +24,28 @@
 //! workloads — wake latency, lateness of scheduled jobs, idle cost, blocking workers — and the
 //! pipelined workloads they stand beside), --scale (after the passes, "Cost as work grows":
 //! tests/bench/scale.rs; its smoke version runs in the short mode), --scale-huge (with the
-//! 10^7-job point), --only-scale (the scale points alone). A run with --only, --only-waiting,
-//! --only-scale or --short never touches tests/bench/README.md.
+//! 10^7-job point), --only-scale (the scale points alone), --caps (first, "Calls at their
+//! caps": tests/bench/caps.rs, each batch call at its cap beside 10^6 jobs and the longest
+//! event-loop cycle while upkeep catches up, beside the 2 ms goal; its smoke version runs in the
+//! short mode), --only-caps (that alone). A run with --only, --only-waiting, --only-scale,
+//! --only-caps or --short never touches tests/bench/README.md.
 //! Environment: TRAFIKEY_MODULE (the .so), VALKEY_SERVER, BENCH_BULLMQ_DIR (BullMQ installed
 //! with bench.mjs), BENCH_BULLMQ_WHY (the note when BullMQ is skipped), BENCH_CHASQUIMQ (the
 //! ChasquiMQ driver's binary), BENCH_CHASQUIMQ_WHY (the note when it is skipped), BENCH_SCRATCH (where
 //! the server's data dir goes).
+// A test may panic: that is how it fails. The module's own rules are for src/.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
 
 use trafikey_support::resp;
 
 mod bullmq;
+mod caps;
 mod chasquimq;
 mod coherence;
 mod driver;
@@ -96,6 +108,10 @@ struct Opts {
     scale_huge: bool,
     /// Only the scale points (trafikey), no passes over the other workloads.
     only_scale: bool,
+    /// Calls at their caps beside a million jobs, and upkeep catching up (`caps.rs`), before
+    /// the passes; with `only_caps`, nothing else.
+    caps: bool,
+    only_caps: bool,
 }
 
 impl Opts {
@@ -125,6 +141,8 @@ fn parse_args() -> Result<Opts, String> {
         scale: false,
         scale_huge: false,
         only_scale: false,
+        caps: false,
+        only_caps: false,
     };
     let mut n = None;
     let mut mem = None;
@@ -151,6 +169,8 @@ fn parse_args() -> Result<Opts, String> {
             "--scale" => o.scale = true,
             "--scale-huge" => (o.scale, o.scale_huge) = (true, true),
             "--only-scale" => (o.scale, o.only_scale) = (true, true),
+            "--caps" => o.caps = true,
+            "--only-caps" => (o.caps, o.only_caps) = (true, true),
             "--only" => {
                 for w in args.next().ok_or("--only needs a list")?.split(',') {
                     o.only.push(match w {
@@ -171,13 +191,13 @@ fn parse_args() -> Result<Opts, String> {
             // cargo bench passes --bench to harness = false targets.
             "--bench" => {}
             "-h" | "--help" => {
-                println!("usage: scripts/bench [--short] [--n N] [--mem M] [--no-bullmq] [--no-chasquimq] [--no-modes] [--no-notebook] [--phase-limit SECONDS] [--quiet-wait SECONDS] [--repeat R] [--only trafikey,lua,bullmq,floor,set] [--only-waiting] [--scale] [--scale-huge] [--only-scale]");
+                println!("usage: scripts/bench [--short] [--n N] [--mem M] [--no-bullmq] [--no-chasquimq] [--no-modes] [--no-notebook] [--phase-limit SECONDS] [--quiet-wait SECONDS] [--repeat R] [--only trafikey,lua,bullmq,floor,set] [--only-waiting] [--scale] [--scale-huge] [--only-scale] [--caps] [--only-caps]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other}")),
         }
     }
-    if o.only_scale {
+    if o.only_scale || o.only_caps {
         o.only = vec![Who::Trafikey];
     }
     if !o.only.is_empty() || o.only_waiting {
@@ -1295,6 +1315,44 @@ fn round_modes(
     Ok(())
 }
 
+/// Calls at their caps and upkeep catching up (`caps.rs`; tiny sizes in the short mode, which
+/// checks the tool only): the table on stdout and in target/bench/caps.md, the figures in
+/// target/bench/caps.json (`caps-short.*` in the short mode).
+fn round_caps(o: &Opts, bin: &Path, module: &Path, scratch: &Path) -> Result<(), String> {
+    let repeat = if o.short { 1 } else { o.repeat };
+    let x = caps::run(bin, module, scratch, o.short, repeat)?;
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "?".into());
+    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let commit = sh("git", &["-C", &root().display().to_string(), "describe", "--always", "--dirty"])
+        .unwrap_or_else(|| "?".into());
+    let machine = format!(
+        "{model}, nproc {nproc}; module {} at {commit}; {} pass(es); {}",
+        module.display(),
+        repeat,
+        sh("date", &["-u", "+%Y-%m-%d %H:%M UTC"]).unwrap_or_else(|| "?".into())
+    );
+    let md = caps::markdown(&x, &machine);
+    println!("{md}");
+    let stem = if o.short { "caps-short" } else { "caps" };
+    let dir = root().join("target/bench");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::write(dir.join(format!("{stem}.md")), &md).map_err(|e| format!("{stem}.md: {e}"))?;
+    let json = caps::json(&x);
+    serde_json::from_str::<serde_json::Value>(&json)
+        .map_err(|e| format!("{stem}.json does not parse: {e}"))?;
+    std::fs::write(dir.join(format!("{stem}.json")), json).map_err(|e| format!("{stem}.json: {e}"))?;
+    if x.lines.is_empty() || x.catchup.is_empty() {
+        return Err("calls at their caps: no figures".into());
+    }
+    Ok(())
+}
+
 fn sh(cmd: &str, args: &[&str]) -> Option<String> {
     let out = Command::new(cmd).args(args).output().ok()?;
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
@@ -1351,6 +1409,12 @@ fn run(o: &Opts) -> Result<bool, String> {
     std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
     let bull_dir = std::env::var("BENCH_BULLMQ_DIR").map_or_else(|_| scratch.join("bullmq"), PathBuf::from);
 
+    if o.caps || o.short {
+        round_caps(o, &bin, &module, &scratch)?;
+        if o.only_caps {
+            return Ok(true);
+        }
+    }
     let srv = Server::start(&bin, &module, &scratch)?;
     say(&format!(
         "valkey-server pid {} on 127.0.0.1:{}, N = {}, {} connections",

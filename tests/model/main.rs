@@ -72,6 +72,14 @@
 //! invariant, the differences, their printing), `generators.rs` (the random steps and cases),
 //! `run.rs` (one case against a server, its replica and the model) and `cases.rs` (the tests,
 //! named below as they always were).
+// A test may panic: that is how it fails. The module's own rules are for src/.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
 
 use trafikey_support::*;
 

@@ -30,8 +30,15 @@ fn root() -> PathBuf {
 
 /// What `scripts/valkey-server-path` prints for these arguments.
 pub fn server_path(args: &[&str]) -> PathBuf {
-    let out = Command::new(root().join("scripts/valkey-server-path")).args(args).output().expect("run scripts/valkey-server-path");
-    assert!(out.status.success(), "cannot find or fetch valkey-server: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(root().join("scripts/valkey-server-path"))
+        .args(args)
+        .output()
+        .expect("run scripts/valkey-server-path");
+    assert!(
+        out.status.success(),
+        "cannot find or fetch valkey-server: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
@@ -172,7 +179,12 @@ impl Server {
         }
         let log = std::fs::File::create(dir.join("server.log")).ok()?;
         let bin = server_bin();
-        let child = Command::new(&bin).args(&args).stdout(Stdio::from(log.try_clone().ok()?)).stderr(Stdio::from(log)).spawn().ok()?;
+        let child = Command::new(&bin)
+            .args(&args)
+            .stdout(Stdio::from(log.try_clone().ok()?))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .ok()?;
         let mut s = Server { child, port, dir, bin, args };
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(10) {
@@ -209,7 +221,11 @@ impl Server {
             let port = free_port();
             let mut a = args.clone();
             a[port_idx] = port.to_string();
-            let log = std::fs::OpenOptions::new().append(true).create(true).open(dir.join("server.log")).expect("log");
+            let log = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(dir.join("server.log"))
+                .expect("log");
             let child = Command::new(&bin)
                 .args(&a)
                 .stdout(Stdio::from(log.try_clone().expect("log")))
@@ -240,7 +256,10 @@ impl Server {
     pub fn follow(&self, primary: &Server) -> Conn {
         let mut r = self.conn();
         r.call(&[b"REPLICAOF", b"127.0.0.1", primary.port.to_string().as_bytes()]);
-        wait_for(|| r.call(&[b"INFO", b"replication"]).str().contains("master_link_status:up"), "replica link");
+        wait_for(
+            || r.call(&[b"INFO", b"replication"]).str().contains("master_link_status:up"),
+            "replica link",
+        );
         r
     }
 

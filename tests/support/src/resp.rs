@@ -127,7 +127,10 @@ impl Conn {
     }
 
     fn num(l: &[u8]) -> io::Result<i64> {
-        std::str::from_utf8(l).ok().and_then(|s| s.parse().ok()).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad number"))
+        std::str::from_utf8(l)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad number"))
     }
 
     pub fn read(&mut self) -> io::Result<Reply> {
@@ -182,7 +185,12 @@ impl Conn {
                 }
                 Reply::Map(v)
             }
-            _ => return Err(io::Error::new(io::ErrorKind::InvalidData, format!("unknown type {}", *t as char))),
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("unknown type {}", *t as char),
+                ))
+            }
         })
     }
 
