@@ -50,7 +50,7 @@ const held = new Map<string, string>();
 
 const ROLES = ['wait', 'prio', 'active', 'delayed', 'completed', 'failed', 'meta', 'events'];
 /** Keys the adapter keeps beside the module's; OBLITERATE does not know them. */
-const ADAPTER_KEYS = ['alias', 'rev', 'progress', 'stack', 'pb'];
+const ADAPTER_KEYS = ['alias', 'rev', 'progress', 'stack', 'pb', 'am', 'as', 'err', 'stalled-check', 'stalled-seen'];
 
 interface Claimed {
   id: string;
@@ -161,6 +161,9 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   private blockingId: number | undefined;
   private waiting: Promise<unknown> | undefined;
   private stash: Claimed[] = [];
+  /** The server's `redis_version` (Valkey reports its Redis compatibility level), once ready. */
+  redisVersion = '';
+  readonly databaseType = 'valkey';
 
   constructor(
     o: TrafikeyBackendOptions,
@@ -310,6 +313,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (fence !== WIRE) {
       throw new Error(`trafikey-bullmq: ${FENCE} holds ${fence}, not ${WIRE}`);
     }
+    const info = String(await this.conn.info('server'));
+    this.redisVersion = /redis_version:([^\r\n]+)/.exec(info)?.[1] ?? '';
     if (this.blockingConn) {
       this.blockingId = Number(await this.blockingConn.client('ID'));
     }
@@ -355,9 +360,10 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   /** Ends a `CLAIM … BLOCK` in flight with the empty reply; the blocking connection stays. */
   async disconnectBlocking(_wait = true): Promise<void> {
-    if (this.blockingConn && this.waiting && this.blockingId !== undefined) {
+    const waiting = this.waiting;
+    if (this.blockingConn && waiting && this.blockingId !== undefined) {
       await this.conn.client('UNBLOCK', this.blockingId, 'TIMEOUT').catch(() => undefined);
-      await this.waiting.catch(() => undefined);
+      await waiting.catch(() => undefined);
     }
   }
 
@@ -711,8 +717,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     return ['EMQ.FAIL', 7, this.jobKey(id), this.key('active'), this.key('wait'), this.key('prio'), this.key('delayed'), this.key('failed'), this.key('events'), token, reason ?? ''];
   }
 
-  private async fail(jobId: string, token: string | undefined, reason: string, extra: Cmd, stack?: string): Promise<string> {
-    const id = await this.mustResolve(jobId, 'moveToFinished');
+  private async fail(jobId: string, token: string | undefined, reason: string, extra: Cmd, stack: string | undefined, cmd: string): Promise<string> {
+    const id = await this.mustResolve(jobId, cmd);
     const p = this.conn.multi();
     p.call(...(this.failCmd(id, this.tokenFor(jobId, token), reason).concat(extra) as [string, ...any[]]));
     if (stack !== undefined) {
@@ -722,7 +728,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     const res = await p.exec();
     const [err, reply] = res![0];
     if (err) {
-      throw this.finishError(err, jobId, await this.stateOf(id), 'moveToFinished');
+      throw this.finishError(err, jobId, await this.stateOf(id), cmd);
     }
     held.delete(this.heldKey(jobId));
     return String(reply);
@@ -737,7 +743,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     fieldsToUpdate?: Record<string, any>,
   ): Promise<{ result: void | any[]; finishedOn: number }> {
     const keep = removeOnFail ?? (this.opts as any).removeOnFail;
-    await this.fail(job.id as string, token, failedReason, [...keepArgs(keep), 'FINAL'], fieldsToUpdate?.stacktrace);
+    await this.fail(job.id as string, token, failedReason, [...keepArgs(keep), 'FINAL'], fieldsToUpdate?.stacktrace, 'moveToFinished');
     const finishedOn = Date.now();
     // BullMQ's retries-exhausted: the last attempt failed (not an early UnrecoverableError).
     if (job.attemptsMade + 1 >= (job.opts?.attempts ?? 1)) {
@@ -748,9 +754,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   async moveToDelayed(jobId: string, _timestamp: number, delay: number, token?: string, opts?: MoveToDelayedOpts): Promise<void | any[]> {
     if (opts?.fieldsToUpdate) {
-      // A retry with backoff: FAIL without FINAL, the server computes the delay from the
-      // BACKOFF the job was created with.
-      await this.fail(jobId, token, opts.fieldsToUpdate.failedReason ?? '', [], opts.fieldsToUpdate.stacktrace);
+      await this.retryAfter(jobId, token, delay, opts.fieldsToUpdate);
     } else {
       const id = await this.mustResolve(jobId, 'moveToDelayed');
       try {
@@ -760,9 +764,41 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       }
       held.delete(this.heldKey(jobId));
     }
+    // BullMQ answers a move to delayed with the next job, or [] when none is fetched.
     if (opts?.fetchNext && token) {
-      return this.next(token, true);
+      const next = (await this.next(token, true)) as any[];
+      return next[0] ? next : [];
     }
+    return [];
+  }
+
+  /**
+   * A retry after `delay` ms, as BullMQ's client decided it. When the server's own backoff (the
+   * BACKOFF the job was created with) gives that delay, FAIL without FINAL lets the server do
+   * it. Otherwise (jitter, a custom strategy) the job is parked with DELAY, which counts no
+   * attempt: the adapter counts it in `<Q>:b:am` and keeps the error in `<Q>:b:err`.
+   */
+  private async retryAfter(jobId: string, token: string | undefined, delay: number, fields: Record<string, any>): Promise<void> {
+    const id = await this.mustResolve(jobId, 'moveToDelayed');
+    const [b, am] = await this.conn.hmget(this.jobKey(id), 'b', 'am');
+    const made = Number(am ?? 0) + 1;
+    const m = /^([fe])(\d+)$/.exec(b ?? '');
+    const server = !m ? 0 : m[1] === 'f' ? Number(m[2]) : Number(m[2]) * 2 ** (made - 1);
+    if (server === Math.floor(delay)) {
+      await this.fail(jobId, token, fields.failedReason ?? '', [], fields.stacktrace, 'moveToDelayed');
+      return;
+    }
+    try {
+      await this.conn.call('EMQ.DELAY', 4, this.jobKey(id), this.key('active'), this.key('delayed'), this.key('events'), this.tokenFor(jobId, token), `+${Math.max(0, Math.floor(delay))}`);
+    } catch (err) {
+      throw this.finishError(err, jobId, await this.stateOf(id), 'moveToDelayed');
+    }
+    held.delete(this.heldKey(jobId));
+    const p = this.conn.multi().hincrby(this.key('b:am'), id, 1).hset(this.key('b:err'), id, fields.failedReason ?? '');
+    if (fields.stacktrace !== undefined) {
+      p.hset(this.key('b:stack'), id, fields.stacktrace);
+    }
+    await p.exec();
   }
 
   async moveToWaitingChildren(_jobId: string, _token: string, _opts?: MoveToWaitingChildrenOpts): Promise<boolean> {
@@ -781,7 +817,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   }
 
   async retryJob(jobId: string, _lifo: boolean, token?: string, opts?: RetryJobOpts): Promise<void> {
-    await this.fail(jobId, token, opts?.fieldsToUpdate?.failedReason ?? '', [], opts?.fieldsToUpdate?.stacktrace);
+    await this.fail(jobId, token, opts?.fieldsToUpdate?.failedReason ?? '', [], opts?.fieldsToUpdate?.stacktrace, 'retryJob');
   }
 
   private reprocessCmd(id: string): Cmd {
@@ -791,18 +827,35 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   async retryFinishedJob<T = any, R = any, N extends string = string>(
     job: MinimalJob<T, R, N>,
     state: 'failed' | 'completed',
-    _opts?: RetryOptions,
+    opts?: RetryOptions,
   ): Promise<void> {
     const jobId = job.id as string;
     const id = await this.mustResolve(jobId, 'reprocessJob');
-    const st = await this.stateOf(id);
+    const [st, am, as] = await this.conn.hmget(this.jobKey(id), 'st', 'am', 'as');
     if (st === null) {
       throw new Error(`Missing key for job ${jobId}. reprocessJob`);
     }
     if (st !== state) {
       throw new Error(`Job ${jobId} is not in the ${state} state. reprocessJob`);
     }
-    await this.conn.call(...(this.reprocessCmd(id) as [string, ...any[]]));
+    // REPROCESS clears the row's attempt counters; BullMQ keeps them unless told to reset,
+    // so the adapter carries them over beside the row.
+    const m = this.conn.multi();
+    m.call(...(this.reprocessCmd(id) as [string, ...any[]]));
+    if (opts?.resetAttemptsMade) {
+      m.hdel(this.key('b:am'), id);
+    } else if (Number(am ?? 0) > 0) {
+      m.hincrby(this.key('b:am'), id, Number(am));
+    }
+    if (opts?.resetAttemptsStarted) {
+      m.hdel(this.key('b:as'), id);
+    } else if (Number(as ?? 0) > 0) {
+      m.hincrby(this.key('b:as'), id, Number(as));
+    }
+    const res = await m.exec();
+    if (res?.[0]?.[0]) {
+      throw res[0][0];
+    }
   }
 
   async promote(jobId: string): Promise<void> {
@@ -820,9 +873,33 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     }
   }
 
-  /** The module's upkeep reclaims expired leases itself; a worker has nothing to sweep. */
+  /**
+   * The module's upkeep reclaims expired leases itself, so a worker sweeps nothing. Its check
+   * only reports the stalls upkeep made since the last check (the `stalled` events), so that
+   * the worker's own `stalled` event fires: one worker per interval, as BullMQ's lock does.
+   */
   async moveStalledJobsToWait(): Promise<string[]> {
-    return [];
+    const interval = Math.max(1, Math.floor((this.opts as any).stalledInterval ?? 30000));
+    const lock = await this.conn.set(this.key('b:stalled-check'), '1', 'PX', interval, 'NX');
+    if (lock !== 'OK') {
+      return [];
+    }
+    const seenKey = this.key('b:stalled-seen');
+    const seen = await this.conn.get(seenKey);
+    // The first check looks back one lease: stalls older than that were somebody else's to see.
+    const from = seen ? `(${seen}` : `${Math.max(0, Date.now() - this.lease - interval)}-0`;
+    const entries = (await this.conn.xrange(this.key('events'), from, '+', 'COUNT', 10000)) as [string, string[]][];
+    if (entries.length === 0) {
+      return [];
+    }
+    await this.conn.set(seenKey, entries[entries.length - 1][0]);
+    const ids: string[] = [];
+    for (const [, f] of entries) {
+      if (f[0] === 'event' && f[1] === 'stalled' && f[2] === 'id') {
+        ids.push(f[3]);
+      }
+    }
+    return this.external(ids);
   }
 
   // ---------------------------------------------------------------- administration
@@ -926,7 +1003,9 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     p.hdel(this.key('b:rev'), ...ids);
     p.hdel(this.key('b:progress'), ...ids);
     p.hdel(this.key('b:stack'), ...ids);
-    p.hdel(this.key('b:pb'), ...ids);
+    for (const k of ['pb', 'am', 'as', 'err']) {
+      p.hdel(this.key(`b:${k}`), ...ids);
+    }
     const customs = rev.filter((r): r is string => !!r);
     if (customs.length > 0) {
       p.hdel(this.key('b:alias'), ...customs);
@@ -959,7 +1038,11 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   // ---------------------------------------------------------------- job mutations
 
-  async updateData<T = any, R = any, N extends string = string>(_job: MinimalJob<T, R, N>, _data: T): Promise<void> {
+  async updateData<T = any, R = any, N extends string = string>(job: MinimalJob<T, R, N>, _data: T): Promise<void> {
+    const id = await this.resolve(job.id as string);
+    if (!id || !(await this.conn.exists(this.jobKey(id)))) {
+      throw new Error(`Missing key for job ${job.id}. updateData`);
+    }
     throw new NotSupportedError('updateData (job data is immutable on trafikey)');
   }
 
@@ -1037,7 +1120,11 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     }
   }
 
-  async changePriority(): Promise<void> {
+  async changePriority(jobId: string): Promise<void> {
+    const id = await this.resolve(jobId);
+    if (!id || !(await this.conn.exists(this.jobKey(id)))) {
+      throw new Error(`Missing key for job ${jobId}. changePriority`);
+    }
     throw new NotSupportedError('changePriority (a job\'s priority is immutable on trafikey)');
   }
 
@@ -1120,7 +1207,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     const [st, r, e] = id ? await this.conn.hmget(this.jobKey(id), 'st', 'r', 'e') : [null, null, null];
     let out: [number, string];
     if (st === null) {
-      out = [-1, `Missing key for job ${jobId}. isFinished`];
+      out = [-1, `Missing key for job ${id ? this.jobKey(id) : this.toKey(jobId)}. isFinished`];
     } else if (st === 'completed') {
       out = [1, r ?? 'null'];
     } else if (st === 'failed') {
@@ -1155,6 +1242,9 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     p.hget(this.key('b:stack'), id);
     p.hget(this.key('b:rev'), id);
     p.hget(this.key('b:pb'), id);
+    p.hmget(this.key('b:am'), id);
+    p.hmget(this.key('b:as'), id);
+    p.hget(this.key('b:err'), id);
     const res = (await p.exec()) ?? [];
     if (res[0][0]) {
       throw res[0][0];
@@ -1180,7 +1270,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       }
     }
     const state = String(row.state);
-    const made = num(row.made) ?? 0;
+    const made = (num(row.made) ?? 0) + (num((res[5][1] as any[])?.[0]) ?? 0);
+    const started = (num(row.started) ?? 0) + (num((res[6][1] as any[])?.[0]) ?? 0);
     let delay = 0;
     if (state === 'delayed') {
       // After a failed attempt the delay is the backoff the server applied (FIXED d, EXP d·2^(made−1)).
@@ -1198,12 +1289,12 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       opts,
       progress,
       attemptsMade: made,
-      attemptsStarted: num(row.started) ?? 0,
+      attemptsStarted: started,
       stalledCounter: num(row.stalls) ?? 0,
       timestamp: blob.ts ?? num(row.created) ?? 0,
       delay,
       priority: num(row.priority) ?? 0,
-      failedReason: row.error ?? undefined,
+      failedReason: row.error ?? (res[7][1] as string | null) ?? undefined,
       stacktrace: (res[2][1] as string | null) ?? undefined,
       returnvalue: row.result ?? undefined,
     } as JobJson;
@@ -1480,10 +1571,10 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     }
     const res = needs.length + idList.length > 0 ? ((await p.exec()) ?? []) : [];
     const payload = new Map<string, string | null>();
-    needs.forEach((n, i) => payload.set(`${n.kind}:${n.id}`, res[i][1] as string | null));
+    needs.forEach((n, i) => payload.set(`${n.kind}:${n.id}`, (res[i]?.[1] as string | null) ?? null));
     const rev = new Map<string, string>();
     if (idList.length > 0) {
-      const names = res[needs.length][1] as (string | null)[];
+      const names = (res[needs.length]?.[1] as (string | null)[]) ?? [];
       idList.forEach((x, i) => rev.set(x, names[i] ?? x));
     }
     const out: [string, string[]][] = [];

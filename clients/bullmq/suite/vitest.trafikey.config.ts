@@ -9,7 +9,7 @@ export default defineConfig({
     include: ['tests/**/*.test.ts'],
     testTimeout: 10000,
     hookTimeout: 10000,
-    retry: 2,
+    retry: Number(process.env.TRAFIKEY_RETRY ?? 2),
     fileParallelism: false,
     sequence: { concurrent: false },
     setupFiles: [reference ? './vitest.setup.ts' : './vitest.trafikey.setup.ts'],

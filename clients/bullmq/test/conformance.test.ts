@@ -1,0 +1,354 @@
+// What BullMQ's users do most, on a real Valkey with the trafikey module.
+import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
+import { withBackend, UnrecoverableError, type Job } from 'bullmq';
+import { Redis } from 'ioredis';
+import { withTrafikey, createTrafikeyBackend, isBranded } from '../src/index.js';
+
+const port = inject('port');
+const connection = { host: '127.0.0.1', port };
+const { Queue, Worker, QueueEvents, FlowProducer } = withTrafikey(withBackend);
+
+const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
+
+async function until(check: () => Promise<boolean> | boolean, ms = 10000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) {
+      throw new Error('condition not met in time');
+    }
+    await sleep(20);
+  }
+}
+
+let name: string;
+let queue: InstanceType<typeof Queue>;
+const closers: { close(): Promise<void> }[] = [];
+
+function track<T extends { close(): Promise<void> }>(x: T): T {
+  closers.push(x);
+  return x;
+}
+
+beforeEach(async () => {
+  name = `conf-${randomUUID()}`;
+  queue = track(new Queue(name, { connection }));
+  await queue.waitUntilReady();
+});
+
+afterEach(async () => {
+  await queue.obliterate({ force: true }).catch(() => undefined);
+  for (const c of closers.splice(0).reverse()) {
+    await c.close().catch(() => undefined);
+  }
+});
+
+describe('connecting', () => {
+  it('says to run EMQ.INSTALL when the fence is absent', async () => {
+    const q = new Queue(name, { connection: { ...connection, db: 3 } });
+    await expect(q.waitUntilReady()).rejects.toThrow('run EMQ.INSTALL 1 {emq}:version');
+    await q.close();
+  });
+
+  it('says the module is not loaded on a plain server', async () => {
+    const q = new Queue(name, { connection: { host: '127.0.0.1', port: inject('plainPort') } });
+    await expect(q.waitUntilReady()).rejects.toThrow('module is not loaded');
+    await q.close();
+  });
+
+  it('keeps queue names apart once escaped (braces, spaces, percent)', async () => {
+    const a = track(new Queue('a{b}', { connection }));
+    const b = track(new Queue('a%7Bb%7D', { connection }));
+    const c = track(new Queue('with space', { connection }));
+    await a.add('x', {});
+    await c.add('x', {});
+    expect(await a.count()).toBe(1);
+    expect(await b.count()).toBe(0);
+    expect(await c.count()).toBe(1);
+    await a.obliterate({ force: true });
+    await c.obliterate({ force: true });
+  });
+});
+
+describe('adding', () => {
+  it('mints branded ids and stores name, data and options', async () => {
+    const job = await queue.add('mail', { to: 'a@b' }, { attempts: 3, backoff: { type: 'fixed', delay: 10 } });
+    expect(isBranded(job.id!)).toBe(true);
+    const got = await queue.getJob(job.id!);
+    expect(got!.name).toBe('mail');
+    expect(got!.data).toEqual({ to: 'a@b' });
+    expect(got!.opts.attempts).toBe(3);
+    expect(await got!.getState()).toBe('waiting');
+  });
+
+  it('addBulk with delay and priority', async () => {
+    const jobs = await queue.addBulk([
+      { name: 'a', data: 1 },
+      { name: 'b', data: 2, opts: { delay: 60000 } },
+      { name: 'c', data: 3, opts: { priority: 5 } },
+    ]);
+    expect(jobs).toHaveLength(3);
+    const counts = await queue.getJobCounts('waiting', 'delayed', 'prioritized');
+    expect(counts).toEqual({ waiting: 1, delayed: 1, prioritized: 1 });
+    expect(await jobs[1].getState()).toBe('delayed');
+    expect(await jobs[2].getState()).toBe('prioritized');
+  });
+
+  it('runs a delayed job once it is due (the server promotes it)', async () => {
+    const start = Date.now();
+    const done = new Promise<number>(ok => {
+      track(new Worker(name, async () => ok(Date.now()), { connection }));
+    });
+    await queue.add('later', {}, { delay: 300 });
+    expect((await done) - start).toBeGreaterThanOrEqual(280);
+  });
+
+  it('serves priorities lowest first, unprioritized before them', async () => {
+    await queue.add('p3', {}, { priority: 3 });
+    await queue.add('p1', {}, { priority: 1 });
+    await queue.add('none', {});
+    await queue.add('p2', {}, { priority: 2 });
+    const order: string[] = [];
+    track(new Worker(name, async (job: Job) => void order.push(job.name), { connection }));
+    await until(() => order.length === 4);
+    expect(order).toEqual(['none', 'p1', 'p2', 'p3']);
+  });
+
+  it('custom job ids: one job per id, found by that id', async () => {
+    const a = await queue.add('x', { n: 1 }, { jobId: 'order-42' });
+    const b = await queue.add('x', { n: 2 }, { jobId: 'order-42' });
+    expect(a.id).toBe('order-42');
+    expect(b.id).toBe('order-42');
+    expect(await queue.count()).toBe(1);
+    const got = await queue.getJob('order-42');
+    expect(got!.id).toBe('order-42');
+    expect(got!.data).toEqual({ n: 1 });
+    const done = new Promise<string>(ok => {
+      track(new Worker(name, async (job: Job) => ok(job.id!), { connection }));
+    });
+    expect(await done).toBe('order-42');
+    await until(async () => (await queue.getJobState('order-42')) === 'completed');
+    expect(await queue.getCompleted()).toEqual([expect.objectContaining({ id: 'order-42' })]);
+  });
+});
+
+describe('workers', () => {
+  it('runs jobs at the worker concurrency, no more', async () => {
+    let running = 0;
+    let most = 0;
+    let done = 0;
+    track(
+      new Worker(
+        name,
+        async () => {
+          running++;
+          most = Math.max(most, running);
+          await sleep(50);
+          running--;
+          done++;
+        },
+        { connection, concurrency: 4 },
+      ),
+    );
+    await queue.addBulk(Array.from({ length: 16 }, (_, i) => ({ name: 'j', data: i })));
+    await until(() => done === 16);
+    expect(most).toBe(4);
+  });
+
+  it('retries with backoff until an attempt succeeds', async () => {
+    const seen: number[] = [];
+    track(
+      new Worker(
+        name,
+        async (job: Job) => {
+          seen.push(job.attemptsMade);
+          if (job.attemptsMade < 2) {
+            throw new Error('not yet');
+          }
+          return 'ok';
+        },
+        { connection },
+      ),
+    );
+    const job = await queue.add('r', {}, { attempts: 3, backoff: { type: 'exponential', delay: 50 } });
+    await until(async () => (await queue.getJobState(job.id!)) === 'completed');
+    expect(seen).toEqual([0, 1, 2]);
+    const got = await queue.getJob(job.id!);
+    expect(got!.attemptsMade).toBe(3);
+    expect(got!.returnvalue).toBe('ok');
+  });
+
+  it('fails for good after the last attempt, or at once on UnrecoverableError', async () => {
+    track(
+      new Worker(
+        name,
+        async (job: Job) => {
+          throw job.name === 'stop' ? new UnrecoverableError('no') : new Error('boom');
+        },
+        { connection },
+      ),
+    );
+    const a = await queue.add('fail', {}, { attempts: 2 });
+    const b = await queue.add('stop', {}, { attempts: 5 });
+    await until(async () => (await queue.getFailedCount()) === 2);
+    const ga = await queue.getJob(a.id!);
+    const gb = await queue.getJob(b.id!);
+    expect(ga!.attemptsMade).toBe(2);
+    expect(ga!.failedReason).toBe('boom');
+    expect(gb!.attemptsMade).toBe(1);
+    expect(gb!.failedReason).toBe('no');
+  });
+
+  it('recovers a job whose worker died, with no sweeper: upkeep hands it to the next worker', async () => {
+    const job = await queue.add('s', { v: 1 });
+    // A worker that claims the job and dies: its lease of 300 ms is never renewed.
+    const raw = new Redis(connection);
+    const q = createTrafikeyBackend(name, { connection });
+    const keys = ['wait', 'prio', 'active', 'delayed', 'meta', 'events'].map(r => q.key(r));
+    const claimed = (await raw.call('EMQ.CLAIM', 6, ...keys, 'dead-worker', 300)) as string[][];
+    raw.disconnect();
+    await q.close();
+    expect(claimed[0][0]).toBe(job.id);
+    expect(await queue.getJobState(job.id!)).toBe('active');
+    const events = track(new QueueEvents(name, { connection }));
+    await events.waitUntilReady();
+    const stalled = new Promise<string>(ok => events.on('stalled', ({ jobId }) => ok(jobId)));
+    const done = new Promise<Job>(ok => {
+      track(new Worker(name, async (j: Job) => ok(j), { connection }));
+    });
+    expect(await stalled).toBe(job.id);
+    const again = await done;
+    expect(again.id).toBe(job.id);
+    expect(again.stalledCounter).toBe(1);
+  });
+
+  it('pause and resume', async () => {
+    await queue.pause();
+    expect(await queue.isPaused()).toBe(true);
+    let ran = 0;
+    track(new Worker(name, async () => void ran++, { connection }));
+    await queue.add('p', {});
+    await sleep(300);
+    expect(ran).toBe(0);
+    await queue.resume();
+    expect(await queue.isPaused()).toBe(false);
+    await until(() => ran === 1);
+  });
+});
+
+describe('QueueEvents', () => {
+  it('waitUntilFinished resolves with the result, rejects with the failure', async () => {
+    const events = track(new QueueEvents(name, { connection }));
+    await events.waitUntilReady();
+    track(
+      new Worker(
+        name,
+        async (job: Job) => {
+          if (job.data.fail) {
+            throw new Error('bad input');
+          }
+          return { sum: job.data.a + job.data.b };
+        },
+        { connection },
+      ),
+    );
+    const ok = await queue.add('add', { a: 2, b: 3 });
+    const bad = await queue.add('add', { fail: true });
+    expect(await ok.waitUntilFinished(events)).toEqual({ sum: 5 });
+    await expect(bad.waitUntilFinished(events)).rejects.toThrow('bad input');
+  });
+
+  it('reports added, active, progress and completed with BullMQ names', async () => {
+    const events = track(new QueueEvents(name, { connection }));
+    await events.waitUntilReady();
+    const seen: string[] = [];
+    for (const e of ['added', 'waiting', 'active', 'progress', 'completed'] as const) {
+      events.on(e, () => void seen.push(e));
+    }
+    const progress = new Promise<unknown>(ok => events.on('progress', ({ data }) => ok(data)));
+    track(
+      new Worker(
+        name,
+        async (job: Job) => {
+          await job.updateProgress({ step: 1 });
+          return 1;
+        },
+        { connection },
+      ),
+    );
+    await queue.add('e', {});
+    expect(await progress).toEqual({ step: 1 });
+    await until(() => seen.includes('completed'));
+    expect(seen.slice(0, 3)).toEqual(['added', 'waiting', 'active']);
+  });
+});
+
+describe('getters and administration', () => {
+  it('counts and lists jobs by state', async () => {
+    track(new Worker(name, async (job: Job) => {
+      if (job.data.fail) throw new Error('x');
+    }, { connection }));
+    await queue.add('ok', {});
+    await queue.add('bad', { fail: true });
+    await until(async () => (await queue.getJobCountByTypes('completed', 'failed')) === 2);
+    await queue.add('later', {}, { delay: 60000 });
+    const counts = await queue.getJobCounts();
+    expect(counts).toMatchObject({ completed: 1, failed: 1, delayed: 1, active: 0, waiting: 0 });
+    expect((await queue.getCompleted()).map(j => j.name)).toEqual(['ok']);
+    expect((await queue.getFailed()).map(j => j.name)).toEqual(['bad']);
+    expect((await queue.getDelayed()).map(j => j.name)).toEqual(['later']);
+  });
+
+  it('remove, clean, drain and obliterate', async () => {
+    const a = await queue.add('a', {});
+    await queue.add('b', {});
+    await queue.add('c', {}, { delay: 60000 });
+    await a.remove();
+    expect(await queue.getJob(a.id!)).toBeUndefined();
+    expect(await queue.count()).toBe(2);
+    await queue.drain();
+    expect(await queue.getJobCounts('waiting', 'delayed')).toEqual({ waiting: 0, delayed: 1 });
+    await queue.drain(true);
+    expect(await queue.count()).toBe(0);
+
+    let n = 0;
+    track(new Worker(name, async () => void n++, { connection }));
+    await queue.addBulk([{ name: 'x', data: 1 }, { name: 'y', data: 2 }]);
+    await until(() => n === 2);
+    await until(async () => (await queue.getCompletedCount()) === 2);
+    const cleaned = await queue.clean(0, 10, 'completed');
+    expect(cleaned).toHaveLength(2);
+    expect(await queue.getCompletedCount()).toBe(0);
+
+    await queue.add('z', {}, { delay: 60000 });
+    await queue.obliterate({ force: true });
+    expect(await queue.getJobCounts()).toMatchObject({ delayed: 0, waiting: 0, completed: 0 });
+  });
+
+  it('logs and progress on a job nobody holds', async () => {
+    const job = await queue.add('l', {});
+    await job.log('first');
+    await job.updateProgress(40);
+    const { logs, count } = await queue.getJobLogs(job.id!);
+    expect(logs).toEqual(['first']);
+    expect(count).toBe(1);
+    expect((await queue.getJob(job.id!))!.progress).toBe(40);
+  });
+});
+
+describe('unsupported features say so', () => {
+  it('updateData, changePriority, flows, schedulers, dedup, rate limits, global concurrency, metrics', async () => {
+    const job = await queue.add('u', {});
+    await expect(job.updateData({ x: 1 })).rejects.toThrow(/updateData.*not supported/);
+    await expect(job.changePriority({ priority: 3 })).rejects.toThrow(/changePriority.*not supported/);
+    await expect(queue.add('d', {}, { deduplication: { id: 'k' } })).rejects.toThrow(/deduplication.*not supported/);
+    await expect(queue.upsertJobScheduler('s', { every: 1000 })).rejects.toThrow(/job schedulers.*not supported/);
+    await expect(queue.setGlobalConcurrency(2)).rejects.toThrow(/global concurrency.*not supported/);
+    await expect(queue.setGlobalRateLimit(1, 1000)).rejects.toThrow(/rate limit.*not supported/);
+    await expect(queue.rateLimit(1000)).rejects.toThrow(/rate limits.*not supported/);
+    await expect(queue.getMetrics('completed')).rejects.toThrow(/metrics.*not supported/);
+    const flow = track(new FlowProducer({ connection }));
+    await expect(flow.add({ name: 'p', queueName: name, children: [{ name: 'c', queueName: name }] })).rejects.toThrow(/flows.*not supported/);
+    expect(() => new Worker(name, async () => 1, { connection, limiter: { max: 1, duration: 1000 } })).toThrow(/rate limiter.*not supported/);
+  });
+});
