@@ -249,6 +249,7 @@ fn tick(ctx: *mut RedisModuleCtx) -> timer::Next {
         // how many.
         let started = timer::monotonic_us();
         let kept = keep(ctx, &queue, left.min(STEP_JOBS));
+        metrics::add(&metrics::UPKEEP_STEPS, 1);
         longest = longest.max(timer::monotonic_us().saturating_sub(started));
         match kept {
             Some(Kept { done, next, gone }) => {
@@ -260,6 +261,11 @@ fn tick(ctx: *mut RedisModuleCtx) -> timer::Next {
             // Not this node's to keep (not installed, wrong types): off the agenda.
             None => registry::reschedule(&queue, None, false),
         }
+    }
+    let took = elapsed();
+    metrics::UPKEEP_TICK_MAX_US.fetch_max(took, Ordering::Relaxed);
+    if took > 2000 {
+        metrics::add(&metrics::UPKEEP_TICKS_OVER_2MS, 1);
     }
     if scanning || registry::first_due(now).is_some() {
         // Work left over: come back at once, after the event loop has served its clients.

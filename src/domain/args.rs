@@ -69,6 +69,8 @@ pub enum Opt {
     Delayed,
     Grace,
     Expire,
+    Echo,
+    Row,
 }
 
 impl Opt {
@@ -93,6 +95,8 @@ impl Opt {
             Opt::Delayed => "DELAYED",
             Opt::Grace => "GRACE",
             Opt::Expire => "EXPIRE",
+            Opt::Echo => "ECHO",
+            Opt::Row => "ROW",
         }
     }
 }
@@ -121,6 +125,8 @@ pub struct Options<S> {
     pub delayed: bool,
     pub grace: Option<i64>,
     pub expire: Option<When>,
+    pub echo: bool,
+    pub row: bool,
 }
 
 impl<S> Default for Options<S> {
@@ -145,6 +151,8 @@ impl<S> Default for Options<S> {
             delayed: false,
             grace: None,
             expire: None,
+            echo: false,
+            row: false,
         }
     }
 }
@@ -153,14 +161,14 @@ impl<S> Default for Options<S> {
 /// its value or a value that does not parse is a shape error.
 pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Options<S>, Refusal> {
     let mut o = Options::default();
-    let mut seen: u32 = 0;
+    let mut seen: u64 = 0;
     let mut i = 0;
     while let Some(word) = args.get(i).map(AsRef::as_ref) {
         let opt =
             allowed.iter().copied().find(|opt| word.eq_ignore_ascii_case(opt.word().as_bytes())).ok_or_else(
                 || Refusal::Shape(format!("unknown option {}", crate::errors::printable(word))),
             )?;
-        let bit = 1u32 << (opt as u32);
+        let bit = 1u64.checked_shl(opt as u32).unwrap_or(0);
         if seen & bit != 0 {
             return Err(Refusal::Shape(format!("option {} given twice", opt.word())));
         }
@@ -179,6 +187,8 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
             Opt::Rev => o.rev = true,
             Opt::Force => o.force = true,
             Opt::Delayed => o.delayed = true,
+            Opt::Echo => o.echo = true,
+            Opt::Row => o.row = true,
             Opt::Opts => {
                 o.opts = Some(value(0)?);
                 i = i.saturating_add(1);

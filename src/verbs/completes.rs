@@ -125,7 +125,7 @@ impl Verb for Completes {
             let fields = [(&field::RESULT, result.ptr()), (&field::MADE, made_s.ptr())];
             let keep = if *gone { Keep::None } else { keep };
             queue::finish(x, row, &completed, &id_s, State::Completed, keep, &fields, log)?;
-            events.emit(x, Some(id.ptr()), Event::Completed { attempt: made })?;
+            events.emit(x, Some(id.ptr()), Event::Completed { attempt: made, result: None })?;
         }
         retire.apply(&completed);
         Ok(Reply::Array(fates.into_iter().map(Reply::Int).collect()))

@@ -87,6 +87,9 @@ table! {
     drain
     clean
     obliterate
+    setprogress
+    addlog
+    completenext
 }
 
 /// The capability tokens of the registered commands, in table order.

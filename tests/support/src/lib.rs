@@ -5,6 +5,7 @@
 //! A crate of its own (tests/support, a dev-dependency of trafikey), so each test takes what
 //! it needs: `use trafikey_support::*;`.
 
+pub mod page;
 pub mod reliability;
 pub mod resp;
 
