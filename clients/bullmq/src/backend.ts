@@ -161,6 +161,13 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   private blockingId: number | undefined;
   private waiting: Promise<unknown> | undefined;
   private stash: Claimed[] = [];
+  /**
+   * Verbs of newer modules, probed with COMMAND INFO (the crate version is not bumped with
+   * each verb): TRA.SETPROGRESS/TRA.ADDLOG take progress and logs from any client, and a
+   * module with TRA.COMPLETENEXT writes `drained` after COMPLETE itself and takes ECHO.
+   */
+  private anyReporter = false;
+  private moduleDrains = false;
   /** The server's `redis_version` (Valkey reports its Redis compatibility level), once ready. */
   redisVersion = '';
   readonly databaseType = 'valkey';
@@ -313,6 +320,9 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (fence !== WIRE) {
       throw new Error(`trafikey-bullmq: ${FENCE} holds ${fence}, not ${WIRE}`);
     }
+    const probe = (await this.conn.call('COMMAND', 'INFO', 'TRA.SETPROGRESS', 'TRA.ADDLOG', 'TRA.COMPLETENEXT')) as unknown[];
+    this.anyReporter = !!probe[0] && !!probe[1];
+    this.moduleDrains = !!probe[2];
     const info = String(await this.conn.info('server'));
     this.redisVersion = /redis_version:([^\r\n]+)/.exec(info)?.[1] ?? '';
     if (this.blockingConn) {
@@ -681,13 +691,17 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     return this.conn.hget(this.jobKey(id), 'st');
   }
 
-  private async next(token: string, fetchNext: boolean): Promise<void | any[]> {
-    if (!fetchNext) {
-      return undefined;
-    }
-    const next = await this.moveToActive(token, (this.opts as any).name);
-    if (!next[0]) {
-      await this.conn.xadd(this.key('events'), 'MAXLEN', '~', 10000, '*', 'event', 'drained');
+  /**
+   * After a finish: the next job when asked for, and BullMQ's `drained` event when nothing is
+   * ready or active any more (the module writes no such event).
+   */
+  private async next(token: string, fetchNext: boolean, completed = false): Promise<void | any[]> {
+    const next = fetchNext ? await this.moveToActive(token, (this.opts as any).name) : undefined;
+    if (!next?.[0] && !(completed && this.moduleDrains)) {
+      const c = await this.counts();
+      if (c.wait + c.prio + c.active === 0) {
+        await this.conn.xadd(this.key('events'), 'MAXLEN', '~', 10000, '*', 'event', 'drained');
+      }
     }
     return next;
   }
@@ -704,13 +718,13 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     const keep = removeOnComplete ?? (this.opts as any).removeOnComplete;
     const rv = JSON.stringify(returnValue === undefined ? null : returnValue);
     try {
-      await this.conn.call('EMQ.COMPLETE', 4, this.jobKey(id), this.key('active'), this.key('completed'), this.key('events'), this.tokenFor(jobId, token), rv, ...keepArgs(keep));
+      await this.conn.call('EMQ.COMPLETE', 4, this.jobKey(id), this.key('active'), this.key('completed'), this.key('events'), this.tokenFor(jobId, token), rv, ...keepArgs(keep), ...(this.moduleDrains ? ['ECHO'] : []));
     } catch (err) {
       throw this.finishError(err, jobId, await this.stateOf(id), 'moveToFinished');
     }
     const finishedOn = Date.now();
     held.delete(this.heldKey(jobId));
-    return { result: await this.next(token, fetchNext), finishedOn };
+    return { result: await this.next(token, fetchNext, true), finishedOn };
   }
 
   private failCmd(id: string, token: string, reason: string): Cmd {
@@ -1052,7 +1066,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     const token = held.get(this.heldKey(jobId));
     if (token) {
       try {
-        await this.conn.call('TRA.PROGRESS', 3, this.jobKey(id), this.key('active'), this.key('events'), token, value);
+        await this.conn.call('TRA.PROGRESS', 3, this.jobKey(id), this.key('active'), this.key('events'), token, value, ...(this.anyReporter ? ['ECHO'] : []));
         return;
       } catch (err) {
         if (errCode(err) !== 'EMQLEASE') {
@@ -1060,7 +1074,18 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         }
       }
     }
-    // The module takes progress from the holder only; for anyone else the adapter keeps it.
+    if (this.anyReporter) {
+      try {
+        await this.conn.call('TRA.SETPROGRESS', 2, this.jobKey(id), this.key('events'), value, 'ECHO');
+        return;
+      } catch (err) {
+        if (errCode(err) === 'EMQNOJOB') {
+          throw new Error(`Missing key for job ${jobId}. updateProgress`);
+        }
+        throw err;
+      }
+    }
+    // An older module takes progress from the holder only; for anyone else the adapter keeps it.
     if (!(await this.conn.exists(this.jobKey(id)))) {
       throw new Error(`Missing key for job ${jobId}. updateProgress`);
     }
@@ -1083,7 +1108,18 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         }
       }
     }
-    // Logs from anyone but the holder: the log list is a plain key the module deletes with its row.
+    if (this.anyReporter) {
+      try {
+        return Number(await this.conn.call('TRA.ADDLOG', 2, this.jobKey(id), this.key(`log:${id}`), logRow, ...(keepLogs ? ['KEEP', keepLogs] : [])));
+      } catch (err) {
+        if (errCode(err) === 'EMQNOJOB') {
+          throw new Error(`Missing key for job ${jobId}. addLog`);
+        }
+        throw err;
+      }
+    }
+    // An older module takes logs from the holder only: the log list is a plain key the module
+    // deletes with its row.
     if (!(await this.conn.exists(this.jobKey(id)))) {
       throw new Error(`Missing key for job ${jobId}. addLog`);
     }
@@ -1553,9 +1589,9 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       }
       if (o.id !== undefined) {
         ids.add(o.id);
-        if (o.event === 'completed') {
+        if (o.event === 'completed' && o.result === undefined) {
           needs.push({ kind: 'r', id: o.id });
-        } else if (o.event === 'progress') {
+        } else if (o.event === 'progress' && o.progress === undefined) {
           needs.push({ kind: 'g', id: o.id });
         }
       }
@@ -1604,13 +1640,13 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
           f.push('prev', 'waiting');
           break;
         case 'completed':
-          f.push('returnvalue', jsonOr(payload.get(`r:${o.id}`), 'null'), 'prev', 'active');
+          f.push('returnvalue', jsonOr(o.result ?? payload.get(`r:${o.id}`), 'null'), 'prev', 'active');
           break;
         case 'failed':
           f.push('failedReason', o.error ?? '', 'prev', 'active');
           break;
         case 'progress':
-          f.push('data', jsonOr(payload.get(`g:${o.id}`), '0'));
+          f.push('data', jsonOr(o.progress ?? payload.get(`g:${o.id}`), '0'));
           break;
         default:
           for (const [k, v] of Object.entries(o)) {
