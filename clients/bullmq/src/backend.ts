@@ -45,7 +45,7 @@ export type TrafikeyConnection = RedisOptions | Redis;
 type KeysMap = Record<string, string>;
 type Cmd = (string | number | Buffer)[];
 
-/** Claim tokens of jobs held in this process, by `<Q>\n<id>`: BullMQ's token or a stash's. */
+/** Claim tokens of jobs held in this process, by `<Q>\n<module id>`: BullMQ's token or a stash's. */
 const held = new Map<string, string>();
 
 const ROLES = ['wait', 'prio', 'active', 'delayed', 'completed', 'failed', 'meta', 'events'];
@@ -638,7 +638,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       return 0;
     }
     try {
-      await this.conn.call('EMQ.EXTEND', 2, this.jobKey(id), this.key('active'), this.tokenFor(jobId, token), Math.max(1, Math.floor(duration)));
+      await this.conn.call('EMQ.EXTEND', 2, this.jobKey(id), this.key('active'), this.tokenFor(id, token), Math.max(1, Math.floor(duration)));
       return 1;
     } catch {
       return 0;
@@ -657,7 +657,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         continue;
       }
       ids.push(jobIds[i]);
-      args.push(id, this.tokenFor(jobIds[i], tokens[i]));
+      args.push(id, this.tokenFor(id, tokens[i]));
     }
     const failed = jobIds.filter(j => !ids.includes(j));
     if (args.length > 0) {
@@ -718,12 +718,12 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     const keep = removeOnComplete ?? (this.opts as any).removeOnComplete;
     const rv = JSON.stringify(returnValue === undefined ? null : returnValue);
     try {
-      await this.conn.call('EMQ.COMPLETE', 4, this.jobKey(id), this.key('active'), this.key('completed'), this.key('events'), this.tokenFor(jobId, token), rv, ...keepArgs(keep), ...(this.moduleDrains ? ['ECHO'] : []));
+      await this.conn.call('EMQ.COMPLETE', 4, this.jobKey(id), this.key('active'), this.key('completed'), this.key('events'), this.tokenFor(id, token), rv, ...keepArgs(keep), ...(this.moduleDrains ? ['ECHO'] : []));
     } catch (err) {
       throw this.finishError(err, jobId, await this.stateOf(id), 'moveToFinished');
     }
     const finishedOn = Date.now();
-    held.delete(this.heldKey(jobId));
+    held.delete(this.heldKey(id));
     return { result: await this.next(token, fetchNext, true), finishedOn };
   }
 
@@ -734,7 +734,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   private async fail(jobId: string, token: string | undefined, reason: string, extra: Cmd, stack: string | undefined, cmd: string): Promise<string> {
     const id = await this.mustResolve(jobId, cmd);
     const p = this.conn.multi();
-    p.call(...(this.failCmd(id, this.tokenFor(jobId, token), reason).concat(extra) as [string, ...any[]]));
+    p.call(...(this.failCmd(id, this.tokenFor(id, token), reason).concat(extra) as [string, ...any[]]));
     if (stack !== undefined) {
       // The module keeps no stack trace; the adapter keeps the last one beside the row.
       p.hset(this.key('b:stack'), id, stack);
@@ -744,7 +744,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (err) {
       throw this.finishError(err, jobId, await this.stateOf(id), cmd);
     }
-    held.delete(this.heldKey(jobId));
+    held.delete(this.heldKey(id));
     return String(reply);
   }
 
@@ -772,11 +772,11 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     } else {
       const id = await this.mustResolve(jobId, 'moveToDelayed');
       try {
-        await this.conn.call('EMQ.DELAY', 4, this.jobKey(id), this.key('active'), this.key('delayed'), this.key('events'), this.tokenFor(jobId, token), `+${Math.max(0, Math.floor(delay))}`);
+        await this.conn.call('EMQ.DELAY', 4, this.jobKey(id), this.key('active'), this.key('delayed'), this.key('events'), this.tokenFor(id, token), `+${Math.max(0, Math.floor(delay))}`);
       } catch (err) {
         throw this.finishError(err, jobId, await this.stateOf(id), 'moveToDelayed');
       }
-      held.delete(this.heldKey(jobId));
+      held.delete(this.heldKey(id));
     }
     // BullMQ answers a move to delayed with the next job, or [] when none is fetched.
     if (opts?.fetchNext && token) {
@@ -803,11 +803,11 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       return;
     }
     try {
-      await this.conn.call('EMQ.DELAY', 4, this.jobKey(id), this.key('active'), this.key('delayed'), this.key('events'), this.tokenFor(jobId, token), `+${Math.max(0, Math.floor(delay))}`);
+      await this.conn.call('EMQ.DELAY', 4, this.jobKey(id), this.key('active'), this.key('delayed'), this.key('events'), this.tokenFor(id, token), `+${Math.max(0, Math.floor(delay))}`);
     } catch (err) {
       throw this.finishError(err, jobId, await this.stateOf(id), 'moveToDelayed');
     }
-    held.delete(this.heldKey(jobId));
+    held.delete(this.heldKey(id));
     const p = this.conn.multi().hincrby(this.key('b:am'), id, 1).hset(this.key('b:err'), id, fields.failedReason ?? '');
     if (fields.stacktrace !== undefined) {
       p.hset(this.key('b:stack'), id, fields.stacktrace);
@@ -822,11 +822,11 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   async moveJobFromActiveToWait(jobId: string, token?: string): Promise<number> {
     const id = await this.mustResolve(jobId, 'moveJobFromActiveToWait');
     try {
-      await this.conn.call('EMQ.REQUEUE', 5, this.jobKey(id), this.key('active'), this.key('wait'), this.key('prio'), this.key('events'), this.tokenFor(jobId, token));
+      await this.conn.call('EMQ.REQUEUE', 5, this.jobKey(id), this.key('active'), this.key('wait'), this.key('prio'), this.key('events'), this.tokenFor(id, token));
     } catch (err) {
       throw this.finishError(err, jobId, await this.stateOf(id), 'moveJobFromActiveToWait');
     }
-    held.delete(this.heldKey(jobId));
+    held.delete(this.heldKey(id));
     return 0;
   }
 
@@ -1063,7 +1063,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   async updateProgress(jobId: string, progress: JobProgress): Promise<void> {
     const id = await this.mustResolve(jobId, 'updateProgress');
     const value = JSON.stringify(progress);
-    const token = held.get(this.heldKey(jobId));
+    const token = held.get(this.heldKey(id));
     if (token) {
       try {
         await this.conn.call('TRA.PROGRESS', 3, this.jobKey(id), this.key('active'), this.key('events'), token, value, ...(this.anyReporter ? ['ECHO'] : []));
@@ -1098,7 +1098,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   async addLog(jobId: string, logRow: string, keepLogs?: number): Promise<number> {
     const id = await this.mustResolve(jobId, 'addLog');
-    const token = held.get(this.heldKey(jobId));
+    const token = held.get(this.heldKey(id));
     if (token) {
       try {
         return Number(await this.conn.call('TRA.LOG', 2, this.jobKey(id), this.key(`log:${id}`), token, logRow, ...(keepLogs ? ['KEEP', keepLogs] : [])));
