@@ -17,7 +17,7 @@ use crate::config;
 use crate::domain::{self, args::Opt, claim::Pick, claim::Plan};
 use crate::errors::Refusal;
 use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{drive, one, Access, ArgStr, Exec, Kind, Reply, Str, Verb};
+use crate::host::{one, Access, ArgStr, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::metrics;
 use crate::queue::{field, meta, Event, Events, Expiry, Found, Promotion, Ready, State};
@@ -52,7 +52,7 @@ pub const ARGS: &[Arg] = &[one_of(
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("EMQ.CLAIM", drive::<Claim>)
+pub const COMMAND: Command = Command::new::<Claim>("EMQ.CLAIM")
     .tokens(&["claim", "claim.pause"])
     .keys(KEYS)
     .args(ARGS)
@@ -126,6 +126,17 @@ impl Taken4 {
         self.jobs.is_empty()
     }
 
+    fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    fn extend(&mut self, more: Taken4) {
+        self.jobs.extend(more.jobs);
+        if let (Some(rows), Some(more)) = (&mut self.rows, more.rows) {
+            rows.extend(more);
+        }
+    }
+
     pub fn reply(self) -> Reply {
         match self.rows {
             None => Reply::Rows4(self.jobs),
@@ -152,8 +163,7 @@ impl<'a> Take<'a> {
     /// Claims; the flag says whether it met no expired job it could not go past (a waiting
     /// claimer may then wait).
     pub fn run(self, x: &mut Exec) -> Result<(Taken4, bool), Refusal> {
-        let (jobs, rows, settled) = take_past_expired(x, self.token, self.lease, self.count, self.row)?;
-        Ok((Taken4 { jobs, rows: self.row.then_some(rows) }, settled))
+        take_past_expired(x, self.token, self.lease, self.count, self.row)
     }
 }
 
@@ -205,8 +215,8 @@ fn take_past_expired(
     lease: i64,
     count: usize,
     row: bool,
-) -> Result<(Vec<[Reply; 4]>, Vec<Reply>, bool), Refusal> {
-    let (mut jobs, mut rows, mut expired) = take(x, token, lease, count, true, row)?;
+) -> Result<(Taken4, bool), Refusal> {
+    let (mut jobs, mut expired) = take(x, token, lease, count, true, row)?;
     // Jobs met in all passes, handed out or failed: one CLAIM's work stays within its bound.
     let mut met = jobs.len().saturating_add(expired as usize);
     let bound = usize::try_from(domain::CLAIM_PER_CALL).unwrap_or(0);
@@ -216,16 +226,15 @@ fn take_past_expired(
             break;
         }
         match take(x, token, lease, want, false, row) {
-            Ok((more, more_rows, e)) => {
+            Ok((more, e)) => {
                 met = met.saturating_add(more.len()).saturating_add(e as usize);
                 jobs.extend(more);
-                rows.extend(more_rows);
                 expired = e;
             }
-            Err(_) => return Ok((jobs, rows, false)),
+            Err(_) => return Ok((jobs, false)),
         }
     }
-    Ok((jobs, rows, expired == 0))
+    Ok((jobs, expired == 0))
 }
 
 /// The claim itself: promotions, then up to `count` jobs, as reply rows, and how many jobs it
@@ -237,7 +246,7 @@ fn take(
     count: usize,
     promote: bool,
     row: bool,
-) -> Result<(Vec<[Reply; 4]>, Vec<Reply>, u64), Refusal> {
+) -> Result<(Taken4, u64), Refusal> {
     let ready = Ready::open(x)?;
     let active = x.open_as(Active, Kind::ZSet)?;
     let delayed = x.open_as(Delayed, Kind::ZSet)?;
@@ -320,7 +329,7 @@ fn take(
     }
     let (tok, at) = (x.string(&token)?, x.int(now)?);
     let mut out = Vec::with_capacity(live.len());
-    let mut rows = Vec::with_capacity(if row { live.len() } else { 0 });
+    let mut rows = row.then(|| Vec::with_capacity(live.len()));
     for job in live.iter() {
         let [started, made, name, data] =
             job.row.hget_many(&[&field::STARTED, &field::MADE, &field::NAME, &field::DATA]);
@@ -338,7 +347,7 @@ fn take(
             job.row.hdel(&[&field::EXPIRE])?;
         }
         events.emit(x, Some(job.id.ptr()), Event::Active { attempt })?;
-        if row {
+        if let Some(rows) = &mut rows {
             let state = Reply::bulk(State::Active.word().as_bytes());
             rows.push(super::job::view(job.id.bytes(), &job.row, state, Reply::Int(deadline), Reply::Null));
         }
@@ -349,7 +358,7 @@ fn take(
             Reply::Int(attempt),
         ]);
     }
-    Ok((out, rows, expired))
+    Ok((Taken4 { jobs: out, rows }, expired))
 }
 
 /// The call's working lists: on the stack for the usual few jobs, sized once beyond that (a

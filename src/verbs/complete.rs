@@ -13,7 +13,7 @@ use crate::config;
 use crate::domain::{self, args::Opt, args::Options, Keep};
 use crate::errors::{self, Refusal};
 use crate::host::command::{flag, opt, q, val, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{self, field, Event, Events, Holder, Retire, Row, State};
 
@@ -27,7 +27,7 @@ pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("result", Ty::Str), KEEP, 
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("EMQ.COMPLETE", drive::<Complete>)
+pub const COMMAND: Command = Command::new::<Complete>("EMQ.COMPLETE")
     .tokens(&["complete.flat"])
     .keys(KEYS)
     .args(ARGS)

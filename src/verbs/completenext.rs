@@ -13,7 +13,7 @@
 use crate::domain::args::Opt;
 use crate::errors::Refusal;
 use crate::host::command::{flag, opt, q, val, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{Event, Events, Ready};
 
@@ -41,7 +41,7 @@ pub const ARGS: &[Arg] = &[
     flag("row", "ROW"),
 ];
 
-pub const COMMAND: Command = Command::new("TRA.COMPLETENEXT", drive::<CompleteNext>)
+pub const COMMAND: Command = Command::new::<CompleteNext>("TRA.COMPLETENEXT")
     .keys(KEYS)
     .args(ARGS)
     .writes()
@@ -75,16 +75,19 @@ impl Verb for CompleteNext {
 
     fn run<'a>(x: &mut Exec<'a>, a: Args<'a>) -> Result<Reply, Refusal> {
         let (lease, count, row) = a.take;
+        crate::domain::job_id(x.id)?;
         let take = Take::check(a.finish.token, lease, count, row)?;
-        // Every declared key of the claim type-checked before the finish writes.
-        let ready = Ready::open(x)?;
+        // Every declared key of the claim type-checked before the finish writes (the handles
+        // are closed again: a key emptied by the writes below is gone, and a handle opened
+        // before would still point at it).
+        drop(Ready::open(x)?);
         x.open_as(Delayed, Kind::ZSet)?;
         x.open(Meta, false)?.exists_as(Kind::Hash)?;
         let done = finish_held(x, a.finish, Drained::Leave)?;
         let jobs = match take.run(x) {
             Ok((jobs, _)) => {
                 let events = Events::open(x)?;
-                let active = x.open_as(Active, Kind::ZSet)?;
+                let (ready, active) = (Ready::open(x)?, x.open_as(Active, Kind::ZSet)?);
                 if jobs.is_empty() && events.on() && active.len() == 0 && ready.wait.len() == 0 && ready.prio.len() == 0
                 {
                     events.emit(x, None, Event::Drained)?;

@@ -12,7 +12,7 @@ use crate::config;
 use crate::domain::{self, Keep};
 use crate::errors::Refusal;
 use crate::host::command::{block, q, val, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{drive, Access, ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::{Access, ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::queue::{self, field, Event, Events, Retire, Row, State};
 
@@ -28,7 +28,7 @@ const NO_JOB: i64 = -2;
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("TRA.COMPLETES", drive::<Completes>)
+pub const COMMAND: Command = Command::new::<Completes>("TRA.COMPLETES")
     .keys(KEYS)
     .args(ARGS)
     .writes()

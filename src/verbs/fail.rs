@@ -11,7 +11,7 @@ use crate::config;
 use crate::domain::{self, args::Opt, AfterFail, Keep};
 use crate::errors::Refusal;
 use crate::host::command::{flag, q, val, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{self, field, Event, Events, Holder, Ready, Retire, Row, State};
 
@@ -28,7 +28,7 @@ pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("error", Ty::Str), KEEP, A
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("EMQ.FAIL", drive::<Fail>)
+pub const COMMAND: Command = Command::new::<Fail>("EMQ.FAIL")
     .tokens(&["fail.flat"])
     .keys(KEYS)
     .args(ARGS)

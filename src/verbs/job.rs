@@ -10,7 +10,7 @@
 use crate::domain::{self, Backoff};
 use crate::errors::Refusal;
 use crate::host::command::{q, Arg, Command, Keys, Spec::*};
-use crate::host::{drive, Access, ArgStr, Exec, Key, Kind, Lit, Reply, Str, Verb};
+use crate::host::{Access, ArgStr, Exec, Key, Kind, Lit, Reply, Str, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::queue::{field, State};
 
@@ -19,7 +19,7 @@ pub const ARGS: &[Arg] = &[];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("TRA.JOB", drive::<Inspect>)
+pub const COMMAND: Command = Command::new::<Inspect>("TRA.JOB")
     .keys(KEYS)
     .args(ARGS)
     .fast()

@@ -10,7 +10,7 @@ use crate::config;
 use crate::domain::{self, args::Opt};
 use crate::errors::{lease, Refusal};
 use crate::host::command::{opt, q, val, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{drive, ArgStr, Exec, Key, Kind, Reply, Verb};
+use crate::host::{ArgStr, Exec, Key, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{existing_row, Row};
 
@@ -19,7 +19,7 @@ pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("line", Ty::Str), opt("kee
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("TRA.LOG", drive::<AppendLog>)
+pub const COMMAND: Command = Command::new::<AppendLog>("TRA.LOG")
     .keys(KEYS)
     .args(ARGS)
     .creates()

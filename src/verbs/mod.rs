@@ -197,6 +197,9 @@ mod tests {
             (drain::COMMAND, "write", "emq write", true),
             (clean::COMMAND, "write", "emq write", true),
             (obliterate::COMMAND, "write", "emq write", true),
+            (setprogress::COMMAND, "write fast", "emq write fast", true),
+            (addlog::COMMAND, "write deny-oom fast", "emq write fast", true),
+            (completenext::COMMAND, "write", "emq write", true),
         ];
         assert_eq!(want.len(), COMMANDS.len());
         for (cmd, flags, acl, fenced) in want {

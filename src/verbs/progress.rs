@@ -7,7 +7,7 @@
 use crate::domain::{self, args::Opt};
 use crate::errors::Refusal;
 use crate::host::command::{flag, q, val, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{drive, ArgStr, Exec, Key, Reply, Verb};
+use crate::host::{ArgStr, Exec, Key, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{field, Event, Events, Holder};
 
@@ -16,7 +16,7 @@ pub const KEYS: Keys = Keys::of(&[q(Job, Update), q(Active, Read), q(Events, App
 pub const ECHO: Arg = flag("echo", "ECHO");
 pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("progress", Ty::Str), ECHO];
 
-pub const COMMAND: Command = Command::new("TRA.PROGRESS", drive::<Progress>)
+pub const COMMAND: Command = Command::new::<Progress>("TRA.PROGRESS")
     .keys(KEYS)
     .args(ARGS)
     .writes()

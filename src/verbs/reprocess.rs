@@ -6,7 +6,7 @@
 use crate::domain;
 use crate::errors::{not_in, Refusal};
 use crate::host::command::{q, Arg, Command, Keys, Spec::*};
-use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{existing_row, field, Event, Events, Ready, Row, State};
 
@@ -22,7 +22,7 @@ pub const ARGS: &[Arg] = &[];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("EMQ.REPROCESS", drive::<Reprocess>)
+pub const COMMAND: Command = Command::new::<Reprocess>("EMQ.REPROCESS")
     .tokens(&["reprocess"])
     .keys(KEYS)
     .args(ARGS)

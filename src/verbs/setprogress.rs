@@ -7,7 +7,7 @@
 use crate::domain;
 use crate::errors::Refusal;
 use crate::host::command::{q, val, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{drive, ArgStr, Exec, Reply, Verb};
+use crate::host::{ArgStr, Exec, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{existing_row, Events};
 
@@ -16,7 +16,7 @@ use super::progress::{Report, ECHO};
 pub const KEYS: Keys = Keys::of(&[q(Job, Update), q(Events, Append)]);
 pub const ARGS: &[Arg] = &[val("progress", Ty::Str), ECHO];
 
-pub const COMMAND: Command = Command::new("TRA.SETPROGRESS", drive::<SetProgress>)
+pub const COMMAND: Command = Command::new::<SetProgress>("TRA.SETPROGRESS")
     .keys(KEYS)
     .args(ARGS)
     .writes()

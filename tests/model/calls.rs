@@ -38,32 +38,135 @@ pub struct NewJob {
 
 #[derive(Clone, Debug)]
 pub enum Call {
-    Enqueue { id: Vec<u8>, job: NewJob, lifo: bool },
-    Schedule { id: Vec<u8>, when: WhenArg, job: NewJob },
-    Claim { token: Vec<u8>, lease: i64, count: Option<i64> },
+    Enqueue {
+        id: Vec<u8>,
+        job: NewJob,
+        lifo: bool,
+    },
+    Schedule {
+        id: Vec<u8>,
+        when: WhenArg,
+        job: NewJob,
+    },
+    Claim {
+        token: Vec<u8>,
+        lease: i64,
+        count: Option<i64>,
+        row: bool,
+    },
     Pause(bool),
-    Extend { id: Vec<u8>, token: Vec<u8>, lease: i64 },
-    Extends { lease: i64, pairs: Vec<(Vec<u8>, Vec<u8>)> },
-    Complete { id: Vec<u8>, token: Vec<u8>, result: Vec<u8>, keep: Option<i64>, age: Option<i64> },
-    Promote { id: Vec<u8> },
-    Reschedule { id: Vec<u8>, when: WhenArg },
-    Delay { id: Vec<u8>, token: Vec<u8>, when: WhenArg },
-    Fail { id: Vec<u8>, token: Vec<u8>, error: Vec<u8>, keep: Option<i64>, age: Option<i64>, final_: bool },
-    Reprocess { id: Vec<u8> },
-    Requeue { id: Vec<u8>, token: Vec<u8> },
-    Stalled { max_stalls: Option<i64>, count: Option<i64> },
+    Extend {
+        id: Vec<u8>,
+        token: Vec<u8>,
+        lease: i64,
+    },
+    Extends {
+        lease: i64,
+        pairs: Vec<(Vec<u8>, Vec<u8>)>,
+    },
+    Complete {
+        id: Vec<u8>,
+        token: Vec<u8>,
+        result: Vec<u8>,
+        keep: Option<i64>,
+        age: Option<i64>,
+        echo: bool,
+    },
+    Promote {
+        id: Vec<u8>,
+    },
+    Reschedule {
+        id: Vec<u8>,
+        when: WhenArg,
+    },
+    Delay {
+        id: Vec<u8>,
+        token: Vec<u8>,
+        when: WhenArg,
+    },
+    Fail {
+        id: Vec<u8>,
+        token: Vec<u8>,
+        error: Vec<u8>,
+        keep: Option<i64>,
+        age: Option<i64>,
+        final_: bool,
+    },
+    Reprocess {
+        id: Vec<u8>,
+    },
+    Requeue {
+        id: Vec<u8>,
+        token: Vec<u8>,
+    },
+    Stalled {
+        max_stalls: Option<i64>,
+        count: Option<i64>,
+    },
     // The inspection and administration commands (TRA.*).
-    Progress { id: Vec<u8>, token: Vec<u8>, progress: Vec<u8> },
-    Log { id: Vec<u8>, token: Vec<u8>, line: Vec<u8>, keep: Option<i64> },
-    Remove { id: Vec<u8>, force: bool },
-    Drain { delayed: bool, count: Option<i64> },
-    Clean { set: St, grace: i64, count: Option<i64> },
-    Obliterate { force: bool, count: Option<i64> },
-    Job { id: Vec<u8> },
+    Progress {
+        id: Vec<u8>,
+        token: Vec<u8>,
+        progress: Vec<u8>,
+        echo: bool,
+    },
+    SetProgress {
+        id: Vec<u8>,
+        progress: Vec<u8>,
+        echo: bool,
+    },
+    AddLog {
+        id: Vec<u8>,
+        line: Vec<u8>,
+        keep: Option<i64>,
+    },
+    CompleteNext {
+        id: Vec<u8>,
+        token: Vec<u8>,
+        result: Vec<u8>,
+        lease: i64,
+        keep: Option<i64>,
+        echo: bool,
+        count: Option<i64>,
+        row: bool,
+    },
+    Log {
+        id: Vec<u8>,
+        token: Vec<u8>,
+        line: Vec<u8>,
+        keep: Option<i64>,
+    },
+    Remove {
+        id: Vec<u8>,
+        force: bool,
+    },
+    Drain {
+        delayed: bool,
+        count: Option<i64>,
+    },
+    Clean {
+        set: St,
+        grace: i64,
+        count: Option<i64>,
+    },
+    Obliterate {
+        force: bool,
+        count: Option<i64>,
+    },
+    Job {
+        id: Vec<u8>,
+    },
     Counts,
-    Jobs { set: St, from: Option<i64>, count: Option<i64>, rev: bool },
+    Jobs {
+        set: St,
+        from: Option<i64>,
+        count: Option<i64>,
+        rev: bool,
+    },
     // TRA.COMPLETES: (id, token, result) triples.
-    Completes { triples: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)> },
+    Completes {
+        triples: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)>,
+    },
 }
 
 impl Call {
@@ -92,6 +195,9 @@ impl Call {
             Call::Counts => "TRA.COUNTS",
             Call::Jobs { .. } => "TRA.JOBS",
             Call::Completes { .. } => "TRA.COMPLETES",
+            Call::SetProgress { .. } => "TRA.SETPROGRESS",
+            Call::AddLog { .. } => "TRA.ADDLOG",
+            Call::CompleteNext { .. } => "TRA.COMPLETENEXT",
         }
     }
 
@@ -109,6 +215,9 @@ impl Call {
             | Call::Requeue { id, .. }
             | Call::Progress { id, .. }
             | Call::Log { id, .. }
+            | Call::SetProgress { id, .. }
+            | Call::AddLog { id, .. }
+            | Call::CompleteNext { id, .. }
             | Call::Remove { id, .. }
             | Call::Job { id } => id,
             _ => b"",
@@ -157,10 +266,13 @@ impl Call {
                 a.extend([when.text(), job.name.clone(), job.data.clone()]);
                 job_opts(&mut a, job);
             }
-            Call::Claim { token, lease, count } => {
+            Call::Claim { token, lease, count, row } => {
                 a.extend([token.clone(), num(*lease)]);
                 if let Some(n) = count {
                     a.extend([w("COUNT"), num(*n)]);
+                }
+                if *row {
+                    a.push(w("ROW"));
                 }
             }
             Call::Pause(on) => a.push(w(if *on { "PAUSE" } else { "RESUME" })),
@@ -171,9 +283,37 @@ impl Call {
                     a.extend([id.clone(), t.clone()]);
                 }
             }
-            Call::Complete { token, result, keep, age, .. } => {
+            Call::Complete { token, result, keep, age, echo, .. } => {
                 a.extend([token.clone(), result.clone()]);
                 retention(&mut a, keep, age);
+                if *echo {
+                    a.push(w("ECHO"));
+                }
+            }
+            Call::CompleteNext { token, result, lease, keep, echo, count, row, .. } => {
+                a.extend([token.clone(), result.clone(), num(*lease)]);
+                retention(&mut a, keep, &None);
+                if *echo {
+                    a.push(w("ECHO"));
+                }
+                if let Some(n) = count {
+                    a.extend([w("COUNT"), num(*n)]);
+                }
+                if *row {
+                    a.push(w("ROW"));
+                }
+            }
+            Call::SetProgress { progress, echo, .. } => {
+                a.push(progress.clone());
+                if *echo {
+                    a.push(w("ECHO"));
+                }
+            }
+            Call::AddLog { line, keep, .. } => {
+                a.push(line.clone());
+                if let Some(k) = keep {
+                    a.extend([w("KEEP"), num(*k)]);
+                }
             }
             Call::Promote { .. } | Call::Reprocess { .. } => {}
             Call::Reschedule { when, .. } => a.push(when.text()),
@@ -194,7 +334,12 @@ impl Call {
                     a.extend([w("COUNT"), num(*n)]);
                 }
             }
-            Call::Progress { token, progress, .. } => a.extend([token.clone(), progress.clone()]),
+            Call::Progress { token, progress, echo, .. } => {
+                a.extend([token.clone(), progress.clone()]);
+                if *echo {
+                    a.push(w("ECHO"));
+                }
+            }
             Call::Log { token, line, keep, .. } => {
                 a.extend([token.clone(), line.clone()]);
                 if let Some(k) = keep {
@@ -251,7 +396,7 @@ impl Call {
     pub fn argv(&self, q: &Q, lc: bool) -> Vec<Vec<u8>> {
         const ALL: [&str; 6] = ["wait", "prio", "active", "delayed", "completed", "failed"];
         let roles: Vec<&str> = match self {
-            Call::Log { .. } => vec!["job", "log"],
+            Call::Log { .. } | Call::AddLog { .. } => vec!["job", "log"],
             Call::Remove { .. } => [&["job"][..], &ALL, &["events"]].concat(),
             Call::Drain { .. } => vec!["wait", "prio", "delayed", "events"],
             Call::Clean { set, .. } => vec![set.word(), "events"],

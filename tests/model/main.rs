@@ -1,8 +1,9 @@
 //! Model-based property test of the job queue: a pure Rust model of the thirteen job verbs
 //! (ENQUEUE, CLAIM with PAUSE/RESUME, EXTEND, EXTENDS, COMPLETE, SCHEDULE, PROMOTE,
 //! RESCHEDULE, DELAY, FAIL, REPROCESS, REQUEUE, STALLED; ENQUEUE and SCHEDULE with and without
-//! `EXPIRE when`) and of the inspection and administration commands (TRA.COMPLETES,
-//! TRA.PROGRESS, TRA.LOG, TRA.REMOVE with and without FORCE,
+//! `EXPIRE when`; CLAIM with ROW, COMPLETE with ECHO) and of the inspection and
+//! administration commands (TRA.COMPLETES, TRA.COMPLETENEXT, TRA.PROGRESS with ECHO,
+//! TRA.SETPROGRESS, TRA.LOG, TRA.ADDLOG, TRA.REMOVE with and without FORCE,
 //! TRA.DRAIN with and without DELAYED, TRA.CLEAN of either finished set, TRA.OBLITERATE with
 //! and without FORCE, and the reads TRA.JOB, TRA.COUNTS, TRA.JOBS, whose replies are checked
 //! against the model's own view), written from the contract (src/CONTRACT.md), the reference

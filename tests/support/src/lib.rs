@@ -448,6 +448,8 @@ pub fn keys_of(verb: &str) -> &'static [&'static str] {
         "EMQ.REQUEUE" => &["job", "active", "wait", "prio", "events"],
         "EMQ.STALLED" => &["active", "wait", "prio", "failed", "events"],
         "TRA.PROGRESS" => &["job", "active", "events"],
+        "TRA.SETPROGRESS" => &["job", "events"],
+        "TRA.COMPLETENEXT" => &["job", "wait", "prio", "active", "delayed", "completed", "meta", "events"],
         other => panic!("no key roles for {other}"),
     }
 }
