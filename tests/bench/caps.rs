@@ -51,6 +51,9 @@ pub struct Catchup {
     /// its ticks over 2 ms, every pass, lowest first; its queue steps (first pass). NaN when
     /// the module does not count them.
     pub tick_max_us: Vec<f64>,
+    /// The server thread's CPU time in that longest tick (`upkeep_tick_max_cpu_us`): the tick's
+    /// own work, without the time the machine took the thread away.
+    pub tick_max_cpu_us: Vec<f64>,
     pub over_2ms: Vec<f64>,
     pub steps: f64,
 }
@@ -439,6 +442,7 @@ fn catchup(c: &mut Conn, pid: u32, waiting: u64, leases: u64, due: u64) -> Resul
         ticks: 0,
         eventloop_max_us: vec![num(c, "debug", "eventloop_duration_max")],
         tick_max_us: vec![],
+        tick_max_cpu_us: vec![],
         over_2ms: vec![],
         steps: f64::NAN,
     });
@@ -466,6 +470,7 @@ fn catchup(c: &mut Conn, pid: u32, waiting: u64, leases: u64, due: u64) -> Resul
         ticks: (num(c, "trafikey", "trafikey_upkeep_ticks") - ticks0) as u64,
         eventloop_max_us: vec![num(c, "debug", "eventloop_duration_max")],
         tick_max_us: vec![num(c, "trafikey", "trafikey_upkeep_tick_max_us")],
+        tick_max_cpu_us: vec![num(c, "trafikey", "trafikey_upkeep_tick_max_cpu_us")],
         over_2ms: vec![num(c, "trafikey", "trafikey_upkeep_ticks_over_2ms") - over0],
         steps: num(c, "trafikey", "trafikey_upkeep_steps") - steps0,
     });
@@ -501,6 +506,7 @@ fn catchup(c: &mut Conn, pid: u32, waiting: u64, leases: u64, due: u64) -> Resul
         ticks: (last - ticks0) as u64,
         eventloop_max_us: vec![num(c, "debug", "eventloop_duration_max")],
         tick_max_us: vec![num(c, "trafikey", "trafikey_upkeep_tick_max_us")],
+        tick_max_cpu_us: vec![num(c, "trafikey", "trafikey_upkeep_tick_max_cpu_us")],
         over_2ms: vec![num(c, "trafikey", "trafikey_upkeep_ticks_over_2ms") - over0],
         steps: num(c, "trafikey", "trafikey_upkeep_steps") - steps0,
     });
@@ -547,13 +553,14 @@ pub fn run(bin: &Path, module: &Path, scratch: &Path, short: bool, repeat: usize
         let mut c = srv.conn()?;
         for (i, x) in catchup(&mut c, srv.pid(), waiting, leases, due)?.into_iter().enumerate() {
             eprintln!(
-                "  {}: {:.1} s, {} ticks, {} steps, longest event-loop cycle {:.0} µs, longest tick {:?} µs, ticks over 2 ms {:?}",
+                "  {}: {:.1} s, {} ticks, {} steps, longest event-loop cycle {:.0} µs, longest tick {:?} µs ({:?} µs CPU), ticks over 2 ms {:?}",
                 x.what,
                 x.seconds,
                 x.ticks,
                 x.steps,
                 median(&x.eventloop_max_us),
                 x.tick_max_us,
+                x.tick_max_cpu_us,
                 x.over_2ms
             );
             match catchups.get_mut(i) {
@@ -561,6 +568,7 @@ pub fn run(bin: &Path, module: &Path, scratch: &Path, short: bool, repeat: usize
                     for (into, from) in [
                         (&mut y.eventloop_max_us, x.eventloop_max_us),
                         (&mut y.tick_max_us, x.tick_max_us),
+                        (&mut y.tick_max_cpu_us, x.tick_max_cpu_us),
                         (&mut y.over_2ms, x.over_2ms),
                     ] {
                         into.extend(from);
@@ -594,7 +602,7 @@ pub fn markdown(x: &Caps, machine: &str) -> String {
             median(&l.cmd_us)
         );
     }
-    s += "\n### Upkeep catching up\n\nThe server's longest event-loop cycle (`INFO debug` `eventloop_duration_max`, wall time, after `CONFIG RESETSTAT`) while upkeep works the backlog off, and upkeep's own longest tick (`upkeep_tick_max_us`) and ticks over 2 ms (`upkeep_ticks_over_2ms`), both wall time; median of the passes (lowest–highest), each pass on a server of its own; seconds, ticks and queue steps of the first pass. The floor row is the same keyspace with upkeep off, read the same way: what the machine and the server's own cron give.\n\n| what | jobs or keys | seconds | ticks | steps | longest event-loop cycle µs | upkeep's longest tick µs | ticks over 2 ms | goal µs | |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n";
+    s += "\n### Upkeep catching up\n\nThe server's longest event-loop cycle (`INFO debug` `eventloop_duration_max`, wall time, after `CONFIG RESETSTAT`) while upkeep works the backlog off, and upkeep's own longest tick (`upkeep_tick_max_us`, wall time; beside it the server thread's CPU time in that tick, `upkeep_tick_max_cpu_us`: the tick's own work, without the time a busy machine took the thread away) and ticks over 2 ms of wall time (`upkeep_ticks_over_2ms`); median of the passes (lowest–highest), each pass on a server of its own; seconds, ticks and queue steps of the first pass. The floor row is the same keyspace with upkeep off, read the same way: what the machine and the server's own cron give.\n\n| what | jobs or keys | seconds | ticks | steps | longest event-loop cycle µs | upkeep's longest tick µs | its CPU µs | ticks over 2 ms | goal µs | |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n";
     for c in &x.catchup {
         let m = median(&c.eventloop_max_us);
         let range = match (c.eventloop_max_us.first(), c.eventloop_max_us.last()) {
@@ -610,12 +618,13 @@ pub fn markdown(x: &Caps, machine: &str) -> String {
         };
         let steps = if c.steps.is_nan() { "—".to_string() } else { format!("{:.0}", c.steps) };
         s += &format!(
-            "| {} | {} | {:.1} | {} | {steps} | {m:.0}{range} | {} | {} | {GOAL_US:.0} | {verdict} |\n",
+            "| {} | {} | {:.1} | {} | {steps} | {m:.0}{range} | {} | {} | {} | {GOAL_US:.0} | {verdict} |\n",
             c.what,
             c.jobs,
             c.seconds,
             c.ticks,
             fig(&c.tick_max_us),
+            fig(&c.tick_max_cpu_us),
             fig(&c.over_2ms)
         );
     }
@@ -647,7 +656,7 @@ pub fn json(x: &Caps) -> String {
         .iter()
         .map(|c| {
             format!(
-                "    {{\"what\": \"{}\", \"jobs\": {}, \"seconds\": {:.2}, \"ticks\": {}, \"steps\": {}, \"eventloop_duration_max_us\": {{\"median\": {}, \"passes\": [{}]}}, \"upkeep_tick_max_us\": [{}], \"upkeep_ticks_over_2ms\": [{}], \"goal_us\": {GOAL_US:.0}}}",
+                "    {{\"what\": \"{}\", \"jobs\": {}, \"seconds\": {:.2}, \"ticks\": {}, \"steps\": {}, \"eventloop_duration_max_us\": {{\"median\": {}, \"passes\": [{}]}}, \"upkeep_tick_max_us\": [{}], \"upkeep_tick_max_cpu_us\": [{}], \"upkeep_ticks_over_2ms\": [{}], \"goal_us\": {GOAL_US:.0}}}",
                 esc(&c.what),
                 c.jobs,
                 c.seconds,
@@ -656,6 +665,7 @@ pub fn json(x: &Caps) -> String {
                 num(median(&c.eventloop_max_us)),
                 nums(&c.eventloop_max_us),
                 nums(&c.tick_max_us),
+                nums(&c.tick_max_cpu_us),
                 nums(&c.over_2ms)
             )
         })
