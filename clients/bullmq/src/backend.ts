@@ -717,6 +717,23 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     const id = await this.mustResolve(jobId, 'moveToFinished');
     const keep = removeOnComplete ?? (this.opts as any).removeOnComplete;
     const rv = JSON.stringify(returnValue === undefined ? null : returnValue);
+    if (fetchNext && this.moduleDrains && this.stash.length === 0) {
+      // Finish and fetch in one atomic call; the next job is claimed with the same token.
+      const claimToken = this.tokenFor(id, token);
+      let reply: unknown[];
+      try {
+        reply = (await this.conn.call('TRA.COMPLETENEXT', 8, this.jobKey(id), this.key('wait'), this.key('prio'), this.key('active'), this.key('delayed'), this.key('completed'), this.key('meta'), this.key('events'), claimToken, rv, this.lease, ...keepArgs(keep), 'ECHO')) as unknown[];
+      } catch (err) {
+        throw this.finishError(err, jobId, await this.stateOf(id), 'moveToFinished');
+      }
+      const finishedOn = Date.now();
+      held.delete(this.heldKey(id));
+      const jobs = reply[1];
+      if (Array.isArray(jobs) && jobs.length > 0) {
+        return { result: await this.handOut({ id: String(jobs[0][0]), token: claimToken }, (this.opts as any).name), finishedOn };
+      }
+      return { result: [undefined, undefined, 0, 0], finishedOn };
+    }
     try {
       await this.conn.call('EMQ.COMPLETE', 4, this.jobKey(id), this.key('active'), this.key('completed'), this.key('events'), this.tokenFor(id, token), rv, ...keepArgs(keep), ...(this.moduleDrains ? ['ECHO'] : []));
     } catch (err) {
