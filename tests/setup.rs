@@ -39,6 +39,12 @@ impl Tree {
         self.file(rel, b"\x7fELF\x02\x01\x01\0 a library")
     }
 
+    /// An executable file under the root, where a package puts it (found by path, not on PATH).
+    fn executable(&self, rel: &str) {
+        let p = self.file(rel, b"#!/bin/sh\n");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+
     /// A tool on this test's PATH: a shell script exiting with `code`.
     fn tool(&self, name: &str, code: i32) {
         let p = self.file(&format!("bin/{name}"), format!("#!/bin/sh\nexit {code}\n").as_bytes());
@@ -166,14 +172,39 @@ fn tools_are_asked_for_only_when_missing() {
 fn the_test_mode_also_wants_debians_redis_server() {
     let t = Tree::new("old");
     t.library("usr/lib/llvm-14/lib/libclang.so.1");
-    for tool in ["cc", "python3", "redis-cli"] {
+    for tool in ["cc", "python3", "redis-cli", "node", "npm"] {
         t.tool(tool, 0);
     }
+    t.executable("usr/bin/chromium");
     assert!(t.plan("run").is_empty());
     assert_eq!(t.plan("test"), ["redis-server"]);
     t.tool("redis-server", 0); // on PATH is not where the suite runs it from
     assert_eq!(t.plan("test"), ["redis-server"]);
-    let p = t.file("usr/bin/redis-server", b"#!/bin/sh\n");
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    t.executable("usr/bin/redis-server");
     assert!(t.plan("test").is_empty());
+}
+
+#[test]
+fn the_test_mode_also_wants_node_npm_and_debians_chromium() {
+    let t = Tree::new("node");
+    t.library("usr/lib/llvm-14/lib/libclang.so.1");
+    for tool in ["cc", "python3", "redis-cli"] {
+        t.tool(tool, 0);
+    }
+    t.executable("usr/bin/redis-server");
+    assert!(t.plan("run").is_empty(), "the build needs none of them: {:?}", t.plan("run"));
+    assert_eq!(t.plan("test"), ["nodejs", "npm", "chromium"], "a fresh machine");
+    t.tool("npm", 0);
+    assert_eq!(t.plan("test"), ["nodejs", "chromium"], "npm without node");
+    std::fs::remove_file(t.root.join("bin/npm")).expect("rm");
+    t.tool("node", 0);
+    assert_eq!(t.plan("test"), ["npm", "chromium"], "Debian's nodejs comes without npm");
+    t.tool("npm", 0);
+    assert_eq!(t.plan("test"), ["chromium"], "a Node from elsewhere (NodeSource, nvm) is kept");
+    t.tool("chromium", 0); // on PATH is not where the bull-board test runs it from
+    assert_eq!(t.plan("test"), ["chromium"]);
+    t.file("usr/bin/chromium", b"#!/bin/sh\n"); // there, but not executable
+    assert_eq!(t.plan("test"), ["chromium"]);
+    t.executable("usr/bin/chromium");
+    assert!(t.plan("test").is_empty(), "{:?}", t.plan("test"));
 }
