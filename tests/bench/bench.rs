@@ -4,8 +4,9 @@
 //! floor (the lifecycle's writes as plain pipelined commands) and a plain SET as the
 //! per-request reference; and the coherence drop, `TRA.DROP` beside EVALSHA of the coherence
 //! drop's reference Lua script (tests/fixtures/coherence_drop.lua). Prints the figures side by
-//! side, writes target/bench/results.md and, on a full run, the benchmark's notebook
-//! (tests/bench/README.md) between `<!-- bench:start -->` and `<!-- bench:end -->`.
+//! side, writes target/bench/results.md and, on a full run, the benchmark's generated results
+//! page (tests/bench/RESULTS.md) between `<!-- bench:start -->` and `<!-- bench:end -->`; the
+//! notebook beside it (README.md) is written by people, never by a run.
 //!
 //! Run it with `scripts/bench` (builds the module, finds the server, installs BullMQ), or
 //! `scripts/bench --short` for the quick check that every contender and workload works.
@@ -15,7 +16,7 @@
 //! events off, one replica attached, AOF everysec (the last two on servers of their own).
 //! The figures also go to target/bench/results.json.
 //!
-//! Options: --short, --n N, --mem M, --no-bullmq, --no-chasquimq, --no-modes, --no-notebook (leave tests/bench/README.md
+//! Options: --short, --n N, --mem M, --no-bullmq, --no-chasquimq, --no-modes, --no-notebook (leave tests/bench/RESULTS.md
 //! alone on a full run; --no-readme is the same), --phase-limit SECONDS,
 //! --quiet-wait SECONDS (how long each phase may wait for other processes on the machine to
 //! go below 0.15 cores before it starts; 60 by default, 0 in the short mode), --only LIST
@@ -28,7 +29,7 @@
 //! caps": tests/bench/caps.rs, each batch call at its cap beside 10^6 jobs and the longest
 //! event-loop cycle while upkeep catches up, beside the 2 ms goal; its smoke version runs in the
 //! short mode), --only-caps (that alone). A run with --only, --only-waiting, --only-scale,
-//! --only-caps or --short never touches tests/bench/README.md.
+//! --only-caps or --short never touches tests/bench/RESULTS.md.
 //! Environment: TRAFIKEY_MODULE (the .so), VALKEY_SERVER, BENCH_BULLMQ_DIR (BullMQ installed
 //! with bench.mjs), BENCH_BULLMQ_WHY (the note when BullMQ is skipped), BENCH_CHASQUIMQ (the
 //! ChasquiMQ driver's binary), BENCH_CHASQUIMQ_WHY (the note when it is skipped), BENCH_SCRATCH (where
@@ -77,8 +78,9 @@ const SPREAD: (u64, u64) = (50, 500);
 const LEASES: u64 = 1_000;
 /// BullMQ's waiting workers: Workers × concurrency (as many slots as trafikey's waiters).
 const BULL_WAITERS: (usize, usize) = (2, 4);
-/// The benchmark's notebook, from the repository's root: a full run rewrites its tables.
-const NOTEBOOK: &str = "tests/bench/README.md";
+/// The benchmark's generated results page, from the repository's root: a full run rewrites
+/// its tables.
+const NOTEBOOK: &str = "tests/bench/RESULTS.md";
 
 struct Opts {
     short: bool,
@@ -88,7 +90,7 @@ struct Opts {
     chasquimq: bool,
     /// Whether the production modes' servers (AOF, a replica) run.
     modes: bool,
-    /// Whether a full run rewrites the notebook's tables (tests/bench/README.md).
+    /// Whether a full run rewrites the results page's tables (tests/bench/RESULTS.md).
     notebook: bool,
     phase_limit: Duration,
     /// How long each phase may wait for other processes to quieten down.
