@@ -135,6 +135,8 @@ pub fn reclaim(x: &mut Exec, max_stalls: i64, count: i64) -> Result<(Vec<Reply>,
         let sc = x.int(stalls)?;
         if let Some(keep) = keep {
             let made = r.int(&field::MADE, 0).saturating_add(1);
+            // Read before `finish`, which may delete the row (retention at once).
+            let attempts = r.int(&field::ATTEMPTS, 1);
             let made_s = x.int(made)?;
             queue::finish(
                 x,
@@ -146,7 +148,6 @@ pub fn reclaim(x: &mut Exec, max_stalls: i64, count: i64) -> Result<(Vec<Reply>,
                 &[(&field::STALLS, sc.ptr()), (&field::MADE, made_s.ptr()), (&field::ERROR, STALLED.get())],
                 log,
             )?;
-            let attempts = r.int(&field::ATTEMPTS, 1);
             events.emit(x, Some(id.ptr()), Event::Failed { error: STALLED.get(), attempt: made, attempts })?;
             dead.push(Reply::bulk(id.bytes()));
         } else {

@@ -118,6 +118,18 @@ pub fn found_divergences_replay() {
             ]),
         ),
         (
+            "Fixed (ATTEMPTS read before the finish): a job STALLED failed and retention deleted \
+             at once (beyond keep-failed 1) had `attempts 1` in its `failed` event whatever its \
+             ATTEMPTS. src/verbs/README.md, Events: `failed` carries the job's max attempts.",
+            case(vec![
+                Op::Enqueue { id: IdC::Pool(0), job: JobC { attempts: Some(3), ..job() }, lifo: false, lc: false },
+                enqueue(1),
+                Op::Claim { tok: ClaimTok::Fresh, lease: 1, count: Some(2), lc: false },
+                Op::Sleep(20),
+                Op::Stalled { max_stalls: None, count: None, lc: false },
+            ]),
+        ),
+        (
             "Fixed (the CLAIM in time deletes `x`): REPROCESS revived a spent EXPIRE. src/verbs/README.md, EMQ.ENQUEUE's \
              `EXPIRE when`: once a CLAIM has taken a job in time, its EXPIRE is spent — a retry \
              after FAIL, a stall or REPROCESS makes it wait again, and it is handed out as any \
