@@ -639,6 +639,7 @@ fn shapes() -> Vec<(&'static str, ShapeFn)> {
         "TRA.CLEAN" => clean::Clean,
         "TRA.OBLITERATE" => obliterate::Obliterate,
         "TRA.COMPLETES" => completes::Completes,
+        "TRA.PRIORITY" => priority::Priority,
     ]
     .to_vec()
 }
