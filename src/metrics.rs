@@ -52,6 +52,14 @@ pub static UPKEEP_PROMOTED: AtomicU64 = AtomicU64::new(0);
 pub static UPKEEP_RECLAIMED: AtomicU64 = AtomicU64::new(0);
 pub static UPKEEP_EXPIRED: AtomicU64 = AtomicU64::new(0);
 pub static UPKEEP_REFUSED: AtomicU64 = AtomicU64::new(0);
+/// Upkeep's queue steps (each at most `upkeep::STEP_JOBS` jobs on one queue), its longest tick
+/// (µs, since load) and its ticks longer than 2 ms: what bounds one event-loop cycle.
+pub static UPKEEP_STEPS: AtomicU64 = AtomicU64::new(0);
+pub static UPKEEP_TICK_MAX_US: AtomicU64 = AtomicU64::new(0);
+pub static UPKEEP_TICKS_OVER_2MS: AtomicU64 = AtomicU64::new(0);
+/// The server thread's CPU time in upkeep's longest tick by it (µs, since load): the tick's own
+/// work, without the time a busy machine took the thread away.
+pub static UPKEEP_TICK_MAX_CPU_US: AtomicU64 = AtomicU64::new(0);
 /// Replication effects built (something could receive them), and writes counted without one
 /// (nothing could): see `host::effects`.
 pub static EFFECTS_BUILT: AtomicU64 = AtomicU64::new(0);
@@ -128,6 +136,10 @@ pub fn info(ctx: &InfoContext, facts: Facts) -> ValkeyResult<()> {
         .field("upkeep_reclaimed", UPKEEP_RECLAIMED.load(Ordering::Relaxed).to_string())?
         .field("upkeep_expired", UPKEEP_EXPIRED.load(Ordering::Relaxed).to_string())?
         .field("upkeep_refused", UPKEEP_REFUSED.load(Ordering::Relaxed).to_string())?
+        .field("upkeep_steps", UPKEEP_STEPS.load(Ordering::Relaxed).to_string())?
+        .field("upkeep_tick_max_us", UPKEEP_TICK_MAX_US.load(Ordering::Relaxed).to_string())?
+        .field("upkeep_ticks_over_2ms", UPKEEP_TICKS_OVER_2MS.load(Ordering::Relaxed).to_string())?
+        .field("upkeep_tick_max_cpu_us", UPKEEP_TICK_MAX_CPU_US.load(Ordering::Relaxed).to_string())?
         .field("upkeep_queues", facts.queues_known.to_string())?
         .build_section()?
         .add_section("bus")

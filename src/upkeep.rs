@@ -30,7 +30,7 @@ use crate::config;
 use crate::domain::{self, args::Opt};
 use crate::errors::Refusal;
 use crate::host::command::{opt, q, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{self, drive, timer, ArgStr, Exec, Kind, Reply, Str, Verb};
+use crate::host::{self, timer, ArgStr, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::{self, Role, Role::*};
 use crate::metrics;
 use crate::queue::{Events, Expiry, Found, Promotion, Ready, Row, State as JobState};
@@ -50,7 +50,7 @@ const KEYS: Keys = Keys::of(&[
 const ARGS: &[Arg] = &[opt("count", "COUNT", "n", Ty::Int)];
 
 /// The internal command one queue's upkeep runs. Never registered: no client can call it.
-static UPKEEP: Command = Command::new("TRAFIKEY.UPKEEP", drive::<Upkeep>)
+static UPKEEP: Command = Command::new::<Upkeep>("TRAFIKEY.UPKEEP")
     .keys(KEYS)
     .args(ARGS)
     .writes()
@@ -236,6 +236,7 @@ fn tick(ctx: *mut RedisModuleCtx) -> timer::Next {
     }
     metrics::add(&metrics::UPKEEP_TICKS, 1);
     let t0 = timer::monotonic_us();
+    let cpu0 = timer::thread_cpu_us();
     let elapsed = || timer::monotonic_us().saturating_sub(t0);
     // The scan first, within its share of the budget; the queues' steps in what is left.
     let scanning = scan_step(ctx, t0);
@@ -249,6 +250,7 @@ fn tick(ctx: *mut RedisModuleCtx) -> timer::Next {
         // how many.
         let started = timer::monotonic_us();
         let kept = keep(ctx, &queue, left.min(STEP_JOBS));
+        metrics::add(&metrics::UPKEEP_STEPS, 1);
         longest = longest.max(timer::monotonic_us().saturating_sub(started));
         match kept {
             Some(Kept { done, next, gone }) => {
@@ -260,6 +262,13 @@ fn tick(ctx: *mut RedisModuleCtx) -> timer::Next {
             // Not this node's to keep (not installed, wrong types): off the agenda.
             None => registry::reschedule(&queue, None, false),
         }
+    }
+    let took = elapsed();
+    metrics::UPKEEP_TICK_MAX_US.fetch_max(took, Ordering::Relaxed);
+    let cpu = timer::thread_cpu_us().saturating_sub(cpu0);
+    metrics::UPKEEP_TICK_MAX_CPU_US.fetch_max(cpu, Ordering::Relaxed);
+    if took > 2000 {
+        metrics::add(&metrics::UPKEEP_TICKS_OVER_2MS, 1);
     }
     if scanning || registry::first_due(now).is_some() {
         // Work left over: come back at once, after the event loop has served its clients.

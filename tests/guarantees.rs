@@ -27,6 +27,7 @@ use std::thread::sleep;
 use std::time::Duration;
 
 use trafikey::errors::{self, Class};
+use trafikey_support::page::{examples, render, words};
 use trafikey_support::*;
 
 fn page() -> String {
@@ -162,106 +163,6 @@ fn every_error_text_of_errors_rs_is_on_the_page() {
         checked += 1;
     }
     assert!(checked >= 10 + 7, "the literals of errors.rs were read ({checked})");
-}
-
-/// A command line of an example: words split on spaces, `'…'` and `"…"` quoting a word.
-fn words(line: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut chars = line.chars().peekable();
-    loop {
-        while chars.peek() == Some(&' ') {
-            chars.next();
-        }
-        let Some(&c) = chars.peek() else { break };
-        let mut w = String::new();
-        if c == '\'' || c == '"' {
-            chars.next();
-            for d in chars.by_ref() {
-                if d == c {
-                    break;
-                }
-                w.push(d);
-            }
-        } else {
-            while let Some(&d) = chars.peek() {
-                if d == ' ' {
-                    break;
-                }
-                w.push(d);
-                chars.next();
-            }
-        }
-        out.push(w);
-    }
-    out
-}
-
-/// A bulk string as valkey-cli shows it.
-fn repr(b: &[u8]) -> String {
-    let mut s = String::from("\"");
-    for &c in b {
-        match c {
-            b'\\' => s.push_str("\\\\"),
-            b'"' => s.push_str("\\\""),
-            b'\n' => s.push_str("\\n"),
-            b'\r' => s.push_str("\\r"),
-            b'\t' => s.push_str("\\t"),
-            0x20..=0x7e => s.push(char::from(c)),
-            _ => s.push_str(&format!("\\x{c:02x}")),
-        }
-    }
-    s.push('"');
-    s
-}
-
-/// A reply as valkey-cli prints it on a terminal.
-fn render(r: &Reply) -> Vec<String> {
-    match r {
-        Reply::Int(n) => vec![format!("(integer) {n}")],
-        Reply::Simple(s) => vec![s.clone()],
-        Reply::Error(e) => vec![format!("(error) {e}")],
-        Reply::Bulk(b) => vec![repr(b)],
-        Reply::Nil => vec!["(nil)".into()],
-        Reply::Array(items) if items.is_empty() => vec!["(empty array)".into()],
-        Reply::Array(items) => {
-            let width = items.len().to_string().len();
-            let mut out = Vec::new();
-            for (i, item) in items.iter().enumerate() {
-                let prefix = format!("{:>width$}) ", i + 1);
-                for (k, line) in render(item).into_iter().enumerate() {
-                    let lead = if k == 0 { prefix.clone() } else { " ".repeat(prefix.len()) };
-                    out.push(format!("{lead}{line}"));
-                }
-            }
-            out
-        }
-        other => panic!("no valkey-cli rendering for {other:?} here"),
-    }
-}
-
-/// The page's `valkey` blocks: each a list of (command line, the reply lines shown).
-fn examples(page: &str) -> Vec<Vec<(String, Vec<String>)>> {
-    let mut blocks = Vec::new();
-    let mut lines = page.lines();
-    while let Some(l) = lines.next() {
-        if l.trim() != "```valkey" {
-            continue;
-        }
-        let mut block: Vec<(String, Vec<String>)> = Vec::new();
-        for l in lines.by_ref() {
-            if l.trim_start().starts_with("```") {
-                break;
-            }
-            if let Some(cmd) = l.strip_prefix("> ") {
-                block.push((cmd.to_string(), Vec::new()));
-            } else {
-                let last = block.last_mut().expect("a reply line before any command");
-                last.1.push(l.to_string());
-            }
-        }
-        blocks.push(block);
-    }
-    blocks
 }
 
 #[test]

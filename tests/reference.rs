@@ -242,3 +242,24 @@ fn command_docs_show_display_names_and_numkeys_as_the_synopses_do() {
     assert!(doc_of(&mut c, "emq.complete", "numkeys").is_some());
     assert!(doc_of(&mut c, "tra.queues", "numkeys").is_none());
 }
+
+/// The reference page's checked examples (```valkey blocks), replayed in page order on one
+/// server where INSTALL ran, each block on a fresh connection: every reply must be the one
+/// shown, stream ids and times written as `"<id>"` and `(integer) <ms>`.
+#[test]
+fn the_reference_pages_checked_examples_are_what_a_real_server_answers() {
+    use trafikey_support::page::{examples, placeheld, render, words};
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/verbs/README.md"))
+        .expect("reference page");
+    let blocks = examples(&page);
+    assert!(blocks.len() >= 3, "the page's checked examples ({})", blocks.len());
+    let s = Server::installed();
+    for block in &blocks {
+        let mut c = s.conn();
+        for (cmd, want) in block {
+            let argv = words(cmd);
+            let refs: Vec<&[u8]> = argv.iter().map(|w| w.as_bytes()).collect();
+            assert_eq!(&placeheld(render(&c.call(&refs))), want, "the page's reply to `{cmd}`");
+        }
+    }
+}

@@ -323,6 +323,10 @@ fn one_tick_stops_at_its_time_budget() {
     wait_for(|| upkeep(&mut c, "promoted") == n as i64, "all promoted");
     let ticks = upkeep(&mut c, "ticks");
     assert!(ticks >= 10, "each tick about a millisecond of work: {ticks} ticks for {n} jobs");
+    // The work of one step, which bounds a tick's overshoot of its budget: at most 32 jobs
+    // (upkeep::STEP_JOBS), whatever the batch allows — the same on any machine.
+    let steps = upkeep(&mut c, "steps");
+    assert!(steps * 32 >= n as i64, "at most 32 jobs a step: {steps} steps for {n} jobs");
 }
 
 #[test]

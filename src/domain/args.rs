@@ -76,6 +76,8 @@ pub enum Opt {
     FromSet,
     KeepMade,
     KeepStarted,
+    Echo,
+    Row,
 }
 
 impl Opt {
@@ -106,6 +108,8 @@ impl Opt {
             Opt::FromSet => "FROM",
             Opt::KeepMade => "KEEPMADE",
             Opt::KeepStarted => "KEEPSTARTED",
+            Opt::Echo => "ECHO",
+            Opt::Row => "ROW",
         }
     }
 }
@@ -140,6 +144,8 @@ pub struct Options<S> {
     pub from_set: Option<S>,
     pub keep_made: bool,
     pub keep_started: bool,
+    pub echo: bool,
+    pub row: bool,
 }
 
 impl<S> Default for Options<S> {
@@ -170,6 +176,8 @@ impl<S> Default for Options<S> {
             from_set: None,
             keep_made: false,
             keep_started: false,
+            echo: false,
+            row: false,
         }
     }
 }
@@ -178,14 +186,14 @@ impl<S> Default for Options<S> {
 /// its value or a value that does not parse is a shape error.
 pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Options<S>, Refusal> {
     let mut o = Options::default();
-    let mut seen: u32 = 0;
+    let mut seen: u64 = 0;
     let mut i = 0;
     while let Some(word) = args.get(i).map(AsRef::as_ref) {
         let opt =
             allowed.iter().copied().find(|opt| word.eq_ignore_ascii_case(opt.word().as_bytes())).ok_or_else(
                 || Refusal::Shape(format!("unknown option {}", crate::errors::printable(word))),
             )?;
-        let bit = 1u32 << (opt as u32);
+        let bit = 1u64.checked_shl(opt as u32).unwrap_or(0);
         if seen & bit != 0 {
             return Err(Refusal::Shape(format!("option {} given twice", opt.word())));
         }
@@ -204,6 +212,8 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
             Opt::Rev => o.rev = true,
             Opt::Force => o.force = true,
             Opt::Delayed => o.delayed = true,
+            Opt::Echo => o.echo = true,
+            Opt::Row => o.row = true,
             Opt::Retry => o.retry = true,
             Opt::KeepMade => o.keep_made = true,
             Opt::KeepStarted => o.keep_started = true,

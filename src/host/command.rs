@@ -4,10 +4,12 @@
 //! above the host, in `verbs`; registration is handed that table.
 
 use crate::errors::Refusal;
-use crate::host::{Exec, Reply};
+use crate::host::{drive, shape_only, ArgStr, Exec, Reply, Verb};
 use crate::keyspace::Role;
 
 pub type Run = for<'a> fn(&mut Exec<'a>, &'static Command) -> Result<Reply, Refusal>;
+/// A command's argument shape alone (no server access): for tests and tools.
+pub type ShapeFn = for<'a> fn(&[ArgStr<'a>]) -> Result<(), Refusal>;
 
 /// How a command takes its keys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -281,12 +283,14 @@ pub struct Command {
     pub summary: &'static str,
     pub complexity: &'static str,
     pub run: Run,
+    /// The verb's argument shape alone.
+    pub shape: ShapeFn,
 }
 
 impl Command {
-    /// A command that reads, in the `emq` category, with keys (`CMD numkeys key... arg...`);
-    /// the methods below say what else it is.
-    pub const fn new(name: &'static str, run: Run) -> Command {
+    /// The command `name` that verb `V` serves: it reads, in the `emq` category, with keys
+    /// (`CMD numkeys key... arg...`); the methods below say what else it is.
+    pub const fn new<V: Verb>(name: &'static str) -> Command {
         Command {
             name,
             tokens: &[],
@@ -301,7 +305,8 @@ impl Command {
             fenced: false,
             summary: "",
             complexity: "",
-            run,
+            run: drive::<V>,
+            shape: shape_only::<V>,
         }
     }
 

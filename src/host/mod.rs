@@ -58,6 +58,11 @@ pub trait Verb {
     fn run<'a>(x: &mut Exec<'a>, args: Self::Args<'a>) -> Result<Reply, Refusal>;
 }
 
+/// A verb's argument shape alone, its value dropped: what `Command::shape` holds.
+pub fn shape_only<V: Verb>(args: &[ArgStr]) -> Result<(), Refusal> {
+    V::shape(args).map(|_| ())
+}
+
 /// shape → layout → fence → domain, for every command.
 pub fn drive<'a, V: Verb>(x: &mut Exec<'a>, cmd: &'static Command) -> Result<Reply, Refusal> {
     x.numkeys(cmd)?;

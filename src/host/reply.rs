@@ -16,6 +16,8 @@ pub enum Reply {
     Str(Str),
     Null,
     Array(Vec<Reply>),
+    /// An error inside a reply (a part of the call refused, the rest done).
+    Error(Refusal),
     /// A RESP3 map; RESP2 clients get the flat pairs.
     Map(Vec<(&'static str, Reply)>),
     /// Rows of four: `[[a b c d] ...]`, in one allocation for the whole reply (CLAIM's jobs:
@@ -86,6 +88,7 @@ pub fn send(ctx: *mut RedisModuleCtx, r: &Reply) {
                     }
                 }
             }
+            Reply::Error(e) => refuse(ctx, e),
             Reply::Map(pairs) => {
                 if let Some(f) = api!(RedisModule_ReplyWithMap) {
                     f(ctx, pairs.len() as c_long);

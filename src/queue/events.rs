@@ -32,8 +32,10 @@ pub enum Event {
     Active {
         attempt: i64,
     },
+    /// `result`: the job's result when the call asked for it (`ECHO`), else none.
     Completed {
         attempt: i64,
+        result: Option<*mut RedisModuleString>,
     },
     /// `attempts` is the job's max attempts (`a`, 1 by default): beside `attempt` it tells a
     /// consumer whether retries were exhausted.
@@ -51,8 +53,13 @@ pub enum Event {
     },
     Paused,
     Resumed,
-    /// The holder reported progress (no facts: the report is in the row).
-    Progress,
+    /// Progress was reported; `value` the report when the call asked for it (`ECHO`),
+    /// else none (the report is in the row).
+    Progress {
+        value: Option<*mut RedisModuleString>,
+    },
+    /// A finish left nothing ready or active in the queue (no id).
+    Drained,
     /// TRA.DRAIN or TRA.CLEAN deleted `count` jobs (no id).
     Cleaned {
         count: i64,
@@ -81,6 +88,8 @@ pub(crate) mod word {
     pub static REMOVED: Lit = Lit::new(c"removed");
     pub static PROGRESS: Lit = Lit::new(c"progress");
     pub static CLEANED: Lit = Lit::new(c"cleaned");
+    pub static DRAINED: Lit = Lit::new(c"drained");
+    pub static RESULT: Lit = Lit::new(c"result");
     pub static COUNT: Lit = Lit::new(c"count");
     pub static NAME: Lit = Lit::new(c"name");
     pub static PRIO: Lit = Lit::new(c"prio");
@@ -108,6 +117,11 @@ impl Events {
         Ok(Events { key, cap })
     }
 
+    /// Whether events are on (the stream is written at all).
+    pub fn on(&self) -> bool {
+        self.key.is_some()
+    }
+
     /// Append `e` for job `id` (no id for queue-wide events), then trim to the cap.
     pub fn emit(&self, x: &Exec, id: Option<*mut RedisModuleString>, e: Event) -> Result<(), Refusal> {
         let Some(key) = &self.key else { return Ok(()) };
@@ -123,9 +137,14 @@ impl Events {
             Event::Active { attempt } => {
                 (&word::ACTIVE, [Some((&word::ATTEMPT, Val::Int(attempt))), None, None])
             }
-            Event::Completed { attempt } => {
-                (&word::COMPLETED, [Some((&word::ATTEMPT, Val::Int(attempt))), None, None])
-            }
+            Event::Completed { attempt, result } => (
+                &word::COMPLETED,
+                [
+                    Some((&word::ATTEMPT, Val::Int(attempt))),
+                    result.map(|r| (&word::RESULT, Val::Str(r))),
+                    None,
+                ],
+            ),
             Event::Failed { error, attempt, attempts } => (
                 &word::FAILED,
                 [
@@ -141,7 +160,10 @@ impl Events {
                 (&word::STALLED, [Some((&word::STALLS, Val::Int(stalls))), None, None])
             }
             Event::Paused => (&word::PAUSED, [None, None, None]),
-            Event::Progress => (&word::PROGRESS, [None, None, None]),
+            Event::Progress { value } => {
+                (&word::PROGRESS, [value.map(|v| (&word::PROGRESS, Val::Str(v))), None, None])
+            }
+            Event::Drained => (&word::DRAINED, [None, None, None]),
             Event::Cleaned { count } => (&word::CLEANED, [Some((&word::COUNT, Val::Int(count))), None, None]),
             Event::Removed { prev } => {
                 (&word::REMOVED, [Some((&word::PREV, Val::Lit(prev.lit()))), None, None])

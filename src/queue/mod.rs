@@ -11,7 +11,7 @@ pub mod row;
 
 pub use events::{Event, Events};
 pub use holder::Holder;
-pub use ready::{Expiry, Promotion, Ready};
+pub use ready::{drains, Expiry, Promotion, Ready};
 pub use retention::{age, doomed_rows, finish, keep_for, log_of, Retire};
 pub(crate) use row::Pairs;
 pub use row::{existing_row, field, meta, Found, NewJob, Row, State};

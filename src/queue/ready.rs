@@ -161,3 +161,19 @@ impl<'f> Expiry<'f> {
         Ok(n)
     }
 }
+
+/// Whether finishing the one job left in `active` drains the queue: nothing ready in `wait`
+/// or `prio` and nothing else active. Asked before the finish writes, so that its `drained`
+/// event follows the finish. The finishing verbs do not declare `wait` and `prio`: they are
+/// found keys, read as the caller, and read only when `active` holds this job alone; a caller
+/// who may not read them gets no `drained` event (never a refusal: the event is a courtesy
+/// to event readers, the finish is what was asked).
+pub fn drains(x: &mut Exec, active: &Key) -> bool {
+    if active.len() != 1 {
+        return false;
+    }
+    let empty = |x: &mut Exec, role: Role| {
+        x.open_undeclared(role, b"", Access::Read).is_ok_and(|k| k.kind() == Kind::Empty)
+    };
+    empty(x, Role::Wait) && empty(x, Role::Prio)
+}

@@ -13,11 +13,11 @@ use crate::bus::{plan, Message};
 pub use crate::bus::{ARGS, KEYS};
 use crate::errors::Refusal;
 use crate::host::command::Command;
-use crate::host::{drive, ArgStr, Exec, Reply, Verb};
+use crate::host::{ArgStr, Exec, Reply, Verb};
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("EMQ.APPEND", drive::<Append>)
+pub const COMMAND: Command = Command::new::<Append>("EMQ.APPEND")
     .tokens(&["append"])
     .keys(KEYS)
     .args(ARGS)

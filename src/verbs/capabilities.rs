@@ -2,7 +2,7 @@
 
 use crate::errors::Refusal;
 use crate::host::command::{Arg, Command, Keys};
-use crate::host::{drive, ArgStr, Exec, Reply, Verb};
+use crate::host::{ArgStr, Exec, Reply, Verb};
 use crate::{MODULE_NAME, MODULE_VERSION};
 
 pub const KEYS: Keys = Keys::of(&[]);
@@ -16,7 +16,7 @@ pub const API_VERSION: i64 = 1;
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("TRA.CAPABILITIES", drive::<Capabilities>)
+pub const COMMAND: Command = Command::new::<Capabilities>("TRA.CAPABILITIES")
     .bare()
     .keys(KEYS)
     .args(ARGS)

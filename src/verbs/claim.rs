@@ -16,8 +16,8 @@
 use crate::config;
 use crate::domain::{self, args::Opt, claim::Pick, claim::Plan};
 use crate::errors::Refusal;
-use crate::host::command::{block, one_of, opt, q, val, word, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{drive, one, Access, ArgStr, Exec, Kind, Reply, Str, Verb};
+use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::{one, Access, ArgStr, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::metrics;
 use crate::queue::{field, meta, Event, Events, Expiry, Found, Promotion, Ready, State};
@@ -42,6 +42,7 @@ pub const ARGS: &[Arg] = &[one_of(
                 val("lease_ms", Ty::Int),
                 opt("count", "COUNT", "n", Ty::Int),
                 opt("block", "BLOCK", "ms", Ty::Int),
+                flag("row", "ROW"),
             ],
         ),
         word("PAUSE"),
@@ -51,7 +52,7 @@ pub const ARGS: &[Arg] = &[one_of(
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("EMQ.CLAIM", drive::<Claim>)
+pub const COMMAND: Command = Command::new::<Claim>("EMQ.CLAIM")
     .tokens(&["claim", "claim.pause"])
     .keys(KEYS)
     .args(ARGS)
@@ -62,7 +63,7 @@ pub const COMMAND: Command = Command::new("EMQ.CLAIM", drive::<Claim>)
 pub struct Claim;
 
 pub enum Args<'a> {
-    Take { token: ArgStr<'a>, lease: i64, count: Option<i64>, block: Option<i64> },
+    Take { token: ArgStr<'a>, lease: i64, count: Option<i64>, block: Option<i64>, row: bool },
     Pause(bool),
 }
 
@@ -78,8 +79,8 @@ impl Verb for Claim {
             [w] if w.eq_ignore_ascii_case(b"RESUME") => Ok(Args::Pause(false)),
             [token, lease, rest @ ..] => {
                 let lease = domain::args::number(lease, "lease_ms")?;
-                let o = domain::args::options(rest, &[Opt::Count, Opt::Block])?;
-                Ok(Args::Take { token: *token, lease, count: o.count, block: o.block })
+                let o = domain::args::options(rest, &[Opt::Count, Opt::Block, Opt::Row])?;
+                Ok(Args::Take { token: *token, lease, count: o.count, block: o.block, row: o.row })
             }
             _ => Err(Refusal::Usage),
         }
@@ -88,26 +89,81 @@ impl Verb for Claim {
     fn run<'a>(x: &mut Exec<'a>, a: Args<'a>) -> Result<Reply, Refusal> {
         match a {
             Args::Pause(on) => pause(x, on),
-            Args::Take { token, lease, count, block } => {
-                domain::token(&token)?;
-                let lease = domain::range(lease, 1, domain::LEASE_MAX, "lease_ms")?;
-                let count = domain::batch(
-                    count.unwrap_or(1),
-                    domain::CLAIM_COUNT_MAX,
-                    domain::CLAIM_PER_CALL,
-                    "COUNT",
-                )?;
+            Args::Take { token, lease, count, block, row } => {
+                let take = Take::check(token, lease, count, row)?;
                 let block = block.map(|b| domain::range(b, 0, domain::BLOCK_MAX, "BLOCK")).transpose()?;
-                let (jobs, settled) = take_past_expired(x, token, lease, count)?;
+                let (jobs, settled) = take.run(x)?;
                 Ok(match block {
                     // Nothing ready (or paused): wait for a job to become ready, or for RESUME.
                     Some(timeout_ms) if jobs.is_empty() && settled => {
                         Reply::Block { timeout_ms, roles: WAKE_ON }
                     }
-                    _ => Reply::Rows4(jobs),
+                    _ => jobs.reply(),
                 })
             }
         }
+    }
+}
+
+/// A claim as CLAIM and TRA.COMPLETENEXT take it, its values checked.
+#[derive(Clone, Copy)]
+pub struct Take<'a> {
+    token: ArgStr<'a>,
+    lease: i64,
+    count: usize,
+    row: bool,
+}
+
+/// The jobs a claim handed out: `[id name data attempt]` each, with ROW also the job's row
+/// as TRA.JOB shows it.
+pub struct Taken4 {
+    jobs: Vec<[Reply; 4]>,
+    rows: Option<Vec<Reply>>,
+}
+
+impl Taken4 {
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    fn extend(&mut self, more: Taken4) {
+        self.jobs.extend(more.jobs);
+        if let (Some(rows), Some(more)) = (&mut self.rows, more.rows) {
+            rows.extend(more);
+        }
+    }
+
+    pub fn reply(self) -> Reply {
+        match self.rows {
+            None => Reply::Rows4(self.jobs),
+            Some(rows) => Reply::Array(
+                self.jobs
+                    .into_iter()
+                    .zip(rows)
+                    .map(|([a, b, c, d], row)| Reply::Array(vec![a, b, c, d, row]))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+impl<'a> Take<'a> {
+    pub fn check(token: ArgStr<'a>, lease: i64, count: Option<i64>, row: bool) -> Result<Take<'a>, Refusal> {
+        domain::token(&token)?;
+        let lease = domain::range(lease, 1, domain::LEASE_MAX, "lease_ms")?;
+        let count =
+            domain::batch(count.unwrap_or(1), domain::CLAIM_COUNT_MAX, domain::CLAIM_PER_CALL, "COUNT")?;
+        Ok(Take { token, lease, count, row })
+    }
+
+    /// Claims; the flag says whether it met no expired job it could not go past (a waiting
+    /// claimer may then wait).
+    pub fn run(self, x: &mut Exec) -> Result<(Taken4, bool), Refusal> {
+        take_past_expired(x, self.token, self.lease, self.count, self.row)
     }
 }
 
@@ -158,8 +214,9 @@ fn take_past_expired(
     token: ArgStr,
     lease: i64,
     count: usize,
-) -> Result<(Vec<[Reply; 4]>, bool), Refusal> {
-    let (mut jobs, mut expired) = take(x, token, lease, count, true)?;
+    row: bool,
+) -> Result<(Taken4, bool), Refusal> {
+    let (mut jobs, mut expired) = take(x, token, lease, count, true, row)?;
     // Jobs met in all passes, handed out or failed: one CLAIM's work stays within its bound.
     let mut met = jobs.len().saturating_add(expired as usize);
     let bound = usize::try_from(domain::CLAIM_PER_CALL).unwrap_or(0);
@@ -168,7 +225,7 @@ fn take_past_expired(
         if expired == 0 || want == 0 {
             break;
         }
-        match take(x, token, lease, want, false) {
+        match take(x, token, lease, want, false, row) {
             Ok((more, e)) => {
                 met = met.saturating_add(more.len()).saturating_add(e as usize);
                 jobs.extend(more);
@@ -188,7 +245,8 @@ fn take(
     lease: i64,
     count: usize,
     promote: bool,
-) -> Result<(Vec<[Reply; 4]>, u64), Refusal> {
+    row: bool,
+) -> Result<(Taken4, u64), Refusal> {
     let ready = Ready::open(x)?;
     let active = x.open_as(Active, Kind::ZSet)?;
     let delayed = x.open_as(Delayed, Kind::ZSet)?;
@@ -271,6 +329,7 @@ fn take(
     }
     let (tok, at) = (x.string(&token)?, x.int(now)?);
     let mut out = Vec::with_capacity(live.len());
+    let mut rows = row.then(|| Vec::with_capacity(live.len()));
     for job in live.iter() {
         let [started, made, name, data] =
             job.row.hget_many(&[&field::STARTED, &field::MADE, &field::NAME, &field::DATA]);
@@ -288,6 +347,10 @@ fn take(
             job.row.hdel(&[&field::EXPIRE])?;
         }
         events.emit(x, Some(job.id.ptr()), Event::Active { attempt })?;
+        if let Some(rows) = &mut rows {
+            let state = Reply::bulk(State::Active.word().as_bytes());
+            rows.push(super::job::view(job.id.bytes(), &job.row, state, Reply::Int(deadline), Reply::Null));
+        }
         out.push([
             job.id.share().map_or_else(|| Reply::bulk(job.id.bytes()), Reply::Str),
             name.map_or(Reply::Null, Reply::Str),
@@ -295,7 +358,7 @@ fn take(
             Reply::Int(attempt),
         ]);
     }
-    Ok((out, expired))
+    Ok((Taken4 { jobs: out, rows }, expired))
 }
 
 /// The call's working lists: on the stack for the usual few jobs, sized once beyond that (a

@@ -7,7 +7,7 @@
 use crate::domain::{self, args::Opt};
 use crate::errors::Refusal;
 use crate::host::command::{opt, q, Arg, Command, KeyRole, Keys, Slot, Spec, Spec::*, Ty};
-use crate::host::{drive, ArgStr, Exec, Kind, Reply, Str, Verb};
+use crate::host::{ArgStr, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::queue::{doomed_rows, Event, Events};
 
@@ -20,7 +20,7 @@ pub const ARGS: &[Arg] =
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("TRA.CLEAN", drive::<Clean>)
+pub const COMMAND: Command = Command::new::<Clean>("TRA.CLEAN")
     .keys(KEYS)
     .args(ARGS)
     .writes()

@@ -5,12 +5,15 @@
 //! Retention: KEEP n trims completed to its n newest, deleting the trimmed rows; KEEP 0
 //! deletes this job at once; -1 keeps all; without KEEP, `trafikey.keep-completed`. AGE ms
 //! also drops jobs finished before now−ms. At most `trafikey.retention-batch` per call.
+//! ECHO: the `completed` event carries the result too (for event readers that need it after
+//! retention deleted the row). A finish that leaves nothing ready or active also writes
+//! `drained`.
 
 use crate::config;
-use crate::domain::{self, args::Opt, Keep};
+use crate::domain::{self, args::Opt, args::Options, Keep};
 use crate::errors::{self, Refusal};
-use crate::host::command::{opt, q, val, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::command::{flag, opt, q, val, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{self, field, Event, Events, Holder, Retire, Row, State};
 
@@ -18,11 +21,13 @@ pub const KEYS: Keys = Keys::of(&[q(Job, Update), q(Active, Take), q(Completed, 
 /// KEEP and AGE, the retention options COMPLETE and FAIL share.
 pub const KEEP: Arg = opt("keep", "KEEP", "n", Ty::Int);
 pub const AGE: Arg = opt("age", "AGE", "ms", Ty::Int);
-pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("result", Ty::Str), KEEP, AGE];
+/// ECHO: the `completed` event carries the result.
+pub const ECHO: Arg = flag("echo", "ECHO");
+pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("result", Ty::Str), KEEP, AGE, ECHO];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("EMQ.COMPLETE", drive::<Complete>)
+pub const COMMAND: Command = Command::new::<Complete>("EMQ.COMPLETE")
     .tokens(&["complete.flat"])
     .keys(KEYS)
     .args(ARGS)
@@ -32,55 +37,92 @@ pub const COMMAND: Command = Command::new("EMQ.COMPLETE", drive::<Complete>)
 
 pub struct Complete;
 
-pub struct Args<'a> {
-    token: ArgStr<'a>,
-    result: ArgStr<'a>,
-    keep: Option<i64>,
-    age: Option<i64>,
+/// A finish as COMPLETE and TRA.COMPLETENEXT take it.
+#[derive(Clone, Copy)]
+pub struct Finish<'a> {
+    pub token: ArgStr<'a>,
+    pub result: ArgStr<'a>,
+    pub keep: Option<i64>,
+    pub age: Option<i64>,
+    pub echo: bool,
 }
 
-impl Verb for Complete {
-    type Args<'a> = Args<'a>;
-
-    fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Args<'a>, Refusal> {
+impl<'a> Finish<'a> {
+    /// `token result [KEEP n] [AGE ms] [ECHO]`, and the options a caller adds after them.
+    pub fn shape(args: &[ArgStr<'a>], more: &[Opt]) -> Result<(Finish<'a>, Options<ArgStr<'a>>), Refusal> {
         match args {
             [token, result, rest @ ..] => {
-                let o = domain::args::options(rest, &[Opt::Keep, Opt::Age])?;
-                Ok(Args { token: *token, result: *result, keep: o.keep, age: o.age })
+                let mut allowed = vec![Opt::Keep, Opt::Age, Opt::Echo];
+                allowed.extend_from_slice(more);
+                let o = domain::args::options(rest, &allowed)?;
+                let f = Finish { token: *token, result: *result, keep: o.keep, age: o.age, echo: o.echo };
+                Ok((f, o))
             }
             _ => Err(Refusal::Usage),
         }
     }
+}
 
-    fn run<'a>(x: &mut Exec<'a>, a: Args<'a>) -> Result<Reply, Refusal> {
-        domain::job_id(x.id)?;
-        domain::token(&a.token)?;
-        domain::payload(&a.result, config::max_payload(), "result")?;
-        let keep = queue::keep_for(a.keep, &config::KEEP_COMPLETED)?;
-        let age = queue::age(a.age)?;
-        let job = Holder::open(x)?;
-        let completed = x.open_as(Completed, Kind::ZSet)?;
-        let events = Events::open(x)?;
-        if !job.holds(&a.token) {
-            // The same token finishing again: its reply was lost, the job is done.
-            if Row(&job.row).completed_by(&a.token) {
-                return Ok(Reply::Int(0));
-            }
-            return Err(errors::lease(x.id));
-        }
-        let now = x.now();
-        let made = Row(&job.row).int(&field::MADE, 0).saturating_add(1);
-        let retire = Retire::plan(x, &completed, u64::from(keep != Keep::None), now, keep, age)?;
+impl Verb for Complete {
+    type Args<'a> = Finish<'a>;
 
-        let id = x.id;
-        let log = if keep == Keep::None { queue::log_of(x, id)? } else { None };
-
-        job.active.zrem(job.id.ptr());
-        let made_s = x.int(made)?;
-        let fields = [(&field::RESULT, a.result.ptr()), (&field::MADE, made_s.ptr())];
-        queue::finish(x, &job.row, &completed, &job.id, State::Completed, keep, &fields, log)?;
-        events.emit(x, Some(job.id.ptr()), Event::Completed { attempt: made })?;
-        retire.apply(&completed);
-        Ok(Reply::Int(1))
+    fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Finish<'a>, Refusal> {
+        Finish::shape(args, &[]).map(|(f, _)| f)
     }
+
+    fn run<'a>(x: &mut Exec<'a>, a: Finish<'a>) -> Result<Reply, Refusal> {
+        let done = finish_held(x, a, Drained::Ask)?;
+        Ok(Reply::Int(done.into()))
+    }
+}
+
+/// Whether a finish writes `drained` itself (COMPLETE), or leaves it to its caller, which
+/// knows more after it (TRA.COMPLETENEXT claims next).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Drained {
+    Ask,
+    Leave,
+}
+
+/// Finishes the call's held job: every check first (EMQLEASE, or false and nothing written
+/// for the same token finishing again), then the writes. True when it finished it.
+pub fn finish_held<'a>(x: &mut Exec<'a>, a: Finish<'a>, drained: Drained) -> Result<bool, Refusal> {
+    domain::job_id(x.id)?;
+    domain::token(&a.token)?;
+    domain::payload(&a.result, config::max_payload(), "result")?;
+    let keep = queue::keep_for(a.keep, &config::KEEP_COMPLETED)?;
+    let age = queue::age(a.age)?;
+    let job = Holder::open(x)?;
+    let completed = x.open_as(Completed, Kind::ZSet)?;
+    let events = Events::open(x)?;
+    if !job.holds(&a.token) {
+        // The same token finishing again: its reply was lost, the job is done.
+        if Row(&job.row).completed_by(&a.token) {
+            return Ok(false);
+        }
+        return Err(errors::lease(x.id));
+    }
+    let now = x.now();
+    let made = Row(&job.row).int(&field::MADE, 0).saturating_add(1);
+    let retire = Retire::plan(x, &completed, u64::from(keep != Keep::None), now, keep, age)?;
+
+    let id = x.id;
+    let log = if keep == Keep::None { queue::log_of(x, id)? } else { None };
+    let drains = drained == Drained::Ask && events.on() && queue::drains(x, &job.active);
+    let made_s = x.int(made)?;
+    let result = a.result.ptr();
+    if result.is_null() {
+        return Err(errors::host_reply());
+    }
+
+    job.active.zrem(job.id.ptr());
+    let fields = [(&field::RESULT, result), (&field::MADE, made_s.ptr())];
+    queue::finish(x, &job.row, &completed, &job.id, State::Completed, keep, &fields, log)?;
+    let echoed = a.echo.then_some(result);
+    events.emit(x, Some(job.id.ptr()), Event::Completed { attempt: made, result: echoed })?;
+    if drains {
+        events.emit(x, None, Event::Drained)?;
+    }
+    retire.apply(&completed);
+    Ok(true)
 }

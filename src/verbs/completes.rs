@@ -12,7 +12,7 @@ use crate::config;
 use crate::domain::{self, Keep};
 use crate::errors::Refusal;
 use crate::host::command::{block, q, val, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{drive, Access, ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::{Access, ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::queue::{self, field, Event, Events, Retire, Row, State};
 
@@ -28,7 +28,7 @@ const NO_JOB: i64 = -2;
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("TRA.COMPLETES", drive::<Completes>)
+pub const COMMAND: Command = Command::new::<Completes>("TRA.COMPLETES")
     .keys(KEYS)
     .args(ARGS)
     .writes()
@@ -125,7 +125,7 @@ impl Verb for Completes {
             let fields = [(&field::RESULT, result.ptr()), (&field::MADE, made_s.ptr())];
             let keep = if *gone { Keep::None } else { keep };
             queue::finish(x, row, &completed, &id_s, State::Completed, keep, &fields, log)?;
-            events.emit(x, Some(id.ptr()), Event::Completed { attempt: made })?;
+            events.emit(x, Some(id.ptr()), Event::Completed { attempt: made, result: None })?;
         }
         retire.apply(&completed);
         Ok(Reply::Array(fates.into_iter().map(Reply::Int).collect()))

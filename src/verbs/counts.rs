@@ -5,7 +5,7 @@
 
 use crate::errors::Refusal;
 use crate::host::command::{q, Arg, Command, Keys, Spec::*};
-use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::queue::meta;
 
@@ -22,7 +22,7 @@ pub const ARGS: &[Arg] = &[];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("TRA.COUNTS", drive::<Counts>)
+pub const COMMAND: Command = Command::new::<Counts>("TRA.COUNTS")
     .keys(KEYS)
     .args(ARGS)
     .fast()

@@ -8,7 +8,7 @@
 use crate::domain::{self, args::Opt};
 use crate::errors::Refusal;
 use crate::host::command::{flag, opt, q, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{drive, ArgStr, Exec, Kind, Reply, Str, Verb};
+use crate::host::{ArgStr, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{doomed_rows, Event, Events};
 
@@ -17,7 +17,7 @@ pub const ARGS: &[Arg] = &[flag("delayed", "DELAYED"), opt("count", "COUNT", "n"
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("TRA.DRAIN", drive::<Drain>)
+pub const COMMAND: Command = Command::new::<Drain>("TRA.DRAIN")
     .keys(KEYS)
     .args(ARGS)
     .writes()

@@ -11,7 +11,7 @@
 use crate::domain::{coherence, Stored};
 use crate::errors::Refusal;
 use crate::host::command::{val, Arg, Command, KeyRole, Keys, Slot, Spec, Ty};
-use crate::host::{drive, stored, ArgStr, Exec, Reply, Verb};
+use crate::host::{stored, ArgStr, Exec, Reply, Verb};
 use crate::metrics;
 
 pub const KEYS: Keys = Keys::of(&[Slot { role: KeyRole::Any, spec: Spec::Take }]);
@@ -19,7 +19,7 @@ pub const ARGS: &[Arg] = &[val("version", Ty::Str)];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("TRA.DROP", drive::<CoherenceDrop>)
+pub const COMMAND: Command = Command::new::<CoherenceDrop>("TRA.DROP")
     .keys(KEYS)
     .args(ARGS)
     .plain()

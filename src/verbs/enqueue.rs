@@ -8,7 +8,7 @@
 use crate::domain::args::{options, Opt, Options};
 use crate::errors::Refusal;
 use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{Event, Events, NewJob, Ready, State};
 
@@ -40,7 +40,7 @@ pub const ARGS: &[Arg] = &[
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("EMQ.ENQUEUE", drive::<Enqueue>)
+pub const COMMAND: Command = Command::new::<Enqueue>("EMQ.ENQUEUE")
     .tokens(&["enqueue"])
     .keys(KEYS)
     .args(ARGS)

@@ -5,7 +5,7 @@
 use crate::domain;
 use crate::errors::Refusal;
 use crate::host::command::{q, val, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{drive, ArgStr, Exec, Reply, Verb};
+use crate::host::{ArgStr, Exec, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::Holder;
 
@@ -14,7 +14,7 @@ pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("lease_ms", Ty::Int)];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("EMQ.EXTEND", drive::<Extend>)
+pub const COMMAND: Command = Command::new::<Extend>("EMQ.EXTEND")
     .tokens(&["extend"])
     .keys(KEYS)
     .args(ARGS)

@@ -5,7 +5,7 @@
 use crate::domain;
 use crate::errors::Refusal;
 use crate::host::command::{block, q, val, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{drive, Access, ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::{Access, ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::queue::Row;
 
@@ -15,7 +15,7 @@ pub const ARGS: &[Arg] =
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("EMQ.EXTENDS", drive::<Extends>)
+pub const COMMAND: Command = Command::new::<Extends>("EMQ.EXTENDS")
     .tokens(&["extends"])
     .keys(KEYS)
     .args(ARGS)

@@ -16,7 +16,7 @@ use crate::domain::{self, args::Opt, AfterFail, Keep};
 use crate::errors::Refusal;
 use crate::domain::args::When;
 use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{drive, ArgStr, Exec, Kind, Lit, Reply, Verb};
+use crate::host::{ArgStr, Exec, Kind, Lit, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{self, field, Event, Events, Holder, Ready, Retire, Row, State};
 
@@ -49,7 +49,7 @@ pub const ARGS: &[Arg] = &[
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("EMQ.FAIL", drive::<Fail>)
+pub const COMMAND: Command = Command::new::<Fail>("EMQ.FAIL")
     .tokens(&["fail.flat"])
     .keys(KEYS)
     .args(ARGS)

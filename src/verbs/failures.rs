@@ -11,7 +11,7 @@
 use crate::domain::{self, args::Opt, bus, Stored};
 use crate::errors::Refusal;
 use crate::host::command::{opt, q, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{drive, stored, ArgStr, Exec, Reply, Verb};
+use crate::host::{stored, ArgStr, Exec, Reply, Verb};
 use crate::keyspace::Role::*;
 
 pub const KEYS: Keys = Keys::of(&[q(Fails, Update)]);
@@ -19,7 +19,7 @@ pub const ARGS: &[Arg] = &[opt("ttl", "TTL", "ms", Ty::Int)];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("EMQ.FAILURES", drive::<Failures>)
+pub const COMMAND: Command = Command::new::<Failures>("EMQ.FAILURES")
     .tokens(&["failures.incr"])
     .keys(KEYS)
     .args(ARGS)

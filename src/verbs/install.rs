@@ -4,7 +4,7 @@
 use crate::domain;
 use crate::errors::Refusal;
 use crate::host::command::{Arg, Command, KeyRole, Keys, Slot, Spec};
-use crate::host::{drive, stored, ArgStr, Exec, Reply, Verb};
+use crate::host::{stored, ArgStr, Exec, Reply, Verb};
 use crate::keyspace;
 
 pub const KEYS: Keys = Keys::of(&[Slot { role: KeyRole::Version, spec: Spec::Update }]);
@@ -12,7 +12,7 @@ pub const ARGS: &[Arg] = &[];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("EMQ.INSTALL", drive::<Install>)
+pub const COMMAND: Command = Command::new::<Install>("EMQ.INSTALL")
     .keys(KEYS)
     .args(ARGS)
     .admin()

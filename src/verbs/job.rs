@@ -10,7 +10,7 @@
 use crate::domain::{self, Backoff};
 use crate::errors::Refusal;
 use crate::host::command::{q, Arg, Command, Keys, Spec::*};
-use crate::host::{drive, Access, ArgStr, Exec, Kind, Lit, Reply, Str, Verb};
+use crate::host::{Access, ArgStr, Exec, Key, Kind, Lit, Reply, Str, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::queue::{field, State};
 
@@ -19,7 +19,7 @@ pub const ARGS: &[Arg] = &[];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("TRA.JOB", drive::<Inspect>)
+pub const COMMAND: Command = Command::new::<Inspect>("TRA.JOB")
     .keys(KEYS)
     .args(ARGS)
     .fast()
@@ -52,8 +52,7 @@ impl Verb for Inspect {
         if !row.exists_as(Kind::Hash)? {
             return Ok(Reply::Null);
         }
-        let get = |f: &Lit| row.hget(f);
-        let state = get(&field::STATE);
+        let state = row.hget(&field::STATE);
         let st = state.as_ref().and_then(|s| State::of(s.bytes()));
         let mut score_in = |role: Role, when: State| -> Result<Reply, Refusal> {
             if st != Some(when) {
@@ -66,32 +65,39 @@ impl Verb for Inspect {
         };
         let deadline = score_in(Active, State::Active)?;
         let due = score_in(Delayed, State::Delayed)?;
-        let backoff = get(&field::BACKOFF).and_then(|b| domain::backoff_decode(b.bytes())).map(|b| match b {
-            Backoff::Fixed(ms) => format!("FIXED {ms}"),
-            Backoff::Exp(ms) => format!("EXP {ms}"),
-        });
-        Ok(Reply::Map(vec![
-            ("id", Reply::bulk(x.id)),
-            ("state", text(state)),
-            ("name", text(get(&field::NAME))),
-            ("data", text(get(&field::DATA))),
-            ("opts", text(get(&field::OPTS))),
-            ("priority", int(get(&field::PRIORITY), Some(0))),
-            ("attempts", int(get(&field::ATTEMPTS), Some(1))),
-            ("backoff", backoff.map_or(Reply::Null, |b| Reply::bulk(b.as_bytes()))),
-            ("created", int(get(&field::CREATED), None)),
-            ("started", int(get(&field::STARTED), Some(0))),
-            ("made", int(get(&field::MADE), Some(0))),
-            ("stalls", int(get(&field::STALLS), Some(0))),
-            ("claimed", int(get(&field::CLAIMED), None)),
-            ("deadline", deadline),
-            ("due", due),
-            ("expire", int(get(&field::EXPIRE), None)),
-            ("progress", text(get(&field::PROGRESS))),
-            ("result", text(get(&field::RESULT))),
-            ("error", text(get(&field::ERROR))),
-            ("finished", int(get(&field::FINISHED), None)),
-            ("stack", text(get(&field::STACK))),
-        ]))
+        Ok(view(x.id, &row, text(state), deadline, due))
     }
+}
+
+/// A job's row as TRA.JOB shows it, its state, lease deadline and due time given by the
+/// caller (TRA.JOB reads them; a CLAIM knows them): shared with `CLAIM … ROW`.
+pub fn view(id: &[u8], row: &Key, state: Reply, deadline: Reply, due: Reply) -> Reply {
+    let get = |f: &Lit| row.hget(f);
+    let backoff = get(&field::BACKOFF).and_then(|b| domain::backoff_decode(b.bytes())).map(|b| match b {
+        Backoff::Fixed(ms) => format!("FIXED {ms}"),
+        Backoff::Exp(ms) => format!("EXP {ms}"),
+    });
+    Reply::Map(vec![
+        ("id", Reply::bulk(id)),
+        ("state", state),
+        ("name", text(get(&field::NAME))),
+        ("data", text(get(&field::DATA))),
+        ("opts", text(get(&field::OPTS))),
+        ("priority", int(get(&field::PRIORITY), Some(0))),
+        ("attempts", int(get(&field::ATTEMPTS), Some(1))),
+        ("backoff", backoff.map_or(Reply::Null, |b| Reply::bulk(b.as_bytes()))),
+        ("created", int(get(&field::CREATED), None)),
+        ("started", int(get(&field::STARTED), Some(0))),
+        ("made", int(get(&field::MADE), Some(0))),
+        ("stalls", int(get(&field::STALLS), Some(0))),
+        ("claimed", int(get(&field::CLAIMED), None)),
+        ("deadline", deadline),
+        ("due", due),
+        ("expire", int(get(&field::EXPIRE), None)),
+        ("progress", text(get(&field::PROGRESS))),
+        ("result", text(get(&field::RESULT))),
+        ("error", text(get(&field::ERROR))),
+        ("finished", int(get(&field::FINISHED), None)),
+        ("stack", text(get(&field::STACK))),
+    ])
 }

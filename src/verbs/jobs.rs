@@ -8,7 +8,7 @@
 use crate::domain::{self, args::Opt};
 use crate::errors::Refusal;
 use crate::host::command::{flag, opt, Arg, Command, KeyRole, Keys, Slot, Spec, Ty};
-use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role;
 
 /// The six state sets: the key TRA.JOBS pages.
@@ -21,7 +21,7 @@ pub const ARGS: &[Arg] =
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("TRA.JOBS", drive::<Jobs>)
+pub const COMMAND: Command = Command::new::<Jobs>("TRA.JOBS")
     .keys(KEYS)
     .args(ARGS)
     .summary("A page of one state set's ids, in serving order.")

@@ -10,7 +10,7 @@ use crate::config;
 use crate::domain::{self, args::Opt};
 use crate::errors::{lease, Refusal};
 use crate::host::command::{opt, q, val, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::{ArgStr, Exec, Key, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{existing_row, Row};
 
@@ -19,7 +19,7 @@ pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("line", Ty::Str), opt("kee
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("TRA.LOG", drive::<AppendLog>)
+pub const COMMAND: Command = Command::new::<AppendLog>("TRA.LOG")
     .keys(KEYS)
     .args(ARGS)
     .creates()
@@ -48,21 +48,31 @@ impl Verb for AppendLog {
     }
 
     fn run<'a>(x: &mut Exec<'a>, a: Args<'a>) -> Result<Reply, Refusal> {
-        domain::job_id(x.id)?;
+        let keep = checked(x, &a.line, a.keep)?;
         domain::token(&a.token)?;
-        domain::payload(&a.line, config::max_payload(), "line")?;
-        let keep = domain::range(a.keep.unwrap_or(config::get(&config::LOG_KEEP)), 1, 1_000_000, "KEEP")?;
         let row = existing_row(x)?;
         let log = x.open_as(Log, Kind::List)?;
         if !Row(&row).held_by(&a.token) {
             return Err(lease(x.id));
         }
-        if a.line.ptr().is_null() {
-            return Err(crate::errors::host_reply());
-        }
-        log.rpush(a.line.ptr())?;
-        let over = log.len().saturating_sub(u64::try_from(keep).unwrap_or(u64::MAX));
-        log.lpop_drop(usize::try_from(over).unwrap_or(usize::MAX));
-        Ok(Reply::Int(i64::try_from(log.len()).unwrap_or(i64::MAX)))
+        append(&log, a.line, keep)
     }
+}
+
+/// The line range-checked and its KEEP decided: the job's log, its keys checked.
+pub fn checked<'a>(x: &Exec<'a>, line: &ArgStr<'a>, keep: Option<i64>) -> Result<i64, Refusal> {
+    domain::job_id(x.id)?;
+    domain::payload(line, config::max_payload(), "line")?;
+    domain::range(keep.unwrap_or(config::get(&config::LOG_KEEP)), 1, 1_000_000, "KEEP")
+}
+
+/// Appends `line` to `log`, keeping its newest `keep` lines; replies the log's length.
+pub fn append(log: &Key, line: ArgStr, keep: i64) -> Result<Reply, Refusal> {
+    if line.ptr().is_null() {
+        return Err(crate::errors::host_reply());
+    }
+    log.rpush(line.ptr())?;
+    let over = log.len().saturating_sub(u64::try_from(keep).unwrap_or(u64::MAX));
+    log.lpop_drop(usize::try_from(over).unwrap_or(usize::MAX));
+    Ok(Reply::Int(i64::try_from(log.len()).unwrap_or(i64::MAX)))
 }

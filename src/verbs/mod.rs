@@ -87,6 +87,9 @@ table! {
     drain
     clean
     obliterate
+    setprogress
+    addlog
+    completenext
     priority
 }
 
@@ -195,6 +198,9 @@ mod tests {
             (drain::COMMAND, "write", "emq write", true),
             (clean::COMMAND, "write", "emq write", true),
             (obliterate::COMMAND, "write", "emq write", true),
+            (setprogress::COMMAND, "write fast", "emq write fast", true),
+            (addlog::COMMAND, "write deny-oom fast", "emq write fast", true),
+            (completenext::COMMAND, "write", "emq write", true),
             (priority::COMMAND, "write fast", "emq write fast", true),
         ];
         assert_eq!(want.len(), COMMANDS.len());

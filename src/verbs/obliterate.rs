@@ -9,7 +9,7 @@
 use crate::domain::{self, args::Opt};
 use crate::errors::Refusal;
 use crate::host::command::{flag, opt, q, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{drive, timer, ArgStr, Exec, Kind, Reply, Str, Verb};
+use crate::host::{timer, ArgStr, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::doomed_rows;
 use crate::registry;
@@ -28,7 +28,7 @@ pub const ARGS: &[Arg] = &[flag("force", "FORCE"), opt("count", "COUNT", "n", Ty
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("TRA.OBLITERATE", drive::<Obliterate>)
+pub const COMMAND: Command = Command::new::<Obliterate>("TRA.OBLITERATE")
     .keys(KEYS)
     .args(ARGS)
     .writes()

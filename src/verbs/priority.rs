@@ -10,7 +10,7 @@
 use crate::domain::{self, args::Opt};
 use crate::errors::Refusal;
 use crate::host::command::{flag, q, val, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{drive, ArgStr, Exec, Reply, Verb};
+use crate::host::{ArgStr, Exec, Reply, Verb};
 use crate::queue::{existing_row, field, Event, Events, Ready, Row, State};
 
 use crate::keyspace::Role::*;
@@ -20,7 +20,7 @@ pub const ARGS: &[Arg] = &[val("priority", Ty::Int), flag("lifo", "LIFO")];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("TRA.PRIORITY", drive::<Priority>)
+pub const COMMAND: Command = Command::new::<Priority>("TRA.PRIORITY")
     .keys(KEYS)
     .args(ARGS)
     .writes()

@@ -1,21 +1,22 @@
-//! `TRA.PROGRESS 3 job active events token progress` — the holder reports how far it got:
-//! an opaque report of 0..=4096 bytes stored in the row (field `g`, shown by `TRA.JOB`,
-//! replaced by the next report, cleared by REPROCESS), and one `progress` event. Replies 1;
-//! `EMQLEASE` when the job is not held with this token. Fenced.
+//! `TRA.PROGRESS 3 job active events token progress [ECHO]` — the holder reports how far it
+//! got: an opaque report of 0..=4096 bytes stored in the row (field `g`, shown by `TRA.JOB`,
+//! replaced by the next report, cleared by REPROCESS), and one `progress` event; with ECHO the
+//! event carries the report (`progress`). Replies 1; `EMQLEASE` when the job is not held with
+//! this token. Fenced.
 
-use crate::domain;
+use crate::domain::{self, args::Opt};
 use crate::errors::Refusal;
-use crate::host::command::{q, val, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{drive, ArgStr, Exec, Reply, Verb};
+use crate::host::command::{flag, q, val, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::{ArgStr, Exec, Key, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{field, Event, Events, Holder};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Update), q(Active, Read), q(Events, Append)]);
-pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("progress", Ty::Str)];
+/// ECHO: the `progress` event carries the report.
+pub const ECHO: Arg = flag("echo", "ECHO");
+pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("progress", Ty::Str), ECHO];
 
-/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
-/// from here.
-pub const COMMAND: Command = Command::new("TRA.PROGRESS", drive::<Progress>)
+pub const COMMAND: Command = Command::new::<Progress>("TRA.PROGRESS")
     .keys(KEYS)
     .args(ARGS)
     .writes()
@@ -27,7 +28,34 @@ pub struct Progress;
 
 pub struct Args<'a> {
     token: ArgStr<'a>,
-    progress: ArgStr<'a>,
+    report: Report<'a>,
+}
+
+/// A progress report and whether its event carries it.
+#[derive(Clone, Copy)]
+pub struct Report<'a> {
+    pub value: ArgStr<'a>,
+    pub echo: bool,
+}
+
+impl<'a> Report<'a> {
+    pub fn shape(value: ArgStr<'a>, rest: &[ArgStr<'a>]) -> Result<Report<'a>, Refusal> {
+        Ok(Report { value, echo: domain::args::options(rest, &[Opt::Echo])?.echo })
+    }
+
+    pub fn check(&self) -> Result<(), Refusal> {
+        domain::payload(&self.value, domain::PROGRESS_MAX, "progress")
+    }
+
+    /// Stores the report in `row` and writes its event.
+    pub fn write(&self, x: &Exec, row: &Key, id: &crate::host::Str, events: &Events) -> Result<(), Refusal> {
+        let value = self.value.ptr();
+        if value.is_null() {
+            return Err(crate::errors::host_reply());
+        }
+        row.hset(&[(&field::PROGRESS, value)])?;
+        events.emit(x, Some(id.ptr()), Event::Progress { value: self.echo.then_some(value) })
+    }
 }
 
 impl Verb for Progress {
@@ -35,7 +63,7 @@ impl Verb for Progress {
 
     fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Args<'a>, Refusal> {
         match args {
-            [token, progress] => Ok(Args { token: *token, progress: *progress }),
+            [token, value, rest @ ..] => Ok(Args { token: *token, report: Report::shape(*value, rest)? }),
             _ => Err(Refusal::Usage),
         }
     }
@@ -43,15 +71,11 @@ impl Verb for Progress {
     fn run<'a>(x: &mut Exec<'a>, a: Args<'a>) -> Result<Reply, Refusal> {
         domain::job_id(x.id)?;
         domain::token(&a.token)?;
-        domain::payload(&a.progress, domain::PROGRESS_MAX, "progress")?;
+        a.report.check()?;
         let job = Holder::open(x)?;
         let events = Events::open(x)?;
         job.check(&a.token)?;
-        if a.progress.ptr().is_null() {
-            return Err(crate::errors::host_reply());
-        }
-        job.row.hset(&[(&field::PROGRESS, a.progress.ptr())])?;
-        events.emit(x, Some(job.id.ptr()), Event::Progress)?;
+        a.report.write(x, &job.row, &job.id, &events)?;
         Ok(Reply::Int(1))
     }
 }

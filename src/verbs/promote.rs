@@ -4,7 +4,7 @@
 use crate::domain;
 use crate::errors::{not_in, Refusal};
 use crate::host::command::{q, Arg, Command, Keys, Spec::*};
-use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{existing_row, field, Event, Events, Ready, Row, State};
 
@@ -14,7 +14,7 @@ pub const ARGS: &[Arg] = &[];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("EMQ.PROMOTE", drive::<Promote>)
+pub const COMMAND: Command = Command::new::<Promote>("EMQ.PROMOTE")
     .tokens(&["promote"])
     .keys(KEYS)
     .args(ARGS)

@@ -15,13 +15,13 @@ use crate::bus::{plan, Message};
 pub use crate::bus::{ARGS, KEYS};
 use crate::errors::Refusal;
 use crate::host::command::Command;
-use crate::host::{drive, publish, ArgStr, Exec, Reply, Verb};
+use crate::host::{publish, ArgStr, Exec, Reply, Verb};
 use crate::keyspace::Role;
 use crate::metrics;
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("EMQ.PUBLISH", drive::<Publish>)
+pub const COMMAND: Command = Command::new::<Publish>("EMQ.PUBLISH")
     .tokens(&["publish"])
     .keys(KEYS)
     .args(ARGS)

@@ -7,7 +7,7 @@
 use crate::domain::{self, args::Opt};
 use crate::errors::Refusal;
 use crate::host::command::{opt, Arg, Command, Keys, Ty};
-use crate::host::{drive, timer, ArgStr, Exec, Reply, Verb};
+use crate::host::{timer, ArgStr, Exec, Reply, Verb};
 use crate::registry;
 
 pub const KEYS: Keys = Keys::of(&[]);
@@ -15,7 +15,7 @@ pub const ARGS: &[Arg] = &[opt("from", "FROM", "i", Ty::Int), opt("count", "COUN
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("TRA.QUEUES", drive::<Queues>)
+pub const COMMAND: Command = Command::new::<Queues>("TRA.QUEUES")
     .bare()
     .keys(KEYS)
     .args(ARGS)

@@ -7,7 +7,7 @@
 use crate::domain::{self, args::Opt};
 use crate::errors::{not_in, Refusal};
 use crate::host::command::{flag, q, Arg, Command, Keys, Spec::*};
-use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{Event, Events, Row, State};
 
@@ -25,7 +25,7 @@ pub const ARGS: &[Arg] = &[flag("force", "FORCE")];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("TRA.REMOVE", drive::<Remove>)
+pub const COMMAND: Command = Command::new::<Remove>("TRA.REMOVE")
     .keys(KEYS)
     .args(ARGS)
     .writes()

@@ -8,7 +8,7 @@
 use crate::domain::{self, args::Opt};
 use crate::errors::{not_in, Refusal};
 use crate::host::command::{block, flag, one_of, q, word, Arg, Command, Keys, Spec::*};
-use crate::host::{drive, ArgStr, Exec, Kind, Lit, Reply, Verb};
+use crate::host::{ArgStr, Exec, Kind, Lit, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{existing_row, field, Event, Events, Ready, Row, State};
 
@@ -29,7 +29,7 @@ pub const ARGS: &[Arg] = &[
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("EMQ.REPROCESS", drive::<Reprocess>)
+pub const COMMAND: Command = Command::new::<Reprocess>("EMQ.REPROCESS")
     .tokens(&["reprocess"])
     .keys(KEYS)
     .args(ARGS)

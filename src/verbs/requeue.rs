@@ -5,7 +5,7 @@
 use crate::domain;
 use crate::errors::Refusal;
 use crate::host::command::{q, val, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{drive, ArgStr, Exec, Reply, Verb};
+use crate::host::{ArgStr, Exec, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{field, Event, Events, Holder, Ready, Row, State};
 
@@ -15,7 +15,7 @@ pub const ARGS: &[Arg] = &[val("token", Ty::Str)];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("EMQ.REQUEUE", drive::<Requeue>)
+pub const COMMAND: Command = Command::new::<Requeue>("EMQ.REQUEUE")
     .tokens(&["requeue"])
     .keys(KEYS)
     .args(ARGS)

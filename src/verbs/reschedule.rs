@@ -4,7 +4,7 @@
 use crate::domain::{self, When};
 use crate::errors::{not_in, Refusal};
 use crate::host::command::{q, val, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{existing_row, Event, Events, Row, State};
 
@@ -13,7 +13,7 @@ pub const ARGS: &[Arg] = &[val("when", Ty::Str)];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("EMQ.RESCHEDULE", drive::<Reschedule>)
+pub const COMMAND: Command = Command::new::<Reschedule>("EMQ.RESCHEDULE")
     .tokens(&["reschedule"])
     .keys(KEYS)
     .args(ARGS)

@@ -10,7 +10,7 @@ use super::enqueue::{job_args, ATTEMPTS, BACKOFF, EXPIRE, OPTS, PRIORITY};
 use crate::domain::{self, args::Opt, args::Options, When};
 use crate::errors::Refusal;
 use crate::host::command::{q, val, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{drive, ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{Event, Events, NewJob, State};
 
@@ -28,7 +28,7 @@ pub const ARGS: &[Arg] = &[
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("EMQ.SCHEDULE", drive::<Schedule>)
+pub const COMMAND: Command = Command::new::<Schedule>("EMQ.SCHEDULE")
     .tokens(&["schedule"])
     .keys(KEYS)
     .args(ARGS)

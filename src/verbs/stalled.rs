@@ -11,7 +11,7 @@ use crate::config;
 use crate::domain::{self, args::Opt, stalled::Fate, Keep};
 use crate::errors::Refusal;
 use crate::host::command::{opt, q, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{drive, Access, ArgStr, Exec, Key, Kind, Lit, Reply, Verb};
+use crate::host::{Access, ArgStr, Exec, Key, Kind, Lit, Reply, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::metrics;
 use crate::queue::{self, field, Event, Events, Ready, Retire, Row, State};
@@ -22,7 +22,7 @@ pub const ARGS: &[Arg] = &[opt("maxstalls", "MAXSTALLS", "n", Ty::Int), opt("cou
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("EMQ.STALLED", drive::<Stalled>)
+pub const COMMAND: Command = Command::new::<Stalled>("EMQ.STALLED")
     .tokens(&["stalled.check"])
     .keys(KEYS)
     .args(ARGS)

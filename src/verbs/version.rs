@@ -2,7 +2,7 @@
 
 use crate::errors::Refusal;
 use crate::host::command::{Arg, Command, Keys};
-use crate::host::{drive, ArgStr, Exec, Reply, Verb};
+use crate::host::{ArgStr, Exec, Reply, Verb};
 use crate::{keyspace, MODULE_MAJOR, MODULE_NAME, MODULE_VERSION};
 
 pub const KEYS: Keys = Keys::of(&[]);
@@ -13,7 +13,7 @@ pub const BUILD: Option<&str> = option_env!("TRAFIKEY_BUILD");
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
-pub const COMMAND: Command = Command::new("EMQ.VERSION", drive::<Version>)
+pub const COMMAND: Command = Command::new::<Version>("EMQ.VERSION")
     .bare()
     .keys(KEYS)
     .args(ARGS)

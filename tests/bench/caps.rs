@@ -47,6 +47,15 @@ pub struct Catchup {
     pub ticks: u64,
     /// The longest event-loop cycle (wall time, µs), every pass, lowest first.
     pub eventloop_max_us: Vec<f64>,
+    /// Upkeep's own longest tick (`upkeep_tick_max_us`, since the pass's server started) and
+    /// its ticks over 2 ms, every pass, lowest first; its queue steps (first pass). NaN when
+    /// the module does not count them.
+    pub tick_max_us: Vec<f64>,
+    /// The server thread's CPU time in that longest tick (`upkeep_tick_max_cpu_us`): the tick's
+    /// own work, without the time the machine took the thread away.
+    pub tick_max_cpu_us: Vec<f64>,
+    pub over_2ms: Vec<f64>,
+    pub steps: f64,
 }
 
 pub struct Caps {
@@ -417,10 +426,32 @@ fn catchup(c: &mut Conn, pid: u32, waiting: u64, leases: u64, due: u64) -> Resul
     let upkept = |c: &mut Conn| {
         num(c, "trafikey", "trafikey_upkeep_promoted") + num(c, "trafikey", "trafikey_upkeep_reclaimed")
     };
+    // The floor: the same keyspace, upkeep off, read the same way for 3 s — what the machine
+    // and the server's own cron give, upkeep aside.
+    load::wait_quiet(pid, 0.15, Duration::from_secs(30));
+    ok(c.call(&[b"CONFIG", b"RESETSTAT"]), "RESETSTAT")?;
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(3) {
+        upkept(c);
+        sleep(Duration::from_millis(5));
+    }
+    out.push(Catchup {
+        what: "floor: upkeep off, the same keyspace, 3 s of the same readings".to_string(),
+        jobs: 0,
+        seconds: 3.0,
+        ticks: 0,
+        eventloop_max_us: vec![num(c, "debug", "eventloop_duration_max")],
+        tick_max_us: vec![],
+        tick_max_cpu_us: vec![],
+        over_2ms: vec![],
+        steps: f64::NAN,
+    });
     // Once: upkeep switched on over the backlog.
     load::wait_quiet(pid, 0.15, Duration::from_secs(30));
     let base = upkept(c);
     let ticks0 = num(c, "trafikey", "trafikey_upkeep_ticks");
+    let over0 = num(c, "trafikey", "trafikey_upkeep_ticks_over_2ms");
+    let steps0 = num(c, "trafikey", "trafikey_upkeep_steps");
     ok(c.call(&[b"CONFIG", b"RESETSTAT"]), "RESETSTAT")?;
     let t0 = Instant::now();
     ok(c.call(&[b"CONFIG", b"SET", b"trafikey.upkeep", b"yes"]), "CONFIG SET")?;
@@ -438,6 +469,10 @@ fn catchup(c: &mut Conn, pid: u32, waiting: u64, leases: u64, due: u64) -> Resul
         seconds,
         ticks: (num(c, "trafikey", "trafikey_upkeep_ticks") - ticks0) as u64,
         eventloop_max_us: vec![num(c, "debug", "eventloop_duration_max")],
+        tick_max_us: vec![num(c, "trafikey", "trafikey_upkeep_tick_max_us")],
+        tick_max_cpu_us: vec![num(c, "trafikey", "trafikey_upkeep_tick_max_cpu_us")],
+        over_2ms: vec![num(c, "trafikey", "trafikey_upkeep_ticks_over_2ms") - over0],
+        steps: num(c, "trafikey", "trafikey_upkeep_steps") - steps0,
     });
     // After a restart of the dataset: the scan over every key, then nothing left to do but
     // the leases that lapse again (none: they were requeued).
@@ -446,6 +481,8 @@ fn catchup(c: &mut Conn, pid: u32, waiting: u64, leases: u64, due: u64) -> Resul
     ok(c.call(&[b"DEBUG", b"RELOAD"]), "DEBUG RELOAD")?;
     load::wait_quiet(pid, 0.15, Duration::from_secs(30));
     let ticks0 = num(c, "trafikey", "trafikey_upkeep_ticks");
+    let over0 = num(c, "trafikey", "trafikey_upkeep_ticks_over_2ms");
+    let steps0 = num(c, "trafikey", "trafikey_upkeep_steps");
     ok(c.call(&[b"CONFIG", b"RESETSTAT"]), "RESETSTAT")?;
     let t0 = Instant::now();
     ok(c.call(&[b"CONFIG", b"SET", b"trafikey.upkeep", b"yes"]), "CONFIG SET")?;
@@ -468,6 +505,10 @@ fn catchup(c: &mut Conn, pid: u32, waiting: u64, leases: u64, due: u64) -> Resul
         seconds: t0.elapsed().as_secs_f64() - 1.0,
         ticks: (last - ticks0) as u64,
         eventloop_max_us: vec![num(c, "debug", "eventloop_duration_max")],
+        tick_max_us: vec![num(c, "trafikey", "trafikey_upkeep_tick_max_us")],
+        tick_max_cpu_us: vec![num(c, "trafikey", "trafikey_upkeep_tick_max_cpu_us")],
+        over_2ms: vec![num(c, "trafikey", "trafikey_upkeep_ticks_over_2ms") - over0],
+        steps: num(c, "trafikey", "trafikey_upkeep_steps") - steps0,
     });
     ok(c.call(&[b"CONFIG", b"SET", b"trafikey.upkeep", b"no"]), "CONFIG SET")?;
     Ok(out)
@@ -502,25 +543,37 @@ pub fn run(bin: &Path, module: &Path, scratch: &Path, short: bool, repeat: usize
         lines.push(Line { what, items, cpu_us: cpu, cmd_us: cmd });
     }
     drop((c, u, srv));
-    let srv = Server::start_with(bin, module, scratch, &["--enable-debug-command", "local"])?;
-    let mut c = srv.conn()?;
     let (waiting, leases, due) = if short { (10_000, 1_000, 2_000) } else { (1_000_000, 100_000, 200_000) };
     eprintln!("bench: upkeep catching up: {leases} lapsed leases, {due} due jobs, {waiting} waiting");
     let mut catchups: Vec<Catchup> = Vec::new();
     for p in 0..repeat.max(1) {
         eprintln!("  pass {} of {repeat}", p + 1);
+        // A server of its own each pass: upkeep's longest tick counts from its start.
+        let srv = Server::start_with(bin, module, scratch, &["--enable-debug-command", "local"])?;
+        let mut c = srv.conn()?;
         for (i, x) in catchup(&mut c, srv.pid(), waiting, leases, due)?.into_iter().enumerate() {
             eprintln!(
-                "  {}: {:.1} s, {} ticks, longest event-loop cycle {:.0} µs",
+                "  {}: {:.1} s, {} ticks, {} steps, longest event-loop cycle {:.0} µs, longest tick {:?} µs ({:?} µs CPU), ticks over 2 ms {:?}",
                 x.what,
                 x.seconds,
                 x.ticks,
-                median(&x.eventloop_max_us)
+                x.steps,
+                median(&x.eventloop_max_us),
+                x.tick_max_us,
+                x.tick_max_cpu_us,
+                x.over_2ms
             );
             match catchups.get_mut(i) {
                 Some(y) => {
-                    y.eventloop_max_us.extend(x.eventloop_max_us);
-                    y.eventloop_max_us.sort_by(f64::total_cmp);
+                    for (into, from) in [
+                        (&mut y.eventloop_max_us, x.eventloop_max_us),
+                        (&mut y.tick_max_us, x.tick_max_us),
+                        (&mut y.tick_max_cpu_us, x.tick_max_cpu_us),
+                        (&mut y.over_2ms, x.over_2ms),
+                    ] {
+                        into.extend(from);
+                        into.sort_by(f64::total_cmp);
+                    }
                 }
                 None => catchups.push(x),
             }
@@ -549,7 +602,7 @@ pub fn markdown(x: &Caps, machine: &str) -> String {
             median(&l.cmd_us)
         );
     }
-    s += "\n### Upkeep catching up\n\nThe server's longest event-loop cycle (`INFO debug` `eventloop_duration_max`, wall time, after `CONFIG RESETSTAT`) while upkeep works the backlog off; median of the passes (lowest–highest); seconds and ticks of the first pass.\n\n| what | jobs or keys | seconds | ticks | longest event-loop cycle µs | goal µs | |\n|---|--:|--:|--:|--:|--:|---|\n";
+    s += "\n### Upkeep catching up\n\nThe server's longest event-loop cycle (`INFO debug` `eventloop_duration_max`, wall time, after `CONFIG RESETSTAT`) while upkeep works the backlog off, and upkeep's own longest tick (`upkeep_tick_max_us`, wall time; beside it the server thread's CPU time in that tick, `upkeep_tick_max_cpu_us`: the tick's own work, without the time a busy machine took the thread away) and ticks over 2 ms of wall time (`upkeep_ticks_over_2ms`); median of the passes (lowest–highest), each pass on a server of its own; seconds, ticks and queue steps of the first pass. The floor row is the same keyspace with upkeep off, read the same way: what the machine and the server's own cron give.\n\n| what | jobs or keys | seconds | ticks | steps | longest event-loop cycle µs | upkeep's longest tick µs | its CPU µs | ticks over 2 ms | goal µs | |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n";
     for c in &x.catchup {
         let m = median(&c.eventloop_max_us);
         let range = match (c.eventloop_max_us.first(), c.eventloop_max_us.last()) {
@@ -557,9 +610,22 @@ pub fn markdown(x: &Caps, machine: &str) -> String {
             _ => String::new(),
         };
         let verdict = if m <= GOAL_US { "within" } else { "**over**" };
+        let fig = |v: &[f64]| match (v.first(), v.last()) {
+            (Some(a), _) if a.is_nan() => "—".to_string(),
+            (Some(a), Some(b)) if v.len() > 1 => format!("{:.0} ({a:.0}–{b:.0})", median(v)),
+            (Some(a), _) => format!("{a:.0}"),
+            _ => "—".to_string(),
+        };
+        let steps = if c.steps.is_nan() { "—".to_string() } else { format!("{:.0}", c.steps) };
         s += &format!(
-            "| {} | {} | {:.1} | {} | {m:.0}{range} | {GOAL_US:.0} | {verdict} |\n",
-            c.what, c.jobs, c.seconds, c.ticks
+            "| {} | {} | {:.1} | {} | {steps} | {m:.0}{range} | {} | {} | {} | {GOAL_US:.0} | {verdict} |\n",
+            c.what,
+            c.jobs,
+            c.seconds,
+            c.ticks,
+            fig(&c.tick_max_us),
+            fig(&c.tick_max_cpu_us),
+            fig(&c.over_2ms)
         );
     }
     s
@@ -568,7 +634,8 @@ pub fn markdown(x: &Caps, machine: &str) -> String {
 /// The figures as JSON (no serde in the bench: written by hand).
 pub fn json(x: &Caps) -> String {
     let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
-    let nums = |v: &[f64]| v.iter().map(|n| format!("{n:.0}")).collect::<Vec<_>>().join(", ");
+    let num = |n: f64| if n.is_finite() { format!("{n:.0}") } else { "null".to_string() };
+    let nums = |v: &[f64]| v.iter().map(|n| num(*n)).collect::<Vec<_>>().join(", ");
     let lines: Vec<String> = x
         .lines
         .iter()
@@ -589,13 +656,17 @@ pub fn json(x: &Caps) -> String {
         .iter()
         .map(|c| {
             format!(
-                "    {{\"what\": \"{}\", \"jobs\": {}, \"seconds\": {:.2}, \"ticks\": {}, \"eventloop_duration_max_us\": {{\"median\": {:.0}, \"passes\": [{}]}}, \"goal_us\": {GOAL_US:.0}}}",
+                "    {{\"what\": \"{}\", \"jobs\": {}, \"seconds\": {:.2}, \"ticks\": {}, \"steps\": {}, \"eventloop_duration_max_us\": {{\"median\": {}, \"passes\": [{}]}}, \"upkeep_tick_max_us\": [{}], \"upkeep_tick_max_cpu_us\": [{}], \"upkeep_ticks_over_2ms\": [{}], \"goal_us\": {GOAL_US:.0}}}",
                 esc(&c.what),
                 c.jobs,
                 c.seconds,
                 c.ticks,
-                median(&c.eventloop_max_us),
-                nums(&c.eventloop_max_us)
+                num(c.steps),
+                num(median(&c.eventloop_max_us)),
+                nums(&c.eventloop_max_us),
+                nums(&c.tick_max_us),
+                nums(&c.tick_max_cpu_us),
+                nums(&c.over_2ms)
             )
         })
         .collect();

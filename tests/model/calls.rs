@@ -67,6 +67,7 @@ pub enum Call {
         token: Vec<u8>,
         lease: i64,
         count: Option<i64>,
+        row: bool,
     },
     Pause(bool),
     Extend {
@@ -84,6 +85,7 @@ pub enum Call {
         result: Vec<u8>,
         keep: Option<i64>,
         age: Option<i64>,
+        echo: bool,
     },
     Promote {
         id: Vec<u8>,
@@ -134,6 +136,27 @@ pub enum Call {
         id: Vec<u8>,
         token: Vec<u8>,
         progress: Vec<u8>,
+        echo: bool,
+    },
+    SetProgress {
+        id: Vec<u8>,
+        progress: Vec<u8>,
+        echo: bool,
+    },
+    AddLog {
+        id: Vec<u8>,
+        line: Vec<u8>,
+        keep: Option<i64>,
+    },
+    CompleteNext {
+        id: Vec<u8>,
+        token: Vec<u8>,
+        result: Vec<u8>,
+        lease: i64,
+        keep: Option<i64>,
+        echo: bool,
+        count: Option<i64>,
+        row: bool,
     },
     Log {
         id: Vec<u8>,
@@ -200,6 +223,9 @@ impl Call {
             Call::Counts => "TRA.COUNTS",
             Call::Jobs { .. } => "TRA.JOBS",
             Call::Completes { .. } => "TRA.COMPLETES",
+            Call::SetProgress { .. } => "TRA.SETPROGRESS",
+            Call::AddLog { .. } => "TRA.ADDLOG",
+            Call::CompleteNext { .. } => "TRA.COMPLETENEXT",
             Call::Priority { .. } => "TRA.PRIORITY",
             Call::MetaStalls(Some(_)) => "HSET",
             Call::MetaStalls(None) => "HDEL",
@@ -221,6 +247,9 @@ impl Call {
             | Call::Requeue { id, .. }
             | Call::Progress { id, .. }
             | Call::Log { id, .. }
+            | Call::SetProgress { id, .. }
+            | Call::AddLog { id, .. }
+            | Call::CompleteNext { id, .. }
             | Call::Remove { id, .. }
             | Call::Job { id } => id,
             _ => b"",
@@ -269,10 +298,13 @@ impl Call {
                 a.extend([when.text(), job.name.clone(), job.data.clone()]);
                 job_opts(&mut a, job);
             }
-            Call::Claim { token, lease, count } => {
+            Call::Claim { token, lease, count, row } => {
                 a.extend([token.clone(), num(*lease)]);
                 if let Some(n) = count {
                     a.extend([w("COUNT"), num(*n)]);
+                }
+                if *row {
+                    a.push(w("ROW"));
                 }
             }
             Call::Pause(on) => a.push(w(if *on { "PAUSE" } else { "RESUME" })),
@@ -283,9 +315,37 @@ impl Call {
                     a.extend([id.clone(), t.clone()]);
                 }
             }
-            Call::Complete { token, result, keep, age, .. } => {
+            Call::Complete { token, result, keep, age, echo, .. } => {
                 a.extend([token.clone(), result.clone()]);
                 retention(&mut a, keep, age);
+                if *echo {
+                    a.push(w("ECHO"));
+                }
+            }
+            Call::CompleteNext { token, result, lease, keep, echo, count, row, .. } => {
+                a.extend([token.clone(), result.clone(), num(*lease)]);
+                retention(&mut a, keep, &None);
+                if *echo {
+                    a.push(w("ECHO"));
+                }
+                if let Some(n) = count {
+                    a.extend([w("COUNT"), num(*n)]);
+                }
+                if *row {
+                    a.push(w("ROW"));
+                }
+            }
+            Call::SetProgress { progress, echo, .. } => {
+                a.push(progress.clone());
+                if *echo {
+                    a.push(w("ECHO"));
+                }
+            }
+            Call::AddLog { line, keep, .. } => {
+                a.push(line.clone());
+                if let Some(k) = keep {
+                    a.extend([w("KEEP"), num(*k)]);
+                }
             }
             Call::Promote { .. } | Call::MetaStalls(_) => {}
             Call::Reprocess { from, keep_made, keep_started, lifo, .. } => {
@@ -336,7 +396,12 @@ impl Call {
                     a.extend([w("COUNT"), num(*n)]);
                 }
             }
-            Call::Progress { token, progress, .. } => a.extend([token.clone(), progress.clone()]),
+            Call::Progress { token, progress, echo, .. } => {
+                a.extend([token.clone(), progress.clone()]);
+                if *echo {
+                    a.push(w("ECHO"));
+                }
+            }
             Call::Log { token, line, keep, .. } => {
                 a.extend([token.clone(), line.clone()]);
                 if let Some(k) = keep {
@@ -400,7 +465,7 @@ impl Call {
         }
         let roles: Vec<&str> = match self {
             Call::Priority { .. } => vec!["job", "wait", "prio", "events"],
-            Call::Log { .. } => vec!["job", "log"],
+            Call::Log { .. } | Call::AddLog { .. } => vec!["job", "log"],
             Call::Remove { .. } => [&["job"][..], &ALL, &["events"]].concat(),
             Call::Drain { .. } => vec!["wait", "prio", "delayed", "events"],
             Call::Clean { set, .. } => vec![set.word(), "events"],

@@ -80,13 +80,14 @@ pub fn found_divergences_replay() {
         events: true,
     };
     let case = |ops| Case { cfg, pool: 5, crashy: false, resp3: false, ops };
-    let claim1 = || Op::Claim { tok: ClaimTok::Fresh, lease: 60_000, count: Some(1), lc: false };
+    let claim1 = || Op::Claim { tok: ClaimTok::Fresh, lease: 60_000, count: Some(1), row: false, lc: false };
     let complete_all = || Op::Complete {
         id: IdC::Active(0),
         tok: TokC::Holder,
         result: B(b"ok".to_vec()),
         keep: Some(-1),
         age: None,
+        echo: false,
         lc: false,
     };
     let found: Vec<(&str, Case)> = vec![
@@ -98,7 +99,7 @@ pub fn found_divergences_replay() {
             case(vec![
                 enqueue(0),
                 enqueue(1),
-                Op::Claim { tok: ClaimTok::Fresh, lease: 1, count: Some(2), lc: false },
+                Op::Claim { tok: ClaimTok::Fresh, lease: 1, count: Some(2), row: false, lc: false },
                 Op::Sleep(20),
                 Op::Stalled { max_stalls: None, count: None, lc: false },
             ]),
@@ -110,9 +111,9 @@ pub fn found_divergences_replay() {
                 enqueue(0),
                 enqueue(1),
                 enqueue(2),
-                Op::Claim { tok: ClaimTok::Fresh, lease: 9, count: Some(1), lc: false },
-                Op::Claim { tok: ClaimTok::Fresh, lease: 5, count: Some(1), lc: false },
-                Op::Claim { tok: ClaimTok::Fresh, lease: 1, count: Some(1), lc: false },
+                Op::Claim { tok: ClaimTok::Fresh, lease: 9, count: Some(1), row: false, lc: false },
+                Op::Claim { tok: ClaimTok::Fresh, lease: 5, count: Some(1), row: false, lc: false },
+                Op::Claim { tok: ClaimTok::Fresh, lease: 1, count: Some(1), row: false, lc: false },
                 Op::Sleep(30),
                 Op::Stalled { max_stalls: None, count: None, lc: false },
             ]),
@@ -124,7 +125,7 @@ pub fn found_divergences_replay() {
             case(vec![
                 Op::Enqueue { id: IdC::Pool(0), job: JobC { attempts: Some(3), ..job() }, lifo: false, lc: false },
                 enqueue(1),
-                Op::Claim { tok: ClaimTok::Fresh, lease: 1, count: Some(2), lc: false },
+                Op::Claim { tok: ClaimTok::Fresh, lease: 1, count: Some(2), row: false, lc: false },
                 Op::Sleep(20),
                 Op::Stalled { max_stalls: None, count: None, lc: false },
             ]),
@@ -149,6 +150,7 @@ pub fn found_divergences_replay() {
                     result: B(b"ok".to_vec()),
                     keep: Some(-1),
                     age: None,
+                    echo: false,
                     lc: false,
                 },
                 Op::Reprocess {
@@ -174,7 +176,7 @@ pub fn found_divergences_replay() {
                 ..case(vec![
                     enqueue(0),
                     enqueue(1),
-                    Op::Claim { tok: ClaimTok::Fresh, lease: 60_000, count: Some(2), lc: false },
+                    Op::Claim { tok: ClaimTok::Fresh, lease: 60_000, count: Some(2), row: false, lc: false },
                     complete_all(),
                     complete_all(),
                     Op::Completes {
@@ -241,7 +243,8 @@ pub fn every_path_deletes_the_log_with_its_row() {
         expire: None,
     };
     let enqueue = |i| Op::Enqueue { id: IdC::Pool(i), job: job(), lifo: false, lc: false };
-    let claim = |count, lease| Op::Claim { tok: ClaimTok::Fresh, lease, count: Some(count), lc: false };
+    let claim =
+        |count, lease| Op::Claim { tok: ClaimTok::Fresh, lease, count: Some(count), row: false, lc: false };
     let log = |k| Op::Log { id: IdC::Active(k), tok: TokC::Holder, line: B(b"line".to_vec()), keep: None };
     let complete = |keep, age| Op::Complete {
         id: IdC::Active(0),
@@ -249,6 +252,7 @@ pub fn every_path_deletes_the_log_with_its_row() {
         result: B(b"ok".to_vec()),
         keep,
         age,
+        echo: false,
         lc: false,
     };
     let cfg = Cfg {
@@ -422,7 +426,8 @@ pub fn claim_goes_past_expired_jobs() {
     let schedule =
         |i, expire| Op::Schedule { id: IdC::Pool(i), when: WhenC::Ago(10), job: job(expire), lc: false };
     let enqueue = |i, expire| Op::Enqueue { id: IdC::Pool(i), job: job(expire), lifo: false, lc: false };
-    let claim = |count| Op::Claim { tok: ClaimTok::Fresh, lease: 60_000, count: Some(count), lc: false };
+    let claim =
+        |count| Op::Claim { tok: ClaimTok::Fresh, lease: 60_000, count: Some(count), row: false, lc: false };
     let cfg = Cfg {
         log_keep: 1000,
         keep_completed: -1,

@@ -108,6 +108,7 @@ pub enum Op {
         tok: ClaimTok,
         lease: i64,
         count: Option<i64>,
+        row: bool,
         lc: bool,
     },
     Pause(bool, bool),
@@ -126,7 +127,19 @@ pub enum Op {
         result: B,
         keep: Option<i64>,
         age: Option<i64>,
+        echo: bool,
         lc: bool,
+    },
+    /// TRA.COMPLETENEXT: COMPLETE, then CLAIM with the same token.
+    CompleteNext {
+        id: IdC,
+        tok: TokC,
+        result: B,
+        lease: i64,
+        keep: Option<i64>,
+        echo: bool,
+        count: Option<i64>,
+        row: bool,
     },
     Promote {
         id: IdC,
@@ -178,6 +191,19 @@ pub enum Op {
         id: IdC,
         tok: TokC,
         progress: B,
+        echo: bool,
+    },
+    /// TRA.SETPROGRESS: any job, no token.
+    SetProgress {
+        id: IdC,
+        progress: B,
+        echo: bool,
+    },
+    /// TRA.ADDLOG: any job, no token.
+    AddLog {
+        id: IdC,
+        line: B,
+        keep: Option<i64>,
     },
     Log {
         id: IdC,
@@ -287,7 +313,7 @@ impl Resolver<'_> {
             Op::Schedule { id, when, job, lc } => {
                 (Call::Schedule { id: self.id(id), when: self.when(when), job: self.job(job) }, *lc)
             }
-            Op::Claim { tok, lease, count, lc } => {
+            Op::Claim { tok, lease, count, row, lc } => {
                 let token = match tok {
                     ClaimTok::Fresh => {
                         *self.fresh += 1;
@@ -297,7 +323,7 @@ impl Resolver<'_> {
                     ClaimTok::Empty => vec![],
                     ClaimTok::Long => vec![b't'; TOKEN_MAX + 1],
                 };
-                (Call::Claim { token, lease: *lease, count: *count }, *lc)
+                (Call::Claim { token, lease: *lease, count: *count, row: *row }, *lc)
             }
             Op::Pause(on, lc) => (Call::Pause(*on), *lc),
             Op::Extend { id, tok, lease } => {
@@ -314,7 +340,7 @@ impl Resolver<'_> {
                     .collect();
                 (Call::Extends { lease: *lease, pairs }, false)
             }
-            Op::Complete { id, tok, result, keep, age, lc } => {
+            Op::Complete { id, tok, result, keep, age, echo, lc } => {
                 let id = self.id(id);
                 (
                     Call::Complete {
@@ -323,8 +349,25 @@ impl Resolver<'_> {
                         result: result.0.clone(),
                         keep: *keep,
                         age: *age,
+                        echo: *echo,
                     },
                     *lc,
+                )
+            }
+            Op::CompleteNext { id, tok, result, lease, keep, echo, count, row } => {
+                let id = self.id(id);
+                (
+                    Call::CompleteNext {
+                        token: self.tok(tok, &id),
+                        id,
+                        result: result.0.clone(),
+                        lease: *lease,
+                        keep: *keep,
+                        echo: *echo,
+                        count: *count,
+                        row: *row,
+                    },
+                    false,
                 )
             }
             Op::Promote { id } => (Call::Promote { id: self.id(id) }, false),
@@ -379,9 +422,23 @@ impl Resolver<'_> {
             Op::Stalled { max_stalls, count, lc } => {
                 (Call::Stalled { max_stalls: *max_stalls, count: *count }, *lc)
             }
-            Op::Progress { id, tok, progress } => {
+            Op::Progress { id, tok, progress, echo } => {
                 let id = self.id(id);
-                (Call::Progress { token: self.tok(tok, &id), id, progress: progress.0.clone() }, false)
+                (
+                    Call::Progress {
+                        token: self.tok(tok, &id),
+                        id,
+                        progress: progress.0.clone(),
+                        echo: *echo,
+                    },
+                    false,
+                )
+            }
+            Op::SetProgress { id, progress, echo } => {
+                (Call::SetProgress { id: self.id(id), progress: progress.0.clone(), echo: *echo }, false)
+            }
+            Op::AddLog { id, line, keep } => {
+                (Call::AddLog { id: self.id(id), line: line.0.clone(), keep: *keep }, false)
             }
             Op::Log { id, tok, line, keep } => {
                 let id = self.id(id);
@@ -667,8 +724,8 @@ pub fn op(crashy: bool) -> BoxedStrategy<Op> {
         ),
         (
             14,
-            (claim_tok(), lease(), count, lc())
-                .prop_map(|(tok, lease, count, lc)| Op::Claim { tok, lease, count, lc })
+            (claim_tok(), lease(), count.clone(), prop::bool::weighted(0.2), lc())
+                .prop_map(|(tok, lease, count, row, lc)| Op::Claim { tok, lease, count, row, lc })
                 .boxed(),
         ),
         (1, lc().prop_map(|lc| Op::Pause(true, lc)).boxed()),
@@ -685,14 +742,39 @@ pub fn op(crashy: bool) -> BoxedStrategy<Op> {
         ),
         (
             h(9),
-            (held_id(), tok_c(), result, keep(), age(), lc())
-                .prop_map(|(id, tok, result, keep, age, lc)| Op::Complete {
+            (held_id(), tok_c(), result.clone(), keep(), age(), prop::bool::weighted(0.3), lc())
+                .prop_map(|(id, tok, result, keep, age, echo, lc)| Op::Complete {
                     id,
                     tok,
                     result: B(result),
                     keep,
                     age,
+                    echo,
                     lc,
+                })
+                .boxed(),
+        ),
+        (
+            h(5),
+            (
+                held_id(),
+                tok_c(),
+                result,
+                lease(),
+                keep(),
+                prop::bool::weighted(0.3),
+                count.clone(),
+                prop::bool::weighted(0.2),
+            )
+                .prop_map(|(id, tok, result, lease, keep, echo, count, row)| Op::CompleteNext {
+                    id,
+                    tok,
+                    result: B(result),
+                    lease,
+                    keep,
+                    echo,
+                    count,
+                    row,
                 })
                 .boxed(),
         ),
@@ -767,10 +849,17 @@ pub fn op(crashy: bool) -> BoxedStrategy<Op> {
         // The inspection and administration commands.
         (
             h(3),
-            (held_id(), tok_c(), progress())
-                .prop_map(|(id, tok, progress)| Op::Progress { id, tok, progress })
+            (held_id(), tok_c(), progress(), prop::bool::weighted(0.3))
+                .prop_map(|(id, tok, progress, echo)| Op::Progress { id, tok, progress, echo })
                 .boxed(),
         ),
+        (
+            2,
+            (id_c(), progress(), prop::bool::weighted(0.3))
+                .prop_map(|(id, progress, echo)| Op::SetProgress { id, progress, echo })
+                .boxed(),
+        ),
+        (3, (id_c(), line(), log_keep()).prop_map(|(id, line, keep)| Op::AddLog { id, line, keep }).boxed()),
         (
             h(14),
             (held_id(), tok_c(), line(), log_keep())

@@ -1,12 +1,12 @@
 //! Model-based property test of the job queue: a pure Rust model of the thirteen job verbs
 //! (ENQUEUE, CLAIM with PAUSE/RESUME, EXTEND, EXTENDS, COMPLETE, SCHEDULE, PROMOTE,
 //! RESCHEDULE, DELAY, FAIL, REPROCESS, REQUEUE, STALLED; ENQUEUE and SCHEDULE with and without
-//! `EXPIRE when`; FAIL with the caller's `FINAL | RETRY [LIFO] | DELAY when`, its refused
-//! shapes, and `STACK`; REPROCESS with `FROM`, `KEEPMADE`, `KEEPSTARTED`, `LIFO`; STALLED
-//! without MAXSTALLS honouring a queue's own `max-stalls`, which the steps set and delete in
-//! `meta` with HSET/HDEL as a client would) and of the inspection and administration commands
-//! (TRA.PRIORITY, TRA.COMPLETES,
-//! TRA.PROGRESS, TRA.LOG, TRA.REMOVE with and without FORCE,
+//! `EXPIRE when`; CLAIM with ROW, COMPLETE with ECHO; FAIL with the caller's `FINAL | RETRY
+//! [LIFO] | DELAY when`, its refused shapes, and `STACK`; REPROCESS with `FROM`, `KEEPMADE`,
+//! `KEEPSTARTED`, `LIFO`; STALLED without MAXSTALLS honouring a queue's own `max-stalls`,
+//! which the steps set and delete in `meta` with HSET/HDEL as a client would) and of the
+//! inspection and administration commands (TRA.PRIORITY, TRA.COMPLETES, TRA.COMPLETENEXT,
+//! TRA.PROGRESS with ECHO, TRA.SETPROGRESS, TRA.LOG, TRA.ADDLOG, TRA.REMOVE with and without FORCE,
 //! TRA.DRAIN with and without DELAYED, TRA.CLEAN of either finished set, TRA.OBLITERATE with
 //! and without FORCE, and the reads TRA.JOB, TRA.COUNTS, TRA.JOBS, whose replies are checked
 //! against the model's own view), written from the contract (src/CONTRACT.md), the reference

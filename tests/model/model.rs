@@ -446,25 +446,11 @@ impl Model {
                 ev.push(event(if *on { "paused" } else { "resumed" }, None, &[]));
                 Ok(Reply::Int(1))
             }
-            Call::Claim { token, lease, count } => {
+            Call::Claim { token, lease, count, row } => {
                 token_ok(token)?;
                 let lease = within(*lease, 1, LEASE_MAX)?;
                 let count = within(count.unwrap_or(1), 1, CLAIM_COUNT_MAX)?.min(CLAIM_PER_CALL) as usize;
-                // Expired jobs do not use up a claim: another pass while the last one met any,
-                // at most CLAIM_PASSES, all of them meeting at most CLAIM_PER_CALL jobs.
-                let mut out = Vec::new();
-                let (mut want, mut met) = (count, 0usize);
-                for pass in 0..CLAIM_PASSES {
-                    // Only the first pass promotes: one CLAIM promotes at most promote-batch.
-                    let (got, expired) = self.claim_pass(token, lease, want, now, pass == 0, ev);
-                    met += got.len() + expired;
-                    out.extend(got);
-                    want = (count - out.len()).min((CLAIM_PER_CALL as usize).saturating_sub(met));
-                    if expired == 0 || want == 0 {
-                        break;
-                    }
-                }
-                Ok(Reply::Array(out))
+                Ok(self.claim(token, lease, count, *row, now, ev))
             }
             Call::Extend { id, token, lease } => {
                 gate(id)?;
@@ -503,41 +489,23 @@ impl Model {
                 }
                 Ok(Reply::Array(out))
             }
-            Call::Complete { id, token, result, keep, age } => {
+            Call::Complete { id, token, result, keep, age, echo } => {
                 gate(id)?;
                 token_ok(token)?;
-                if result.len() > self.cfg.max_payload {
-                    return Err("EMQARG");
+                self.complete(id, token, result, *keep, *age, *echo, true, now, ev)
+            }
+            Call::CompleteNext { id, token, result, lease, keep, echo, count, row } => {
+                // The id gate, then the claim's values, then the finish's.
+                gate(id)?;
+                token_ok(token)?;
+                let lease = within(*lease, 1, LEASE_MAX)?;
+                let count = within(count.unwrap_or(1), 1, CLAIM_COUNT_MAX)?.min(CLAIM_PER_CALL) as usize;
+                let done = self.complete(id, token, result, *keep, None, *echo, false, now, ev)?;
+                let jobs = self.claim(token, lease, count, *row, now, ev);
+                if jobs == Reply::Array(vec![]) && self.drained() {
+                    ev.push(event("drained", None, &[]));
                 }
-                let soft = keep.is_none();
-                let keep = keep_of(*keep, self.cfg.keep_completed)?;
-                let age = age_of(*age)?;
-                let Some(r) = self.rows.get(id) else { return Err("EMQNOJOB") };
-                if !self.held(id, token) {
-                    // The same token repeating a COMPLETE it already made: 0, nothing written.
-                    if r.state == St::Completed && r.token.as_deref() == Some(&token[..]) {
-                        return Ok(Reply::Int(0));
-                    }
-                    return Err("EMQLEASE");
-                }
-                let before = self.finished_before(Finished::Completed);
-                self.active.remove(id);
-                let made = r.made + 1;
-                let mut added = vec![];
-                if keep == 0 {
-                    self.drop_row(id);
-                } else {
-                    let r = self.row(id);
-                    r.state = St::Completed;
-                    r.result = Some(result.clone());
-                    r.finished = Some(now);
-                    r.made = made;
-                    self.completed.insert(id.clone(), now);
-                    added.push(id.clone());
-                }
-                ev.push(event("completed", Some(id), &[("attempt", n(made))]));
-                self.retire(Finished::Completed, before, added, keep, soft, age, now);
-                Ok(Reply::Int(1))
+                Ok(Reply::Array(vec![done, jobs]))
             }
             Call::Promote { id } => {
                 gate(id)?;
@@ -799,7 +767,7 @@ impl Model {
                 self.retire(Finished::Failed, before, added, keep, true, None, now);
                 Ok(Reply::Array(vec![Reply::Array(requeued), Reply::Array(dead)]))
             }
-            Call::Progress { id, token, progress } => {
+            Call::Progress { id, token, progress, echo } => {
                 gate(id)?;
                 token_ok(token)?;
                 if progress.len() > PROGRESS_MAX {
@@ -811,9 +779,30 @@ impl Model {
                 if !self.held(id, token) {
                     return Err("EMQLEASE");
                 }
-                self.row(id).progress = Some(progress.clone());
-                ev.push(event("progress", Some(id), &[]));
+                self.report(id, progress, *echo, ev);
                 Ok(Reply::Int(1))
+            }
+            Call::SetProgress { id, progress, echo } => {
+                gate(id)?;
+                if progress.len() > PROGRESS_MAX {
+                    return Err("EMQARG");
+                }
+                if !self.rows.contains_key(id) {
+                    return Err("EMQNOJOB");
+                }
+                self.report(id, progress, *echo, ev);
+                Ok(Reply::Int(1))
+            }
+            Call::AddLog { id, line, keep } => {
+                gate(id)?;
+                if line.len() > self.cfg.max_payload {
+                    return Err("EMQARG");
+                }
+                let keep = within(keep.unwrap_or(self.cfg.log_keep), 1, LOG_KEEP_MAX)?;
+                if !self.rows.contains_key(id) {
+                    return Err("EMQNOJOB");
+                }
+                Ok(self.log_line(id, line, keep))
             }
             Call::Log { id, token, line, keep } => {
                 gate(id)?;
@@ -828,11 +817,7 @@ impl Model {
                 if !self.held(id, token) {
                     return Err("EMQLEASE");
                 }
-                let log = self.logs.entry(id.clone()).or_default();
-                log.push(line.clone());
-                let over = log.len().saturating_sub(keep as usize);
-                log.drain(..over);
-                Ok(Reply::Int(log.len() as i64))
+                Ok(self.log_line(id, line, keep))
             }
             Call::Remove { id, force } => {
                 gate(id)?;
@@ -930,49 +915,7 @@ impl Model {
             }
             Call::Job { id } => {
                 gate(id)?;
-                let Some(r) = self.rows.get(id) else { return Ok(Reply::Nil) };
-                let int = Reply::Int;
-                let opt_int = |v: Option<i64>| v.map_or(Reply::Nil, Reply::Int);
-                let opt_bulk = |v: &Option<Vec<u8>>| v.clone().map_or(Reply::Nil, Reply::Bulk);
-                let backoff = r.backoff.map_or(Reply::Nil, |b| {
-                    Reply::Bulk(match b {
-                        Backoff::Fixed(ms) => format!("FIXED {ms}").into_bytes(),
-                        Backoff::Exp(ms) => format!("EXP {ms}").into_bytes(),
-                    })
-                });
-                let score = |st: St, m: &BTreeMap<Vec<u8>, i64>| {
-                    if r.state == st {
-                        opt_int(m.get(id).copied())
-                    } else {
-                        Reply::Nil
-                    }
-                };
-                let facts = [
-                    ("id", Reply::Bulk(id.clone())),
-                    ("state", Reply::Bulk(r.state.word().as_bytes().to_vec())),
-                    ("name", Reply::Bulk(r.name.clone())),
-                    ("data", Reply::Bulk(r.data.clone())),
-                    ("opts", Reply::Nil),
-                    ("priority", int(r.priority)),
-                    ("attempts", int(r.attempts)),
-                    ("backoff", backoff),
-                    ("created", int(r.created)),
-                    ("started", int(r.started)),
-                    ("made", int(r.made)),
-                    ("stalls", int(r.stalls)),
-                    ("claimed", opt_int(r.claimed)),
-                    ("deadline", score(St::Active, &self.active)),
-                    ("due", score(St::Delayed, &self.delayed)),
-                    ("expire", opt_int(r.expire)),
-                    ("progress", opt_bulk(&r.progress)),
-                    ("result", opt_bulk(&r.result)),
-                    ("error", opt_bulk(&r.error)),
-                    ("finished", opt_int(r.finished)),
-                    ("stack", opt_bulk(&r.stack)),
-                ];
-                Ok(Reply::Array(
-                    facts.into_iter().flat_map(|(k, v)| [Reply::Bulk(k.as_bytes().to_vec()), v]).collect(),
-                ))
+                Ok(self.job_view(id))
             }
             Call::Counts => {
                 let mut out = Vec::new();
@@ -1062,6 +1005,170 @@ impl Model {
     /// Whether a job met at `now` has expired: its EXPIRE time has come and no CLAIM ever took it.
     pub fn expired(&self, id: &[u8], now: i64) -> bool {
         self.rows.get(id).is_some_and(|r| !r.spent && r.expire.is_some_and(|x| now >= x))
+    }
+
+    /// CLAIM's passes: expired jobs do not use up a claim — another pass while the last one
+    /// met any, at most CLAIM_PASSES, all of them meeting at most CLAIM_PER_CALL jobs. With
+    /// `row` each entry also carries the job as TRA.JOB shows it, after the claim.
+    pub fn claim(
+        &mut self,
+        token: &[u8],
+        lease: i64,
+        count: usize,
+        row: bool,
+        now: i64,
+        ev: &mut Vec<Event>,
+    ) -> Reply {
+        let mut out = Vec::new();
+        let (mut want, mut met) = (count, 0usize);
+        for pass in 0..CLAIM_PASSES {
+            // Only the first pass promotes: one CLAIM promotes at most promote-batch.
+            let (got, expired) = self.claim_pass(token, lease, want, now, pass == 0, ev);
+            met += got.len() + expired;
+            out.extend(got);
+            want = (count - out.len()).min((CLAIM_PER_CALL as usize).saturating_sub(met));
+            if expired == 0 || want == 0 {
+                break;
+            }
+        }
+        if row {
+            for entry in &mut out {
+                if let Reply::Array(e) = entry {
+                    let view = e.first().and_then(|id| {
+                        if let Reply::Bulk(id) = id {
+                            Some(self.job_view(id))
+                        } else {
+                            None
+                        }
+                    });
+                    e.extend(view);
+                }
+            }
+        }
+        Reply::Array(out)
+    }
+
+    /// COMPLETE of a held job (the id and token already gated). `drained`: write the
+    /// `drained` event when the finish leaves nothing ready or active (COMPLETE does;
+    /// TRA.COMPLETENEXT decides after its claim).
+    #[allow(clippy::too_many_arguments)]
+    pub fn complete(
+        &mut self,
+        id: &Vec<u8>,
+        token: &[u8],
+        result: &[u8],
+        keep: Option<i64>,
+        age: Option<i64>,
+        echo: bool,
+        drained: bool,
+        now: i64,
+        ev: &mut Vec<Event>,
+    ) -> Result<Reply, Refused> {
+        if result.len() > self.cfg.max_payload {
+            return Err("EMQARG");
+        }
+        let soft = keep.is_none();
+        let keep = keep_of(keep, self.cfg.keep_completed)?;
+        let age = age_of(age)?;
+        let Some(r) = self.rows.get(id) else { return Err("EMQNOJOB") };
+        if !self.held(id, token) {
+            // The same token repeating a COMPLETE it already made: 0, nothing written.
+            if r.state == St::Completed && r.token.as_deref() == Some(token) {
+                return Ok(Reply::Int(0));
+            }
+            return Err("EMQLEASE");
+        }
+        let before = self.finished_before(Finished::Completed);
+        self.active.remove(id);
+        let made = r.made + 1;
+        let mut added = vec![];
+        if keep == 0 {
+            self.drop_row(id);
+        } else {
+            let r = self.row(id);
+            r.state = St::Completed;
+            r.result = Some(result.to_vec());
+            r.finished = Some(now);
+            r.made = made;
+            self.completed.insert(id.clone(), now);
+            added.push(id.clone());
+        }
+        let mut facts = vec![("attempt", n(made))];
+        if echo {
+            facts.push(("result", result.to_vec()));
+        }
+        ev.push(event("completed", Some(id), &facts));
+        if drained && self.drained() {
+            ev.push(event("drained", None, &[]));
+        }
+        self.retire(Finished::Completed, before, added, keep, soft, age, now);
+        Ok(Reply::Int(1))
+    }
+
+    /// Nothing ready (`wait`, `prio`) and nothing active.
+    pub fn drained(&self) -> bool {
+        self.wait.is_empty() && self.prio.is_empty() && self.active.is_empty()
+    }
+
+    /// A progress report stored in the row, and its event (with the report under ECHO).
+    pub fn report(&mut self, id: &[u8], progress: &[u8], echo: bool, ev: &mut Vec<Event>) {
+        self.row(id).progress = Some(progress.to_vec());
+        let facts: Vec<(&str, Vec<u8>)> = if echo { vec![("progress", progress.to_vec())] } else { vec![] };
+        ev.push(event("progress", Some(id), &facts));
+    }
+
+    /// A line appended to the job's log, its newest `keep` kept: the log's length.
+    pub fn log_line(&mut self, id: &[u8], line: &[u8], keep: i64) -> Reply {
+        let log = self.logs.entry(id.to_vec()).or_default();
+        log.push(line.to_vec());
+        let over = log.len().saturating_sub(keep as usize);
+        log.drain(..over);
+        Reply::Int(log.len() as i64)
+    }
+
+    /// A job as TRA.JOB shows it (nil without its row): also the row `CLAIM … ROW` hands out.
+    pub fn job_view(&self, id: &[u8]) -> Reply {
+        let Some(r) = self.rows.get(id) else { return Reply::Nil };
+        let int = Reply::Int;
+        let opt_int = |v: Option<i64>| v.map_or(Reply::Nil, Reply::Int);
+        let opt_bulk = |v: &Option<Vec<u8>>| v.clone().map_or(Reply::Nil, Reply::Bulk);
+        let backoff = r.backoff.map_or(Reply::Nil, |b| {
+            Reply::Bulk(match b {
+                Backoff::Fixed(ms) => format!("FIXED {ms}").into_bytes(),
+                Backoff::Exp(ms) => format!("EXP {ms}").into_bytes(),
+            })
+        });
+        let score = |st: St, m: &BTreeMap<Vec<u8>, i64>| {
+            if r.state == st {
+                opt_int(m.get(id).copied())
+            } else {
+                Reply::Nil
+            }
+        };
+        let facts = [
+            ("id", Reply::Bulk(id.to_vec())),
+            ("state", Reply::Bulk(r.state.word().as_bytes().to_vec())),
+            ("name", Reply::Bulk(r.name.clone())),
+            ("data", Reply::Bulk(r.data.clone())),
+            ("opts", Reply::Nil),
+            ("priority", int(r.priority)),
+            ("attempts", int(r.attempts)),
+            ("backoff", backoff),
+            ("created", int(r.created)),
+            ("started", int(r.started)),
+            ("made", int(r.made)),
+            ("stalls", int(r.stalls)),
+            ("claimed", opt_int(r.claimed)),
+            ("deadline", score(St::Active, &self.active)),
+            ("due", score(St::Delayed, &self.delayed)),
+            ("expire", opt_int(r.expire)),
+            ("progress", opt_bulk(&r.progress)),
+            ("result", opt_bulk(&r.result)),
+            ("error", opt_bulk(&r.error)),
+            ("finished", opt_int(r.finished)),
+            ("stack", opt_bulk(&r.stack)),
+        ];
+        Reply::Array(facts.into_iter().flat_map(|(k, v)| [Reply::Bulk(k.as_bytes().to_vec()), v]).collect())
     }
 
     /// One pass of CLAIM: due delayed jobs first (earliest due first, at most

@@ -20,6 +20,14 @@ pub fn ok(c: &mut Conn, args: &[&[u8]]) -> Result<(), String> {
 /// How often each verb met each outcome (success, 0, or an error class), for the summary.
 pub type Coverage = std::cell::RefCell<BTreeMap<(String, String), u64>>;
 
+fn outcome_int(r: &Reply) -> String {
+    if let Reply::Int(i) = r {
+        i.to_string()
+    } else {
+        "?".into()
+    }
+}
+
 pub fn outcome(call: &Call, r: &Reply) -> String {
     match (call, r) {
         (_, Reply::Error(e)) => e.split(' ').next().unwrap_or("").to_string(),
@@ -27,6 +35,10 @@ pub fn outcome(call: &Call, r: &Reply) -> String {
         (_, Reply::Int(0)) => "0".into(),
         (_, Reply::Simple(s)) => s.clone(),
         (Call::Claim { .. }, Reply::Array(a)) => format!("{} jobs", a.len().min(2)),
+        (Call::CompleteNext { .. }, Reply::Array(a)) => match a.as_slice() {
+            [done, Reply::Array(jobs)] => format!("{} + {} jobs", outcome_int(done), jobs.len().min(2)),
+            _ => "?".into(),
+        },
         (Call::Stalled { .. }, Reply::Array(a)) => {
             let n =
                 |i: usize| a.get(i).map_or(0, |x| if let Reply::Array(v) = x { v.len().min(1) } else { 0 });

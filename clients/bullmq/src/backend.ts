@@ -45,7 +45,7 @@ export type TrafikeyConnection = RedisOptions | Redis;
 type KeysMap = Record<string, string>;
 type Cmd = (string | number | Buffer)[];
 
-/** Claim tokens of jobs held in this process, by `<Q>\n<id>`: BullMQ's token or a stash's. */
+/** Claim tokens of jobs held in this process, by `<Q>\n<module id>`: BullMQ's token or a stash's. */
 const held = new Map<string, string>();
 
 const ROLES = ['wait', 'prio', 'active', 'delayed', 'completed', 'failed', 'meta', 'events'];
@@ -161,6 +161,13 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   private blockingId: number | undefined;
   private waiting: Promise<unknown> | undefined;
   private stash: Claimed[] = [];
+  /**
+   * Verbs of newer modules, probed with COMMAND INFO (the crate version is not bumped with
+   * each verb): TRA.SETPROGRESS/TRA.ADDLOG take progress and logs from any client, and a
+   * module with TRA.COMPLETENEXT writes `drained` after COMPLETE itself and takes ECHO.
+   */
+  private anyReporter = false;
+  private moduleDrains = false;
   /** The server's `redis_version` (Valkey reports its Redis compatibility level), once ready. */
   redisVersion = '';
   readonly databaseType = 'valkey';
@@ -313,6 +320,9 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (fence !== WIRE) {
       throw new Error(`trafikey-bullmq: ${FENCE} holds ${fence}, not ${WIRE}`);
     }
+    const probe = (await this.conn.call('COMMAND', 'INFO', 'TRA.SETPROGRESS', 'TRA.ADDLOG', 'TRA.COMPLETENEXT')) as unknown[];
+    this.anyReporter = !!probe[0] && !!probe[1];
+    this.moduleDrains = !!probe[2];
     const info = String(await this.conn.info('server'));
     this.redisVersion = /redis_version:([^\r\n]+)/.exec(info)?.[1] ?? '';
     if (this.blockingConn) {
@@ -628,7 +638,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       return 0;
     }
     try {
-      await this.conn.call('EMQ.EXTEND', 2, this.jobKey(id), this.key('active'), this.tokenFor(jobId, token), Math.max(1, Math.floor(duration)));
+      await this.conn.call('EMQ.EXTEND', 2, this.jobKey(id), this.key('active'), this.tokenFor(id, token), Math.max(1, Math.floor(duration)));
       return 1;
     } catch {
       return 0;
@@ -647,7 +657,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         continue;
       }
       ids.push(jobIds[i]);
-      args.push(id, this.tokenFor(jobIds[i], tokens[i]));
+      args.push(id, this.tokenFor(id, tokens[i]));
     }
     const failed = jobIds.filter(j => !ids.includes(j));
     if (args.length > 0) {
@@ -681,13 +691,17 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     return this.conn.hget(this.jobKey(id), 'st');
   }
 
-  private async next(token: string, fetchNext: boolean): Promise<void | any[]> {
-    if (!fetchNext) {
-      return undefined;
-    }
-    const next = await this.moveToActive(token, (this.opts as any).name);
-    if (!next[0]) {
-      await this.conn.xadd(this.key('events'), 'MAXLEN', '~', 10000, '*', 'event', 'drained');
+  /**
+   * After a finish: the next job when asked for, and BullMQ's `drained` event when nothing is
+   * ready or active any more (the module writes no such event).
+   */
+  private async next(token: string, fetchNext: boolean, completed = false): Promise<void | any[]> {
+    const next = fetchNext ? await this.moveToActive(token, (this.opts as any).name) : undefined;
+    if (!next?.[0] && !(completed && this.moduleDrains)) {
+      const c = await this.counts();
+      if (c.wait + c.prio + c.active === 0) {
+        await this.conn.xadd(this.key('events'), 'MAXLEN', '~', 10000, '*', 'event', 'drained');
+      }
     }
     return next;
   }
@@ -703,14 +717,31 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     const id = await this.mustResolve(jobId, 'moveToFinished');
     const keep = removeOnComplete ?? (this.opts as any).removeOnComplete;
     const rv = JSON.stringify(returnValue === undefined ? null : returnValue);
+    if (fetchNext && this.moduleDrains && this.stash.length === 0) {
+      // Finish and fetch in one atomic call; the next job is claimed with the same token.
+      const claimToken = this.tokenFor(id, token);
+      let reply: unknown[];
+      try {
+        reply = (await this.conn.call('TRA.COMPLETENEXT', 8, this.jobKey(id), this.key('wait'), this.key('prio'), this.key('active'), this.key('delayed'), this.key('completed'), this.key('meta'), this.key('events'), claimToken, rv, this.lease, ...keepArgs(keep), 'ECHO')) as unknown[];
+      } catch (err) {
+        throw this.finishError(err, jobId, await this.stateOf(id), 'moveToFinished');
+      }
+      const finishedOn = Date.now();
+      held.delete(this.heldKey(id));
+      const jobs = reply[1];
+      if (Array.isArray(jobs) && jobs.length > 0) {
+        return { result: await this.handOut({ id: String(jobs[0][0]), token: claimToken }, (this.opts as any).name), finishedOn };
+      }
+      return { result: [undefined, undefined, 0, 0], finishedOn };
+    }
     try {
-      await this.conn.call('EMQ.COMPLETE', 4, this.jobKey(id), this.key('active'), this.key('completed'), this.key('events'), this.tokenFor(jobId, token), rv, ...keepArgs(keep));
+      await this.conn.call('EMQ.COMPLETE', 4, this.jobKey(id), this.key('active'), this.key('completed'), this.key('events'), this.tokenFor(id, token), rv, ...keepArgs(keep), ...(this.moduleDrains ? ['ECHO'] : []));
     } catch (err) {
       throw this.finishError(err, jobId, await this.stateOf(id), 'moveToFinished');
     }
     const finishedOn = Date.now();
-    held.delete(this.heldKey(jobId));
-    return { result: await this.next(token, fetchNext), finishedOn };
+    held.delete(this.heldKey(id));
+    return { result: await this.next(token, fetchNext, true), finishedOn };
   }
 
   private failCmd(id: string, token: string, reason: string): Cmd {
@@ -720,7 +751,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   private async fail(jobId: string, token: string | undefined, reason: string, extra: Cmd, stack: string | undefined, cmd: string): Promise<string> {
     const id = await this.mustResolve(jobId, cmd);
     const p = this.conn.multi();
-    p.call(...(this.failCmd(id, this.tokenFor(jobId, token), reason).concat(extra) as [string, ...any[]]));
+    p.call(...(this.failCmd(id, this.tokenFor(id, token), reason).concat(extra) as [string, ...any[]]));
     if (stack !== undefined) {
       // The module keeps no stack trace; the adapter keeps the last one beside the row.
       p.hset(this.key('b:stack'), id, stack);
@@ -730,7 +761,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (err) {
       throw this.finishError(err, jobId, await this.stateOf(id), cmd);
     }
-    held.delete(this.heldKey(jobId));
+    held.delete(this.heldKey(id));
     return String(reply);
   }
 
@@ -758,11 +789,11 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     } else {
       const id = await this.mustResolve(jobId, 'moveToDelayed');
       try {
-        await this.conn.call('EMQ.DELAY', 4, this.jobKey(id), this.key('active'), this.key('delayed'), this.key('events'), this.tokenFor(jobId, token), `+${Math.max(0, Math.floor(delay))}`);
+        await this.conn.call('EMQ.DELAY', 4, this.jobKey(id), this.key('active'), this.key('delayed'), this.key('events'), this.tokenFor(id, token), `+${Math.max(0, Math.floor(delay))}`);
       } catch (err) {
         throw this.finishError(err, jobId, await this.stateOf(id), 'moveToDelayed');
       }
-      held.delete(this.heldKey(jobId));
+      held.delete(this.heldKey(id));
     }
     // BullMQ answers a move to delayed with the next job, or [] when none is fetched.
     if (opts?.fetchNext && token) {
@@ -789,11 +820,11 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       return;
     }
     try {
-      await this.conn.call('EMQ.DELAY', 4, this.jobKey(id), this.key('active'), this.key('delayed'), this.key('events'), this.tokenFor(jobId, token), `+${Math.max(0, Math.floor(delay))}`);
+      await this.conn.call('EMQ.DELAY', 4, this.jobKey(id), this.key('active'), this.key('delayed'), this.key('events'), this.tokenFor(id, token), `+${Math.max(0, Math.floor(delay))}`);
     } catch (err) {
       throw this.finishError(err, jobId, await this.stateOf(id), 'moveToDelayed');
     }
-    held.delete(this.heldKey(jobId));
+    held.delete(this.heldKey(id));
     const p = this.conn.multi().hincrby(this.key('b:am'), id, 1).hset(this.key('b:err'), id, fields.failedReason ?? '');
     if (fields.stacktrace !== undefined) {
       p.hset(this.key('b:stack'), id, fields.stacktrace);
@@ -808,11 +839,11 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   async moveJobFromActiveToWait(jobId: string, token?: string): Promise<number> {
     const id = await this.mustResolve(jobId, 'moveJobFromActiveToWait');
     try {
-      await this.conn.call('EMQ.REQUEUE', 5, this.jobKey(id), this.key('active'), this.key('wait'), this.key('prio'), this.key('events'), this.tokenFor(jobId, token));
+      await this.conn.call('EMQ.REQUEUE', 5, this.jobKey(id), this.key('active'), this.key('wait'), this.key('prio'), this.key('events'), this.tokenFor(id, token));
     } catch (err) {
       throw this.finishError(err, jobId, await this.stateOf(id), 'moveJobFromActiveToWait');
     }
-    held.delete(this.heldKey(jobId));
+    held.delete(this.heldKey(id));
     return 0;
   }
 
@@ -1049,10 +1080,10 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   async updateProgress(jobId: string, progress: JobProgress): Promise<void> {
     const id = await this.mustResolve(jobId, 'updateProgress');
     const value = JSON.stringify(progress);
-    const token = held.get(this.heldKey(jobId));
+    const token = held.get(this.heldKey(id));
     if (token) {
       try {
-        await this.conn.call('TRA.PROGRESS', 3, this.jobKey(id), this.key('active'), this.key('events'), token, value);
+        await this.conn.call('TRA.PROGRESS', 3, this.jobKey(id), this.key('active'), this.key('events'), token, value, ...(this.anyReporter ? ['ECHO'] : []));
         return;
       } catch (err) {
         if (errCode(err) !== 'EMQLEASE') {
@@ -1060,7 +1091,18 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         }
       }
     }
-    // The module takes progress from the holder only; for anyone else the adapter keeps it.
+    if (this.anyReporter) {
+      try {
+        await this.conn.call('TRA.SETPROGRESS', 2, this.jobKey(id), this.key('events'), value, 'ECHO');
+        return;
+      } catch (err) {
+        if (errCode(err) === 'EMQNOJOB') {
+          throw new Error(`Missing key for job ${jobId}. updateProgress`);
+        }
+        throw err;
+      }
+    }
+    // An older module takes progress from the holder only; for anyone else the adapter keeps it.
     if (!(await this.conn.exists(this.jobKey(id)))) {
       throw new Error(`Missing key for job ${jobId}. updateProgress`);
     }
@@ -1073,7 +1115,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   async addLog(jobId: string, logRow: string, keepLogs?: number): Promise<number> {
     const id = await this.mustResolve(jobId, 'addLog');
-    const token = held.get(this.heldKey(jobId));
+    const token = held.get(this.heldKey(id));
     if (token) {
       try {
         return Number(await this.conn.call('TRA.LOG', 2, this.jobKey(id), this.key(`log:${id}`), token, logRow, ...(keepLogs ? ['KEEP', keepLogs] : [])));
@@ -1083,7 +1125,18 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         }
       }
     }
-    // Logs from anyone but the holder: the log list is a plain key the module deletes with its row.
+    if (this.anyReporter) {
+      try {
+        return Number(await this.conn.call('TRA.ADDLOG', 2, this.jobKey(id), this.key(`log:${id}`), logRow, ...(keepLogs ? ['KEEP', keepLogs] : [])));
+      } catch (err) {
+        if (errCode(err) === 'EMQNOJOB') {
+          throw new Error(`Missing key for job ${jobId}. addLog`);
+        }
+        throw err;
+      }
+    }
+    // An older module takes logs from the holder only: the log list is a plain key the module
+    // deletes with its row.
     if (!(await this.conn.exists(this.jobKey(id)))) {
       throw new Error(`Missing key for job ${jobId}. addLog`);
     }
@@ -1553,9 +1606,9 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       }
       if (o.id !== undefined) {
         ids.add(o.id);
-        if (o.event === 'completed') {
+        if (o.event === 'completed' && o.result === undefined) {
           needs.push({ kind: 'r', id: o.id });
-        } else if (o.event === 'progress') {
+        } else if (o.event === 'progress' && o.progress === undefined) {
           needs.push({ kind: 'g', id: o.id });
         }
       }
@@ -1604,13 +1657,13 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
           f.push('prev', 'waiting');
           break;
         case 'completed':
-          f.push('returnvalue', jsonOr(payload.get(`r:${o.id}`), 'null'), 'prev', 'active');
+          f.push('returnvalue', jsonOr(o.result ?? payload.get(`r:${o.id}`), 'null'), 'prev', 'active');
           break;
         case 'failed':
           f.push('failedReason', o.error ?? '', 'prev', 'active');
           break;
         case 'progress':
-          f.push('data', jsonOr(payload.get(`g:${o.id}`), '0'));
+          f.push('data', jsonOr(o.progress ?? payload.get(`g:${o.id}`), '0'));
           break;
         default:
           for (const [k, v] of Object.entries(o)) {

@@ -47,6 +47,12 @@ if (skipFile && fs.existsSync(skipFile)) {
   }
   console.log(`\nskip list: ${n} tests — ` + [...reasons].map(([r, c]) => `${r} ${c}`).join(', '));
 }
+// A file with no result at all did not run (it failed to load, or vitest stopped early).
+for (const [f, p] of per) {
+  if (p.passed + p.failed + p.skipped === 0) {
+    failures.push(`${f} | (no test ran)`);
+  }
+}
 if (retried.length) console.log(`\npassed only on a retry:\n  ${retried.join('\n  ')}`);
 if (failures.length) {
   console.log(`\nfailed every try (outside the skip list):\n  ${failures.join('\n  ')}`);

@@ -133,6 +133,17 @@ describe('adding', () => {
 });
 
 describe('workers', () => {
+  it('a waiting worker (CLAIM … BLOCK) finishes a job with a custom id', async () => {
+    const events = track(new QueueEvents(name, { connection }));
+    await events.waitUntilReady();
+    const worker = track(new Worker(name, async (job: Job) => `done ${job.id}`, { connection }));
+    await worker.waitUntilReady();
+    await sleep(100);
+    const job = await queue.add('c', {}, { jobId: 'welcome-carol' });
+    expect(await job.waitUntilFinished(events)).toBe('done welcome-carol');
+    expect(await queue.getJobState('welcome-carol')).toBe('completed');
+  });
+
   it('runs jobs at the worker concurrency, no more', async () => {
     let running = 0;
     let most = 0;

@@ -5,6 +5,7 @@
 //! A crate of its own (tests/support, a dev-dependency of trafikey), so each test takes what
 //! it needs: `use trafikey_support::*;`.
 
+pub mod page;
 pub mod reliability;
 pub mod resp;
 
@@ -447,6 +448,8 @@ pub fn keys_of(verb: &str) -> &'static [&'static str] {
         "EMQ.REQUEUE" => &["job", "active", "wait", "prio", "events"],
         "EMQ.STALLED" => &["active", "wait", "prio", "failed", "events"],
         "TRA.PROGRESS" => &["job", "active", "events"],
+        "TRA.SETPROGRESS" => &["job", "events"],
+        "TRA.COMPLETENEXT" => &["job", "wait", "prio", "active", "delayed", "completed", "meta", "events"],
         other => panic!("no key roles for {other}"),
     }
 }

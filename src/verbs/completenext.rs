@@ -1,0 +1,101 @@
+//! `TRA.COMPLETENEXT 8 job wait prio active delayed completed meta events token result
+//! lease_ms [KEEP n] [AGE ms] [ECHO] [COUNT n] [ROW]` — finish and fetch in one atomic call:
+//! COMPLETE of the held job (its checks, its retention, its `completed` event, ECHO), then a
+//! CLAIM of the same queue with the same token (COUNT, default 1; ROW), under one fence read,
+//! with no moment between the two in which another client runs. Replies `[done, jobs]`:
+//! `done` as COMPLETE's reply (1, or 0 for the same token finishing again), `jobs` as CLAIM's.
+//! A refusal of the finish (EMQLEASE, EMQNOJOB, ...) refuses the call and writes nothing.
+//! Every declared key's type is checked before the finish writes; the claim can still meet
+//! a found row it may not touch (NOPERM) or of another type (WRONGTYPE) after the finish has
+//! written, and then `jobs` is that error in place of the array: the finish stands, the claim
+//! wrote nothing. `drained` is written when the call leaves nothing ready or active. Fenced.
+
+use crate::domain::args::Opt;
+use crate::errors::Refusal;
+use crate::host::command::{flag, opt, q, val, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::keyspace::Role::*;
+use crate::queue::{Event, Events, Ready};
+
+use super::claim::Take;
+use super::complete::{finish_held, Drained, Finish, AGE, ECHO, KEEP};
+
+pub const KEYS: Keys = Keys::of(&[
+    q(Job, Update),
+    q(Wait, Update),
+    q(Prio, Update),
+    q(Active, Update),
+    q(Delayed, Take),
+    q(Completed, Update),
+    q(Meta, Read),
+    q(Events, Append),
+]);
+pub const ARGS: &[Arg] = &[
+    val("token", Ty::Str),
+    val("result", Ty::Str),
+    val("lease_ms", Ty::Int),
+    KEEP,
+    AGE,
+    ECHO,
+    opt("count", "COUNT", "n", Ty::Int),
+    flag("row", "ROW"),
+];
+
+pub const COMMAND: Command = Command::new::<CompleteNext>("TRA.COMPLETENEXT")
+    .keys(KEYS)
+    .args(ARGS)
+    .writes()
+    .summary("COMPLETE a held job, then CLAIM the next of its queue with the same token, atomically.")
+    .complexity("O((1 + n + p) log N) for n jobs taken and p promoted, plus retention");
+
+pub struct CompleteNext;
+
+pub struct Args<'a> {
+    finish: Finish<'a>,
+    take: (i64, Option<i64>, bool),
+}
+
+impl Verb for CompleteNext {
+    type Args<'a> = Args<'a>;
+
+    fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Args<'a>, Refusal> {
+        match args {
+            [token, result, lease, rest @ ..] => {
+                let lease = crate::domain::args::number(lease, "lease_ms")?;
+                let o = crate::domain::args::options(
+                    rest,
+                    &[Opt::Keep, Opt::Age, Opt::Echo, Opt::Count, Opt::Row],
+                )?;
+                let finish = Finish { token: *token, result: *result, keep: o.keep, age: o.age, echo: o.echo };
+                Ok(Args { finish, take: (lease, o.count, o.row) })
+            }
+            _ => Err(Refusal::Usage),
+        }
+    }
+
+    fn run<'a>(x: &mut Exec<'a>, a: Args<'a>) -> Result<Reply, Refusal> {
+        let (lease, count, row) = a.take;
+        crate::domain::job_id(x.id)?;
+        let take = Take::check(a.finish.token, lease, count, row)?;
+        // Every declared key of the claim type-checked before the finish writes (the handles
+        // are closed again: a key emptied by the writes below is gone, and a handle opened
+        // before would still point at it).
+        drop(Ready::open(x)?);
+        x.open_as(Delayed, Kind::ZSet)?;
+        x.open(Meta, false)?.exists_as(Kind::Hash)?;
+        let done = finish_held(x, a.finish, Drained::Leave)?;
+        let jobs = match take.run(x) {
+            Ok((jobs, _)) => {
+                let events = Events::open(x)?;
+                let (ready, active) = (Ready::open(x)?, x.open_as(Active, Kind::ZSet)?);
+                if jobs.is_empty() && events.on() && active.len() == 0 && ready.wait.len() == 0 && ready.prio.len() == 0
+                {
+                    events.emit(x, None, Event::Drained)?;
+                }
+                jobs.reply()
+            }
+            Err(e) => Reply::Error(e),
+        };
+        Ok(Reply::Array(vec![Reply::Int(done.into()), jobs]))
+    }
+}

@@ -1,0 +1,159 @@
+//! A claim that returns the job (`CLAIM … ROW`) and finish-and-fetch in one atomic call
+//! (`TRA.COMPLETENEXT`), against a real server: what they answer, what they write, that a
+//! refusal writes nothing, and that a replica holds the same.
+// A test may panic: that is how it fails. The module's own rules are for src/.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
+
+use trafikey_support::*;
+
+fn map(r: &Reply) -> Vec<(String, Reply)> {
+    r.array().chunks(2).map(|p| (p[0].str(), p[1].clone())).collect()
+}
+
+fn next(q: &Q, c: &mut Conn, id: &str, token: &str, extra: &[&[u8]]) -> Reply {
+    let mut args: Vec<&[u8]> = vec![token.as_bytes(), b"ok", b"30000"];
+    args.extend_from_slice(extra);
+    q.run(c, "TRA.COMPLETENEXT", id, &args)
+}
+
+fn events(c: &mut Conn, q: &Q) -> Vec<String> {
+    let r = c.call(&[b"XRANGE", q.k("events").as_bytes(), b"-", b"+"]);
+    r.array().iter().map(|e| e.array()[1].array()[1].str()).collect()
+}
+
+#[test]
+fn claim_with_row_returns_what_tra_job_shows() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("row");
+    assert_eq!(q.enqueue(&mut c, &jid(1), &[b"ATTEMPTS", b"3", b"OPTS", b"{\"a\":1}"]), Reply::Int(1));
+    assert_eq!(q.enqueue(&mut c, &jid(2), &[]), Reply::Int(1));
+    let r = q.run(&mut c, "EMQ.CLAIM", "", &[b"w1", b"30000", b"COUNT", b"2", b"ROW"]);
+    let jobs = r.array();
+    assert_eq!(jobs.len(), 2);
+    for (j, id) in jobs.iter().zip([jid(1), jid(2)]) {
+        let e = j.array();
+        assert_eq!(e.len(), 5, "[id name data attempt row]");
+        assert_eq!(
+            (e[0].str(), e[1].str(), e[2].str(), e[3].int()),
+            (id.clone(), "job".into(), "{}".into(), 1)
+        );
+        let shown = c.call(&[b"TRA.JOB", b"1", q.job(&id).as_bytes()]);
+        assert_eq!(map(&e[4]), map(&shown), "the row as TRA.JOB shows it, after the claim");
+        let row = map(&e[4]);
+        let get = |k: &str| row.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()).unwrap();
+        assert_eq!(get("state").str(), "active");
+        assert!(get("deadline").int() > 0);
+    }
+    let row1 = map(&jobs[0].array()[4]);
+    assert!(row1.iter().any(|(k, v)| k == "attempts" && *v == Reply::Int(3)));
+    assert!(row1.iter().any(|(k, v)| k == "opts" && v.str() == "{\"a\":1}"));
+    // Without ROW the entries stay four long.
+    assert_eq!(q.enqueue(&mut c, &jid(3), &[]), Reply::Int(1));
+    let r = q.run(&mut c, "EMQ.CLAIM", "", &[b"w1", b"30000"]);
+    assert_eq!(r.array()[0].array().len(), 4);
+    // ROW is a flag: a value after it is an unknown option, and nothing is written.
+    assert_eq!(q.enqueue(&mut c, &jid(4), &[]), Reply::Int(1));
+    let e = unchanged(&mut c, |c| q.run(c, "EMQ.CLAIM", "", &[b"w1", b"30000", b"ROW", b"ROW"]));
+    assert!(e.error().starts_with("EMQSHAPE"), "{e:?}");
+}
+
+#[test]
+fn completenext_finishes_then_claims_the_next_in_one_call() {
+    let primary = Server::quiet();
+    let replica = Server::quiet();
+    let mut r = replica.follow(&primary);
+    let mut c = primary.conn();
+    let q = Q::new("next");
+    for n in 1..=3 {
+        assert_eq!(q.enqueue(&mut c, &jid(n), &[]), Reply::Int(1));
+    }
+    let got = q.run(&mut c, "EMQ.CLAIM", "", &[b"w1", b"30000"]);
+    assert_eq!(got.array()[0].array()[0].str(), jid(1));
+
+    let reply = next(&q, &mut c, &jid(1), "w1", &[]);
+    let parts = reply.array();
+    assert_eq!(parts[0], Reply::Int(1), "the finish");
+    let jobs = parts[1].array();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].array()[0].str(), jid(2), "the next job, taken with the same token");
+    let snap = q.snapshot(&mut c);
+    assert_eq!(snap.state_of(&jid(1)).as_deref(), Some("completed"));
+    assert_eq!(snap.state_of(&jid(2)).as_deref(), Some("active"));
+    assert_eq!(snap.field(&jid(2), "tk").as_deref(), Some("w1"));
+
+    // The same finish again: 0, and the claim still runs (COUNT 2, ROW).
+    let reply = next(&q, &mut c, &jid(1), "w1", &[b"COUNT", b"2", b"ROW"]);
+    assert_eq!(reply.array()[0], Reply::Int(0));
+    let jobs = reply.array()[1].array();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].array().len(), 5, "ROW as CLAIM's");
+    assert_eq!(jobs[0].array()[0].str(), jid(3));
+
+    // Not held: refused, nothing written (the claim never runs).
+    assert_eq!(q.enqueue(&mut c, &jid(4), &[]), Reply::Int(1));
+    let e = unchanged(&mut c, |c| next(&q, c, &jid(2), "other", &[]));
+    assert!(e.error().starts_with("EMQLEASE"), "{e:?}");
+    for (args, class) in [
+        (vec![&b"w1"[..], b"ok"], "EMQSHAPE"),
+        (vec![b"w1", b"ok", b"0"], "EMQARG"),
+        (vec![b"w1", b"ok", b"30000", b"COUNT", b"0"], "EMQARG"),
+        (vec![b"w1", b"ok", b"30000", b"BLOCK", b"10"], "EMQSHAPE"),
+        (vec![b"w1", b"ok", b"30000", b"KEEP", b"-2"], "EMQARG"),
+    ] {
+        let e = unchanged(&mut c, |c| q.run(c, "TRA.COMPLETENEXT", &jid(2), &args));
+        assert!(e.error().starts_with(class), "{args:?}: {e:?}");
+    }
+    // A declared key of the wrong type refuses before the finish writes.
+    c.call(&[b"SET", q.k("delayed").as_bytes(), b"x"]);
+    let e = unchanged(&mut c, |c| next(&q, c, &jid(2), "w1", &[]));
+    assert!(e.error().starts_with("WRONGTYPE"), "{e:?}");
+    c.call(&[b"DEL", q.k("delayed").as_bytes()]);
+
+    // The last jobs: finishing them with nothing left writes `drained` once, after `completed`.
+    let reply = next(&q, &mut c, &jid(2), "w1", &[b"ECHO"]);
+    assert_eq!(reply.array()[1].array()[0].array()[0].str(), jid(4));
+    assert_eq!(next(&q, &mut c, &jid(3), "w1", &[]).array()[1], Reply::Array(vec![]));
+    assert!(!events(&mut c, &q).contains(&"drained".to_string()), "jid(4) is still active");
+    assert_eq!(next(&q, &mut c, &jid(4), "w1", &[]).array()[1], Reply::Array(vec![]));
+    let ev = events(&mut c, &q);
+    assert_eq!(ev.iter().filter(|e| *e == "drained").count(), 1);
+    assert_eq!(&ev[ev.len() - 2..], ["completed", "drained"]);
+    q.check_invariant(&mut c);
+
+    c.call(&[b"WAIT", b"1", b"5000"]);
+    wait_for(|| digest(&mut r) == digest(&mut c), "the replica holds what the primary holds");
+}
+
+/// The claim part meets a found row the caller may not write after the finish wrote: the
+/// finish stands, and the second element is the claim's error.
+#[test]
+fn completenext_reports_a_refused_claim_in_place_of_its_jobs() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("acl");
+    for n in 1..=2 {
+        assert_eq!(q.enqueue(&mut c, &jid(n), &[]), Reply::Int(1));
+    }
+    assert_eq!(q.run(&mut c, "EMQ.CLAIM", "", &[b"w1", b"30000"]).array().len(), 1);
+    let user = format!(
+        "ACL SETUSER nx on >pw resetkeys %R~{{emq}}:version ~emq:{{acl}}:wait ~emq:{{acl}}:prio ~emq:{{acl}}:active ~emq:{{acl}}:delayed ~emq:{{acl}}:completed ~emq:{{acl}}:meta ~emq:{{acl}}:events ~emq:{{acl}}:job:{} -@all +tra.completenext",
+        jid(1)
+    );
+    let argv: Vec<&[u8]> = user.split(' ').map(str::as_bytes).collect();
+    assert_eq!(c.call(&argv), Reply::Simple("OK".into()));
+    let mut u = s.conn();
+    assert_eq!(u.call(&[b"AUTH", b"nx", b"pw"]), Reply::Simple("OK".into()));
+    let reply = next(&q, &mut u, &jid(1), "w1", &[]);
+    assert_eq!(reply.array()[0], Reply::Int(1));
+    assert!(reply.array()[1].error().starts_with("NOPERM"), "{reply:?}");
+    let snap = q.snapshot(&mut c);
+    assert_eq!(snap.state_of(&jid(1)).as_deref(), Some("completed"));
+    assert_eq!(snap.state_of(&jid(2)).as_deref(), Some("wait"), "the claim wrote nothing");
+}
