@@ -102,10 +102,20 @@ pub static STALLED_BATCH: Int = Int::new(
     domain::RECLAIM_PER_CALL,
     "STALLED's default COUNT",
 );
-pub static MAX_STALLS: Int =
-    Int::new("max-stalls", 1, 0, domain::MAX_STALLS_MAX, "STALLED's default MAXSTALLS");
-pub static MAX_PAYLOAD: Int =
-    Int::new("max-payload", 1 << 20, 0, 512 << 20, "largest data, result, error, payload or OPTS, in bytes");
+pub static MAX_STALLS: Int = Int::new(
+    "max-stalls",
+    1,
+    0,
+    domain::MAX_STALLS_MAX,
+    "STALLED's default MAXSTALLS, for a queue whose `meta` sets no `max-stalls` of its own",
+);
+pub static MAX_PAYLOAD: Int = Int::new(
+    "max-payload",
+    1 << 20,
+    0,
+    512 << 20,
+    "largest data, result, error, payload, OPTS or STACK, in bytes",
+);
 pub static BUS_WINDOW_MS: Int =
     Int::new("bus-window-ms", 24 * 3600 * 1000, 1, domain::TIME_MAX, "the bus dedup window");
 pub static BUS_MAXLEN: Int = Int::new(

@@ -126,7 +126,7 @@ impl Verb for Upkeep {
         };
         let left = budget.saturating_sub(usize::try_from(promoted.saturating_add(lapsed)).unwrap_or(budget));
         let reclaimed = if left > 0 && expired {
-            let max_stalls = config::get(&config::MAX_STALLS);
+            let max_stalls = stalled::max_stalls_of(&x.open(Meta, false)?)?;
             let count = left.min(domain::STALLED_COUNT_MAX as usize) as i64;
             let (requeued, failed) = stalled::reclaim(x, max_stalls, count)?;
             requeued.len().saturating_add(failed.len()) as i64

@@ -91,8 +91,15 @@ fn calls(cmd: &Command) -> Vec<Vec<Vec<u8>>> {
         "EMQ.PROMOTE" => vec![with(QUEUE, &j(5), "", &[])],
         "EMQ.RESCHEDULE" => vec![with(QUEUE, &j(6), "", &["+5000"])],
         "EMQ.DELAY" => vec![with(QUEUE, &j(7), "", &["t7", "+1000"])],
-        "EMQ.FAIL" => vec![with(QUEUE, &j(8), "", &["t8", "boom"])],
-        "EMQ.REPROCESS" => vec![with(QUEUE, &j(9), "", &[])],
+        "EMQ.FAIL" => vec![
+            with(QUEUE, &j(8), "", &["t8", "boom"]),
+            with(QUEUE, &j(15), "", &["t15", "boom", "DELAY", "+1000", "STACK", "at x"]),
+            with(QUEUE, &j(16), "", &["t16", "boom", "RETRY", "LIFO"]),
+        ],
+        "EMQ.REPROCESS" => vec![
+            with(QUEUE, &j(9), "", &[]),
+            with(QUEUE, &j(14), "", &["FROM", "failed", "KEEPMADE", "KEEPSTARTED", "LIFO"]),
+        ],
         "EMQ.REQUEUE" => vec![with(QUEUE, &j(10), "", &["t10"])],
         "EMQ.STALLED" => {
             vec![with(QUEUE, "", "", &[]), with(QUEUE, "", "", &["MAXSTALLS", "0", "COUNT", "5"])]
@@ -118,6 +125,10 @@ fn calls(cmd: &Command) -> Vec<Vec<Vec<u8>>> {
         "TRA.OBLITERATE" => {
             vec![with(GONE, "", "", &["FORCE", "COUNT", "1"]), with(GONE, "", "", &["FORCE"])]
         }
+        "TRA.SETPROGRESS" => vec![with(QUEUE, &j(13), "", &["half", "ECHO"])],
+        "TRA.ADDLOG" => vec![with(QUEUE, &j(13), "", &["a line", "KEEP", "5"])],
+        "TRA.COMPLETENEXT" => vec![with(QUEUE, &j(17), "", &["t17", "ok", "60000", "COUNT", "1"])],
+        "TRA.PRIORITY" => vec![with(QUEUE, &j(13), "", &["7"]), with(QUEUE, &j(13), "", &["0", "LIFO"])],
         other => panic!("no valid call of the fenced command {other}: add one to calls()"),
     }
 }
@@ -134,7 +145,7 @@ fn must(r: Reply, what: &str) {
     assert!(r.err().is_none(), "{what}: {r:?}");
 }
 
-/// Jobs in every state the calls need: ready jid(2), 12; held jid(3), 4, 7, 8, 10, 13 by t3,
+/// Jobs in every state the calls need: ready jid(2), 12; held jid(3), 4, 7, 8, 10, 13, 15, 16, 17 by t3,
 /// t4, …; delayed jid(5), 6; completed jid(9); failed jid(14); an expired lease jid(11) (for
 /// STALLED); and a queue with a job of each kind to obliterate.
 fn populate(c: &mut Conn) {
@@ -144,7 +155,7 @@ fn populate(c: &mut Conn) {
     assert_eq!(gone.run(c, "EMQ.CLAIM", "", &[b"g", b"600000"]).array().len(), 1);
     assert_eq!(gone.run(c, "EMQ.SCHEDULE", &jid(3), &[b"+600000", b"job", b"{}"]), Reply::Int(1));
     let q = Q::new(QUEUE);
-    for n in [3, 4, 7, 8, 9, 10, 11, 13, 14] {
+    for n in [3, 4, 7, 8, 9, 10, 11, 13, 14, 15, 16, 17] {
         assert_eq!(q.enqueue(c, &jid(n), &[b"ATTEMPTS", b"3"]), Reply::Int(1));
         let tok = format!("t{n}");
         let lease: &[u8] = if n == 11 { b"1" } else { b"600000" };

@@ -106,40 +106,43 @@ impl Rng {
 // ---------------------------------------------------------------------------------------
 // The valid call: keys from the roles, arguments from the synopsis.
 
-/// One piece of a synopsis: a word, or a bracketed group (optional; `...` repeats it).
+/// One piece of a synopsis: a word, or a bracketed group (optional; `...` repeats it) of
+/// alternatives (`[FINAL | RETRY [LIFO] | DELAY when]`), each a list of items.
 #[derive(Debug)]
 enum Item {
     Word(String),
-    Group(Vec<Item>, bool),
+    Group(Vec<Vec<Item>>, bool),
 }
 
-fn parse_items(words: &mut std::iter::Peekable<std::vec::IntoIter<String>>) -> Vec<Item> {
-    let mut out = Vec::new();
+/// Items up to the closing `]` (or the end), split into alternatives at each ` | `.
+fn parse_alts(words: &mut std::vec::IntoIter<String>) -> Vec<Vec<Item>> {
+    let mut alts: Vec<Vec<Item>> = vec![Vec::new()];
     while let Some(w) = words.next() {
-        if w == "]" {
-            break;
-        }
-        if w == "[" {
-            let inner = parse_items(words);
-            let repeat = matches!(inner.last(), Some(Item::Word(x)) if x == "...");
-            let inner = inner.into_iter().filter(|i| !matches!(i, Item::Word(x) if x == "...")).collect();
-            out.push(Item::Group(inner, repeat));
-        } else {
-            out.push(Item::Word(w));
+        match w.as_str() {
+            "]" => break,
+            "|" => alts.push(Vec::new()),
+            "[" => {
+                let inner = parse_alts(words);
+                let repeat = inner.iter().flatten().any(|i| matches!(i, Item::Word(x) if x == "..."));
+                let inner = inner
+                    .into_iter()
+                    .map(|alt| {
+                        alt.into_iter().filter(|i| !matches!(i, Item::Word(x) if x == "...")).collect()
+                    })
+                    .collect();
+                alts.last_mut().unwrap().push(Item::Group(inner, repeat));
+            }
+            _ => alts.last_mut().unwrap().push(Item::Word(w)),
         }
     }
-    out
+    alts
 }
 
 /// A synopsis's alternatives (`a | b | c` at the top level), each a list of items.
 fn synopsis(args: &str) -> Vec<Vec<Item>> {
-    args.split(" | ")
-        .map(|alt| {
-            let spaced = alt.replace('[', " [ ").replace(']', " ] ");
-            let words: Vec<String> = spaced.split_whitespace().map(str::to_string).collect();
-            parse_items(&mut words.into_iter().peekable())
-        })
-        .collect()
+    let spaced = args.replace('[', " [ ").replace(']', " ] ");
+    let words: Vec<String> = spaced.split_whitespace().map(str::to_string).collect();
+    parse_alts(&mut words.into_iter())
 }
 
 /// A `BLOCK ms` the server would honour becomes a wait of 1–3 ms, so no call waits long
@@ -222,6 +225,8 @@ fn value(rng: &mut Rng, ctx: &Ctx, cmd: &Command, placeholder: &str, id: &str) -
         "ms" | "n" | "p" => {
             rng.pick(&["0", "1", "2", "5", "100", "-1", "1000", "10000", "10001"]).to_string()
         }
+        // TRA.PRIORITY: both ends of 0..=2097151 and just past them.
+        "priority" => rng.pick(&["0", "1", "5", "2097151", "2097152", "-1"]).to_string(),
         // TRA.JOBS / TRA.QUEUES positions.
         "i" => rng.pick(&["0", "1", "3", "100", "-1"]).to_string(),
         // EXPIRE when (ENQUEUE, SCHEDULE): its synopsis says `[EXPIRE when]`, so the arm for
@@ -241,10 +246,11 @@ fn emit(rng: &mut Rng, ctx: &Ctx, cmd: &Command, items: &[Item], id: &str, out: 
             }
             Item::Word(w) if w.chars().all(|c| c.is_ascii_uppercase()) => out.push(w.as_bytes().to_vec()),
             Item::Word(w) => out.push(value(rng, ctx, cmd, w, id)),
-            Item::Group(inner, repeat) => {
+            Item::Group(alts, repeat) => {
                 let times = if *repeat { rng.below(3) } else { usize::from(rng.chance(45)) };
                 for _ in 0..times {
-                    emit(rng, ctx, cmd, inner, id, out);
+                    let alt = &alts[rng.below(alts.len())];
+                    emit(rng, ctx, cmd, alt, id, out);
                 }
             }
         }
@@ -549,6 +555,11 @@ fn populate(c: &mut Conn) -> Vec<String> {
             }
         }
         q.check_invariant(c);
+    }
+    // A queue's own max stalls (STALLED without MAXSTALLS, upkeep): 0 in `fz`, a value that
+    // is ignored in `fz2`; `fzt`'s meta is a string.
+    for (q, v) in [("fz", &b"0"[..]), ("fz2", b"lots")] {
+        assert_eq!(c.call(&[b"HSET", Q::new(q).k("meta").as_bytes(), b"max-stalls", v]), Reply::Int(1));
     }
     let t = Q::new("fzt");
     for (k, ty) in [

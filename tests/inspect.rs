@@ -61,7 +61,7 @@ fn tra_job_shows_every_fact_in_order() {
         [
             "id", "state", "name", "data", "opts", "priority", "attempts", "backoff", "created", "started",
             "made", "stalls", "claimed", "deadline", "due", "expire", "progress", "result", "error",
-            "finished"
+            "finished", "stack"
         ]
     );
     let get = |k: &str| p.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()).expect(k);
@@ -75,7 +75,7 @@ fn tra_job_shows_every_fact_in_order() {
     assert_eq!(get("backoff").str(), "EXP 50");
     assert!(get("created").int() > 1_700_000_000_000);
     assert_eq!((get("started"), get("made"), get("stalls")), (Reply::Int(0), Reply::Int(0), Reply::Int(0)));
-    for k in ["claimed", "deadline", "due", "expire", "progress", "result", "error", "finished"] {
+    for k in ["claimed", "deadline", "due", "expire", "progress", "result", "error", "finished", "stack"] {
         assert_eq!(get(k), Reply::Nil, "{k} not set");
     }
     // Held: the lease deadline and the claim; finished: result and finish time.

@@ -365,7 +365,9 @@ proptest! {
 
 /// Every option word and its `Opt` (the parser's own table is private). A new option fails
 /// to compile in `parsed` below until it is listed here too.
-const WORDS: [(&str, Opt); 21] = [
+/// `FROM` is listed once, for TRA.JOBS' number; REPROCESS's `FROM completed|failed`
+/// (`Opt::FromSet`, a word) is parsed by the same code as OPTS' blob.
+const WORDS: [(&str, Opt); 26] = [
     ("PRIORITY", Opt::Priority),
     ("ATTEMPTS", Opt::Attempts),
     ("BACKOFF", Opt::Backoff),
@@ -387,10 +389,27 @@ const WORDS: [(&str, Opt); 21] = [
     ("EXPIRE", Opt::Expire),
     ("ECHO", Opt::Echo),
     ("ROW", Opt::Row),
+    ("RETRY", Opt::Retry),
+    ("DELAY", Opt::Delay),
+    ("STACK", Opt::Stack),
+    ("KEEPMADE", Opt::KeepMade),
+    ("KEEPSTARTED", Opt::KeepStarted),
 ];
 
 fn is_flag(o: Opt) -> bool {
-    matches!(o, Opt::Lifo | Opt::Final | Opt::Rev | Opt::Force | Opt::Delayed | Opt::Echo | Opt::Row)
+    matches!(
+        o,
+        Opt::Lifo
+            | Opt::Final
+            | Opt::Rev
+            | Opt::Force
+            | Opt::Delayed
+            | Opt::Echo
+            | Opt::Row
+            | Opt::Retry
+            | Opt::KeepMade
+            | Opt::KeepStarted
+    )
 }
 
 /// One option with a valid value, as words: (the words, the value it must parse to).
@@ -404,8 +423,10 @@ fn option_words(o: Opt, v: i64, lower: bool) -> Vec<Vec<u8>> {
             if v % 2 == 0 { b"fixed".to_vec() } else { b"EXP".to_vec() },
             v.to_string().into_bytes(),
         ]),
-        Opt::Opts => out.push(format!("blob {v}").into_bytes()),
-        Opt::Expire => out.push(if v % 2 == 0 { format!("+{v}") } else { v.to_string() }.into_bytes()),
+        Opt::Opts | Opt::Stack => out.push(format!("blob {v}").into_bytes()),
+        Opt::Expire | Opt::Delay => {
+            out.push(if v % 2 == 0 { format!("+{v}") } else { v.to_string() }.into_bytes())
+        }
         _ => out.push(v.to_string().into_bytes()),
     }
     out
@@ -438,17 +459,22 @@ fn parsed(o: &args::Options<&[u8]>, opt: Opt) -> Option<String> {
         Opt::Echo => f(o.echo),
         Opt::Row => f(o.row),
         Opt::Grace => n(o.grace),
-        Opt::Expire => o.expire.map(|w| match w {
+        Opt::Expire | Opt::Delay => (if opt == Opt::Delay { o.delay } else { o.expire }).map(|w| match w {
             When::At(t) => t.to_string(),
             When::In(d) => d.to_string(),
         }),
+        Opt::Retry => f(o.retry),
+        Opt::KeepMade => f(o.keep_made),
+        Opt::KeepStarted => f(o.keep_started),
+        Opt::Stack => o.stack.map(|b| String::from_utf8_lossy(b).into_owned()),
+        Opt::FromSet => o.from_set.map(|b| String::from_utf8_lossy(b).into_owned()),
     }
 }
 
 fn expected(opt: Opt, v: i64) -> String {
     match opt {
         _ if is_flag(opt) => "set".into(),
-        Opt::Opts => format!("blob {v}"),
+        Opt::Opts | Opt::Stack => format!("blob {v}"),
         _ => v.to_string(),
     }
 }

@@ -49,8 +49,9 @@ const EXPECTED: &[(&str, Work)] = &[
     ("CLAIM promoting promote-batch 100 (cap)", w(1, 100, 0, 306, 2, 0)),
     ("CLAIM COUNT 1000 (cap) promoting (cap)", w(50, 100, 0, 405, 2, 0)),
     ("CLAIM COUNT 1000 (cap)", w(50, 0, 0, 103, 2, 0)),
-    ("STALLED (default COUNT)", w(100, 100, 0, 503, 1, 0)),
-    ("STALLED COUNT 10000 (cap)", w(100, 100, 0, 503, 1, 0)),
+    // Without MAXSTALLS, STALLED also reads the queue's `meta` (its own `max-stalls`).
+    ("STALLED (default COUNT)", w(100, 100, 0, 503, 2, 0)),
+    ("STALLED COUNT 10000 (cap)", w(100, 100, 0, 503, 2, 0)),
     ("EXTENDS 250 pairs (cap)", w(250, 0, 0, 250, 251, 0)),
     ("TRA.COMPLETES 50 jobs (cap)", w(50, 0, 1, 152, 1, 0)),
     ("COMPLETE KEEP 1 (retention-batch default)", w(1, 200, 200, 6, 201, 0)),

@@ -69,6 +69,13 @@ pub enum Opt {
     Delayed,
     Grace,
     Expire,
+    Retry,
+    Delay,
+    Stack,
+    /// `FROM completed|failed` (REPROCESS): a set's name, not a number as TRA.JOBS' FROM.
+    FromSet,
+    KeepMade,
+    KeepStarted,
     Echo,
     Row,
 }
@@ -95,6 +102,12 @@ impl Opt {
             Opt::Delayed => "DELAYED",
             Opt::Grace => "GRACE",
             Opt::Expire => "EXPIRE",
+            Opt::Retry => "RETRY",
+            Opt::Delay => "DELAY",
+            Opt::Stack => "STACK",
+            Opt::FromSet => "FROM",
+            Opt::KeepMade => "KEEPMADE",
+            Opt::KeepStarted => "KEEPSTARTED",
             Opt::Echo => "ECHO",
             Opt::Row => "ROW",
         }
@@ -125,6 +138,12 @@ pub struct Options<S> {
     pub delayed: bool,
     pub grace: Option<i64>,
     pub expire: Option<When>,
+    pub retry: bool,
+    pub delay: Option<When>,
+    pub stack: Option<S>,
+    pub from_set: Option<S>,
+    pub keep_made: bool,
+    pub keep_started: bool,
     pub echo: bool,
     pub row: bool,
 }
@@ -151,6 +170,12 @@ impl<S> Default for Options<S> {
             delayed: false,
             grace: None,
             expire: None,
+            retry: false,
+            delay: None,
+            stack: None,
+            from_set: None,
+            keep_made: false,
+            keep_started: false,
             echo: false,
             row: false,
         }
@@ -189,8 +214,20 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
             Opt::Delayed => o.delayed = true,
             Opt::Echo => o.echo = true,
             Opt::Row => o.row = true,
-            Opt::Opts => {
-                o.opts = Some(value(0)?);
+            Opt::Retry => o.retry = true,
+            Opt::KeepMade => o.keep_made = true,
+            Opt::KeepStarted => o.keep_started = true,
+            Opt::Opts | Opt::Stack | Opt::FromSet => {
+                let v = Some(value(0)?);
+                match opt {
+                    Opt::Opts => o.opts = v,
+                    Opt::Stack => o.stack = v,
+                    _ => o.from_set = v,
+                }
+                i = i.saturating_add(1);
+            }
+            Opt::Delay => {
+                o.delay = Some(when(value(0)?.as_ref())?);
                 i = i.saturating_add(1);
             }
             Opt::Expire => {
@@ -316,7 +353,7 @@ mod mutants_killed {
     use super::*;
 
     /// Every option, with a valid value where it takes one.
-    const EVERY: [(Opt, &[&[u8]]); 19] = [
+    const EVERY: [(Opt, &[&[u8]]); 24] = [
         (Opt::Priority, &[b"1"]),
         (Opt::Attempts, &[b"2"]),
         (Opt::Backoff, &[b"FIXED", b"3"]),
@@ -336,6 +373,11 @@ mod mutants_killed {
         (Opt::Delayed, &[]),
         (Opt::Grace, &[b"12"]),
         (Opt::Expire, &[b"+13"]),
+        (Opt::Retry, &[]),
+        (Opt::Delay, &[b"14"]),
+        (Opt::Stack, &[b"trace"]),
+        (Opt::KeepMade, &[]),
+        (Opt::KeepStarted, &[]),
     ];
 
     fn call(opts: &[(Opt, &[&'static [u8]])]) -> Vec<&'static [u8]> {
@@ -367,6 +409,9 @@ mod mutants_killed {
             assert_eq!(o.from, Some(11));
             assert_eq!(o.grace, Some(12));
             assert_eq!(o.expire, Some(When::In(13)));
+            assert!(o.retry && o.keep_made && o.keep_started);
+            assert_eq!(o.delay, Some(When::At(14)));
+            assert_eq!(o.stack, Some(&b"trace"[..]));
         }
     }
 

@@ -37,9 +37,16 @@ pub enum Event {
         attempt: i64,
         result: Option<*mut RedisModuleString>,
     },
+    /// `attempts` is the job's max attempts (`a`, 1 by default): beside `attempt` it tells a
+    /// consumer whether retries were exhausted.
     Failed {
         error: *mut RedisModuleString,
         attempt: i64,
+        attempts: i64,
+    },
+    /// TRA.PRIORITY rewrote the job's priority.
+    Priority {
+        priority: i64,
     },
     Stalled {
         stalls: i64,
@@ -91,6 +98,8 @@ pub(crate) mod word {
     pub static ATTEMPT: Lit = Lit::new(c"attempt");
     pub static ERROR: Lit = Lit::new(c"error");
     pub static STALLS: Lit = Lit::new(c"stalls");
+    pub static ATTEMPTS: Lit = Lit::new(c"attempts");
+    pub static PRIORITY: Lit = Lit::new(c"priority");
     pub static ZERO: Lit = Lit::new(c"0");
 }
 
@@ -116,33 +125,53 @@ impl Events {
     /// Append `e` for job `id` (no id for queue-wide events), then trim to the cap.
     pub fn emit(&self, x: &Exec, id: Option<*mut RedisModuleString>, e: Event) -> Result<(), Refusal> {
         let Some(key) = &self.key else { return Ok(()) };
-        let (name, facts): (&Lit, [Option<(&Lit, Val)>; 2]) = match e {
-            Event::Added { name, prio } => {
-                (&word::ADDED, [Some((&word::NAME, Val::Str(name))), Some((&word::PRIO, Val::Int(prio)))])
+        let (name, facts): (&Lit, [Option<(&Lit, Val)>; 3]) = match e {
+            Event::Added { name, prio } => (
+                &word::ADDED,
+                [Some((&word::NAME, Val::Str(name))), Some((&word::PRIO, Val::Int(prio))), None],
+            ),
+            Event::Delayed { due } => (&word::DELAYED, [Some((&word::DUE, Val::Int(due))), None, None]),
+            Event::Waiting { prev } => {
+                (&word::WAITING, [Some((&word::PREV, Val::Lit(prev.lit()))), None, None])
             }
-            Event::Delayed { due } => (&word::DELAYED, [Some((&word::DUE, Val::Int(due))), None]),
-            Event::Waiting { prev } => (&word::WAITING, [Some((&word::PREV, Val::Lit(prev.lit()))), None]),
-            Event::Active { attempt } => (&word::ACTIVE, [Some((&word::ATTEMPT, Val::Int(attempt))), None]),
+            Event::Active { attempt } => {
+                (&word::ACTIVE, [Some((&word::ATTEMPT, Val::Int(attempt))), None, None])
+            }
             Event::Completed { attempt, result } => (
                 &word::COMPLETED,
-                [Some((&word::ATTEMPT, Val::Int(attempt))), result.map(|r| (&word::RESULT, Val::Str(r)))],
+                [
+                    Some((&word::ATTEMPT, Val::Int(attempt))),
+                    result.map(|r| (&word::RESULT, Val::Str(r))),
+                    None,
+                ],
             ),
-            Event::Failed { error, attempt } => (
+            Event::Failed { error, attempt, attempts } => (
                 &word::FAILED,
-                [Some((&word::ERROR, Val::Str(error))), Some((&word::ATTEMPT, Val::Int(attempt)))],
+                [
+                    Some((&word::ERROR, Val::Str(error))),
+                    Some((&word::ATTEMPT, Val::Int(attempt))),
+                    Some((&word::ATTEMPTS, Val::Int(attempts))),
+                ],
             ),
-            Event::Stalled { stalls } => (&word::STALLED, [Some((&word::STALLS, Val::Int(stalls))), None]),
-            Event::Paused => (&word::PAUSED, [None, None]),
-            Event::Progress { value } => {
-                (&word::PROGRESS, [value.map(|v| (&word::PROGRESS, Val::Str(v))), None])
+            Event::Priority { priority } => {
+                (&word::PRIORITY, [Some((&word::PRIORITY, Val::Int(priority))), None, None])
             }
-            Event::Drained => (&word::DRAINED, [None, None]),
-            Event::Cleaned { count } => (&word::CLEANED, [Some((&word::COUNT, Val::Int(count))), None]),
-            Event::Removed { prev } => (&word::REMOVED, [Some((&word::PREV, Val::Lit(prev.lit()))), None]),
-            Event::Resumed => (&word::RESUMED, [None, None]),
+            Event::Stalled { stalls } => {
+                (&word::STALLED, [Some((&word::STALLS, Val::Int(stalls))), None, None])
+            }
+            Event::Paused => (&word::PAUSED, [None, None, None]),
+            Event::Progress { value } => {
+                (&word::PROGRESS, [value.map(|v| (&word::PROGRESS, Val::Str(v))), None, None])
+            }
+            Event::Drained => (&word::DRAINED, [None, None, None]),
+            Event::Cleaned { count } => (&word::CLEANED, [Some((&word::COUNT, Val::Int(count))), None, None]),
+            Event::Removed { prev } => {
+                (&word::REMOVED, [Some((&word::PREV, Val::Lit(prev.lit()))), None, None])
+            }
+            Event::Resumed => (&word::RESUMED, [None, None, None]),
         };
-        let mut own: [Option<Str>; 2] = [None, None];
-        let mut argv: [*mut RedisModuleString; 8] = [std::ptr::null_mut(); 8];
+        let mut own: [Option<Str>; 3] = [None, None, None];
+        let mut argv: [*mut RedisModuleString; 10] = [std::ptr::null_mut(); 10];
         let mut n = 0;
         let mut push = |p: *mut RedisModuleString| {
             if let Some(slot) = argv.get_mut(n) {

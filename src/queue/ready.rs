@@ -134,6 +134,7 @@ impl<'f> Expiry<'f> {
         let Some(p) = self.plan else { return Ok(0) };
         for (job, at_once) in self.jobs.iter().zip(p.at_once) {
             let made = Row(&job.row).int(&field::MADE, 0);
+            let attempts = Row(&job.row).int(&field::ATTEMPTS, 1);
             let (keep, log) = match at_once {
                 Some(log) => (Keep::None, log),
                 None => (p.keep, None),
@@ -151,7 +152,7 @@ impl<'f> Expiry<'f> {
             events.emit(
                 x,
                 Some(job.id.ptr()),
-                Event::Failed { error: word::EXPIRED.get(), attempt: made },
+                Event::Failed { error: word::EXPIRED.get(), attempt: made, attempts },
             )?;
         }
         p.retire.apply(&p.failed);

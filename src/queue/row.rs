@@ -49,6 +49,8 @@ pub mod field {
         RESULT = c"r";
         /// The last error.
         ERROR = c"e";
+        /// The last FAIL's STACK, opaque; each FAIL replaces it (one without STACK deletes it).
+        STACK = c"s";
         /// Finish time, ms.
         FINISHED = c"f";
         /// The holder's last progress report (TRA.PROGRESS), opaque.
@@ -64,6 +66,8 @@ pub mod meta {
     use crate::host::Lit;
     /// Present (value `1`) while the queue is paused: CLAIM hands out nothing.
     pub static PAUSED: Lit = Lit::new(c"paused");
+    /// Written by clients: the queue's own max stalls (0..=1000), over `trafikey.max-stalls`.
+    pub static MAX_STALLS: Lit = Lit::new(c"max-stalls");
 }
 
 /// Where a job is: each state names the set that holds it, and is written in its row.

@@ -1,17 +1,22 @@
 //! `EMQ.FAIL 7 job active wait prio delayed failed events token error [KEEP n] [AGE ms]
-//! [FINAL]`
+//! [FINAL | RETRY [LIFO] | DELAY when] [STACK blob]`
 //!
-//! Counts the attempt (`am+1`), keeps the error, clears the token, then: `am >= attempts`
-//! or FINAL → failed for good (retention as COMPLETE, default `trafikey.keep-failed`),
-//! reply `failed`; else the backoff delay (FIXED d, or EXP d·2^(am−1)): 0 or none → ready
-//! again at the back, reply `retry`; above 0 → delayed, reply `delayed`.
+//! Counts the attempt (`am+1`), keeps the error, clears the token, stores STACK in `s` (a
+//! FAIL without it deletes `s`: the row holds the last failure's stack), then: the client's
+//! decision when it gives one — FINAL failed for good, RETRY ready now (front of wait with
+//! LIFO), DELAY delayed until `when` — whatever attempts and backoff say; else
+//! `am >= attempts` → failed for good (retention as COMPLETE, default
+//! `trafikey.keep-failed`), reply `failed`; else the backoff delay (FIXED d, or EXP
+//! d·2^(am−1)): 0 or none → ready again at the back, reply `retry`; above 0 → delayed,
+//! reply `delayed`.
 
 use super::complete::{AGE, KEEP};
 use crate::config;
 use crate::domain::{self, args::Opt, AfterFail, Keep};
 use crate::errors::Refusal;
-use crate::host::command::{flag, q, val, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::domain::args::When;
+use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::{ArgStr, Exec, Kind, Lit, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{self, field, Event, Events, Holder, Ready, Retire, Row, State};
 
@@ -24,7 +29,23 @@ pub const KEYS: Keys = Keys::of(&[
     q(Failed, Update),
     q(Events, Append),
 ]);
-pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("error", Ty::Str), KEEP, AGE, flag("final", "FINAL")];
+pub const ARGS: &[Arg] = &[
+    val("token", Ty::Str),
+    val("error", Ty::Str),
+    KEEP,
+    AGE,
+    one_of(
+        "decision",
+        None,
+        &[
+            word("FINAL"),
+            block("retry", None, &[word("RETRY"), flag("lifo", "LIFO")]),
+            block("delay", Some("DELAY"), &[val("when", Ty::Str)]),
+        ],
+    )
+    .optional(),
+    opt("stack", "STACK", "blob", Ty::Str),
+];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
@@ -33,7 +54,7 @@ pub const COMMAND: Command = Command::new::<Fail>("EMQ.FAIL")
     .keys(KEYS)
     .args(ARGS)
     .writes()
-    .summary("Count a held job's failed attempt: retry, delay by its backoff, or fail it for good.")
+    .summary("Count a held job's failed attempt: retry, delay, or fail it for good, by its backoff or the caller's decision.")
     .complexity("O(log N), plus O(r log N) for r jobs retired");
 
 pub struct Fail;
@@ -43,7 +64,18 @@ pub struct Args<'a> {
     error: ArgStr<'a>,
     keep: Option<i64>,
     age: Option<i64>,
-    final_: bool,
+    decision: Decision,
+    stack: Option<ArgStr<'a>>,
+}
+
+/// What the caller decided, over the job's attempts and backoff.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Decision {
+    /// Nothing: attempts and backoff decide.
+    Backoff,
+    Final,
+    Retry { lifo: bool },
+    Delay(When),
 }
 
 impl Verb for Fail {
@@ -52,8 +84,21 @@ impl Verb for Fail {
     fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Args<'a>, Refusal> {
         match args {
             [token, error, rest @ ..] => {
-                let o = domain::args::options(rest, &[Opt::Keep, Opt::Age, Opt::Final])?;
-                Ok(Args { token: *token, error: *error, keep: o.keep, age: o.age, final_: o.final_ })
+                let o = domain::args::options(
+                    rest,
+                    &[Opt::Keep, Opt::Age, Opt::Final, Opt::Retry, Opt::Lifo, Opt::Delay, Opt::Stack],
+                )?;
+                let decision = match (o.final_, o.retry, o.delay) {
+                    (false, false, None) => Decision::Backoff,
+                    (true, false, None) => Decision::Final,
+                    (false, true, None) => Decision::Retry { lifo: o.lifo },
+                    (false, false, Some(when)) => Decision::Delay(when),
+                    _ => return Err(Refusal::Shape("FINAL, RETRY and DELAY exclude each other".into())),
+                };
+                if o.lifo && !o.retry {
+                    return Err(Refusal::Shape("LIFO goes with RETRY".into()));
+                }
+                Ok(Args { token: *token, error: *error, keep: o.keep, age: o.age, decision, stack: o.stack })
             }
             _ => Err(Refusal::Usage),
         }
@@ -65,6 +110,13 @@ impl Verb for Fail {
         domain::payload(&a.error, config::max_payload(), "error")?;
         let keep = queue::keep_for(a.keep, &config::KEEP_FAILED)?;
         let age = queue::age(a.age)?;
+        let chosen_due = match a.decision {
+            Decision::Delay(when) => Some(domain::due(when, x.now())?),
+            _ => None,
+        };
+        if let Some(stack) = &a.stack {
+            domain::payload(stack, config::max_payload(), "STACK")?;
+        }
         let job = Holder::open(x)?;
         let ready = Ready::open(x)?;
         let delayed = x.open_as(Delayed, Kind::ZSet)?;
@@ -74,8 +126,15 @@ impl Verb for Fail {
         let (row, id) = (&job.row, &job.id);
         let r = Row(row);
         let made = r.int(&field::MADE, 0).saturating_add(1);
-        let next = domain::after_fail(made, r.int(&field::ATTEMPTS, 1), a.final_, r.backoff());
+        let attempts = r.int(&field::ATTEMPTS, 1);
         let now = x.now();
+        // The caller's decision wins over attempts and backoff; a delay is then its due time.
+        let next = match (a.decision, chosen_due) {
+            (Decision::Retry { .. }, _) => AfterFail::Retry,
+            (Decision::Delay(_), Some(due)) => AfterFail::Delay(due.saturating_sub(now)),
+            (d, _) => domain::after_fail(made, attempts, d == Decision::Final, r.backoff()),
+        };
+        let lifo = matches!(a.decision, Decision::Retry { lifo: true });
         let retire = match next {
             AfterFail::Fail => Some(Retire::plan(x, &failed, u64::from(keep != Keep::None), now, keep, age)?),
             _ => None,
@@ -86,6 +145,10 @@ impl Verb for Fail {
 
         job.active.zrem(id.ptr());
         let (error, made_s) = (a.error.ptr(), x.int(made)?);
+        let mut fields: queue::Pairs = smallvec::smallvec![(&field::ERROR, error), (&field::MADE, made_s.ptr())];
+        fields.extend(a.stack.map(|s| (&field::STACK, s.ptr())));
+        // Leaving active clears the token, and the stack of an earlier failure without STACK.
+        let cleared: &[&Lit] = if a.stack.is_some() { &[&field::TOKEN] } else { &[&field::TOKEN, &field::STACK] };
         let reply = match next {
             AfterFail::Fail => {
                 queue::finish(
@@ -95,32 +158,29 @@ impl Verb for Fail {
                     id,
                     State::Failed,
                     keep,
-                    &[(&field::ERROR, error), (&field::MADE, made_s.ptr())],
+                    &fields,
                     log.take(),
                 )?;
-                events.emit(x, Some(id.ptr()), Event::Failed { error, attempt: made })?;
+                if a.stack.is_none() && keep != Keep::None {
+                    row.hdel(&[&field::STACK])?;
+                }
+                events.emit(x, Some(id.ptr()), Event::Failed { error, attempt: made, attempts })?;
                 c"failed"
             }
             AfterFail::Retry => {
-                let state = ready.put(id.ptr(), r.priority(), false)?;
-                row.hset(&[
-                    (&field::STATE, state.lit().get()),
-                    (&field::ERROR, error),
-                    (&field::MADE, made_s.ptr()),
-                ])?;
-                row.hdel(&[&field::TOKEN])?;
+                let state = ready.put(id.ptr(), r.priority(), lifo)?;
+                fields.push((&field::STATE, state.lit().get()));
+                row.hset(&fields)?;
+                row.hdel(cleared)?;
                 events.emit(x, Some(id.ptr()), Event::Waiting { prev: State::Active })?;
                 c"retry"
             }
             AfterFail::Delay(d) => {
                 let due = now.saturating_add(d).min(domain::TIME_MAX);
                 delayed.zadd(due, id.ptr())?;
-                row.hset(&[
-                    (&field::STATE, State::Delayed.lit().get()),
-                    (&field::ERROR, error),
-                    (&field::MADE, made_s.ptr()),
-                ])?;
-                row.hdel(&[&field::TOKEN])?;
+                fields.push((&field::STATE, State::Delayed.lit().get()));
+                row.hset(&fields)?;
+                row.hdel(cleared)?;
                 events.emit(x, Some(id.ptr()), Event::Delayed { due })?;
                 queue::due_at(x, due);
                 c"delayed"

@@ -90,6 +90,7 @@ table! {
     setprogress
     addlog
     completenext
+    priority
 }
 
 /// The capability tokens of the registered commands, in table order.
@@ -200,6 +201,7 @@ mod tests {
             (setprogress::COMMAND, "write fast", "emq write fast", true),
             (addlog::COMMAND, "write deny-oom fast", "emq write fast", true),
             (completenext::COMMAND, "write", "emq write", true),
+            (priority::COMMAND, "write fast", "emq write fast", true),
         ];
         assert_eq!(want.len(), COMMANDS.len());
         for (cmd, flags, acl, fenced) in want {

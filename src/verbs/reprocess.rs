@@ -1,12 +1,14 @@
-//! `EMQ.REPROCESS 6 job completed failed wait prio events` — send a completed or failed job
-//! back to ready (at the back of wait, or prio), clearing its result, error, finish time,
-//! token and last claim time and setting its counters to 0. `EMQSTATE` when the job is not
-//! finished.
+//! `EMQ.REPROCESS 6 job completed failed wait prio events [FROM completed|failed] [KEEPMADE]
+//! [KEEPSTARTED] [LIFO]` — send a completed or failed job back to ready (at the back of wait,
+//! the front with LIFO, or prio), clearing its result, error, finish time, token, progress,
+//! stalls and last claim time and setting its attempt counters to 0 — unless KEEPMADE or
+//! KEEPSTARTED keeps `am` or `as` (a retry that still counts what was spent). `EMQSTATE`
+//! when the job is not finished, or with FROM, not in that set. The last FAIL's stack stays.
 
-use crate::domain;
+use crate::domain::{self, args::Opt};
 use crate::errors::{not_in, Refusal};
-use crate::host::command::{q, Arg, Command, Keys, Spec::*};
-use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::command::{block, flag, one_of, q, word, Arg, Command, Keys, Spec::*};
+use crate::host::{ArgStr, Exec, Kind, Lit, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{existing_row, field, Event, Events, Ready, Row, State};
 
@@ -18,7 +20,12 @@ pub const KEYS: Keys = Keys::of(&[
     q(Prio, Insert),
     q(Events, Append),
 ]);
-pub const ARGS: &[Arg] = &[];
+pub const ARGS: &[Arg] = &[
+    block("from", Some("FROM"), &[one_of("set", None, &[word("completed"), word("failed")])]).optional(),
+    flag("keepmade", "KEEPMADE"),
+    flag("keepstarted", "KEEPSTARTED"),
+    flag("lifo", "LIFO"),
+];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
@@ -28,19 +35,34 @@ pub const COMMAND: Command = Command::new::<Reprocess>("EMQ.REPROCESS")
     .args(ARGS)
     .writes()
     .fast()
-    .summary("Send a completed or failed job back to ready with its counters reset.")
+    .summary("Send a completed or failed job back to ready with its counters reset (or kept).")
     .complexity("O(log N)");
 
 pub struct Reprocess;
 
-impl Verb for Reprocess {
-    type Args<'a> = ();
+pub struct Args {
+    /// FROM: the one finished state the caller expects the job in.
+    from: Option<State>,
+    keep_made: bool,
+    keep_started: bool,
+    lifo: bool,
+}
 
-    fn shape(args: &[ArgStr]) -> Result<(), Refusal> {
-        super::no_arguments(args)
+impl Verb for Reprocess {
+    type Args<'a> = Args;
+
+    fn shape(args: &[ArgStr]) -> Result<Args, Refusal> {
+        let o = domain::args::options(args, &[Opt::FromSet, Opt::KeepMade, Opt::KeepStarted, Opt::Lifo])?;
+        let from = match o.from_set {
+            None => None,
+            Some(s) if s.eq_ignore_ascii_case(b"completed") => Some(State::Completed),
+            Some(s) if s.eq_ignore_ascii_case(b"failed") => Some(State::Failed),
+            Some(_) => return Err(Refusal::Shape("FROM takes completed or failed".into())),
+        };
+        Ok(Args { from, keep_made: o.keep_made, keep_started: o.keep_started, lifo: o.lifo })
     }
 
-    fn run(x: &mut Exec<'_>, _: ()) -> Result<Reply, Refusal> {
+    fn run(x: &mut Exec<'_>, a: Args) -> Result<Reply, Refusal> {
         domain::job_id(x.id)?;
         let row = existing_row(x)?;
         let completed = x.open_as(Completed, Kind::ZSet)?;
@@ -49,27 +71,37 @@ impl Verb for Reprocess {
         let events = Events::open(x)?;
         let id = x.string(x.id)?;
         let r = Row(&row);
+        let expected = match a.from {
+            Some(State::Completed) => "completed",
+            Some(_) => "failed",
+            None => "completed or failed",
+        };
         let (prev, set) = match r.state() {
-            Some(State::Completed) => (State::Completed, &completed),
-            Some(State::Failed) => (State::Failed, &failed),
-            _ => return Err(not_in(x.id, "completed or failed")),
+            Some(State::Completed) if a.from != Some(State::Failed) => (State::Completed, &completed),
+            Some(State::Failed) if a.from != Some(State::Completed) => (State::Failed, &failed),
+            _ => return Err(not_in(x.id, expected)),
         };
         if !set.zrem(id.ptr()) {
-            return Err(not_in(x.id, "completed or failed"));
+            return Err(not_in(x.id, expected));
         }
-        let state = ready.put(id.ptr(), r.priority(), false)?;
+        let state = ready.put(id.ptr(), r.priority(), a.lifo)?;
         row.hset(&[(&field::STATE, state.lit().get())])?;
-        row.hdel(&[
+        let mut cleared: smallvec::SmallVec<[&Lit; 9]> = smallvec::smallvec![
             &field::RESULT,
             &field::ERROR,
             &field::FINISHED,
             &field::TOKEN,
-            &field::STARTED,
-            &field::MADE,
             &field::STALLS,
             &field::CLAIMED,
             &field::PROGRESS,
-        ])?;
+        ];
+        if !a.keep_started {
+            cleared.push(&field::STARTED);
+        }
+        if !a.keep_made {
+            cleared.push(&field::MADE);
+        }
+        row.hdel(&cleared)?;
         events.emit(x, Some(id.ptr()), Event::Waiting { prev })?;
         Ok(Reply::Int(1))
     }

@@ -2,8 +2,8 @@
 //!
 //! Reclaims active jobs whose deadline has passed (at most COUNT, default
 //! `trafikey.stalled-batch`, earliest deadline first): `sc+1` and a `stalled` event, then
-//! back to ready at the front of wait (or prio), or — once stalls exceed MAXSTALLS (default
-//! `trafikey.max-stalls`) — failed for good with error `stalled` and `am+1`, under the
+//! back to ready at the front of wait (or prio), or — once stalls exceed MAXSTALLS (default:
+//! the queue's own `max-stalls` in `meta`, else `trafikey.max-stalls`) — failed for good with error `stalled` and `am+1`, under the
 //! default retention of failed jobs (`domain::stalled` decides which). The token is cleared
 //! either way. Replies `[[requeued ids] [failed ids]]`.
 
@@ -11,7 +11,7 @@ use crate::config;
 use crate::domain::{self, args::Opt, stalled::Fate, Keep};
 use crate::errors::Refusal;
 use crate::host::command::{opt, q, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{Access, ArgStr, Exec, Kind, Lit, Reply, Verb};
+use crate::host::{Access, ArgStr, Exec, Key, Kind, Lit, Reply, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::metrics;
 use crate::queue::{self, field, Event, Events, Ready, Retire, Row, State};
@@ -49,12 +49,15 @@ impl Verb for Stalled {
     }
 
     fn run(x: &mut Exec<'_>, a: Args) -> Result<Reply, Refusal> {
-        let max_stalls = domain::range(
-            a.max_stalls.unwrap_or(config::get(&config::MAX_STALLS)),
-            0,
-            domain::MAX_STALLS_MAX,
-            "MAXSTALLS",
-        )?;
+        let max_stalls = match a.max_stalls {
+            Some(n) => domain::range(n, 0, domain::MAX_STALLS_MAX, "MAXSTALLS")?,
+            // `meta` is not among STALLED's keys: found, opened as the caller, read only when
+            // no MAXSTALLS is given.
+            None => {
+                let meta = x.open_undeclared(Role::Meta, b"", Access::Read)?;
+                max_stalls_of(&meta)?
+            }
+        };
         let count = domain::batch(
             a.count.unwrap_or(config::get(&config::STALLED_BATCH)),
             domain::STALLED_COUNT_MAX,
@@ -64,6 +67,21 @@ impl Verb for Stalled {
         let (requeued, dead) = reclaim(x, max_stalls, count)?;
         Ok(Reply::Array(vec![Reply::Array(requeued), Reply::Array(dead)]))
     }
+}
+
+/// The queue's max stalls: `max-stalls` in its `meta` when that is an integer 0..=1000 (a
+/// client sets it with HSET), else `trafikey.max-stalls`. A `meta` of another type answers
+/// WRONGTYPE, as any key of the wrong type does.
+pub fn max_stalls_of(meta: &Key) -> Result<i64, Refusal> {
+    let own = if meta.exists_as(Kind::Hash)? {
+        Row(meta)
+            .get(&queue::meta::MAX_STALLS)
+            .and_then(|v| domain::args::int(v.bytes()))
+            .filter(|n| (0..=domain::MAX_STALLS_MAX).contains(n))
+    } else {
+        None
+    };
+    Ok(own.unwrap_or_else(|| config::get(&config::MAX_STALLS)))
 }
 
 /// The expired leases, at most `count`, earliest deadline first: requeued or failed for good
@@ -117,6 +135,8 @@ pub fn reclaim(x: &mut Exec, max_stalls: i64, count: i64) -> Result<(Vec<Reply>,
         let sc = x.int(stalls)?;
         if let Some(keep) = keep {
             let made = r.int(&field::MADE, 0).saturating_add(1);
+            // Read before `finish`, which may delete the row (retention at once).
+            let attempts = r.int(&field::ATTEMPTS, 1);
             let made_s = x.int(made)?;
             queue::finish(
                 x,
@@ -128,7 +148,7 @@ pub fn reclaim(x: &mut Exec, max_stalls: i64, count: i64) -> Result<(Vec<Reply>,
                 &[(&field::STALLS, sc.ptr()), (&field::MADE, made_s.ptr()), (&field::ERROR, STALLED.get())],
                 log,
             )?;
-            events.emit(x, Some(id.ptr()), Event::Failed { error: STALLED.get(), attempt: made })?;
+            events.emit(x, Some(id.ptr()), Event::Failed { error: STALLED.get(), attempt: made, attempts })?;
             dead.push(Reply::bulk(id.bytes()));
         } else {
             let state = ready.put(id.ptr(), r.priority(), true)?;

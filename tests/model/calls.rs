@@ -25,6 +25,21 @@ impl WhenArg {
     }
 }
 
+/// FAIL's decision, as sent: none (attempts and backoff decide), one of the three, or a
+/// shape the module refuses (two at once, LIFO without RETRY).
+#[derive(Clone, Copy, Debug)]
+pub enum Decision {
+    Backoff,
+    Final,
+    /// RETRY, with LIFO when true.
+    Retry(bool),
+    Delay(WhenArg),
+    /// FINAL and RETRY together.
+    Clash,
+    /// LIFO without RETRY.
+    LifoAlone,
+}
+
 #[derive(Clone, Debug)]
 pub struct NewJob {
     pub name: Vec<u8>,
@@ -90,11 +105,24 @@ pub enum Call {
         error: Vec<u8>,
         keep: Option<i64>,
         age: Option<i64>,
-        final_: bool,
+        decision: Decision,
+        stack: Option<Vec<u8>>,
     },
     Reprocess {
         id: Vec<u8>,
+        from: Option<St>,
+        keep_made: bool,
+        keep_started: bool,
+        lifo: bool,
     },
+    /// TRA.PRIORITY.
+    Priority {
+        id: Vec<u8>,
+        priority: i64,
+        lifo: bool,
+    },
+    /// A client's `HSET emq:{Q}:meta max-stalls v` (Some), or its HDEL (None).
+    MetaStalls(Option<Vec<u8>>),
     Requeue {
         id: Vec<u8>,
         token: Vec<u8>,
@@ -198,6 +226,9 @@ impl Call {
             Call::SetProgress { .. } => "TRA.SETPROGRESS",
             Call::AddLog { .. } => "TRA.ADDLOG",
             Call::CompleteNext { .. } => "TRA.COMPLETENEXT",
+            Call::Priority { .. } => "TRA.PRIORITY",
+            Call::MetaStalls(Some(_)) => "HSET",
+            Call::MetaStalls(None) => "HDEL",
         }
     }
 
@@ -211,7 +242,8 @@ impl Call {
             | Call::Reschedule { id, .. }
             | Call::Delay { id, .. }
             | Call::Fail { id, .. }
-            | Call::Reprocess { id }
+            | Call::Reprocess { id, .. }
+            | Call::Priority { id, .. }
             | Call::Requeue { id, .. }
             | Call::Progress { id, .. }
             | Call::Log { id, .. }
@@ -315,15 +347,45 @@ impl Call {
                     a.extend([w("KEEP"), num(*k)]);
                 }
             }
-            Call::Promote { .. } | Call::Reprocess { .. } => {}
+            Call::Promote { .. } | Call::MetaStalls(_) => {}
+            Call::Reprocess { from, keep_made, keep_started, lifo, .. } => {
+                if let Some(set) = from {
+                    a.extend([w("FROM"), w(set.word())]);
+                }
+                for (on, word) in [(*keep_made, "KEEPMADE"), (*keep_started, "KEEPSTARTED"), (*lifo, "LIFO")]
+                {
+                    if on {
+                        a.push(w(word));
+                    }
+                }
+            }
+            Call::Priority { priority, lifo, .. } => {
+                a.push(num(*priority));
+                if *lifo {
+                    a.push(w("LIFO"));
+                }
+            }
             Call::Reschedule { when, .. } => a.push(when.text()),
             Call::Delay { token, when, .. } => a.extend([token.clone(), when.text()]),
-            Call::Fail { token, error, keep, age, final_, .. } => {
+            Call::Fail { token, error, keep, age, decision, stack, .. } => {
                 a.extend([token.clone(), error.clone()]);
-                retention(&mut a, keep, age);
-                if *final_ {
-                    a.push(w("FINAL"));
+                match decision {
+                    Decision::Backoff => {}
+                    Decision::Final => a.push(w("FINAL")),
+                    Decision::Retry(lifo) => {
+                        a.push(w("RETRY"));
+                        if *lifo {
+                            a.push(w("LIFO"));
+                        }
+                    }
+                    Decision::Delay(when) => a.extend([w("DELAY"), when.text()]),
+                    Decision::Clash => a.extend([w("FINAL"), w("RETRY")]),
+                    Decision::LifoAlone => a.push(w("LIFO")),
                 }
+                if let Some(s) = stack {
+                    a.extend([w("STACK"), s.clone()]);
+                }
+                retention(&mut a, keep, age);
             }
             Call::Requeue { token, .. } => a.push(token.clone()),
             Call::Stalled { max_stalls, count } => {
@@ -395,7 +457,14 @@ impl Call {
     /// The whole command: `verb numkeys keys... args...`, keys by the verb's key roles.
     pub fn argv(&self, q: &Q, lc: bool) -> Vec<Vec<u8>> {
         const ALL: [&str; 6] = ["wait", "prio", "active", "delayed", "completed", "failed"];
+        if let Call::MetaStalls(v) = self {
+            let mut argv =
+                vec![self.verb().as_bytes().to_vec(), q.k("meta").into_bytes(), b"max-stalls".to_vec()];
+            argv.extend(v.clone());
+            return argv;
+        }
         let roles: Vec<&str> = match self {
+            Call::Priority { .. } => vec!["job", "wait", "prio", "events"],
             Call::Log { .. } | Call::AddLog { .. } => vec!["job", "log"],
             Call::Remove { .. } => [&["job"][..], &ALL, &["events"]].concat(),
             Call::Drain { .. } => vec!["wait", "prio", "delayed", "events"],

@@ -119,6 +119,18 @@ pub fn found_divergences_replay() {
             ]),
         ),
         (
+            "Fixed (ATTEMPTS read before the finish): a job STALLED failed and retention deleted \
+             at once (beyond keep-failed 1) had `attempts 1` in its `failed` event whatever its \
+             ATTEMPTS. src/verbs/README.md, Events: `failed` carries the job's max attempts.",
+            case(vec![
+                Op::Enqueue { id: IdC::Pool(0), job: JobC { attempts: Some(3), ..job() }, lifo: false, lc: false },
+                enqueue(1),
+                Op::Claim { tok: ClaimTok::Fresh, lease: 1, count: Some(2), row: false, lc: false },
+                Op::Sleep(20),
+                Op::Stalled { max_stalls: None, count: None, lc: false },
+            ]),
+        ),
+        (
             "Fixed (the CLAIM in time deletes `x`): REPROCESS revived a spent EXPIRE. src/verbs/README.md, EMQ.ENQUEUE's \
              `EXPIRE when`: once a CLAIM has taken a job in time, its EXPIRE is spent — a retry \
              after FAIL, a stall or REPROCESS makes it wait again, and it is handed out as any \
@@ -141,7 +153,13 @@ pub fn found_divergences_replay() {
                     echo: false,
                     lc: false,
                 },
-                Op::Reprocess { id: IdC::Finished(0) },
+                Op::Reprocess {
+                    id: IdC::Finished(0),
+                    from: None,
+                    keep_made: false,
+                    keep_started: false,
+                    lifo: false,
+                },
                 Op::Sleep(40),
                 claim1(),
             ]),
@@ -298,7 +316,8 @@ pub fn every_path_deletes_the_log_with_its_row() {
                         error: B(b"boom".to_vec()),
                         keep: Some(0),
                         age: None,
-                        final_: true,
+                        decision: DecisionC::Final,
+                        stack: None,
                         lc: false,
                     },
                 ],

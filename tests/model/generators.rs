@@ -56,6 +56,17 @@ impl std::fmt::Debug for B {
     }
 }
 
+/// FAIL's decision, symbolic (DELAY's `when` resolved against the clock).
+#[derive(Clone, Debug)]
+pub enum DecisionC {
+    Backoff,
+    Final,
+    Retry(bool),
+    Delay(WhenC),
+    Clash,
+    LifoAlone,
+}
+
 #[derive(Clone, Debug)]
 pub struct JobC {
     pub name: B,
@@ -148,12 +159,25 @@ pub enum Op {
         error: B,
         keep: Option<i64>,
         age: Option<i64>,
-        final_: bool,
+        decision: DecisionC,
+        stack: Option<B>,
         lc: bool,
     },
     Reprocess {
         id: IdC,
+        /// FROM: Some(true) completed, Some(false) failed.
+        from: Option<bool>,
+        keep_made: bool,
+        keep_started: bool,
+        lifo: bool,
     },
+    Priority {
+        id: IdC,
+        priority: i64,
+        lifo: bool,
+    },
+    /// A client sets (Some) or deletes (None) the queue's own `max-stalls` in `meta`.
+    MetaStalls(Option<B>),
     Requeue {
         id: IdC,
         tok: TokC,
@@ -354,8 +378,16 @@ impl Resolver<'_> {
                 let id = self.id(id);
                 (Call::Delay { token: self.tok(tok, &id), id, when: self.when(when) }, false)
             }
-            Op::Fail { id, tok, error, keep, age, final_, lc } => {
+            Op::Fail { id, tok, error, keep, age, decision, stack, lc } => {
                 let id = self.id(id);
+                let decision = match decision {
+                    DecisionC::Backoff => Decision::Backoff,
+                    DecisionC::Final => Decision::Final,
+                    DecisionC::Retry(lifo) => Decision::Retry(*lifo),
+                    DecisionC::Delay(w) => Decision::Delay(self.when(w)),
+                    DecisionC::Clash => Decision::Clash,
+                    DecisionC::LifoAlone => Decision::LifoAlone,
+                };
                 (
                     Call::Fail {
                         token: self.tok(tok, &id),
@@ -363,12 +395,26 @@ impl Resolver<'_> {
                         error: error.0.clone(),
                         keep: *keep,
                         age: *age,
-                        final_: *final_,
+                        decision,
+                        stack: stack.as_ref().map(|s| s.0.clone()),
                     },
                     *lc,
                 )
             }
-            Op::Reprocess { id } => (Call::Reprocess { id: self.id(id) }, false),
+            Op::Reprocess { id, from, keep_made, keep_started, lifo } => (
+                Call::Reprocess {
+                    id: self.id(id),
+                    from: from.map(|c| if c { St::Completed } else { St::Failed }),
+                    keep_made: *keep_made,
+                    keep_started: *keep_started,
+                    lifo: *lifo,
+                },
+                false,
+            ),
+            Op::Priority { id, priority, lifo } => {
+                (Call::Priority { id: self.id(id), priority: *priority, lifo: *lifo }, false)
+            }
+            Op::MetaStalls(v) => (Call::MetaStalls(v.as_ref().map(|b| b.0.clone())), false),
             Op::Requeue { id, tok } => {
                 let id = self.id(id);
                 (Call::Requeue { token: self.tok(tok, &id), id }, false)
@@ -605,6 +651,27 @@ pub fn age() -> BoxedStrategy<Option<i64>> {
     ])
 }
 
+/// FAIL's decision: mostly none, then each of the three, rarely a refused shape.
+pub fn decision() -> BoxedStrategy<DecisionC> {
+    weighted(vec![
+        (16, Just(DecisionC::Backoff).boxed()),
+        (4, Just(DecisionC::Final).boxed()),
+        (4, prop::bool::ANY.prop_map(DecisionC::Retry).boxed()),
+        (4, when_c().prop_map(DecisionC::Delay).boxed()),
+        (1, Just(DecisionC::Clash).boxed()),
+        (1, Just(DecisionC::LifoAlone).boxed()),
+    ])
+}
+
+/// FAIL's STACK: mostly none; a short one; one over `max-payload` 4.
+pub fn stack() -> BoxedStrategy<Option<B>> {
+    weighted(vec![
+        (6, Just(None).boxed()),
+        (3, Just(Some(B(b"at x".to_vec()))).boxed()),
+        (1, Just(Some(B(b"at y (y.js:1)".to_vec()))).boxed()),
+    ])
+}
+
 pub fn lc() -> BoxedStrategy<bool> {
     prop::bool::weighted(0.2).boxed()
 }
@@ -719,19 +786,57 @@ pub fn op(crashy: bool) -> BoxedStrategy<Op> {
         ),
         (
             h(9),
-            (held_id(), tok_c(), error, keep(), age(), prop::bool::weighted(0.2), lc())
-                .prop_map(|(id, tok, error, keep, age, final_, lc)| Op::Fail {
+            (held_id(), tok_c(), error, keep(), age(), decision(), stack(), lc())
+                .prop_map(|(id, tok, error, keep, age, decision, stack, lc)| Op::Fail {
                     id,
                     tok,
                     error: B(error),
                     keep,
                     age,
-                    final_,
+                    decision,
+                    stack,
                     lc,
                 })
                 .boxed(),
         ),
-        (4, id_in(IdC::Finished).prop_map(|id| Op::Reprocess { id }).boxed()),
+        (
+            4,
+            (
+                id_in(IdC::Finished),
+                prop::option::weighted(0.3, prop::bool::ANY),
+                prop::bool::weighted(0.3),
+                prop::bool::weighted(0.3),
+                prop::bool::weighted(0.3),
+            )
+                .prop_map(|(id, from, keep_made, keep_started, lifo)| Op::Reprocess {
+                    id,
+                    from,
+                    keep_made,
+                    keep_started,
+                    lifo,
+                })
+                .boxed(),
+        ),
+        (
+            4,
+            (
+                id_c(),
+                prop::sample::select(vec![0i64, 0, 1, 3, 7, PRIORITY_MAX, PRIORITY_MAX + 1, -1]),
+                prop::bool::weighted(0.3),
+            )
+                .prop_map(|(id, priority, lifo)| Op::Priority { id, priority, lifo })
+                .boxed(),
+        ),
+        (
+            2,
+            prop::option::weighted(
+                0.8,
+                prop::sample::select(vec![b"0".to_vec(), b"2".to_vec(), b"lots".to_vec(), b"1001".to_vec()])
+                    .prop_map(B),
+            )
+            .prop_map(Op::MetaStalls)
+            .boxed(),
+        ),
         (h(3), (held_id(), tok_c()).prop_map(|(id, tok)| Op::Requeue { id, tok }).boxed()),
         (
             16,

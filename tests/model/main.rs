@@ -1,9 +1,12 @@
 //! Model-based property test of the job queue: a pure Rust model of the thirteen job verbs
 //! (ENQUEUE, CLAIM with PAUSE/RESUME, EXTEND, EXTENDS, COMPLETE, SCHEDULE, PROMOTE,
 //! RESCHEDULE, DELAY, FAIL, REPROCESS, REQUEUE, STALLED; ENQUEUE and SCHEDULE with and without
-//! `EXPIRE when`; CLAIM with ROW, COMPLETE with ECHO) and of the inspection and
-//! administration commands (TRA.COMPLETES, TRA.COMPLETENEXT, TRA.PROGRESS with ECHO,
-//! TRA.SETPROGRESS, TRA.LOG, TRA.ADDLOG, TRA.REMOVE with and without FORCE,
+//! `EXPIRE when`; CLAIM with ROW, COMPLETE with ECHO; FAIL with the caller's `FINAL | RETRY
+//! [LIFO] | DELAY when`, its refused shapes, and `STACK`; REPROCESS with `FROM`, `KEEPMADE`,
+//! `KEEPSTARTED`, `LIFO`; STALLED without MAXSTALLS honouring a queue's own `max-stalls`,
+//! which the steps set and delete in `meta` with HSET/HDEL as a client would) and of the
+//! inspection and administration commands (TRA.PRIORITY, TRA.COMPLETES, TRA.COMPLETENEXT,
+//! TRA.PROGRESS with ECHO, TRA.SETPROGRESS, TRA.LOG, TRA.ADDLOG, TRA.REMOVE with and without FORCE,
 //! TRA.DRAIN with and without DELAYED, TRA.CLEAN of either finished set, TRA.OBLITERATE with
 //! and without FORCE, and the reads TRA.JOB, TRA.COUNTS, TRA.JOBS, whose replies are checked
 //! against the model's own view), written from the contract (src/CONTRACT.md), the reference
@@ -17,7 +20,7 @@
 //! the paused flag, whether `meta` and `events` exist, every job's log (`emq:{Q}:log:<ID>`,
 //! line by line), and every job row's fields the model tracks (state, name, data, priority,
 //! attempts, created, token, started, made, stalls, claimed, result, error, finished,
-//! progress, expire). After every step the invariant holds on the server's own view — every
+//! progress, expire, stack). After every step the invariant holds on the server's own view — every
 //! job id in at most one state set, its row's `st` naming it, a row iff the job is in a set,
 //! no log without its row — and a refusal leaves `DEBUG DIGEST` unchanged (a refusal writes
 //! nothing). Every path that deletes a row deletes its log in the model (retention by count

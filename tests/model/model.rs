@@ -98,6 +98,9 @@ pub struct Row {
     pub progress: Option<Vec<u8>>,
     /// EXPIRE, absolute ms (row field `x`).
     pub expire: Option<i64>,
+    /// The last FAIL's STACK (row field `s`): each FAIL replaces it, one without STACK
+    /// deletes it, REPROCESS keeps it.
+    pub stack: Option<Vec<u8>>,
     /// A CLAIM has taken the job (in time): its EXPIRE is spent for good — a retry after
     /// FAIL, a stall or REPROCESS makes it wait again, and it is handed out as any job
     /// (src/verbs/README.md, EMQ.ENQUEUE's "EXPIRE when"). Not a row field.
@@ -138,6 +141,8 @@ pub struct Model {
     pub completed: BTreeMap<Vec<u8>, i64>,
     pub failed: BTreeMap<Vec<u8>, i64>,
     pub paused: bool,
+    /// The queue's own `max-stalls` in `meta`, as a client wrote it (any bytes).
+    pub meta_stalls: Option<Vec<u8>>,
     /// The last token each job was claimed with (kept after it is cleared): for stale holders.
     pub last_token: BTreeMap<Vec<u8>, Vec<u8>>,
     /// Each job's log (TRA.LOG), oldest line first: deleted with its row, always.
@@ -280,6 +285,7 @@ impl Model {
             completed: BTreeMap::new(),
             failed: BTreeMap::new(),
             paused: false,
+            meta_stalls: None,
             last_token: BTreeMap::new(),
             logs: BTreeMap::new(),
             events_exist: false,
@@ -541,7 +547,11 @@ impl Model {
                 ev.push(event("delayed", Some(id), &[("due", n(due))]));
                 Ok(Reply::Int(due))
             }
-            Call::Fail { id, token, error, keep, age, final_ } => {
+            Call::Fail { id, token, error, keep, age, decision, stack } => {
+                // Shape: FINAL, RETRY and DELAY exclude each other; LIFO only with RETRY.
+                if matches!(decision, Decision::Clash | Decision::LifoAlone) {
+                    return Err("EMQSHAPE");
+                }
                 gate(id)?;
                 token_ok(token)?;
                 if error.len() > self.cfg.max_payload {
@@ -550,6 +560,13 @@ impl Model {
                 let soft = keep.is_none();
                 let keep = keep_of(*keep, self.cfg.keep_failed)?;
                 let age = age_of(*age)?;
+                let chosen_due = match decision {
+                    Decision::Delay(w) => Some(due_of(*w, now)?),
+                    _ => None,
+                };
+                if stack.as_ref().is_some_and(|s| s.len() > self.cfg.max_payload) {
+                    return Err("EMQARG");
+                }
                 if !self.rows.contains_key(id) {
                     return Err("EMQNOJOB");
                 }
@@ -563,9 +580,22 @@ impl Model {
                     r.made += 1;
                     r.error = Some(error.clone());
                     r.token = None;
+                    r.stack = stack.clone();
                     (r.made, r.attempts, r.backoff)
                 };
-                if *final_ || made >= attempts {
+                // The caller's RETRY or DELAY wins over attempts and backoff.
+                if let Decision::Retry(lifo) = decision {
+                    self.ready(id, *lifo);
+                    ev.push(event("waiting", Some(id), &[("prev", b"active".to_vec())]));
+                    return Ok(Reply::Simple("retry".into()));
+                }
+                if let Some(due) = chosen_due {
+                    self.row(id).state = St::Delayed;
+                    self.delayed.insert(id.clone(), due);
+                    ev.push(event("delayed", Some(id), &[("due", n(due))]));
+                    return Ok(Reply::Simple("delayed".into()));
+                }
+                if matches!(decision, Decision::Final) || made >= attempts {
                     let mut added = vec![];
                     if keep == 0 {
                         self.drop_row(id);
@@ -576,7 +606,11 @@ impl Model {
                         self.failed.insert(id.clone(), now);
                         added.push(id.clone());
                     }
-                    ev.push(event("failed", Some(id), &[("error", error.clone()), ("attempt", n(made))]));
+                    ev.push(event(
+                        "failed",
+                        Some(id),
+                        &[("error", error.clone()), ("attempt", n(made)), ("attempts", n(attempts))],
+                    ));
                     self.retire(Finished::Failed, before, added, keep, soft, age, now);
                     return Ok(Reply::Simple("failed".into()));
                 }
@@ -593,10 +627,13 @@ impl Model {
                     Ok(Reply::Simple("delayed".into()))
                 }
             }
-            Call::Reprocess { id } => {
+            Call::Reprocess { id, from, keep_made, keep_started, lifo } => {
                 gate(id)?;
                 let Some(r) = self.rows.get(id) else { return Err("EMQNOJOB") };
                 let prev = r.state;
+                if from.is_some_and(|f| f != prev) {
+                    return Err("EMQSTATE");
+                }
                 match prev {
                     St::Completed => self.completed.remove(id),
                     St::Failed => self.failed.remove(id),
@@ -607,15 +644,48 @@ impl Model {
                 r.error = None;
                 r.finished = None;
                 r.token = None;
-                r.started = 0;
-                r.made = 0;
+                // KEEPSTARTED and KEEPMADE keep the attempt counters; the last stack stays.
+                if !keep_started {
+                    r.started = 0;
+                }
+                if !keep_made {
+                    r.made = 0;
+                }
                 r.stalls = 0;
                 // The last claim's time belongs to the attempts just reset.
                 r.claimed = None;
                 r.progress = None;
-                self.ready(id, false);
+                self.ready(id, *lifo);
                 ev.push(event("waiting", Some(id), &[("prev", prev.word().as_bytes().to_vec())]));
                 Ok(Reply::Int(1))
+            }
+            Call::Priority { id, priority, lifo } => {
+                gate(id)?;
+                let p = within(*priority, 0, PRIORITY_MAX)?;
+                let Some(r) = self.rows.get(id) else { return Err("EMQNOJOB") };
+                let (state, old) = (r.state, r.priority);
+                self.row(id).priority = p;
+                // A ready job moves as the new value needs; one that stays keeps its place
+                // (wait) or gets its new score (prio); any other state: only the field.
+                match (state, p) {
+                    (St::Wait, 0) => {}
+                    (St::Wait, _) => {
+                        self.wait.retain(|w| w != id);
+                        self.ready(id, false);
+                    }
+                    (St::Prio, _) => {
+                        self.prio.remove(&(old, id.clone()));
+                        self.ready(id, *lifo);
+                    }
+                    _ => {}
+                }
+                ev.push(event("priority", Some(id), &[("priority", n(p))]));
+                Ok(Reply::Int(1))
+            }
+            Call::MetaStalls(v) => {
+                let had = self.meta_stalls.is_some();
+                self.meta_stalls = v.clone();
+                Ok(Reply::Int(i64::from(if v.is_some() { !had } else { had })))
             }
             Call::Requeue { id, token } => {
                 gate(id)?;
@@ -633,7 +703,17 @@ impl Model {
                 Ok(Reply::Int(1))
             }
             Call::Stalled { max_stalls, count } => {
-                let max_stalls = within(max_stalls.unwrap_or(self.cfg.max_stalls), 0, MAX_STALLS_MAX)?;
+                // Without MAXSTALLS: the queue's own `max-stalls` when it is an integer
+                // 0..=1000, else the config.
+                let own = self
+                    .meta_stalls
+                    .as_ref()
+                    .and_then(|v| std::str::from_utf8(v).ok()?.parse::<i64>().ok())
+                    .filter(|m| (0..=MAX_STALLS_MAX).contains(m));
+                let max_stalls = match max_stalls {
+                    Some(m) => within(*m, 0, MAX_STALLS_MAX)?,
+                    None => own.unwrap_or(self.cfg.max_stalls),
+                };
                 let count = within(count.unwrap_or(self.cfg.stalled_batch), 1, STALLED_COUNT_MAX)?
                     .min(RECLAIM_PER_CALL);
                 let keep = self.cfg.keep_failed;
@@ -654,13 +734,13 @@ impl Model {
                     };
                     ev.push(event("stalled", Some(&id), &[("stalls", n(stalls))]));
                     if stalls > max_stalls {
-                        let made = {
+                        let (made, attempts) = {
                             let r = self.row(&id);
                             r.made += 1;
                             r.error = Some(b"stalled".to_vec());
                             r.finished = Some(now);
                             r.state = St::Failed;
-                            r.made
+                            (r.made, r.attempts)
                         };
                         if keep == 0 {
                             self.drop_row(&id);
@@ -671,7 +751,11 @@ impl Model {
                         ev.push(event(
                             "failed",
                             Some(&id),
-                            &[("error", b"stalled".to_vec()), ("attempt", n(made))],
+                            &[
+                                ("error", b"stalled".to_vec()),
+                                ("attempt", n(made)),
+                                ("attempts", n(attempts)),
+                            ],
                         ));
                         dead.push(Reply::Bulk(id));
                     } else {
@@ -805,7 +889,8 @@ impl Model {
                 // last job; meta exists while paused; events once one was written).
                 let mut keys_left = 0;
                 if jobs_left == 0 {
-                    for exists in [self.paused, self.events_exist].iter().enumerate() {
+                    let meta = self.paused || self.meta_stalls.is_some();
+                    for exists in [meta, self.events_exist].iter().enumerate() {
                         if !*exists.1 {
                             continue;
                         }
@@ -813,6 +898,7 @@ impl Model {
                             budget -= 1;
                             if exists.0 == 0 {
                                 self.paused = false;
+                                self.meta_stalls = None;
                             } else {
                                 self.events_exist = false;
                             }
@@ -822,7 +908,7 @@ impl Model {
                     }
                 } else {
                     keys_left = sets.iter().filter(|s| self.set_len(**s) > 0).count()
-                        + usize::from(self.paused)
+                        + usize::from(self.paused || self.meta_stalls.is_some())
                         + usize::from(self.events_exist);
                 }
                 Ok(Reply::Int((jobs_left + keys_left) as i64))
@@ -1080,6 +1166,7 @@ impl Model {
             ("result", opt_bulk(&r.result)),
             ("error", opt_bulk(&r.error)),
             ("finished", opt_int(r.finished)),
+            ("stack", opt_bulk(&r.stack)),
         ];
         Reply::Array(facts.into_iter().flat_map(|(k, v)| [Reply::Bulk(k.as_bytes().to_vec()), v]).collect())
     }
@@ -1137,13 +1224,13 @@ impl Model {
             let before = self.finished_before(Finished::Failed);
             let mut added = Vec::new();
             for id in &expired {
-                let made = {
+                let (made, attempts) = {
                     let r = self.row(id);
                     r.state = St::Failed;
                     r.error = Some(b"expired".to_vec());
                     r.finished = Some(now);
                     r.token = None;
-                    r.made
+                    (r.made, r.attempts)
                 };
                 if keep == 0 {
                     self.drop_row(id);
@@ -1151,7 +1238,11 @@ impl Model {
                     self.failed.insert(id.clone(), now);
                     added.push(id.clone());
                 }
-                ev.push(event("failed", Some(id), &[("error", b"expired".to_vec()), ("attempt", n(made))]));
+                ev.push(event(
+                    "failed",
+                    Some(id),
+                    &[("error", b"expired".to_vec()), ("attempt", n(made)), ("attempts", n(attempts))],
+                ));
             }
             self.retire(Finished::Failed, before, added, keep, true, None, now);
         }
@@ -1201,6 +1292,7 @@ impl Model {
                 finished: None,
                 progress: None,
                 expire: j.expire,
+                stack: None,
                 spent: false,
             },
         );
@@ -1243,6 +1335,7 @@ impl Model {
                             finished: r.finished,
                             progress: r.progress.clone(),
                             expire: r.expire,
+                            stack: r.stack.clone(),
                         },
                     )
                 })
@@ -1253,7 +1346,7 @@ impl Model {
                 .filter(|(_, l)| !l.is_empty())
                 .map(|(id, l)| (id.clone(), l.clone()))
                 .collect(),
-            meta_exists: self.paused,
+            meta_exists: self.paused || self.meta_stalls.is_some(),
             events_exist: self.events_exist,
         }
     }

@@ -21,6 +21,7 @@ pub struct RowView {
     pub finished: Option<i64>,
     pub progress: Option<Vec<u8>>,
     pub expire: Option<i64>,
+    pub stack: Option<Vec<u8>>,
 }
 
 #[derive(Debug, PartialEq)]
@@ -150,6 +151,7 @@ pub fn read_view(
                 finished: opt_int("f")?,
                 progress: f.get("g").cloned(),
                 expire: opt_int("x")?,
+                stack: f.get("s").cloned(),
             },
         );
     }
@@ -310,7 +312,7 @@ impl std::fmt::Debug for RowShow<'_> {
         let oi = |v: &Option<i64>| v.map_or("-".to_string(), |i| i.to_string());
         write!(
             f,
-            "st={} n={} d={} p={} a={} c={} tk={} as={} am={} sc={} ca={} r={} e={} f={} g={} x={}",
+            "st={} n={} d={} p={} a={} c={} tk={} as={} am={} sc={} ca={} r={} e={} f={} g={} x={} s={}",
             show(&r.st),
             show(&r.name),
             show(&r.data),
@@ -326,7 +328,8 @@ impl std::fmt::Debug for RowShow<'_> {
             o(&r.error),
             oi(&r.finished),
             o(&r.progress),
-            oi(&r.expire)
+            oi(&r.expire),
+            o(&r.stack)
         )
     }
 }
