@@ -69,6 +69,8 @@ pub enum Opt {
     Delayed,
     Grace,
     Expire,
+    Alias,
+    Delay,
 }
 
 impl Opt {
@@ -93,6 +95,8 @@ impl Opt {
             Opt::Delayed => "DELAYED",
             Opt::Grace => "GRACE",
             Opt::Expire => "EXPIRE",
+            Opt::Alias => "ALIAS",
+            Opt::Delay => "DELAY",
         }
     }
 }
@@ -121,6 +125,9 @@ pub struct Options<S> {
     pub delayed: bool,
     pub grace: Option<i64>,
     pub expire: Option<When>,
+    pub alias: Option<S>,
+    /// `DELAY when` (TRA.ADD: the job is scheduled, as by SCHEDULE).
+    pub delay: Option<When>,
 }
 
 impl<S> Default for Options<S> {
@@ -145,6 +152,8 @@ impl<S> Default for Options<S> {
             delayed: false,
             grace: None,
             expire: None,
+            alias: None,
+            delay: None,
         }
     }
 }
@@ -181,6 +190,14 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
             Opt::Delayed => o.delayed = true,
             Opt::Opts => {
                 o.opts = Some(value(0)?);
+                i = i.saturating_add(1);
+            }
+            Opt::Alias => {
+                o.alias = Some(value(0)?);
+                i = i.saturating_add(1);
+            }
+            Opt::Delay => {
+                o.delay = Some(when(value(0)?.as_ref())?);
                 i = i.saturating_add(1);
             }
             Opt::Expire => {

@@ -66,6 +66,15 @@ pub enum Spec {
     Take,
 }
 
+/// Keys after the declared ones, as many as the call says: `n key1 … keyn`, each a key of
+/// this role of the call's queue (TRA.ADD's rows). Its key spec begins at `n` and reads the
+/// count there (find-keys KEYNUM), so ACL and the server see every one of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tail {
+    pub role: Role,
+    pub spec: Spec,
+}
+
 /// One declared key position.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Slot {
@@ -266,6 +275,8 @@ pub struct Command {
     pub form: Form,
     /// The declared keys, in order; the verb opens each by its role.
     pub keys: Keys,
+    /// A counted run of keys after them, if the command takes one.
+    pub tail: Option<Tail>,
     /// The arguments after the keys.
     pub args: &'static [Arg],
     pub does: Does,
@@ -292,6 +303,7 @@ impl Command {
             tokens: &[],
             form: Form::Keys,
             keys: Keys::of(&[]),
+            tail: None,
             args: &[],
             does: Does::Read,
             fast: false,
@@ -312,6 +324,12 @@ impl Command {
 
     pub const fn keys(mut self, keys: Keys) -> Command {
         self.keys = keys;
+        self
+    }
+
+    /// After the declared keys, `n` and n keys of `role` (each with the access `spec`).
+    pub const fn tail(mut self, role: Role, spec: Spec) -> Command {
+        self.tail = Some(Tail { role, spec });
         self
     }
 
@@ -453,6 +471,10 @@ impl Command {
                     KeyRole::Queue(r) if r.suffixed() => s.push_str(&format!(" emq:{{Q}}:{}<ID>", r.word())),
                     KeyRole::Queue(r) => s.push_str(&format!(" emq:{{Q}}:{}", r.word())),
                 }
+            }
+            if let Some(t) = self.tail {
+                let k = format!("emq:{{Q}}:{}{}", t.role.word(), if t.role.suffixed() { "<ID>" } else { "" });
+                s.push_str(&format!(" n {k} [{k} ...]"));
             }
         }
         let args = self.args_synopsis();

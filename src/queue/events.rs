@@ -22,6 +22,15 @@ pub enum Event {
     Added {
         name: *mut RedisModuleString,
         prio: i64,
+        /// The job's ALIAS, when it has one.
+        alias: Option<*mut RedisModuleString>,
+    },
+    /// SCHEDULE (and TRA.ADD's DELAY) created a delayed job: a `delayed` event that also
+    /// names the job, so a consumer tells a new job from one put off.
+    Scheduled {
+        due: i64,
+        name: *mut RedisModuleString,
+        alias: Option<*mut RedisModuleString>,
     },
     Delayed {
         due: i64,
@@ -78,6 +87,7 @@ pub(crate) mod word {
     pub static NAME: Lit = Lit::new(c"name");
     pub static PRIO: Lit = Lit::new(c"prio");
     pub static DUE: Lit = Lit::new(c"due");
+    pub static ALIAS: Lit = Lit::new(c"alias");
     pub static PREV: Lit = Lit::new(c"prev");
     pub static ATTEMPT: Lit = Lit::new(c"attempt");
     pub static ERROR: Lit = Lit::new(c"error");
@@ -102,29 +112,43 @@ impl Events {
     /// Append `e` for job `id` (no id for queue-wide events), then trim to the cap.
     pub fn emit(&self, x: &Exec, id: Option<*mut RedisModuleString>, e: Event) -> Result<(), Refusal> {
         let Some(key) = &self.key else { return Ok(()) };
-        let (name, facts): (&Lit, [Option<(&Lit, Val)>; 2]) = match e {
-            Event::Added { name, prio } => {
-                (&word::ADDED, [Some((&word::NAME, Val::Str(name))), Some((&word::PRIO, Val::Int(prio)))])
+        let alias_fact = |a: Option<*mut RedisModuleString>| a.map(|a| (&word::ALIAS, Val::Str(a)));
+        let (name, facts): (&Lit, [Option<(&Lit, Val)>; 3]) = match e {
+            Event::Added { name, prio, alias } => (
+                &word::ADDED,
+                [Some((&word::NAME, Val::Str(name))), Some((&word::PRIO, Val::Int(prio))), alias_fact(alias)],
+            ),
+            Event::Delayed { due } => (&word::DELAYED, [Some((&word::DUE, Val::Int(due))), None, None]),
+            Event::Scheduled { due, name, alias } => (
+                &word::DELAYED,
+                [Some((&word::DUE, Val::Int(due))), Some((&word::NAME, Val::Str(name))), alias_fact(alias)],
+            ),
+            Event::Waiting { prev } => {
+                (&word::WAITING, [Some((&word::PREV, Val::Lit(prev.lit()))), None, None])
             }
-            Event::Delayed { due } => (&word::DELAYED, [Some((&word::DUE, Val::Int(due))), None]),
-            Event::Waiting { prev } => (&word::WAITING, [Some((&word::PREV, Val::Lit(prev.lit()))), None]),
-            Event::Active { attempt } => (&word::ACTIVE, [Some((&word::ATTEMPT, Val::Int(attempt))), None]),
+            Event::Active { attempt } => {
+                (&word::ACTIVE, [Some((&word::ATTEMPT, Val::Int(attempt))), None, None])
+            }
             Event::Completed { attempt } => {
-                (&word::COMPLETED, [Some((&word::ATTEMPT, Val::Int(attempt))), None])
+                (&word::COMPLETED, [Some((&word::ATTEMPT, Val::Int(attempt))), None, None])
             }
             Event::Failed { error, attempt } => (
                 &word::FAILED,
-                [Some((&word::ERROR, Val::Str(error))), Some((&word::ATTEMPT, Val::Int(attempt)))],
+                [Some((&word::ERROR, Val::Str(error))), Some((&word::ATTEMPT, Val::Int(attempt))), None],
             ),
-            Event::Stalled { stalls } => (&word::STALLED, [Some((&word::STALLS, Val::Int(stalls))), None]),
-            Event::Paused => (&word::PAUSED, [None, None]),
-            Event::Progress => (&word::PROGRESS, [None, None]),
-            Event::Cleaned { count } => (&word::CLEANED, [Some((&word::COUNT, Val::Int(count))), None]),
-            Event::Removed { prev } => (&word::REMOVED, [Some((&word::PREV, Val::Lit(prev.lit()))), None]),
-            Event::Resumed => (&word::RESUMED, [None, None]),
+            Event::Stalled { stalls } => {
+                (&word::STALLED, [Some((&word::STALLS, Val::Int(stalls))), None, None])
+            }
+            Event::Paused => (&word::PAUSED, [None, None, None]),
+            Event::Progress => (&word::PROGRESS, [None, None, None]),
+            Event::Cleaned { count } => (&word::CLEANED, [Some((&word::COUNT, Val::Int(count))), None, None]),
+            Event::Removed { prev } => {
+                (&word::REMOVED, [Some((&word::PREV, Val::Lit(prev.lit()))), None, None])
+            }
+            Event::Resumed => (&word::RESUMED, [None, None, None]),
         };
-        let mut own: [Option<Str>; 2] = [None, None];
-        let mut argv: [*mut RedisModuleString; 8] = [std::ptr::null_mut(); 8];
+        let mut own: [Option<Str>; 3] = [None, None, None];
+        let mut argv: [*mut RedisModuleString; 10] = [std::ptr::null_mut(); 10];
         let mut n = 0;
         let mut push = |p: *mut RedisModuleString| {
             if let Some(slot) = argv.get_mut(n) {

@@ -87,6 +87,7 @@ table! {
     drain
     clean
     obliterate
+    add
 }
 
 /// The capability tokens of the registered commands, in table order.
@@ -194,6 +195,7 @@ mod tests {
             (drain::COMMAND, "write", "emq write", true),
             (clean::COMMAND, "write", "emq write", true),
             (obliterate::COMMAND, "write", "emq write", true),
+            (add::COMMAND, "write deny-oom", "emq write", true),
         ];
         assert_eq!(want.len(), COMMANDS.len());
         for (cmd, flags, acl, fenced) in want {
