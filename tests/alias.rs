@@ -453,3 +453,69 @@ fn command_docs_list_the_new_forms() {
         assert!(d.windows(2).any(|w| w[0] == "token" && w[1] == "ALIAS"), "{d:?}");
     }
 }
+
+/// A command line as the reference page writes it: words split on spaces, `'…'` one word.
+fn words(line: &str) -> Vec<String> {
+    let (mut out, mut cur, mut quoted) = (Vec::new(), String::new(), false);
+    for ch in line.chars() {
+        match ch {
+            '\'' => quoted = !quoted,
+            ' ' if !quoted => {
+                if !cur.is_empty() {
+                    out.push(std::mem::take(&mut cur));
+                }
+            }
+            c => cur.push(c),
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// A reply as `valkey-cli` prints the few shapes these examples show.
+fn render(r: &Reply) -> Vec<String> {
+    match r {
+        Reply::Int(i) => vec![format!("(integer) {i}")],
+        Reply::Bulk(b) => vec![format!("\"{}\"", String::from_utf8_lossy(b))],
+        Reply::Error(e) => vec![format!("(error) {e}")],
+        Reply::Array(v) => {
+            v.iter().enumerate().map(|(i, x)| format!("{}) {}", i + 1, render(x).join(" "))).collect()
+        }
+        other => panic!("no rendering for {other:?}"),
+    }
+}
+
+/// The reference page's `valkey` example blocks (ALIAS, TRA.ADD), replayed in page order on
+/// one server: each reply is the one the page shows.
+#[test]
+fn the_reference_pages_checked_examples_are_what_a_server_answers() {
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/verbs/README.md")).unwrap();
+    let s = Server::installed();
+    let mut c = s.conn();
+    let mut replayed = 0;
+    let mut lines = page.lines();
+    while let Some(l) = lines.next() {
+        if l.trim() != "```valkey" {
+            continue;
+        }
+        let mut block: Vec<(String, Vec<String>)> = Vec::new();
+        for l in lines.by_ref() {
+            if l.starts_with("```") {
+                break;
+            }
+            match l.strip_prefix("> ") {
+                Some(cmd) => block.push((cmd.to_string(), Vec::new())),
+                None => block.last_mut().expect("a command first").1.push(l.to_string()),
+            }
+        }
+        for (cmd, want) in block {
+            let argv = words(&cmd);
+            let refs: Vec<&[u8]> = argv.iter().map(|w| w.as_bytes()).collect();
+            assert_eq!(render(&c.call(&refs)), want, "the page's reply to `{cmd}`");
+            replayed += 1;
+        }
+    }
+    assert!(replayed >= 6, "the page's checked examples ({replayed})");
+}
