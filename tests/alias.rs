@@ -263,8 +263,8 @@ fn the_bulk_add_creates_each_job_as_enqueue_or_schedule_would() {
         c.call(&[b"LRANGE", q.k("wait").as_bytes(), b"0", b"-1"]).strings(),
         [j3.clone(), jid(2), j1.clone(), j8.clone()]
     );
-    assert_eq!(snap.sets["prio"], [j4.clone()]);
-    assert_eq!(snap.sets["delayed"], [j5.clone()]);
+    assert_eq!(snap.sets["prio"], std::slice::from_ref(&j4));
+    assert_eq!(snap.sets["delayed"], std::slice::from_ref(&j5));
     assert_eq!(snap.field(&j5, "a").as_deref(), Some("3"));
     assert_eq!(snap.field(&j3, "n").as_deref(), Some("a"), "the first of a repeated id is created");
     assert_eq!(snap.rows.len(), 6);

@@ -164,7 +164,7 @@ fn extends_on_an_absent_active_set_makes_no_empty_set() {
     let (_s, mut c, q) = setup("ghostset");
     let id = jid(1);
     assert_eq!(q.enqueue(&mut c, &id, &[]), Reply::Int(1));
-    assert_eq!(ids(&claim(&q, &mut c, "t", 60_000, 1)), [id.clone()]);
+    assert_eq!(ids(&claim(&q, &mut c, "t", 60_000, 1)), std::slice::from_ref(&id));
     assert_eq!(c.call(&[b"ZREM", q.k("active").as_bytes(), id.as_bytes()]), Reply::Int(1));
     let r = unchanged(&mut c, |c| {
         c.call(&[b"EMQ.EXTENDS", b"1", q.k("active").as_bytes(), b"5000", id.as_bytes(), b"t"])

@@ -364,7 +364,7 @@ proptest! {
 
 /// Every option word and its `Opt` (the parser's own table is private). A new option fails
 /// to compile in `parsed` below until it is listed here too.
-const WORDS: [(&str, Opt); 19] = [
+const WORDS: [(&str, Opt); 21] = [
     ("PRIORITY", Opt::Priority),
     ("ATTEMPTS", Opt::Attempts),
     ("BACKOFF", Opt::Backoff),
@@ -384,6 +384,8 @@ const WORDS: [(&str, Opt); 19] = [
     ("DELAYED", Opt::Delayed),
     ("GRACE", Opt::Grace),
     ("EXPIRE", Opt::Expire),
+    ("ALIAS", Opt::Alias),
+    ("DELAY", Opt::Delay),
 ];
 
 fn is_flag(o: Opt) -> bool {
@@ -402,7 +404,10 @@ fn option_words(o: Opt, v: i64, lower: bool) -> Vec<Vec<u8>> {
             v.to_string().into_bytes(),
         ]),
         Opt::Opts => out.push(format!("blob {v}").into_bytes()),
-        Opt::Expire => out.push(if v % 2 == 0 { format!("+{v}") } else { v.to_string() }.into_bytes()),
+        Opt::Expire | Opt::Delay => {
+            out.push(if v % 2 == 0 { format!("+{v}") } else { v.to_string() }.into_bytes())
+        }
+        Opt::Alias => out.push(format!("key {v}").into_bytes()),
         _ => out.push(v.to_string().into_bytes()),
     }
     out
@@ -437,6 +442,11 @@ fn parsed(o: &args::Options<&[u8]>, opt: Opt) -> Option<String> {
             When::At(t) => t.to_string(),
             When::In(d) => d.to_string(),
         }),
+        Opt::Delay => o.delay.map(|w| match w {
+            When::At(t) => t.to_string(),
+            When::In(d) => d.to_string(),
+        }),
+        Opt::Alias => o.alias.map(|b| String::from_utf8_lossy(b).into_owned()),
     }
 }
 
@@ -444,6 +454,7 @@ fn expected(opt: Opt, v: i64) -> String {
     match opt {
         _ if is_flag(opt) => "set".into(),
         Opt::Opts => format!("blob {v}"),
+        Opt::Alias => format!("key {v}"),
         _ => v.to_string(),
     }
 }
@@ -615,6 +626,7 @@ fn shapes() -> Vec<(&'static str, ShapeFn)> {
         "TRA.CLEAN" => clean::Clean,
         "TRA.OBLITERATE" => obliterate::Obliterate,
         "TRA.COMPLETES" => completes::Completes,
+        "TRA.ADD" => add::Add,
     ]
     .to_vec()
 }
@@ -670,6 +682,38 @@ fn instance(rng: &mut Rng, a: &Arg, out: &mut Vec<Vec<u8>>) {
     }
 }
 
+/// TRA.ADD's jobs, well formed: `name data k` and k option words (each job's options
+/// distinct, LIFO never beside DELAY), 1–3 jobs.
+fn add_instance(rng: &mut Rng, out: &mut Vec<Vec<u8>>) {
+    const OPTS: [Opt; 8] = [
+        Opt::Priority,
+        Opt::Attempts,
+        Opt::Backoff,
+        Opt::Opts,
+        Opt::Expire,
+        Opt::Lifo,
+        Opt::Alias,
+        Opt::Delay,
+    ];
+    for _ in 0..1 + rng.below(3) {
+        out.extend([b"name".to_vec(), b"data".to_vec()]);
+        let mut words = Vec::new();
+        let mut taken = Vec::new();
+        for _ in 0..rng.below(4) {
+            let o = OPTS[rng.below(OPTS.len() as u64) as usize];
+            let clash = (o == Opt::Lifo && taken.contains(&Opt::Delay))
+                || (o == Opt::Delay && taken.contains(&Opt::Lifo));
+            if taken.contains(&o) || clash {
+                continue;
+            }
+            taken.push(o);
+            words.extend(option_words(o, rng.below(1000) as i64, rng.below(2) == 0));
+        }
+        out.push(words.len().to_string().into_bytes());
+        out.extend(words);
+    }
+}
+
 fn run_shape(f: ShapeFn, v: &[Vec<u8>]) -> Result<Result<(), Refusal>, String> {
     let args: Vec<ArgStr> = v.iter().map(|b| ArgStr::detached(b)).collect();
     catch_unwind(AssertUnwindSafe(|| f(&args))).map_err(|_| "panicked".to_string())
@@ -696,7 +740,11 @@ proptest! {
         let (_, f) = shapes().into_iter().find(|(n, _)| *n == c.name).expect("listed");
         let mut rng = Rng(seed);
         let mut v = Vec::new();
-        c.args.iter().for_each(|a| instance(&mut rng, a, &mut v));
+        if c.name == "TRA.ADD" {
+            add_instance(&mut rng, &mut v);
+        } else {
+            c.args.iter().for_each(|a| instance(&mut rng, a, &mut v));
+        }
         let shown = || v.iter().map(|b| String::from_utf8_lossy(b).into_owned()).collect::<Vec<_>>();
         let r = run_shape(f, &v).map_err(TestCaseError::fail)?;
         prop_assert!(r.is_ok(), "{} refused its own synopsis's {:?}: {:?}", c.name, shown(), r);

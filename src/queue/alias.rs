@@ -52,16 +52,33 @@ pub struct Unalias {
 }
 
 impl Unalias {
-    /// For the rows of jobs `ids` (each opened for writing), in a call that deletes them.
+    /// For the rows of jobs being deleted (each opened for writing). A call that deletes no
+    /// row does nothing here; one that does looks the hash up once, and reads the rows' `k`
+    /// only when the hash exists.
     pub fn plan<'r>(
         x: &mut Exec,
         rows: impl IntoIterator<Item = (&'r [u8], &'r Key)>,
     ) -> Result<Unalias, Refusal> {
-        if !x.undeclared_exists(Role::Alias, b"")? {
+        let mut rows = rows.into_iter().peekable();
+        if rows.peek().is_none() || !x.undeclared_exists(Role::Alias, b"")? {
             return Ok(Unalias::default());
         }
         let named: Vec<(&[u8], Str)> =
-            rows.into_iter().filter_map(|(id, row)| row.hget(&field::ALIAS).map(|k| (id, k))).collect();
+            rows.filter_map(|(id, row)| row.hget(&field::ALIAS).map(|k| (id, k))).collect();
+        Unalias::open(x, named)
+    }
+
+    /// For one row the call has open: its `k` read first, the hash looked up only with one.
+    pub fn of_row(x: &mut Exec, id: &[u8], row: &Key) -> Result<Unalias, Refusal> {
+        match row.hget(&field::ALIAS) {
+            Some(k) => Unalias::open(x, vec![(id, k)]),
+            None => Ok(Unalias::default()),
+        }
+    }
+
+    /// The entries among `named` (id, its `k`) that still name their job, the hash opened
+    /// as the caller.
+    fn open(x: &mut Exec, named: Vec<(&[u8], Str)>) -> Result<Unalias, Refusal> {
         if named.is_empty() {
             return Ok(Unalias::default());
         }
@@ -69,7 +86,6 @@ impl Unalias {
         if !key.exists_as(Kind::Hash)? {
             return Ok(Unalias::default());
         }
-        // An entry is deleted only while it still names this job.
         let fields = named
             .into_iter()
             .filter(|(id, k)| key.hget_at(k.ptr()).is_some_and(|v| v.bytes() == *id))

@@ -14,7 +14,7 @@ pub use alias::Aliases;
 pub use events::{Event, Events};
 pub use holder::Holder;
 pub use ready::{Expiry, Promotion, Ready};
-pub use retention::{age, doomed_rows, finish, keep_for, log_of, Companions, Retire};
+pub use retention::{age, companions_of, doomed_rows, finish, keep_for, log_of, Companions, Retire};
 pub(crate) use row::Pairs;
 pub use row::{existing_row, field, meta, Found, NewJob, Row, State};
 

@@ -94,16 +94,23 @@ impl Doomed {
     }
 }
 
-/// What goes with job `id`'s row when the row is deleted at once (KEEP 0, beyond the cap,
-/// TRA.REMOVE): its log and its alias entry, opened as the caller; None when it has neither.
+/// What goes with job `id`'s row when the row is deleted at once (KEEP 0, beyond the cap):
+/// its log and its alias entry, opened as the caller; None when it has neither.
 pub fn log_of(x: &mut Exec, id: &[u8]) -> Result<Option<Companions>, Refusal> {
     let log = x.open_undeclared_existing(Role::Log, id, Access::Write)?;
     let unalias = if x.undeclared_exists(Role::Alias, b"")? {
         let row = x.open_undeclared(Role::Job, id, Access::Write)?;
-        Unalias::plan(x, [(id, &row)])?
+        Unalias::of_row(x, id, &row)?
     } else {
         Unalias::default()
     };
+    Ok((log.is_some() || !unalias.is_empty()).then_some(Companions { log, unalias }))
+}
+
+/// [`log_of`] for a row the call has open (TRA.REMOVE): its `k` read from it.
+pub fn companions_of(x: &mut Exec, id: &[u8], row: &Key) -> Result<Option<Companions>, Refusal> {
+    let log = x.open_undeclared_existing(Role::Log, id, Access::Write)?;
+    let unalias = Unalias::of_row(x, id, row)?;
     Ok((log.is_some() || !unalias.is_empty()).then_some(Companions { log, unalias }))
 }
 

@@ -62,7 +62,7 @@ impl Verb for Remove {
             return Err(not_in(x.id, "removable while held: give FORCE"));
         }
         let job_id = x.id;
-        let log = crate::queue::log_of(x, job_id)?;
+        let log = crate::queue::companions_of(x, job_id, &row)?;
         match state {
             Some(State::Wait) => {
                 wait.lrem(id.ptr())?;
