@@ -341,6 +341,20 @@ fn a_refused_bulk_add_writes_nothing() {
         v[7] = q.k("wait").into_bytes();
         assert_eq!(run(c, &v).error(), "EMQLAYOUT key 5 must be emq:{Q}:job:<ID>");
     });
+    // Shorter than `n`'s position: the server's arity error (its key spec reads `n` there),
+    // and the server lives — also through COMMAND GETKEYS and as a user with key rules.
+    let short = &add_cmd(&q, &[(&a, "x", &[])])[..6];
+    unchanged(&mut c, |c| {
+        assert!(run(c, short).error().starts_with("ERR wrong number of arguments"), "{:?}", run(c, short));
+        let mut g: Vec<Vec<u8>> = vec![b"COMMAND".to_vec(), b"GETKEYS".to_vec()];
+        g.extend(short.iter().cloned());
+        assert!(run(c, &g).err().is_some());
+    });
+    c.call(&[b"ACL", b"SETUSER", b"few", b"on", b">pw", b"~emq:{all}:*", b"%R~{emq}:*", b"+@all"]);
+    let mut few = _s.conn();
+    few.call(&[b"AUTH", b"few", b"pw"]);
+    assert!(run(&mut few, short).error().starts_with("ERR wrong number of arguments"));
+    assert_eq!(c.call(&[b"PING"]), Reply::Simple("PONG".into()));
     // 1001 jobs: refused as a whole.
     let many: Vec<String> = (100..1101).map(jid).collect();
     let jobs: Vec<(&str, &str, &[&str])> = many.iter().map(|i| (i.as_str(), "n", &[][..])).collect();

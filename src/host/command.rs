@@ -485,6 +485,20 @@ impl Command {
         s
     }
 
+    /// The arity registered with the server. Permissive (-1): every shape error is the
+    /// module's own EMQSHAPE, which names what the command takes (the server's arity error
+    /// would not). A command with a tail needs at least its count's position: its key spec
+    /// reads `n` at a fixed index before the module runs, and the server reads that index
+    /// without checking it is there, so a shorter call gets the server's arity error.
+    pub fn arity(&self) -> i32 {
+        match (self.form, self.tail) {
+            (Form::Keys, Some(_)) => {
+                i32::try_from(self.keys.len()).map_or(-1, |n| n.saturating_add(3).saturating_neg())
+            }
+            _ => -1,
+        }
+    }
+
     /// The shape refusal for arguments that are not the command's.
     pub fn usage(&self) -> Refusal {
         let args = self.args_synopsis();

@@ -261,9 +261,7 @@ fn one(ctx: &Context, cmd: &Command, callback: super::Callback) -> Result<(), St
             since: since.as_ptr(),
             history: ptr::null_mut(),
             tips: ptr::null(),
-            // Permissive: every shape error is the module's own EMQSHAPE, which names what the
-            // command takes (the server's arity error would not).
-            arity: -1,
+            arity: cmd.arity(),
             key_specs: specs.as_mut_ptr(),
             args,
         };
