@@ -112,42 +112,45 @@ impl Events {
     /// Append `e` for job `id` (no id for queue-wide events), then trim to the cap.
     pub fn emit(&self, x: &Exec, id: Option<*mut RedisModuleString>, e: Event) -> Result<(), Refusal> {
         let Some(key) = &self.key else { return Ok(()) };
-        let alias_fact = |a: Option<*mut RedisModuleString>| a.map(|a| (&word::ALIAS, Val::Str(a)));
-        let (name, facts): (&Lit, [Option<(&Lit, Val)>; 3]) = match e {
+        // Up to two facts, and an alias (a string) after them.
+        let (name, facts, alias): (&Lit, [Option<(&Lit, Val)>; 2], Option<*mut RedisModuleString>) = match e {
             Event::Added { name, prio, alias } => (
                 &word::ADDED,
-                [Some((&word::NAME, Val::Str(name))), Some((&word::PRIO, Val::Int(prio))), alias_fact(alias)],
+                [Some((&word::NAME, Val::Str(name))), Some((&word::PRIO, Val::Int(prio)))],
+                alias,
             ),
-            Event::Delayed { due } => (&word::DELAYED, [Some((&word::DUE, Val::Int(due))), None, None]),
+            Event::Delayed { due } => (&word::DELAYED, [Some((&word::DUE, Val::Int(due))), None], None),
             Event::Scheduled { due, name, alias } => (
                 &word::DELAYED,
-                [Some((&word::DUE, Val::Int(due))), Some((&word::NAME, Val::Str(name))), alias_fact(alias)],
+                [Some((&word::DUE, Val::Int(due))), Some((&word::NAME, Val::Str(name)))],
+                alias,
             ),
             Event::Waiting { prev } => {
-                (&word::WAITING, [Some((&word::PREV, Val::Lit(prev.lit()))), None, None])
+                (&word::WAITING, [Some((&word::PREV, Val::Lit(prev.lit()))), None], None)
             }
             Event::Active { attempt } => {
-                (&word::ACTIVE, [Some((&word::ATTEMPT, Val::Int(attempt))), None, None])
+                (&word::ACTIVE, [Some((&word::ATTEMPT, Val::Int(attempt))), None], None)
             }
             Event::Completed { attempt } => {
-                (&word::COMPLETED, [Some((&word::ATTEMPT, Val::Int(attempt))), None, None])
+                (&word::COMPLETED, [Some((&word::ATTEMPT, Val::Int(attempt))), None], None)
             }
             Event::Failed { error, attempt } => (
                 &word::FAILED,
-                [Some((&word::ERROR, Val::Str(error))), Some((&word::ATTEMPT, Val::Int(attempt))), None],
+                [Some((&word::ERROR, Val::Str(error))), Some((&word::ATTEMPT, Val::Int(attempt)))],
+                None,
             ),
             Event::Stalled { stalls } => {
-                (&word::STALLED, [Some((&word::STALLS, Val::Int(stalls))), None, None])
+                (&word::STALLED, [Some((&word::STALLS, Val::Int(stalls))), None], None)
             }
-            Event::Paused => (&word::PAUSED, [None, None, None]),
-            Event::Progress => (&word::PROGRESS, [None, None, None]),
-            Event::Cleaned { count } => (&word::CLEANED, [Some((&word::COUNT, Val::Int(count))), None, None]),
+            Event::Paused => (&word::PAUSED, [None, None], None),
+            Event::Progress => (&word::PROGRESS, [None, None], None),
+            Event::Cleaned { count } => (&word::CLEANED, [Some((&word::COUNT, Val::Int(count))), None], None),
             Event::Removed { prev } => {
-                (&word::REMOVED, [Some((&word::PREV, Val::Lit(prev.lit()))), None, None])
+                (&word::REMOVED, [Some((&word::PREV, Val::Lit(prev.lit()))), None], None)
             }
-            Event::Resumed => (&word::RESUMED, [None, None, None]),
+            Event::Resumed => (&word::RESUMED, [None, None], None),
         };
-        let mut own: [Option<Str>; 3] = [None, None, None];
+        let mut own: [Option<Str>; 2] = [None, None];
         let mut argv: [*mut RedisModuleString; 10] = [std::ptr::null_mut(); 10];
         let mut n = 0;
         let mut push = |p: *mut RedisModuleString| {
@@ -172,6 +175,10 @@ impl Events {
                 Val::Int(i) => slot.insert(x.int(i)?).ptr(),
             };
             push(p);
+        }
+        if let Some(a) = alias {
+            push(word::ALIAS.get());
+            push(a);
         }
         let fields = argv.get(..n).unwrap_or(&[]);
         if fields.iter().any(|p| p.is_null()) {

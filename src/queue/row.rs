@@ -240,7 +240,9 @@ impl<'a> NewJob<'a> {
         pairs.extend(self.opts.map(|v| (&field::OPTS, v.ptr())));
         let expire = self.expire.map(|t| x.int(t)).transpose()?;
         pairs.extend(expire.as_ref().map(|v| (&field::EXPIRE, v.ptr())));
-        pairs.extend(self.alias.map(|v| (&field::ALIAS, v.ptr())));
+        if let Some(v) = self.alias {
+            pairs.push((&field::ALIAS, v.ptr()));
+        }
         row.hset(&pairs)?;
         if let Some(at) = self.expire {
             expiring(x, id, at);
