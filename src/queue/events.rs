@@ -95,6 +95,9 @@ pub(crate) mod word {
     pub static ZERO: Lit = Lit::new(c"0");
 }
 
+/// An event's facts before its alias: at most two.
+type Facts<'l> = [Option<(&'l Lit, Val)>; 2];
+
 enum Val {
     Lit(&'static Lit),
     Str(*mut RedisModuleString),
@@ -113,7 +116,7 @@ impl Events {
     pub fn emit(&self, x: &Exec, id: Option<*mut RedisModuleString>, e: Event) -> Result<(), Refusal> {
         let Some(key) = &self.key else { return Ok(()) };
         // Up to two facts, and an alias (a string) after them.
-        let (name, facts, alias): (&Lit, [Option<(&Lit, Val)>; 2], Option<*mut RedisModuleString>) = match e {
+        let (name, facts, alias): (&Lit, Facts, Option<*mut RedisModuleString>) = match e {
             Event::Added { name, prio, alias } => (
                 &word::ADDED,
                 [Some((&word::NAME, Val::Str(name))), Some((&word::PRIO, Val::Int(prio)))],
