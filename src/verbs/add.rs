@@ -107,7 +107,8 @@ impl Verb for Add {
         let ready = Ready::open(x)?;
         let delayed = x.open_as(Delayed, Kind::ZSet)?;
         let events = Events::open(x)?;
-        let aliases = if checked.iter().any(|(j, ..)| j.alias.is_some()) { Some(Aliases::open(x)?) } else { None };
+        let aliases =
+            if checked.iter().any(|(j, ..)| j.alias.is_some()) { Some(Aliases::open(x)?) } else { None };
 
         // Decide each job before the first write: every row opened and type-checked.
         let mut keys = Vec::with_capacity(rows.len());

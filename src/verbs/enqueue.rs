@@ -89,8 +89,10 @@ impl Verb for Enqueue {
     type Args<'a> = Args<'a>;
 
     fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Args<'a>, Refusal> {
-        let (name, data, o) =
-            job_args(args, &[Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts, Opt::Expire, Opt::Lifo, Opt::Alias])?;
+        let (name, data, o) = job_args(
+            args,
+            &[Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts, Opt::Expire, Opt::Lifo, Opt::Alias],
+        )?;
         Ok(Args { name, data, o })
     }
 

@@ -89,8 +89,11 @@ impl Verb for Obliterate {
         }
         rows.delete();
         let jobs_left = zsets.iter().fold(wait.len(), |n, (_, k)| n.saturating_add(k.len()));
-        let own: Vec<&crate::host::Key> =
-            std::iter::once(&wait).chain(zsets.iter().map(|(_, k)| k)).chain([&meta, &events]).chain(&alias).collect();
+        let own: Vec<&crate::host::Key> = std::iter::once(&wait)
+            .chain(zsets.iter().map(|(_, k)| k))
+            .chain([&meta, &events])
+            .chain(&alias)
+            .collect();
         let mut keys_left = 0u64;
         if jobs_left == 0 {
             for k in own {

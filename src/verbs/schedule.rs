@@ -36,7 +36,9 @@ pub const COMMAND: Command = Command::new("EMQ.SCHEDULE", drive::<Schedule>)
     .args(ARGS)
     .creates()
     .fast()
-    .summary("Create a job that becomes ready at `when`; 0 and nothing written when the id or its ALIAS exists.")
+    .summary(
+        "Create a job that becomes ready at `when`; 0 and nothing written when the id or its ALIAS exists.",
+    )
     .complexity("O(log N)");
 
 pub struct Schedule;
@@ -54,8 +56,10 @@ impl Verb for Schedule {
     fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Args<'a>, Refusal> {
         let [when, rest @ ..] = args else { return Err(Refusal::Usage) };
         let when = domain::args::when(when)?;
-        let (name, data, o) =
-            job_args(rest, &[Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts, Opt::Expire, Opt::Alias])?;
+        let (name, data, o) = job_args(
+            rest,
+            &[Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts, Opt::Expire, Opt::Alias],
+        )?;
         Ok(Args { when, name, data, o })
     }
 
