@@ -32,10 +32,12 @@ pub enum Role {
     Fails,
     /// A job's log lines (TRA.LOG): a list, deleted with its row.
     Log,
+    /// The queue's custom ids (`ALIAS key`): a hash, the client's key → the job's branded id.
+    Alias,
 }
 
 impl Role {
-    pub const ALL: [Role; 13] = [
+    pub const ALL: [Role; 14] = [
         Role::Wait,
         Role::Prio,
         Role::Active,
@@ -49,6 +51,7 @@ impl Role {
         Role::Seen,
         Role::Fails,
         Role::Log,
+        Role::Alias,
     ];
 
     /// The role's word in the key; suffixed roles end with the `:` before the suffix.
@@ -67,6 +70,7 @@ impl Role {
             Role::Seen => "seen",
             Role::Fails => "fails:",
             Role::Log => "log:",
+            Role::Alias => "alias",
         }
     }
 

@@ -122,6 +122,16 @@ fn calls(cmd: &Command) -> Vec<Vec<Vec<u8>>> {
             pick(QUEUE, Role::Completed, &["GRACE", "0"]),
             pick(QUEUE, Role::Failed, &["GRACE", "0", "COUNT", "10"]),
         ],
+        "TRA.ADD" => {
+            let (r1, r2) =
+                (format!("emq:{{{QUEUE}}}:job:{}", j(200)), format!("emq:{{{QUEUE}}}:job:{}", j(201)));
+            vec![with(
+                QUEUE,
+                "",
+                "",
+                &["2", &r1, &r2, "a", "{}", "0", "b", "{}", "4", "ALIAS", "x", "DELAY", "+5"],
+            )]
+        }
         "TRA.OBLITERATE" => {
             vec![with(GONE, "", "", &["FORCE", "COUNT", "1"]), with(GONE, "", "", &["FORCE"])]
         }

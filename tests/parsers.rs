@@ -367,7 +367,7 @@ proptest! {
 /// to compile in `parsed` below until it is listed here too.
 /// `FROM` is listed once, for TRA.JOBS' number; REPROCESS's `FROM completed|failed`
 /// (`Opt::FromSet`, a word) is parsed by the same code as OPTS' blob.
-const WORDS: [(&str, Opt); 26] = [
+const WORDS: [(&str, Opt); 27] = [
     ("PRIORITY", Opt::Priority),
     ("ATTEMPTS", Opt::Attempts),
     ("BACKOFF", Opt::Backoff),
@@ -394,6 +394,7 @@ const WORDS: [(&str, Opt); 26] = [
     ("STACK", Opt::Stack),
     ("KEEPMADE", Opt::KeepMade),
     ("KEEPSTARTED", Opt::KeepStarted),
+    ("ALIAS", Opt::Alias),
 ];
 
 fn is_flag(o: Opt) -> bool {
@@ -427,6 +428,7 @@ fn option_words(o: Opt, v: i64, lower: bool) -> Vec<Vec<u8>> {
         Opt::Expire | Opt::Delay => {
             out.push(if v % 2 == 0 { format!("+{v}") } else { v.to_string() }.into_bytes())
         }
+        Opt::Alias => out.push(format!("key {v}").into_bytes()),
         _ => out.push(v.to_string().into_bytes()),
     }
     out
@@ -468,6 +470,7 @@ fn parsed(o: &args::Options<&[u8]>, opt: Opt) -> Option<String> {
         Opt::KeepStarted => f(o.keep_started),
         Opt::Stack => o.stack.map(|b| String::from_utf8_lossy(b).into_owned()),
         Opt::FromSet => o.from_set.map(|b| String::from_utf8_lossy(b).into_owned()),
+        Opt::Alias => o.alias.map(|b| String::from_utf8_lossy(b).into_owned()),
     }
 }
 
@@ -475,6 +478,7 @@ fn expected(opt: Opt, v: i64) -> String {
     match opt {
         _ if is_flag(opt) => "set".into(),
         Opt::Opts | Opt::Stack => format!("blob {v}"),
+        Opt::Alias => format!("key {v}"),
         _ => v.to_string(),
     }
 }
@@ -657,6 +661,38 @@ fn instance(rng: &mut Rng, a: &Arg, out: &mut Vec<Vec<u8>>) {
     }
 }
 
+/// TRA.ADD's jobs, well formed: `name data k` and k option words (each job's options
+/// distinct, LIFO never beside DELAY), 1–3 jobs.
+fn add_instance(rng: &mut Rng, out: &mut Vec<Vec<u8>>) {
+    const OPTS: [Opt; 8] = [
+        Opt::Priority,
+        Opt::Attempts,
+        Opt::Backoff,
+        Opt::Opts,
+        Opt::Expire,
+        Opt::Lifo,
+        Opt::Alias,
+        Opt::Delay,
+    ];
+    for _ in 0..1 + rng.below(3) {
+        out.extend([b"name".to_vec(), b"data".to_vec()]);
+        let mut words = Vec::new();
+        let mut taken = Vec::new();
+        for _ in 0..rng.below(4) {
+            let o = OPTS[rng.below(OPTS.len() as u64) as usize];
+            let clash = (o == Opt::Lifo && taken.contains(&Opt::Delay))
+                || (o == Opt::Delay && taken.contains(&Opt::Lifo));
+            if taken.contains(&o) || clash {
+                continue;
+            }
+            taken.push(o);
+            words.extend(option_words(o, rng.below(1000) as i64, rng.below(2) == 0));
+        }
+        out.push(words.len().to_string().into_bytes());
+        out.extend(words);
+    }
+}
+
 fn run_shape(f: ShapeFn, v: &[Vec<u8>]) -> Result<Result<(), Refusal>, String> {
     let args: Vec<ArgStr> = v.iter().map(|b| ArgStr::detached(b)).collect();
     catch_unwind(AssertUnwindSafe(|| f(&args))).map_err(|_| "panicked".to_string())
@@ -674,7 +710,11 @@ proptest! {
         let f = c.shape;
         let mut rng = Rng(seed);
         let mut v = Vec::new();
-        c.args.iter().for_each(|a| instance(&mut rng, a, &mut v));
+        if c.name == "TRA.ADD" {
+            add_instance(&mut rng, &mut v);
+        } else {
+            c.args.iter().for_each(|a| instance(&mut rng, a, &mut v));
+        }
         let shown = || v.iter().map(|b| String::from_utf8_lossy(b).into_owned()).collect::<Vec<_>>();
         let r = run_shape(f, &v).map_err(TestCaseError::fail)?;
         prop_assert!(r.is_ok(), "{} refused its own synopsis's {:?}: {:?}", c.name, shown(), r);

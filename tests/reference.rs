@@ -97,20 +97,26 @@ fn command_docs_list_every_argument_of_the_reference_page() {
         if parts.peek().is_some_and(|p| p.chars().all(|c| c.is_ascii_digit())) {
             let n: usize = parts.next().map_or(0, |p| p.parse().unwrap_or(0));
             assert!(words.iter().any(|w| w == "numkeys"), "{name}: numkeys");
-            let page_keys: Vec<String> = parts
-                .by_ref()
-                .take(n)
-                .map(|k| {
-                    let role = k.strip_prefix("emq:{Q}:").unwrap_or(k);
-                    let role = role.trim_end_matches("<ID>").trim_end_matches(':');
-                    let role = role.trim_start_matches('<').trim_end_matches('>');
-                    if role == "{emq}:version" {
-                        "version".to_string()
-                    } else {
-                        role.to_string()
-                    }
-                })
-                .collect();
+            let role = |k: &str| {
+                let role = k.strip_prefix("emq:{Q}:").unwrap_or(k);
+                let role = role.trim_end_matches("<ID>").trim_end_matches(':');
+                let role = role.trim_start_matches('<').trim_end_matches('>');
+                if role == "{emq}:version" {
+                    "version".to_string()
+                } else {
+                    role.to_string()
+                }
+            };
+            let mut page_keys: Vec<String> = parts.by_ref().take(n).map(role).collect();
+            // A counted tail of keys: `n key [key ...]`.
+            if parts.peek() == Some(&"n") {
+                assert!(words.iter().any(|w| w == "n"), "{name}: n");
+                parts.next();
+                page_keys.extend(parts.next().map(role));
+                while parts.peek().is_some_and(|p| p.starts_with("[emq:") || *p == "...]") {
+                    parts.next();
+                }
+            }
             assert_eq!(keys, page_keys, "{name}: every key, in order, by its role");
         }
         for w in parts.flat_map(|p| p.split(['[', ']', '|'])).filter(|w| !w.is_empty() && *w != "...") {

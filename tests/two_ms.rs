@@ -43,10 +43,19 @@ const JOBS: u64 = 1_000_000;
 /// every change the server counts (a field set, a member added or removed: about 3 a job a
 /// call moves); reads, the keys opened for reading only (a row a verb opens to write it is in
 /// its writes); calls, inner commands (TRA.JOBS's LRANGE, DRAIN's), never one per job. These
-/// are the figures seen at this commit; a change that does less may lower them.
+/// are the figures seen at this commit; a change that does less may lower them. A call that
+/// deletes rows reads one key more than it deletes: the alias hash, looked up once (and
+/// OBLITERATE opens it to delete it with the queue). A promoting CLAIM's writes include the
+/// events stream's trim when one falls in the call: SCHEDULE's `delayed` events, which name
+/// the job, fill the stream's nodes sooner, so one may.
+/// One write more than a line says is allowed in every call: the events stream's `MAXLEN ~`
+/// trim frees a whole node when one is full, in whichever call appends the entry that fills
+/// it (which call that is depends on the sizes of every entry before it, not on the call).
+const TRIM: i64 = 1;
+
 const EXPECTED: &[(&str, Work)] = &[
-    ("CLAIM promoting promote-batch (default)", w(1, 100, 1, 306, 2, 0)),
-    ("CLAIM promoting promote-batch 100 (cap)", w(1, 100, 0, 306, 2, 0)),
+    ("CLAIM promoting promote-batch (default)", w(1, 100, 1, 307, 2, 0)),
+    ("CLAIM promoting promote-batch 100 (cap)", w(1, 100, 0, 307, 2, 0)),
     ("CLAIM COUNT 1000 (cap) promoting (cap)", w(50, 100, 0, 405, 2, 0)),
     ("CLAIM COUNT 1000 (cap)", w(50, 0, 0, 103, 2, 0)),
     // Without MAXSTALLS, STALLED also reads the queue's `meta` (its own `max-stalls`).
@@ -54,13 +63,14 @@ const EXPECTED: &[(&str, Work)] = &[
     ("STALLED COUNT 10000 (cap)", w(100, 100, 0, 503, 2, 0)),
     ("EXTENDS 250 pairs (cap)", w(250, 0, 0, 250, 251, 0)),
     ("TRA.COMPLETES 50 jobs (cap)", w(50, 0, 1, 152, 1, 0)),
-    ("COMPLETE KEEP 1 (retention-batch default)", w(1, 200, 200, 6, 201, 0)),
-    ("COMPLETE KEEP 1 (retention-batch 200, cap)", w(1, 200, 200, 6, 201, 0)),
+    ("TRA.ADD 1000 jobs (cap)", w(1000, 0, 1001, 4010, 1, 0)),
+    ("COMPLETE KEEP 1 (retention-batch default)", w(1, 200, 200, 6, 202, 0)),
+    ("COMPLETE KEEP 1 (retention-batch 200, cap)", w(1, 200, 200, 6, 202, 0)),
     ("TRA.JOBS wait COUNT 1000 (cap)", w(1000, 0, 0, 0, 2, 1)),
-    ("TRA.CLEAN completed COUNT 10000 (cap)", w(200, 0, 200, 3, 201, 0)),
+    ("TRA.CLEAN completed COUNT 10000 (cap)", w(200, 0, 200, 3, 202, 0)),
     ("TRA.REMOVE the last waiting job", w(1, 0, 1, 4, 2, 1)),
-    ("TRA.DRAIN COUNT 10000 (cap)", w(200, 0, 200, 3, 202, 1)),
-    ("TRA.OBLITERATE FORCE COUNT 10000 (cap)", w(0, 0, 200, 2, 202, 1)),
+    ("TRA.DRAIN COUNT 10000 (cap)", w(200, 0, 200, 3, 203, 1)),
+    ("TRA.OBLITERATE FORCE COUNT 10000 (cap)", w(0, 0, 200, 2, 204, 1)),
 ];
 
 fn call(c: &mut Conn, v: &[Vec<u8>]) -> Reply {
@@ -280,6 +290,26 @@ fn no_call_does_more_than_its_cap_at_the_defaults_and_at_every_cap() {
     let what = format!("TRA.COMPLETES {} jobs (cap)", batch.array().len());
     m.run(&mut c, &what, &q.cmd("TRA.COMPLETES", "", &["active", "completed", "events"], &refs));
 
+    // TRA.ADD of the most jobs it takes (read from its refusal of one more), each with ALIAS.
+    let add = |n: u64| {
+        let ids: Vec<String> = (1..=n).map(|i| jid(3_000_000 + i)).collect();
+        let mut v = q.cmd("TRA.ADD", "", &["wait", "prio", "delayed", "events"], &[n.to_string().as_bytes()]);
+        v.extend(ids.iter().map(|id| q.job(id).into_bytes()));
+        for id in &ids {
+            v.extend([
+                b"n".to_vec(),
+                data.to_vec(),
+                b"2".to_vec(),
+                b"ALIAS".to_vec(),
+                id.as_bytes().to_vec(),
+            ]);
+        }
+        v
+    };
+    let cap: u64 = count_cap(&mut c, add(1001)).parse().expect("the cap");
+    let r = m.run(&mut c, &format!("TRA.ADD {cap} jobs (cap)"), &add(cap));
+    assert!(r.array().iter().all(|x| x.int() == 1), "every job created");
+
     // Retention: 30 000 completed kept (KEEP -1), then COMPLETEs with KEEP 1 (a batch of rows
     // deleted each), at the default and the cap.
     let mut done = Vec::new();
@@ -325,7 +355,7 @@ fn no_call_does_more_than_its_cap_at_the_defaults_and_at_every_cap() {
                 let within = got.items == want.items
                     && got.moved <= want.moved
                     && got.keys <= want.keys
-                    && got.writes <= want.writes
+                    && got.writes <= want.writes.saturating_add(TRIM)
                     && got.reads <= want.reads
                     && got.calls <= want.calls;
                 if !within {

@@ -78,6 +78,7 @@ pub enum Opt {
     KeepStarted,
     Echo,
     Row,
+    Alias,
 }
 
 impl Opt {
@@ -110,6 +111,7 @@ impl Opt {
             Opt::KeepStarted => "KEEPSTARTED",
             Opt::Echo => "ECHO",
             Opt::Row => "ROW",
+            Opt::Alias => "ALIAS",
         }
     }
 }
@@ -146,6 +148,7 @@ pub struct Options<S> {
     pub keep_started: bool,
     pub echo: bool,
     pub row: bool,
+    pub alias: Option<S>,
 }
 
 impl<S> Default for Options<S> {
@@ -178,6 +181,7 @@ impl<S> Default for Options<S> {
             keep_started: false,
             echo: false,
             row: false,
+            alias: None,
         }
     }
 }
@@ -228,6 +232,10 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
             }
             Opt::Delay => {
                 o.delay = Some(when(value(0)?.as_ref())?);
+                i = i.saturating_add(1);
+            }
+            Opt::Alias => {
+                o.alias = Some(value(0)?);
                 i = i.saturating_add(1);
             }
             Opt::Expire => {

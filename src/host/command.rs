@@ -68,6 +68,15 @@ pub enum Spec {
     Take,
 }
 
+/// Keys after the declared ones, as many as the call says: `n key1 … keyn`, each a key of
+/// this role of the call's queue (TRA.ADD's rows). Its key spec begins at `n` and reads the
+/// count there (find-keys KEYNUM), so ACL and the server see every one of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tail {
+    pub role: Role,
+    pub spec: Spec,
+}
+
 /// One declared key position.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Slot {
@@ -268,6 +277,8 @@ pub struct Command {
     pub form: Form,
     /// The declared keys, in order; the verb opens each by its role.
     pub keys: Keys,
+    /// A counted run of keys after them, if the command takes one.
+    pub tail: Option<Tail>,
     /// The arguments after the keys.
     pub args: &'static [Arg],
     pub does: Does,
@@ -296,6 +307,7 @@ impl Command {
             tokens: &[],
             form: Form::Keys,
             keys: Keys::of(&[]),
+            tail: None,
             args: &[],
             does: Does::Read,
             fast: false,
@@ -317,6 +329,12 @@ impl Command {
 
     pub const fn keys(mut self, keys: Keys) -> Command {
         self.keys = keys;
+        self
+    }
+
+    /// After the declared keys, `n` and n keys of `role` (each with the access `spec`).
+    pub const fn tail(mut self, role: Role, spec: Spec) -> Command {
+        self.tail = Some(Tail { role, spec });
         self
     }
 
@@ -459,6 +477,10 @@ impl Command {
                     KeyRole::Queue(r) => s.push_str(&format!(" emq:{{Q}}:{}", r.word())),
                 }
             }
+            if let Some(t) = self.tail {
+                let k = format!("emq:{{Q}}:{}{}", t.role.word(), if t.role.suffixed() { "<ID>" } else { "" });
+                s.push_str(&format!(" n {k} [{k} ...]"));
+            }
         }
         let args = self.args_synopsis();
         if !args.is_empty() {
@@ -466,6 +488,20 @@ impl Command {
             s.push_str(&args);
         }
         s
+    }
+
+    /// The arity registered with the server. Permissive (-1): every shape error is the
+    /// module's own EMQSHAPE, which names what the command takes (the server's arity error
+    /// would not). A command with a tail needs at least its count's position: its key spec
+    /// reads `n` at a fixed index before the module runs, and the server reads that index
+    /// without checking it is there, so a shorter call gets the server's arity error.
+    pub fn arity(&self) -> i32 {
+        match (self.form, self.tail) {
+            (Form::Keys, Some(_)) => {
+                i32::try_from(self.keys.len()).map_or(-1, |n| n.saturating_add(3).saturating_neg())
+            }
+            _ => -1,
+        }
     }
 
     /// The shape refusal for arguments that are not the command's.

@@ -54,6 +54,11 @@ pub trait Verb {
     /// Shape: the arguments after the keys; no server access, no range checks. A refusal of
     /// `Refusal::Usage` is answered with the command's synopsis.
     fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Self::Args<'a>, Refusal>;
+    /// Shape of a command with a tail of keys (`Command::tail`), which carried `keys` of them.
+    fn shape_tail<'a>(args: &[ArgStr<'a>], keys: usize) -> Result<Self::Args<'a>, Refusal> {
+        let _ = keys;
+        Self::shape(args)
+    }
     /// Domain: runs after layout and fence; reads and checks everything before it writes.
     fn run<'a>(x: &mut Exec<'a>, args: Self::Args<'a>) -> Result<Reply, Refusal>;
 }
@@ -67,7 +72,8 @@ pub fn shape_only<V: Verb>(args: &[ArgStr]) -> Result<(), Refusal> {
 pub fn drive<'a, V: Verb>(x: &mut Exec<'a>, cmd: &'static Command) -> Result<Reply, Refusal> {
     x.numkeys(cmd)?;
     let rest = x.rest();
-    let args = V::shape(&rest).map_err(|e| if e == Refusal::Usage { cmd.usage() } else { e })?;
+    let args =
+        V::shape_tail(&rest, x.tail_len).map_err(|e| if e == Refusal::Usage { cmd.usage() } else { e })?;
     x.layout(cmd)?;
     if cmd.fenced {
         x.fence()?;
@@ -118,6 +124,9 @@ pub struct Exec<'a> {
     cmd: &'static Command,
     /// Index in argv of the first argument after the keys.
     first_arg: usize,
+    /// Where the tail of keys begins in argv, and how many it has (`Command::tail`).
+    tail_at: usize,
+    tail_len: usize,
     /// The queue all declared keys share, and the suffix of the `job:`/`fails:` key.
     pub queue: &'a [u8],
     pub id: &'a [u8],
@@ -139,6 +148,8 @@ impl<'a> Exec<'a> {
             argv,
             cmd,
             first_arg: 1,
+            tail_at: 0,
+            tail_len: 0,
             queue: b"",
             id: b"",
             set: None,
@@ -202,6 +213,29 @@ impl<'a> Exec<'a> {
         }
         self.caller()?.key(name.ptr(), access)?;
         Ok(Some(Key::open(self.ctx, Name::Own(name), access != Access::Read)))
+    }
+
+    /// Whether an undeclared key of this queue exists: a lookup, no ACL check (nothing of
+    /// it is read or answered), so a verb opens it as the caller only when there is work.
+    pub fn undeclared_exists(&self, role: Role, suffix: &[u8]) -> Result<bool, Refusal> {
+        let name = self.string(&keyspace::key(self.queue, role, suffix))?;
+        Ok(Key::open(self.ctx, Name::Arg(name.ptr()), false).kind() != Kind::Empty)
+    }
+
+    /// The tail's keys (`Command::tail`), each with its suffix (a row's id), as layout
+    /// checked them.
+    pub fn tail(&self) -> impl Iterator<Item = (*mut RedisModuleString, &'a [u8])> + '_ {
+        let role = self.cmd.tail.map(|t| t.role);
+        self.argv
+            .iter()
+            .skip(self.tail_at)
+            .take(self.tail_len)
+            .filter_map(move |&p| Some((p, keyspace::parse_in(bytes_of(p), self.queue, role?)?)))
+    }
+
+    /// Opens a key of the tail (declared: the server checked it with the command).
+    pub fn open_tail(&self, name: *mut RedisModuleString, write: bool) -> Key {
+        Key::open(self.ctx, Name::Arg(name), write)
     }
 
     pub fn string(&self, b: &[u8]) -> Result<Str, Refusal> {
@@ -286,6 +320,19 @@ impl<'a> Exec<'a> {
                     return Err(Refusal::Shape(format!("{} needs {n} keys", cmd.name)));
                 }
                 self.first_arg = n.saturating_add(2);
+                if cmd.tail.is_some() {
+                    // `n key1 … keyn` after the declared keys.
+                    let at = self.first_arg;
+                    let count = domain::args::number(self.arg(at), "n")?;
+                    let count = usize::try_from(count)
+                        .map_err(|_| Refusal::Shape(format!("{} needs n keys after n", cmd.name)))?;
+                    self.tail_at = at.saturating_add(1);
+                    self.tail_len = count;
+                    self.first_arg = self.tail_at.saturating_add(count);
+                    if self.argv.len() < self.first_arg {
+                        return Err(Refusal::Shape(format!("{} needs {count} keys after n", cmd.name)));
+                    }
+                }
                 Ok(())
             }
         }
@@ -349,6 +396,23 @@ impl<'a> Exec<'a> {
                         self.id = suffix;
                     }
                 }
+            }
+        }
+        if let Some(tail) = cmd.tail {
+            for (j, &p) in self.argv.iter().skip(self.tail_at).take(self.tail_len).enumerate() {
+                let k = bytes_of(p);
+                if keyspace::parse_in(k, self.queue, tail.role).is_some() {
+                    continue;
+                }
+                return Err(match keyspace::parse_as(k, tail.role) {
+                    Some(_) => Refusal::Layout("all keys must name one queue".into()),
+                    None => Refusal::Layout(format!(
+                        "key {} must be emq:{{Q}}:{}{}",
+                        cmd.keys.len().saturating_add(j).saturating_add(1),
+                        tail.role.word(),
+                        if tail.role.suffixed() { "<ID>" } else { "" }
+                    )),
+                });
             }
         }
         Ok(())

@@ -138,6 +138,16 @@ impl Docs {
                 k.key_spec_index = i as c_int;
                 top.push(k);
             }
+            if let Some(t) = cmd.tail {
+                top.push(self.plain("n", raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER)?);
+                let mut k = self.plain(
+                    t.role.word().trim_end_matches(':'),
+                    raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
+                )?;
+                k.key_spec_index = cmd.keys.len() as c_int;
+                k.flags = raw::REDISMODULE_CMD_ARG_MULTIPLE as c_int;
+                top.push(k);
+            }
         }
         for a in cmd.args {
             top.push(self.arg(a)?);
@@ -190,6 +200,27 @@ fn one(ctx: &Context, cmd: &Command, callback: super::Callback) -> Result<(), St
                 },
             })
             .collect();
+        // The tail: its count at `n` (right after the declared keys), then that many keys.
+        if let Some(t) = cmd.tail {
+            specs.push(raw::RedisModuleCommandKeySpec {
+                notes: ptr::null_mut(),
+                flags: spec_flags(t.spec),
+                begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX,
+                bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
+                    index: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 {
+                        pos: (cmd.keys.len() as c_int).saturating_add(2),
+                    },
+                },
+                find_keys_type: raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM,
+                fk: raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
+                    keynum: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_2 {
+                        keynumidx: 0,
+                        firstkey: 1,
+                        keystep: 1,
+                    },
+                },
+            });
+        }
         let after_keys = match cmd.form {
             Form::Keys => (cmd.keys.len() as c_int).saturating_add(2),
             Form::Bare => 1,
@@ -230,9 +261,7 @@ fn one(ctx: &Context, cmd: &Command, callback: super::Callback) -> Result<(), St
             since: since.as_ptr(),
             history: ptr::null_mut(),
             tips: ptr::null(),
-            // Permissive: every shape error is the module's own EMQSHAPE, which names what the
-            // command takes (the server's arity error would not).
-            arity: -1,
+            arity: cmd.arity(),
             key_specs: specs.as_mut_ptr(),
             args,
         };

@@ -334,6 +334,64 @@ impl Key {
         Ok(())
     }
 
+    // ---- hashes keyed by the client's strings (the alias hash) ----
+
+    /// The value of field `field`, a server string (not a constant name).
+    pub fn hget_at(&self, field: *mut RedisModuleString) -> Option<Str> {
+        let (k, f) = (self.live()?, api!(RedisModule_HashGet)?);
+        let mut out: *mut RedisModuleString = ptr::null_mut();
+        // SAFETY: one field/out-pointer pair, ended by NULL.
+        unsafe {
+            f(
+                k,
+                raw::REDISMODULE_HASH_NONE as c_int,
+                field,
+                &mut out as *mut *mut RedisModuleString,
+                ptr::null_mut::<c_char>(),
+            )
+        };
+        Str::adopt(self.ctx, out)
+    }
+
+    /// HSET of one field named by a server string; one effect.
+    pub fn hset_at(
+        &self,
+        field: *mut RedisModuleString,
+        value: *mut RedisModuleString,
+    ) -> Result<(), Refusal> {
+        let k = self.live().ok_or_else(crate::errors::host_reply)?;
+        let Some(f) = api!(RedisModule_HashSet) else { return Err(crate::errors::host_reply()) };
+        // SAFETY: one field/value pair, ended by NULL.
+        unsafe { f(k, raw::REDISMODULE_HASH_NONE as c_int, field, value, ptr::null_mut::<c_char>()) };
+        replicate(self.ctx, c"HSET", &[self.name(), field, value]);
+        Ok(())
+    }
+
+    /// HDEL of fields named by server strings; one effect for those that were there.
+    pub fn hdel_at(&self, fields: &[*mut RedisModuleString]) {
+        let (Some(k), Some(f)) = (self.live(), api!(RedisModule_HashSet)) else { return };
+        let mut effect = Effect::new();
+        effect.push(self.name());
+        for &field in fields {
+            // SAFETY: REDISMODULE_HASH_DELETE as the value deletes the field.
+            let n = unsafe {
+                f(
+                    k,
+                    raw::REDISMODULE_HASH_NONE as c_int,
+                    field,
+                    raw::REDISMODULE_HASH_DELETE,
+                    ptr::null_mut::<c_char>(),
+                )
+            };
+            if n > 0 {
+                effect.push(field);
+            }
+        }
+        if effect.len() > 1 {
+            replicate(self.ctx, c"HDEL", &effect);
+        }
+    }
+
     // ---- lists: the head is the left ----
 
     fn push(&self, head: bool, v: *mut RedisModuleString) -> Result<(), Refusal> {

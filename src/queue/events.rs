@@ -22,6 +22,15 @@ pub enum Event {
     Added {
         name: *mut RedisModuleString,
         prio: i64,
+        /// The job's ALIAS, when it has one.
+        alias: Option<*mut RedisModuleString>,
+    },
+    /// SCHEDULE (and TRA.ADD's DELAY) created a delayed job: a `delayed` event that also
+    /// names the job, so a consumer tells a new job from one put off.
+    Scheduled {
+        due: i64,
+        name: *mut RedisModuleString,
+        alias: Option<*mut RedisModuleString>,
     },
     Delayed {
         due: i64,
@@ -94,6 +103,7 @@ pub(crate) mod word {
     pub static NAME: Lit = Lit::new(c"name");
     pub static PRIO: Lit = Lit::new(c"prio");
     pub static DUE: Lit = Lit::new(c"due");
+    pub static ALIAS: Lit = Lit::new(c"alias");
     pub static PREV: Lit = Lit::new(c"prev");
     pub static ATTEMPT: Lit = Lit::new(c"attempt");
     pub static ERROR: Lit = Lit::new(c"error");
@@ -102,6 +112,9 @@ pub(crate) mod word {
     pub static PRIORITY: Lit = Lit::new(c"priority");
     pub static ZERO: Lit = Lit::new(c"0");
 }
+
+/// An event's facts before its alias: at most three.
+type Facts<'l> = [Option<(&'l Lit, Val)>; 3];
 
 enum Val {
     Lit(&'static Lit),
@@ -125,17 +138,24 @@ impl Events {
     /// Append `e` for job `id` (no id for queue-wide events), then trim to the cap.
     pub fn emit(&self, x: &Exec, id: Option<*mut RedisModuleString>, e: Event) -> Result<(), Refusal> {
         let Some(key) = &self.key else { return Ok(()) };
-        let (name, facts): (&Lit, [Option<(&Lit, Val)>; 3]) = match e {
-            Event::Added { name, prio } => (
+        // Up to three facts, and an alias (a string) after them.
+        let (name, facts, alias): (&Lit, Facts, Option<*mut RedisModuleString>) = match e {
+            Event::Added { name, prio, alias } => (
                 &word::ADDED,
                 [Some((&word::NAME, Val::Str(name))), Some((&word::PRIO, Val::Int(prio))), None],
+                alias,
             ),
-            Event::Delayed { due } => (&word::DELAYED, [Some((&word::DUE, Val::Int(due))), None, None]),
+            Event::Delayed { due } => (&word::DELAYED, [Some((&word::DUE, Val::Int(due))), None, None], None),
+            Event::Scheduled { due, name, alias } => (
+                &word::DELAYED,
+                [Some((&word::DUE, Val::Int(due))), Some((&word::NAME, Val::Str(name))), None],
+                alias,
+            ),
             Event::Waiting { prev } => {
-                (&word::WAITING, [Some((&word::PREV, Val::Lit(prev.lit()))), None, None])
+                (&word::WAITING, [Some((&word::PREV, Val::Lit(prev.lit()))), None, None], None)
             }
             Event::Active { attempt } => {
-                (&word::ACTIVE, [Some((&word::ATTEMPT, Val::Int(attempt))), None, None])
+                (&word::ACTIVE, [Some((&word::ATTEMPT, Val::Int(attempt))), None, None], None)
             }
             Event::Completed { attempt, result } => (
                 &word::COMPLETED,
@@ -144,6 +164,7 @@ impl Events {
                     result.map(|r| (&word::RESULT, Val::Str(r))),
                     None,
                 ],
+                None,
             ),
             Event::Failed { error, attempt, attempts } => (
                 &word::FAILED,
@@ -152,26 +173,29 @@ impl Events {
                     Some((&word::ATTEMPT, Val::Int(attempt))),
                     Some((&word::ATTEMPTS, Val::Int(attempts))),
                 ],
+                None,
             ),
             Event::Priority { priority } => {
-                (&word::PRIORITY, [Some((&word::PRIORITY, Val::Int(priority))), None, None])
+                (&word::PRIORITY, [Some((&word::PRIORITY, Val::Int(priority))), None, None], None)
             }
             Event::Stalled { stalls } => {
-                (&word::STALLED, [Some((&word::STALLS, Val::Int(stalls))), None, None])
+                (&word::STALLED, [Some((&word::STALLS, Val::Int(stalls))), None, None], None)
             }
-            Event::Paused => (&word::PAUSED, [None, None, None]),
+            Event::Paused => (&word::PAUSED, [None, None, None], None),
             Event::Progress { value } => {
-                (&word::PROGRESS, [value.map(|v| (&word::PROGRESS, Val::Str(v))), None, None])
+                (&word::PROGRESS, [value.map(|v| (&word::PROGRESS, Val::Str(v))), None, None], None)
             }
-            Event::Drained => (&word::DRAINED, [None, None, None]),
-            Event::Cleaned { count } => (&word::CLEANED, [Some((&word::COUNT, Val::Int(count))), None, None]),
+            Event::Drained => (&word::DRAINED, [None, None, None], None),
+            Event::Cleaned { count } => {
+                (&word::CLEANED, [Some((&word::COUNT, Val::Int(count))), None, None], None)
+            }
             Event::Removed { prev } => {
-                (&word::REMOVED, [Some((&word::PREV, Val::Lit(prev.lit()))), None, None])
+                (&word::REMOVED, [Some((&word::PREV, Val::Lit(prev.lit()))), None, None], None)
             }
-            Event::Resumed => (&word::RESUMED, [None, None, None]),
+            Event::Resumed => (&word::RESUMED, [None, None, None], None),
         };
         let mut own: [Option<Str>; 3] = [None, None, None];
-        let mut argv: [*mut RedisModuleString; 10] = [std::ptr::null_mut(); 10];
+        let mut argv: [*mut RedisModuleString; 12] = [std::ptr::null_mut(); 12];
         let mut n = 0;
         let mut push = |p: *mut RedisModuleString| {
             if let Some(slot) = argv.get_mut(n) {
@@ -195,6 +219,10 @@ impl Events {
                 Val::Int(i) => slot.insert(x.int(i)?).ptr(),
             };
             push(p);
+        }
+        if let Some(a) = alias {
+            push(word::ALIAS.get());
+            push(a);
         }
         let fields = argv.get(..n).unwrap_or(&[]);
         if fields.iter().any(|p| p.is_null()) {

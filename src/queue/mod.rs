@@ -3,16 +3,18 @@
 //! and retention (`retention`), the holder's lease (`holder`); and below, what the queue
 //! tells upkeep's agenda. Verbs compose these, opening each key by its role.
 
+pub mod alias;
 pub mod events;
 pub mod holder;
 pub mod ready;
 pub mod retention;
 pub mod row;
 
+pub use alias::Aliases;
 pub use events::{Event, Events};
 pub use holder::Holder;
 pub use ready::{drains, Expiry, Promotion, Ready};
-pub use retention::{age, doomed_rows, finish, keep_for, log_of, Retire};
+pub use retention::{age, companions_of, doomed_rows, finish, keep_for, log_of, Companions, Retire};
 pub(crate) use row::Pairs;
 pub use row::{existing_row, field, meta, Found, NewJob, Row, State};
 
@@ -25,12 +27,12 @@ pub fn due_at(x: &Exec, at_ms: i64) {
     crate::host::timer::wake_by(x.ctx(), at_ms);
 }
 
-/// A job of this queue expires at `at_ms` (EXPIRE): upkeep fails it then if no CLAIM has
+/// Job `id` of this queue expires at `at_ms` (EXPIRE): upkeep fails it then if no CLAIM has
 /// taken it. What upkeep knows of expiring jobs lives in memory like the rest of its agenda
 /// (`registry`); after a restart its scan finds them again from their rows.
-pub fn expiring(x: &Exec, at_ms: i64) {
+pub fn expiring(x: &Exec, id: &[u8], at_ms: i64) {
     let db = crate::host::timer::selected(x.ctx());
-    crate::registry::note_expiry(db, x.queue, x.id, at_ms);
+    crate::registry::note_expiry(db, x.queue, id, at_ms);
     due_at(x, at_ms);
 }
 

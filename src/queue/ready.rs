@@ -106,7 +106,7 @@ struct ExpiryPlan {
     retire: Retire,
     keep: Keep,
     /// Per job: deleted at once (keep-failed 0, or beyond the cap), with its log.
-    at_once: Vec<Option<Option<Key>>>,
+    at_once: Vec<Option<Option<super::Companions>>>,
 }
 
 impl<'f> Expiry<'f> {

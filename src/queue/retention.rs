@@ -10,6 +10,7 @@ use crate::host::{Access, Exec, Key, Kind, Lit, Str};
 use crate::keyspace::Role;
 use crate::metrics;
 
+use super::alias::Unalias;
 use super::{field, Pairs, State};
 
 /// Retention of a finished set, decided and ACL-checked before anything is written and
@@ -17,7 +18,7 @@ use super::{field, Pairs, State};
 /// before now−age, at most `trafikey.retention-batch` in one call.
 pub struct Retire {
     ids: Vec<Str>,
-    rows: Vec<Key>,
+    rows: Doomed,
     /// How many of the jobs being added are themselves beyond the cap (only when one call
     /// finishes more jobs than the cap keeps): the oldest of them — with one finish time,
     /// the lowest ids — are deleted at once instead of entering the set.
@@ -57,29 +58,75 @@ impl Retire {
     pub fn apply(self, set: &Key) {
         let members: Vec<_> = self.ids.iter().map(Str::ptr).collect();
         set.zrem_many(&members);
-        crate::host::store::delete_all(&self.rows);
+        self.rows.delete();
         metrics::add(&metrics::RETIRED, (self.ids.len() as u64).saturating_add(self.drop_new));
     }
 }
 
 /// The rows of jobs about to be deleted (retention, DRAIN, CLEAN, OBLITERATE), found not
 /// declared: opened as the caller for writing, each a hash or absent, before anything is
-/// written.
-/// Each row comes with its job's log, if it has one (a job's log never outlives its row).
-pub fn doomed_rows(x: &mut Exec, ids: &[Str]) -> Result<Vec<Key>, Refusal> {
+/// written. Each row goes with its job's log, if it has one, and its alias entry, if it
+/// still names the job (neither outlives its row).
+pub fn doomed_rows(x: &mut Exec, ids: &[Str]) -> Result<Doomed, Refusal> {
     let mut rows = Vec::with_capacity(ids.len());
+    let mut logs = Vec::new();
     for m in ids {
         let row = x.open_undeclared(Role::Job, m.bytes(), Access::Write)?;
         row.exists_as(Kind::Hash)?;
         rows.push(row);
-        rows.extend(log_of(x, m.bytes())?);
+        logs.extend(x.open_undeclared_existing(Role::Log, m.bytes(), Access::Write)?);
     }
-    Ok(rows)
+    let unalias = Unalias::plan(x, ids.iter().map(Str::bytes).zip(&rows))?;
+    rows.extend(logs);
+    Ok(Doomed { keys: rows, unalias })
 }
 
-/// The log of job `id`, opened as the caller to be deleted with its row; None without one.
-pub fn log_of(x: &mut Exec, id: &[u8]) -> Result<Option<Key>, Refusal> {
-    x.open_undeclared_existing(Role::Log, id, Access::Write)
+/// Rows (with their logs and alias entries) planned for deletion by [`doomed_rows`].
+pub struct Doomed {
+    keys: Vec<Key>,
+    unalias: Unalias,
+}
+
+impl Doomed {
+    pub fn delete(&self) {
+        self.unalias.apply();
+        crate::host::store::delete_all(&self.keys);
+    }
+}
+
+/// What goes with job `id`'s row when the row is deleted at once (KEEP 0, beyond the cap):
+/// its log and its alias entry, opened as the caller; None when it has neither.
+pub fn log_of(x: &mut Exec, id: &[u8]) -> Result<Option<Companions>, Refusal> {
+    let log = x.open_undeclared_existing(Role::Log, id, Access::Write)?;
+    let unalias = if x.undeclared_exists(Role::Alias, b"")? {
+        let row = x.open_undeclared(Role::Job, id, Access::Write)?;
+        Unalias::of_row(x, id, &row)?
+    } else {
+        Unalias::default()
+    };
+    Ok((log.is_some() || !unalias.is_empty()).then_some(Companions { log, unalias }))
+}
+
+/// [`log_of`] for a row the call has open (TRA.REMOVE): its `k` read from it.
+pub fn companions_of(x: &mut Exec, id: &[u8], row: &Key) -> Result<Option<Companions>, Refusal> {
+    let log = x.open_undeclared_existing(Role::Log, id, Access::Write)?;
+    let unalias = Unalias::of_row(x, id, row)?;
+    Ok((log.is_some() || !unalias.is_empty()).then_some(Companions { log, unalias }))
+}
+
+/// A job's log and alias entry, deleted with its row.
+pub struct Companions {
+    log: Option<Key>,
+    unalias: Unalias,
+}
+
+impl Companions {
+    pub fn delete(self) {
+        self.unalias.apply();
+        if let Some(log) = self.log {
+            log.delete();
+        }
+    }
 }
 
 /// Finish a job for good: into `set` (completed or failed, score = now) with its state,
@@ -94,13 +141,13 @@ pub fn finish(
     state: State,
     keep: Keep,
     fields: &[(&Lit, *mut RedisModuleString)],
-    log: Option<Key>,
+    log: Option<Companions>,
 ) -> Result<(), Refusal> {
     let now = x.now();
     if keep == Keep::None {
         row.delete();
-        if let Some(log) = log {
-            log.delete();
+        if let Some(c) = log {
+            c.delete();
         }
         return Ok(());
     }

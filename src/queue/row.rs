@@ -58,6 +58,8 @@ pub mod field {
         /// The time the job expires if no CLAIM has taken it (EXPIRE), ms; deleted by the CLAIM
         /// that takes it in time.
         EXPIRE = c"x";
+        /// The job's custom id (`ALIAS key`), its entry in the queue's alias hash.
+        ALIAS = c"k";
     }
 }
 
@@ -186,6 +188,8 @@ pub struct NewJob<'a> {
     pub opts: Option<ArgStr<'a>>,
     /// EXPIRE, as an absolute time.
     pub expire: Option<i64>,
+    /// ALIAS: the client's key for the job.
+    pub alias: Option<ArgStr<'a>>,
 }
 
 impl<'a> NewJob<'a> {
@@ -201,6 +205,9 @@ impl<'a> NewJob<'a> {
         if let Some(opts) = o.opts {
             domain::payload(&opts, max, "OPTS")?;
         }
+        if let Some(alias) = o.alias {
+            super::alias::check(&alias)?;
+        }
         Ok(NewJob {
             name,
             data,
@@ -209,14 +216,16 @@ impl<'a> NewJob<'a> {
             backoff: o.backoff.map(domain::backoff).transpose()?,
             opts: o.opts,
             expire: o.expire.map(|w| domain::expiry(w, now)).transpose()?,
+            alias: o.alias,
         })
     }
 
-    /// Write the row: its state and the immutable fields. The name, data and OPTS go in as
-    /// the server strings they arrived in, uncopied.
-    pub fn create(&self, x: &Exec, row: &Key, state: State, now: i64) -> Result<(), Refusal> {
+    /// Write job `id`'s row: its state and the immutable fields. The name, data, OPTS and
+    /// ALIAS go in as the server strings they arrived in, uncopied.
+    pub fn create(&self, x: &Exec, row: &Key, id: &[u8], state: State, now: i64) -> Result<(), Refusal> {
         let (name, data) = (self.name.ptr(), self.data.ptr());
-        if name.is_null() || data.is_null() || self.opts.is_some_and(|o| o.ptr().is_null()) {
+        let null = |a: Option<ArgStr>| a.is_some_and(|a| a.ptr().is_null());
+        if name.is_null() || data.is_null() || null(self.opts) || null(self.alias) {
             return Err(errors::host_reply());
         }
         let created = x.int(now)?;
@@ -235,9 +244,12 @@ impl<'a> NewJob<'a> {
         pairs.extend(self.opts.map(|v| (&field::OPTS, v.ptr())));
         let expire = self.expire.map(|t| x.int(t)).transpose()?;
         pairs.extend(expire.as_ref().map(|v| (&field::EXPIRE, v.ptr())));
+        if let Some(v) = self.alias {
+            pairs.push((&field::ALIAS, v.ptr()));
+        }
         row.hset(&pairs)?;
         if let Some(at) = self.expire {
-            expiring(x, at);
+            expiring(x, id, at);
         }
         Ok(())
     }

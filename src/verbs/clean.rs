@@ -52,7 +52,7 @@ impl Verb for Clean {
             .collect();
         let rows = doomed_rows(x, &old)?;
         set.zrem_many(&old.iter().map(Str::ptr).collect::<Vec<_>>());
-        crate::host::store::delete_all(&rows);
+        rows.delete();
         if !old.is_empty() {
             events.emit(x, None, Event::Cleaned { count: old.len() as i64 })?;
         }

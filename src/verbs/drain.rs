@@ -64,7 +64,7 @@ impl Verb for Drain {
         wait.rpop_drop(from_wait.len());
         prio.zrem_many(&prio_ids.iter().map(Str::ptr).collect::<Vec<_>>());
         delayed.zrem_many(&delayed_ids.iter().map(Str::ptr).collect::<Vec<_>>());
-        crate::host::store::delete_all(&rows);
+        rows.delete();
         let n = owned.len() as i64;
         if n > 0 {
             events.emit(x, None, Event::Cleaned { count: n })?;

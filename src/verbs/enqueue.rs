@@ -1,16 +1,17 @@
 //! `EMQ.ENQUEUE 4 job wait prio events name data [PRIORITY p] [ATTEMPTS n]
-//! [BACKOFF FIXED|EXP ms] [OPTS blob] [EXPIRE when] [LIFO]`
+//! [BACKOFF FIXED|EXP ms] [OPTS blob] [EXPIRE when] [LIFO] [ALIAS key]`
 //!
 //! Creates the row (state and immutable fields) and makes the job ready: `wait` for priority
 //! 0 (at the back, or the front with LIFO), else `prio`. One `added` event. An existing row,
-//! in any state, makes the call a no-op answering 0: the immutable line.
+//! in any state, makes the call a no-op answering 0: the immutable line. So does a live
+//! ALIAS: the queue's alias hash (found, opened as the caller) already holds the key.
 
 use crate::domain::args::{options, Opt, Options};
 use crate::errors::Refusal;
 use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::{ArgStr, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{Event, Events, NewJob, Ready, State};
+use crate::queue::{Aliases, Event, Events, NewJob, Ready, State};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Insert), q(Wait, Insert), q(Prio, Insert), q(Events, Append)]);
 
@@ -26,6 +27,8 @@ pub const BACKOFF: Arg = block(
 pub const OPTS: Arg = opt("opts", "OPTS", "blob", Ty::Str);
 /// A job no CLAIM has taken by `when` (`ms`, or `+ms` from now) fails with `expired`.
 pub const EXPIRE: Arg = opt("expire", "EXPIRE", "when", Ty::Str);
+/// The client's own id for the job, unique in the queue while the job exists.
+pub const ALIAS: Arg = opt("alias", "ALIAS", "key", Ty::Str);
 
 pub const ARGS: &[Arg] = &[
     val("name", Ty::Str),
@@ -36,6 +39,7 @@ pub const ARGS: &[Arg] = &[
     OPTS,
     EXPIRE,
     flag("lifo", "LIFO"),
+    ALIAS,
 ];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
@@ -46,7 +50,7 @@ pub const COMMAND: Command = Command::new::<Enqueue>("EMQ.ENQUEUE")
     .args(ARGS)
     .creates()
     .fast()
-    .summary("Create a job and make it ready; 0 and nothing written when the id exists.")
+    .summary("Create a job and make it ready; 0 and nothing written when the id or its ALIAS exists.")
     .complexity("O(log N) with N the jobs of its priority band");
 
 pub struct Enqueue;
@@ -68,12 +72,27 @@ pub fn job_args<'a>(
     }
 }
 
+/// The job's ALIAS already names a job of the queue.
+pub fn live_alias(aliases: Option<&Aliases>, job: &NewJob) -> bool {
+    matches!((aliases, job.alias), (Some(h), Some(a)) if h.live(a.ptr()))
+}
+
+/// Record the job's ALIAS (when it has one) as naming `id`.
+pub fn name_alias(aliases: Option<&Aliases>, job: &NewJob, id: &Str) -> Result<(), Refusal> {
+    match (aliases, job.alias) {
+        (Some(h), Some(a)) => h.set(a.ptr(), id.ptr()),
+        _ => Ok(()),
+    }
+}
+
 impl Verb for Enqueue {
     type Args<'a> = Args<'a>;
 
     fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Args<'a>, Refusal> {
-        let (name, data, o) =
-            job_args(args, &[Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts, Opt::Expire, Opt::Lifo])?;
+        let (name, data, o) = job_args(
+            args,
+            &[Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts, Opt::Expire, Opt::Lifo, Opt::Alias],
+        )?;
         Ok(Args { name, data, o })
     }
 
@@ -84,14 +103,20 @@ impl Verb for Enqueue {
         if row.exists_as(Kind::Hash)? {
             return Ok(Reply::Int(0));
         }
+        let aliases = job.alias.map(|_| Aliases::open(x)).transpose()?;
+        if live_alias(aliases.as_ref(), &job) {
+            return Ok(Reply::Int(0));
+        }
         let ready = Ready::open(x)?;
         let events = Events::open(x)?;
         let now = x.now();
         let id = x.string(x.id)?;
         let state = if job.priority == 0 { State::Wait } else { State::Prio };
-        job.create(x, &row, state, now)?;
+        job.create(x, &row, x.id, state, now)?;
+        name_alias(aliases.as_ref(), &job, &id)?;
         ready.put(id.ptr(), job.priority, a.o.lifo)?;
-        events.emit(x, Some(id.ptr()), Event::Added { name: a.name.ptr(), prio: job.priority })?;
+        let alias = job.alias.map(|a| a.ptr());
+        events.emit(x, Some(id.ptr()), Event::Added { name: a.name.ptr(), prio: job.priority, alias })?;
         crate::queue::exists(x);
         Ok(Reply::Int(1))
     }

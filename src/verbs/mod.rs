@@ -91,6 +91,7 @@ table! {
     addlog
     completenext
     priority
+    add
 }
 
 /// The capability tokens of the registered commands, in table order.
@@ -157,6 +158,10 @@ mod tests {
         );
         assert_eq!(row("EMQ.FAILURES").synopsis(), "EMQ.FAILURES 1 emq:{Q}:fails:<ID> [TTL ms]");
         assert_eq!(row("TRA.DROP").synopsis(), "TRA.DROP 1 key version");
+        assert_eq!(
+            row("TRA.ADD").synopsis(),
+            "TRA.ADD 4 emq:{Q}:wait emq:{Q}:prio emq:{Q}:delayed emq:{Q}:events n emq:{Q}:job:<ID> [emq:{Q}:job:<ID> ...] name data k [option [option ...]] [name data k [option [option ...]] ...]"
+        );
         assert_eq!(capabilities().len(), WIRE_TOKENS.len(), "all seventeen tokens");
         assert_eq!(bitmap(), (1 << 17) - 1);
         let drop = row("TRA.DROP");
@@ -202,6 +207,7 @@ mod tests {
             (addlog::COMMAND, "write deny-oom fast", "emq write fast", true),
             (completenext::COMMAND, "write", "emq write", true),
             (priority::COMMAND, "write fast", "emq write fast", true),
+            (add::COMMAND, "write deny-oom", "emq write", true),
         ];
         assert_eq!(want.len(), COMMANDS.len());
         for (cmd, flags, acl, fenced) in want {
@@ -218,7 +224,7 @@ mod tests {
     fn synopsis_reads_like_the_wire() {
         assert_eq!(
             COMMANDS[0].synopsis(),
-            "EMQ.ENQUEUE 4 emq:{Q}:job:<ID> emq:{Q}:wait emq:{Q}:prio emq:{Q}:events name data [PRIORITY p] [ATTEMPTS n] [BACKOFF FIXED|EXP ms] [OPTS blob] [EXPIRE when] [LIFO]"
+            "EMQ.ENQUEUE 4 emq:{Q}:job:<ID> emq:{Q}:wait emq:{Q}:prio emq:{Q}:events name data [PRIORITY p] [ATTEMPTS n] [BACKOFF FIXED|EXP ms] [OPTS blob] [EXPIRE when] [LIFO] [ALIAS key]"
         );
     }
 }

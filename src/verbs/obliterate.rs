@@ -1,7 +1,7 @@
 //! `TRA.OBLITERATE 8 wait prio active delayed completed failed meta events [FORCE] [COUNT n]`
 //! — deletes a whole queue, at most n keys a call (1..=10000, default 1000): the rows of its
 //! jobs first (taken from the sets, in this order: wait, prio, active, delayed, completed,
-//! failed), then, once no job is left, the sets, `meta` and `events`. Refuses with `EMQSTATE`
+//! failed), then, once no job is left, the sets, `meta`, `events` and the alias hash. Refuses with `EMQSTATE`
 //! while jobs are active, unless FORCE (their holders then find no job). Replies the number of
 //! keys still left (rows and the queue's own keys): the client repeats until 0; the queue
 //! then leaves `TRA.QUEUES`. Rows are opened as the caller. Fenced.
@@ -9,7 +9,7 @@
 use crate::domain::{self, args::Opt};
 use crate::errors::Refusal;
 use crate::host::command::{flag, opt, q, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{timer, ArgStr, Exec, Kind, Reply, Str, Verb};
+use crate::host::{timer, Access, ArgStr, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::doomed_rows;
 use crate::registry;
@@ -57,6 +57,8 @@ impl Verb for Obliterate {
         }
         let meta = x.open_as(Meta, Kind::Hash)?;
         let events = x.open_as(Events, Kind::Stream)?;
+        // The alias hash is found, not declared: opened as the caller when there is one.
+        let alias = x.open_undeclared_existing(Alias, b"", Access::Write)?;
         let active_len = zsets.iter().find(|(r, _)| *r == Active).map_or(0, |(_, k)| k.len());
         if active_len > 0 && !force {
             return Err(Refusal::State(format!("queue has {active_len} active jobs: give FORCE")));
@@ -85,10 +87,13 @@ impl Verb for Obliterate {
         for ((_, set), taken) in zsets.iter().zip(&from_sets) {
             set.zrem_many(&taken.iter().map(Str::ptr).collect::<Vec<_>>());
         }
-        crate::host::store::delete_all(&rows);
+        rows.delete();
         let jobs_left = zsets.iter().fold(wait.len(), |n, (_, k)| n.saturating_add(k.len()));
-        let own: Vec<&crate::host::Key> =
-            std::iter::once(&wait).chain(zsets.iter().map(|(_, k)| k)).chain([&meta, &events]).collect();
+        let own: Vec<&crate::host::Key> = std::iter::once(&wait)
+            .chain(zsets.iter().map(|(_, k)| k))
+            .chain([&meta, &events])
+            .chain(&alias)
+            .collect();
         let mut keys_left = 0u64;
         if jobs_left == 0 {
             for k in own {

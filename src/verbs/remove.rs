@@ -1,5 +1,5 @@
 //! `TRA.REMOVE 8 job wait prio active delayed completed failed events [FORCE]` — deletes one
-//! job: its row, its log and its entry in the state set the row names. A held job (in `active`) is
+//! job: its row, its log, its alias entry and its entry in the state set the row names. A held job (in `active`) is
 //! removed only with FORCE; its holder then gets `EMQLEASE` on whatever it does next. One
 //! `removed` event (`prev`: the state it was in). Replies 1, or 0 when there is no such job.
 //! Fenced, like every write.
@@ -62,7 +62,7 @@ impl Verb for Remove {
             return Err(not_in(x.id, "removable while held: give FORCE"));
         }
         let job_id = x.id;
-        let log = crate::queue::log_of(x, job_id)?;
+        let log = crate::queue::companions_of(x, job_id, &row)?;
         match state {
             Some(State::Wait) => {
                 wait.lrem(id.ptr())?;
@@ -75,8 +75,8 @@ impl Verb for Remove {
             None => {}
         }
         row.delete();
-        if let Some(log) = log {
-            log.delete();
+        if let Some(c) = log {
+            c.delete();
         }
         if let Some(prev) = state {
             events.emit(x, Some(id.ptr()), Event::Removed { prev })?;

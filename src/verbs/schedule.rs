@@ -1,18 +1,19 @@
 //! `EMQ.SCHEDULE 3 job delayed events when name data [PRIORITY p] [ATTEMPTS n]
-//! [BACKOFF FIXED|EXP ms] [OPTS blob] [EXPIRE when]`
+//! [BACKOFF FIXED|EXP ms] [OPTS blob] [EXPIRE when] [ALIAS key]`
 //!
 //! ENQUEUE for later: creates the row in state delayed with score = due (`when` is absolute
 //! ms or `+ms`; a time in the past is due now, and the next CLAIM promotes it). An existing
-//! row makes the call a no-op answering 0. LIFO is not taken: a scheduled job becomes
-//! ready in due order.
+//! row or a live ALIAS makes the call a no-op answering 0. LIFO is not taken: a scheduled
+//! job becomes ready in due order. Its `delayed` event carries `name` (and `alias`): a new
+//! job, where DELAY's and FAIL's put one off.
 
-use super::enqueue::{job_args, ATTEMPTS, BACKOFF, EXPIRE, OPTS, PRIORITY};
+use super::enqueue::{job_args, live_alias, name_alias, ALIAS, ATTEMPTS, BACKOFF, EXPIRE, OPTS, PRIORITY};
 use crate::domain::{self, args::Opt, args::Options, When};
 use crate::errors::Refusal;
 use crate::host::command::{q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{Event, Events, NewJob, State};
+use crate::queue::{Aliases, Event, Events, NewJob, State};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Insert), q(Delayed, Insert), q(Events, Append)]);
 pub const ARGS: &[Arg] = &[
@@ -24,6 +25,7 @@ pub const ARGS: &[Arg] = &[
     BACKOFF,
     OPTS,
     EXPIRE,
+    ALIAS,
 ];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
@@ -34,7 +36,9 @@ pub const COMMAND: Command = Command::new::<Schedule>("EMQ.SCHEDULE")
     .args(ARGS)
     .creates()
     .fast()
-    .summary("Create a job that becomes ready at `when`; 0 and nothing written when the id exists.")
+    .summary(
+        "Create a job that becomes ready at `when`; 0 and nothing written when the id or its ALIAS exists.",
+    )
     .complexity("O(log N)");
 
 pub struct Schedule;
@@ -52,8 +56,10 @@ impl Verb for Schedule {
     fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Args<'a>, Refusal> {
         let [when, rest @ ..] = args else { return Err(Refusal::Usage) };
         let when = domain::args::when(when)?;
-        let (name, data, o) =
-            job_args(rest, &[Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts, Opt::Expire])?;
+        let (name, data, o) = job_args(
+            rest,
+            &[Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts, Opt::Expire, Opt::Alias],
+        )?;
         Ok(Args { when, name, data, o })
     }
 
@@ -66,12 +72,18 @@ impl Verb for Schedule {
         if row.exists_as(Kind::Hash)? {
             return Ok(Reply::Int(0));
         }
+        let aliases = job.alias.map(|_| Aliases::open(x)).transpose()?;
+        if live_alias(aliases.as_ref(), &job) {
+            return Ok(Reply::Int(0));
+        }
         let delayed = x.open_as(Delayed, Kind::ZSet)?;
         let events = Events::open(x)?;
         let id = x.string(x.id)?;
-        job.create(x, &row, State::Delayed, now)?;
+        job.create(x, &row, x.id, State::Delayed, now)?;
+        name_alias(aliases.as_ref(), &job, &id)?;
         delayed.zadd(due, id.ptr())?;
-        events.emit(x, Some(id.ptr()), Event::Delayed { due })?;
+        let alias = job.alias.map(|a| a.ptr());
+        events.emit(x, Some(id.ptr()), Event::Scheduled { due, name: a.name.ptr(), alias })?;
         crate::queue::due_at(x, due);
         Ok(Reply::Int(1))
     }

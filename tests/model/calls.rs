@@ -49,6 +49,17 @@ pub struct NewJob {
     pub backoff: Option<Backoff>,
     /// EXPIRE when: not handed out from then on unless a CLAIM took it in time.
     pub expire: Option<WhenArg>,
+    /// ALIAS key: the client's own id for the job.
+    pub alias: Option<Vec<u8>>,
+}
+
+/// One job of TRA.ADD: its row's id, the job, LIFO, `DELAY when`.
+#[derive(Clone, Debug)]
+pub struct AddJob {
+    pub id: Vec<u8>,
+    pub job: NewJob,
+    pub lifo: bool,
+    pub delay: Option<WhenArg>,
 }
 
 #[derive(Clone, Debug)]
@@ -195,6 +206,10 @@ pub enum Call {
     Completes {
         triples: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)>,
     },
+    // TRA.ADD: the jobs, one row key each.
+    Add {
+        jobs: Vec<AddJob>,
+    },
 }
 
 impl Call {
@@ -229,6 +244,7 @@ impl Call {
             Call::Priority { .. } => "TRA.PRIORITY",
             Call::MetaStalls(Some(_)) => "HSET",
             Call::MetaStalls(None) => "HDEL",
+            Call::Add { .. } => "TRA.ADD",
         }
     }
 
@@ -276,6 +292,9 @@ impl Call {
             }
             if let Some(x) = j.expire {
                 a.extend([w("EXPIRE"), x.text()]);
+            }
+            if let Some(k) = &j.alias {
+                a.extend([w("ALIAS"), k.clone()]);
             }
         };
         let retention = |a: &mut Vec<Vec<u8>>, keep: &Option<i64>, age: &Option<i64>| {
@@ -450,6 +469,20 @@ impl Call {
                     a.extend([id.clone(), t.clone(), r.clone()]);
                 }
             }
+            Call::Add { jobs } => {
+                for j in jobs {
+                    let mut o = Vec::new();
+                    job_opts(&mut o, &j.job);
+                    if j.lifo {
+                        o.push(w("LIFO"));
+                    }
+                    if let Some(d) = j.delay {
+                        o.extend([w("DELAY"), d.text()]);
+                    }
+                    a.extend([j.job.name.clone(), j.job.data.clone(), num(o.len() as i64)]);
+                    a.extend(o);
+                }
+            }
         }
         a
     }
@@ -473,9 +506,18 @@ impl Call {
             Call::Job { .. } => vec!["job"],
             Call::Counts => [&ALL[..], &["meta"]].concat(),
             Call::Jobs { set, .. } => vec![set.word()],
+            Call::Add { .. } => vec!["wait", "prio", "delayed", "events"],
             _ => keys_of(self.verb()).to_vec(),
         };
         let mut v = vec![self.verb().as_bytes().to_vec(), roles.len().to_string().into_bytes()];
+        if let Call::Add { jobs } = self {
+            // The four queue keys, then `n` and the rows.
+            v.extend(roles.iter().map(|r| q.k(r).into_bytes()));
+            v.push(jobs.len().to_string().into_bytes());
+            v.extend(jobs.iter().map(|j| q.job(&String::from_utf8_lossy(&j.id)).into_bytes()));
+            v.extend(self.args(lc));
+            return v;
+        }
         for r in &roles {
             if *r == "job" || *r == "log" {
                 let mut k = format!("emq:{{{}}}:{r}:", q.0).into_bytes();

@@ -66,6 +66,7 @@ pub fn found_divergences_replay() {
         attempts: None,
         backoff: None,
         expire: None,
+        alias: None,
     };
     let enqueue = |i| Op::Enqueue { id: IdC::Pool(i), job: job(), lifo: false, lc: false };
     let cfg = Cfg {
@@ -241,6 +242,7 @@ pub fn every_path_deletes_the_log_with_its_row() {
         attempts: None,
         backoff: None,
         expire: None,
+        alias: None,
     };
     let enqueue = |i| Op::Enqueue { id: IdC::Pool(i), job: job(), lifo: false, lc: false };
     let claim =
@@ -421,6 +423,7 @@ pub fn claim_goes_past_expired_jobs() {
         attempts: None,
         backoff: None,
         expire,
+        alias: None,
     };
     let expired = || Some(WhenC::Ago(5));
     let schedule =

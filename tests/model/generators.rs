@@ -75,6 +75,7 @@ pub struct JobC {
     pub attempts: Option<i64>,
     pub backoff: Option<Backoff>,
     pub expire: Option<WhenC>,
+    pub alias: Option<B>,
 }
 
 /// Which job one TRA.COMPLETES entry names.
@@ -90,8 +91,15 @@ pub enum EntryId {
 /// One TRA.COMPLETES entry: which job, which token, the result.
 pub type Entry = (EntryId, TokC, B);
 
+/// One job of TRA.ADD: its id, the job, LIFO, `DELAY when`.
+pub type AddC = (IdC, JobC, bool, Option<WhenC>);
+
 #[derive(Clone, Debug)]
 pub enum Op {
+    Add {
+        jobs: Vec<AddC>,
+        lc: bool,
+    },
     Enqueue {
         id: IdC,
         job: JobC,
@@ -301,6 +309,7 @@ impl Resolver<'_> {
             attempts: j.attempts,
             backoff: j.backoff,
             expire: j.expire.as_ref().map(|w| self.when(w)),
+            alias: j.alias.as_ref().map(|k| k.0.clone()),
         }
     }
 
@@ -312,6 +321,18 @@ impl Resolver<'_> {
             }
             Op::Schedule { id, when, job, lc } => {
                 (Call::Schedule { id: self.id(id), when: self.when(when), job: self.job(job) }, *lc)
+            }
+            Op::Add { jobs, lc } => {
+                let jobs = jobs
+                    .iter()
+                    .map(|(id, job, lifo, delay)| AddJob {
+                        id: self.id(id),
+                        job: self.job(job),
+                        lifo: *lifo,
+                        delay: delay.as_ref().map(|w| self.when(w)),
+                    })
+                    .collect();
+                (Call::Add { jobs }, *lc)
             }
             Op::Claim { tok, lease, count, row, lc } => {
                 let token = match tok {
@@ -619,14 +640,26 @@ pub fn job_c() -> BoxedStrategy<JobC> {
         (1, Just(Some(WhenC::Abs(TIME_MAX + 1))).boxed()),
         (1, Just(Some(WhenC::In(TIME_MAX + 1))).boxed()),
     ]);
-    (name, data, priority, attempts, backoff, expire)
-        .prop_map(|(name, data, priority, attempts, backoff, expire)| JobC {
+    // ALIAS: mostly none; else one of a few keys (so they collide), and the range's edges.
+    let alias = weighted(vec![
+        (30, Just(None).boxed()),
+        (
+            12,
+            prop::sample::select(vec![b"k1".to_vec(), b"k2".to_vec(), b"k3".to_vec()]).prop_map(Some).boxed(),
+        ),
+        (1, Just(Some(vec![b'a'; ALIAS_MAX])).boxed()),
+        (1, Just(Some(vec![])).boxed()),
+        (1, Just(Some(vec![b'a'; ALIAS_MAX + 1])).boxed()),
+    ]);
+    (name, data, priority, attempts, backoff, expire, alias)
+        .prop_map(|(name, data, priority, attempts, backoff, expire, alias)| JobC {
             name: B(name),
             data: B(data),
             priority,
             attempts,
             backoff,
             expire,
+            alias: alias.map(B),
         })
         .boxed()
 }
@@ -720,6 +753,18 @@ pub fn op(crashy: bool) -> BoxedStrategy<Op> {
             6,
             (id_c(), when_c(), job_c(), lc())
                 .prop_map(|(id, when, job, lc)| Op::Schedule { id, when, job, lc })
+                .boxed(),
+        ),
+        (
+            5,
+            (
+                prop::collection::vec(
+                    (id_c(), job_c(), prop::bool::weighted(0.15), prop::option::weighted(0.3, when_c())),
+                    0..=4,
+                ),
+                lc(),
+            )
+                .prop_map(|(jobs, lc)| Op::Add { jobs, lc })
                 .boxed(),
         ),
         (

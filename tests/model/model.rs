@@ -24,6 +24,10 @@ pub const MAX_STALLS_MAX: i64 = 1000;
 pub const EXTENDS_PAIRS_MAX: usize = 250;
 pub const TOKEN_MAX: usize = 128;
 pub const NAME_MAX: usize = 256;
+/// ALIAS: 1..=256 bytes.
+pub const ALIAS_MAX: usize = 256;
+/// Jobs one TRA.ADD takes (its n: 1..=1000).
+pub const ADD_MAX: usize = 1000;
 pub const PROGRESS_MAX: usize = 4096;
 pub const LOG_KEEP_MAX: i64 = 1_000_000;
 pub const DELETE_COUNT_DEFAULT: i64 = 1000;
@@ -105,6 +109,8 @@ pub struct Row {
     /// FAIL, a stall or REPROCESS makes it wait again, and it is handed out as any job
     /// (src/verbs/README.md, EMQ.ENQUEUE's "EXPIRE when"). Not a row field.
     pub spent: bool,
+    /// `k`: the job's ALIAS.
+    pub alias: Option<Vec<u8>>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -149,6 +155,8 @@ pub struct Model {
     pub logs: BTreeMap<Vec<u8>, Vec<Vec<u8>>>,
     /// Whether the events stream exists (an event was appended since the last OBLITERATE).
     pub events_exist: bool,
+    /// The alias hash: each live ALIAS key → its job (deleted with the job's row, always).
+    pub aliases: BTreeMap<Vec<u8>, Vec<u8>>,
 }
 
 /// One event's fields, flat: `event <name> [id <ID>] facts...`.
@@ -247,6 +255,7 @@ pub struct Checked {
     pub attempts: i64,
     pub backoff: Option<Backoff>,
     pub expire: Option<i64>,
+    pub alias: Option<Vec<u8>>,
 }
 
 pub fn check_new(j: &NewJob, max_payload: usize, now: i64) -> Result<Checked, Refused> {
@@ -264,7 +273,11 @@ pub fn check_new(j: &NewJob, max_payload: usize, now: i64) -> Result<Checked, Re
         None => None,
     };
     let expire = j.expire.map(|w| expire_of(w, now)).transpose()?;
-    Ok(Checked { name: j.name.clone(), data: j.data.clone(), priority, attempts, backoff, expire })
+    if j.alias.as_ref().is_some_and(|k| !(1..=ALIAS_MAX).contains(&k.len())) {
+        return Err("EMQARG");
+    }
+    let alias = j.alias.clone();
+    Ok(Checked { name: j.name.clone(), data: j.data.clone(), priority, attempts, backoff, expire, alias })
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -289,12 +302,18 @@ impl Model {
             last_token: BTreeMap::new(),
             logs: BTreeMap::new(),
             events_exist: false,
+            aliases: BTreeMap::new(),
         }
     }
 
-    /// Delete a job's row, and its log with it (every path that deletes a row does).
+    /// Delete a job's row, and its log and its alias entry with it (every path that deletes a
+    /// row does; an entry naming another job stays).
     pub fn drop_row(&mut self, id: &[u8]) {
-        self.rows.remove(id);
+        if let Some(k) = self.rows.remove(id).and_then(|r| r.alias) {
+            if self.aliases.get(&k).is_some_and(|v| v == id) {
+                self.aliases.remove(&k);
+            }
+        }
         self.logs.remove(id);
     }
 
@@ -399,8 +418,7 @@ impl Model {
                     Finished::Completed => self.completed.remove(id),
                     Finished::Failed => self.failed.remove(id),
                 };
-                self.logs.remove(id);
-                self.rows.remove(id);
+                self.drop_row(id);
             }
         }
     }
@@ -417,26 +435,73 @@ impl Model {
             Call::Enqueue { id, job, lifo } => {
                 gate(id)?;
                 let j = check_new(job, self.cfg.max_payload, now)?;
-                if self.rows.contains_key(id) {
+                if self.rows.contains_key(id) || self.alias_live(&j) {
                     return Ok(Reply::Int(0));
                 }
                 self.create(id, &j, now);
                 self.ready(id, *lifo);
-                ev.push(event("added", Some(id), &[("name", j.name.clone()), ("prio", n(j.priority))]));
+                let mut facts = vec![("name", j.name.clone()), ("prio", n(j.priority))];
+                facts.extend(Model::alias_fact(&j));
+                ev.push(event("added", Some(id), &facts));
                 Ok(Reply::Int(1))
             }
             Call::Schedule { id, when, job } => {
                 gate(id)?;
                 let j = check_new(job, self.cfg.max_payload, now)?;
                 let due = due_of(*when, now)?;
-                if self.rows.contains_key(id) {
+                if self.rows.contains_key(id) || self.alias_live(&j) {
                     return Ok(Reply::Int(0));
                 }
                 self.create(id, &j, now);
                 self.row(id).state = St::Delayed;
                 self.delayed.insert(id.clone(), due);
-                ev.push(event("delayed", Some(id), &[("due", n(due))]));
+                let mut facts = vec![("due", n(due)), ("name", j.name.clone())];
+                facts.extend(Model::alias_fact(&j));
+                ev.push(event("delayed", Some(id), &facts));
                 Ok(Reply::Int(1))
+            }
+            Call::Add { jobs } => {
+                // Shape first (LIFO beside DELAY), then every id, the count, each job's ranges.
+                if jobs.iter().any(|j| j.lifo && j.delay.is_some()) {
+                    return Err("EMQSHAPE");
+                }
+                for j in jobs {
+                    gate(&j.id)?;
+                }
+                if jobs.is_empty() || jobs.len() > ADD_MAX {
+                    return Err("EMQARG");
+                }
+                let mut checked = Vec::new();
+                for j in jobs {
+                    let c = check_new(&j.job, self.cfg.max_payload, now)?;
+                    let due = j.delay.map(|w| due_of(w, now)).transpose()?;
+                    checked.push((c, due));
+                }
+                let mut out = Vec::new();
+                for (j, (c, due)) in jobs.iter().zip(checked) {
+                    if self.rows.contains_key(&j.id) || self.alias_live(&c) {
+                        out.push(Reply::Int(0));
+                        continue;
+                    }
+                    self.create(&j.id, &c, now);
+                    match due {
+                        None => {
+                            self.ready(&j.id, j.lifo);
+                            let mut facts = vec![("name", c.name.clone()), ("prio", n(c.priority))];
+                            facts.extend(Model::alias_fact(&c));
+                            ev.push(event("added", Some(&j.id), &facts));
+                        }
+                        Some(due) => {
+                            self.row(&j.id).state = St::Delayed;
+                            self.delayed.insert(j.id.clone(), due);
+                            let mut facts = vec![("due", n(due)), ("name", c.name.clone())];
+                            facts.extend(Model::alias_fact(&c));
+                            ev.push(event("delayed", Some(&j.id), &facts));
+                        }
+                    }
+                    out.push(Reply::Int(1));
+                }
+                Ok(Reply::Array(out))
             }
             Call::Pause(on) => {
                 if self.paused == *on {
@@ -1167,6 +1232,7 @@ impl Model {
             ("error", opt_bulk(&r.error)),
             ("finished", opt_int(r.finished)),
             ("stack", opt_bulk(&r.stack)),
+            ("alias", opt_bulk(&r.alias)),
         ];
         Reply::Array(facts.into_iter().flat_map(|(k, v)| [Reply::Bulk(k.as_bytes().to_vec()), v]).collect())
     }
@@ -1294,8 +1360,22 @@ impl Model {
                 expire: j.expire,
                 stack: None,
                 spent: false,
+                alias: j.alias.clone(),
             },
         );
+        if let Some(k) = &j.alias {
+            self.aliases.insert(k.clone(), id.to_vec());
+        }
+    }
+
+    /// The job's ALIAS names a live job: a producer creates nothing.
+    pub fn alias_live(&self, j: &Checked) -> bool {
+        j.alias.as_ref().is_some_and(|k| self.aliases.contains_key(k))
+    }
+
+    /// The facts `alias` adds to an event, when the job has one.
+    pub fn alias_fact(j: &Checked) -> Vec<(&'static str, Vec<u8>)> {
+        j.alias.iter().map(|k| ("alias", k.clone())).collect()
     }
 
     pub fn view(&self) -> View {
@@ -1336,6 +1416,7 @@ impl Model {
                             progress: r.progress.clone(),
                             expire: r.expire,
                             stack: r.stack.clone(),
+                            alias: r.alias.clone(),
                         },
                     )
                 })
@@ -1348,6 +1429,7 @@ impl Model {
                 .collect(),
             meta_exists: self.paused || self.meta_stalls.is_some(),
             events_exist: self.events_exist,
+            aliases: self.aliases.clone(),
         }
     }
 }

@@ -22,6 +22,8 @@ pub struct RowView {
     pub progress: Option<Vec<u8>>,
     pub expire: Option<i64>,
     pub stack: Option<Vec<u8>>,
+    /// `k`: the job's ALIAS.
+    pub alias: Option<Vec<u8>>,
 }
 
 #[derive(Debug, PartialEq)]
@@ -41,6 +43,8 @@ pub struct View {
     pub failed: Vec<(Vec<u8>, i64)>,
     pub paused: bool,
     pub rows: BTreeMap<Vec<u8>, RowView>,
+    /// The alias hash: key → id.
+    pub aliases: BTreeMap<Vec<u8>, Vec<u8>>,
 }
 
 pub fn cmd(parts: &[&[u8]]) -> Vec<Vec<u8>> {
@@ -107,6 +111,7 @@ pub fn read_view(
     }
     cmds.push(cmd(&[b"EXISTS", q.k("meta").as_bytes()]));
     cmds.push(cmd(&[b"EXISTS", q.k("events").as_bytes()]));
+    cmds.push(cmd(&[b"HGETALL", q.k("alias").as_bytes()]));
     let r = c.pipeline(&cmds);
     let mut wait: Vec<Vec<u8>> = arr(&r[0])?.iter().map(bulk).collect::<Result<_, _>>()?;
     wait.reverse();
@@ -152,6 +157,7 @@ pub fn read_view(
                 progress: f.get("g").cloned(),
                 expire: opt_int("x")?,
                 stack: f.get("s").cloned(),
+                alias: f.get("k").cloned(),
             },
         );
     }
@@ -164,6 +170,10 @@ pub fn read_view(
     }
     let meta_exists = r[8 + 2 * pool] == Reply::Int(1);
     let events_exist = r[9 + 2 * pool] == Reply::Int(1);
+    let mut aliases = BTreeMap::new();
+    for p in arr(&r[10 + 2 * pool])?.chunks(2) {
+        aliases.insert(bulk(&p[0])?, bulk(&p[1])?);
+    }
     let mut events = Vec::new();
     for e in arr(&r[7 + pool])? {
         let e = arr(e)?;
@@ -188,6 +198,7 @@ pub fn read_view(
         logs,
         meta_exists,
         events_exist,
+        aliases,
     };
     Ok((view, events))
 }
@@ -244,6 +255,10 @@ pub fn invariant(s: &View) -> Option<String> {
 }
 
 /// Where the model's step and the server's differ; None when they agree.
+fn show_pairs(m: &BTreeMap<Vec<u8>, Vec<u8>>) -> Vec<(String, String)> {
+    m.iter().map(|(k, v)| (show(k), show(v))).collect()
+}
+
 pub fn differences(
     exp: &Reply,
     got: &Reply,
@@ -259,7 +274,7 @@ pub fn differences(
     if exp_ev != got_ev {
         let _ = writeln!(d, "  events: model {} / server {}", show_events(exp_ev), show_events(got_ev));
     }
-    let sets: [(&str, String, String); 9] = [
+    let sets: [(&str, String, String); 10] = [
         ("wait (claim order)", show_ids(&m.wait), show_ids(&s.wait)),
         ("prio", show_scored(&m.prio), show_scored(&s.prio)),
         ("active", show_scored(&m.active), show_scored(&s.active)),
@@ -269,6 +284,7 @@ pub fn differences(
         ("paused", m.paused.to_string(), s.paused.to_string()),
         ("meta exists", m.meta_exists.to_string(), s.meta_exists.to_string()),
         ("events exist", m.events_exist.to_string(), s.events_exist.to_string()),
+        ("aliases", format!("{:?}", show_pairs(&m.aliases)), format!("{:?}", show_pairs(&s.aliases))),
     ];
     for (name, a, b) in sets {
         if a != b {

@@ -1,0 +1,107 @@
+//! Custom ids: `ALIAS key` on a producer names the job by the client's key as well as by its
+//! branded id, in the queue's alias hash `emq:{Q}:alias` (key → id). The hash is found, not
+//! declared: opened as the caller. An entry lives exactly as long as its job's row (field
+//! `k` holds the key): every path that deletes a row deletes the entry that still names it.
+
+use valkey_module::raw::RedisModuleString;
+
+use crate::domain;
+use crate::errors::Refusal;
+use crate::host::{Access, Exec, Key, Kind, Str};
+use crate::keyspace::Role;
+
+use super::field;
+
+/// Longest alias, in bytes (as a job's name).
+pub const ALIAS_MAX: usize = 256;
+
+/// The range check of an `ALIAS key`: 1..=256 bytes.
+pub fn check(alias: &[u8]) -> Result<(), Refusal> {
+    domain::bytes_len(alias, 1, ALIAS_MAX, "ALIAS")
+}
+
+/// The alias hash as a producer opens it: read (is the key live?), then written.
+pub struct Aliases {
+    key: Key,
+}
+
+impl Aliases {
+    pub fn open(x: &mut Exec) -> Result<Aliases, Refusal> {
+        let key = x.open_undeclared(Role::Alias, b"", Access::Update)?;
+        key.exists_as(Kind::Hash)?;
+        Ok(Aliases { key })
+    }
+
+    /// The key names a job now: a producer giving it creates nothing (as an existing id).
+    pub fn live(&self, alias: *mut RedisModuleString) -> bool {
+        self.key.hget_at(alias).is_some()
+    }
+
+    pub fn set(&self, alias: *mut RedisModuleString, id: *mut RedisModuleString) -> Result<(), Refusal> {
+        self.key.hset_at(alias, id)
+    }
+}
+
+/// The alias entries of rows about to be deleted: decided and opened as the caller before
+/// anything is written, deleted with the rows. A queue without an alias hash pays one
+/// lookup per call, and its rows are not read.
+#[derive(Default)]
+pub struct Unalias {
+    key: Option<Key>,
+    fields: Vec<Str>,
+}
+
+impl Unalias {
+    /// For the rows of jobs being deleted (each opened for writing). A call that deletes no
+    /// row does nothing here; one that does looks the hash up once, and reads the rows' `k`
+    /// only when the hash exists.
+    pub fn plan<'r>(
+        x: &mut Exec,
+        rows: impl IntoIterator<Item = (&'r [u8], &'r Key)>,
+    ) -> Result<Unalias, Refusal> {
+        let mut rows = rows.into_iter().peekable();
+        if rows.peek().is_none() || !x.undeclared_exists(Role::Alias, b"")? {
+            return Ok(Unalias::default());
+        }
+        let named: Vec<(&[u8], Str)> =
+            rows.filter_map(|(id, row)| row.hget(&field::ALIAS).map(|k| (id, k))).collect();
+        Unalias::open(x, named)
+    }
+
+    /// For one row the call has open: its `k` read first, the hash looked up only with one.
+    pub fn of_row(x: &mut Exec, id: &[u8], row: &Key) -> Result<Unalias, Refusal> {
+        match row.hget(&field::ALIAS) {
+            Some(k) => Unalias::open(x, vec![(id, k)]),
+            None => Ok(Unalias::default()),
+        }
+    }
+
+    /// The entries among `named` (id, its `k`) that still name their job, the hash opened
+    /// as the caller.
+    fn open(x: &mut Exec, named: Vec<(&[u8], Str)>) -> Result<Unalias, Refusal> {
+        if named.is_empty() {
+            return Ok(Unalias::default());
+        }
+        let key = x.open_undeclared(Role::Alias, b"", Access::Update)?;
+        if !key.exists_as(Kind::Hash)? {
+            return Ok(Unalias::default());
+        }
+        let fields = named
+            .into_iter()
+            .filter(|(id, k)| key.hget_at(k.ptr()).is_some_and(|v| v.bytes() == *id))
+            .map(|(_, k)| k)
+            .collect();
+        Ok(Unalias { key: Some(key), fields })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
+
+    /// Delete the planned entries (one HDEL effect).
+    pub fn apply(&self) {
+        if let (Some(key), false) = (&self.key, self.fields.is_empty()) {
+            key.hdel_at(&self.fields.iter().map(Str::ptr).collect::<Vec<_>>());
+        }
+    }
+}

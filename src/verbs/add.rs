@@ -1,0 +1,168 @@
+//! `TRA.ADD 4 wait prio delayed events n job:<ID1> … job:<IDn> job…` — ENQUEUE (or, with
+//! `DELAY when`, SCHEDULE) of n jobs of one queue in one call, each job
+//! `name data k option…` with k the number of option words after it: ENQUEUE's options
+//! (PRIORITY ATTEMPTS BACKOFF OPTS EXPIRE LIFO ALIAS) and `DELAY when`, which makes it a
+//! scheduled job (LIFO then is refused, as SCHEDULE does not take it). The rows are keys of
+//! the call, after `n` (a key spec reads the count there), so ACL and the server see each;
+//! they are `emq:{Q}:job:<ID>` of the call's queue. 1 ≤ n ≤ 1000. All or nothing: every id,
+//! range, row and the alias hash is checked before the first write, and any refusal writes
+//! nothing. Replies one integer per job, in order: 1 created, 0 existed — its row exists, an
+//! earlier job of the call has its id, or its ALIAS is live (or taken by an earlier job of the
+//! call). Each created job has ENQUEUE's or SCHEDULE's event. Fenced.
+
+use crate::domain::{self, args::Opt, args::Options};
+use crate::errors::Refusal;
+use crate::host::command::{block, q, val, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::keyspace::Role::*;
+use crate::queue::{self, Aliases, Event, Events, NewJob, Ready, State};
+
+pub const KEYS: Keys = Keys::of(&[q(Wait, Insert), q(Prio, Insert), q(Delayed, Insert), q(Events, Append)]);
+pub const ARGS: &[Arg] = &[block(
+    "job",
+    None,
+    &[
+        val("name", Ty::Str),
+        val("data", Ty::Str),
+        val("k", Ty::Int),
+        val("option", Ty::Str).optional().multiple(),
+    ],
+)
+.multiple()];
+
+/// The options a job of TRA.ADD takes.
+const OPTIONS: &[Opt] =
+    &[Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts, Opt::Expire, Opt::Lifo, Opt::Alias, Opt::Delay];
+
+/// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
+/// from here.
+pub const COMMAND: Command = Command::new::<Add>("TRA.ADD")
+    .keys(KEYS)
+    .tail(Job, Insert)
+    .args(ARGS)
+    .creates()
+    .summary("Create up to 1000 jobs of one queue at once, all or nothing: 1 created or 0 existed for each.")
+    .complexity("O(n log N) for n jobs");
+
+pub struct Add;
+
+pub struct Job<'a> {
+    name: ArgStr<'a>,
+    data: ArgStr<'a>,
+    o: Options<ArgStr<'a>>,
+}
+
+/// `name data k option…`, repeated to the end.
+fn jobs<'a>(mut args: &[ArgStr<'a>]) -> Result<Vec<Job<'a>>, Refusal> {
+    let mut out = Vec::new();
+    while let [name, data, k, rest @ ..] = args {
+        let k = domain::args::number(k, "k")?;
+        let opts = usize::try_from(k).ok().and_then(|k| rest.get(..k)).ok_or(Refusal::Usage)?;
+        let o = domain::args::options(opts, OPTIONS)?;
+        if o.lifo && o.delay.is_some() {
+            return Err(Refusal::Shape("LIFO does not go with DELAY".into()));
+        }
+        out.push(Job { name: *name, data: *data, o });
+        args = rest.get(opts.len()..).unwrap_or(&[]);
+    }
+    if args.is_empty() {
+        Ok(out)
+    } else {
+        Err(Refusal::Usage)
+    }
+}
+
+impl Verb for Add {
+    type Args<'a> = Vec<Job<'a>>;
+
+    fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Vec<Job<'a>>, Refusal> {
+        jobs(args)
+    }
+
+    /// One job for each row key.
+    fn shape_tail<'a>(args: &[ArgStr<'a>], keys: usize) -> Result<Vec<Job<'a>>, Refusal> {
+        let jobs = jobs(args)?;
+        if jobs.len() != keys {
+            return Err(Refusal::Shape(format!("{keys} row keys but {} jobs", jobs.len())));
+        }
+        Ok(jobs)
+    }
+
+    fn run<'a>(x: &mut Exec<'a>, jobs: Vec<Job<'a>>) -> Result<Reply, Refusal> {
+        let rows: Vec<_> = x.tail().collect();
+        for (_, id) in &rows {
+            domain::job_id(id)?;
+        }
+        let max = usize::try_from(domain::ADD_PER_CALL).unwrap_or(0);
+        if rows.is_empty() || rows.len() > max {
+            return Err(Refusal::Arg(format!("n must be 1..={max}")));
+        }
+        let now = x.now();
+        let mut checked = Vec::with_capacity(jobs.len());
+        for j in &jobs {
+            let job = NewJob::check(j.name, j.data, &j.o, now)?;
+            let due = j.o.delay.map(|w| domain::due(w, now)).transpose()?;
+            checked.push((job, due, j.o.lifo));
+        }
+        let ready = Ready::open(x)?;
+        let delayed = x.open_as(Delayed, Kind::ZSet)?;
+        let events = Events::open(x)?;
+        let aliases =
+            if checked.iter().any(|(j, ..)| j.alias.is_some()) { Some(Aliases::open(x)?) } else { None };
+
+        // Decide each job before the first write: every row opened and type-checked.
+        let mut keys = Vec::with_capacity(rows.len());
+        let mut ids: std::collections::HashSet<&[u8]> = std::collections::HashSet::with_capacity(rows.len());
+        let mut named: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+        for ((name, id), (job, ..)) in rows.iter().zip(&checked) {
+            let row = x.open_tail(*name, true);
+            let exists = row.exists_as(Kind::Hash)?;
+            let alias_free = match (job.alias, &aliases) {
+                (Some(a), Some(h)) => !named.contains(a.bytes()) && !h.live(a.ptr()),
+                _ => true,
+            };
+            let new = !exists && !ids.contains(id) && alias_free;
+            if new {
+                ids.insert(id);
+                named.extend(job.alias.map(|a| a.bytes()));
+            }
+            keys.push(new.then_some(row));
+        }
+
+        // Write.
+        let mut created = false;
+        let mut reply = Vec::with_capacity(rows.len());
+        for (((_, id), (job, due, lifo)), row) in rows.iter().zip(&checked).zip(&keys) {
+            let Some(row) = row else {
+                reply.push(Reply::Int(0));
+                continue;
+            };
+            let id_s = x.string(id)?;
+            let alias = job.alias.map(|a| a.ptr());
+            match due {
+                None => {
+                    let state = if job.priority == 0 { State::Wait } else { State::Prio };
+                    job.create(x, row, id, state, now)?;
+                    super::enqueue::name_alias(aliases.as_ref(), job, &id_s)?;
+                    ready.put(id_s.ptr(), job.priority, *lifo)?;
+                    let name = job.name.ptr();
+                    events.emit(x, Some(id_s.ptr()), Event::Added { name, prio: job.priority, alias })?;
+                }
+                Some(due) => {
+                    job.create(x, row, id, State::Delayed, now)?;
+                    super::enqueue::name_alias(aliases.as_ref(), job, &id_s)?;
+                    delayed.zadd(*due, id_s.ptr())?;
+                    let name = job.name.ptr();
+                    events.emit(x, Some(id_s.ptr()), Event::Scheduled { due: *due, name, alias })?;
+                    queue::due_at(x, *due);
+                }
+            }
+            created = true;
+            reply.push(Reply::Int(1));
+        }
+        if created {
+            queue::exists(x);
+        }
+        Ok(Reply::Array(reply))
+    }
+}

@@ -1,0 +1,469 @@
+//! Custom ids and the bulk add against a real server, as src/CONTRACT.md and
+//! src/verbs/README.md state them: `ALIAS key` on ENQUEUE, SCHEDULE and TRA.ADD (a live alias
+//! answers 0 and writes nothing; the entry goes with its row on every path that deletes one),
+//! SCHEDULE's `delayed` event naming the job, TRA.ADD's all-or-nothing batch with its rows
+//! declared through a key spec; refusals leave the digest as it was, replicas hold the same,
+//! and ACL judges the alias hash and every row as the caller's.
+// A test may panic: that is how it fails. The module's own rules are for src/.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
+
+use trafikey_support::*;
+
+fn setup(name: &str) -> (Server, Conn, Q) {
+    let s = Server::quiet();
+    let c = s.conn();
+    (s, c, Q::new(name))
+}
+
+fn events(c: &mut Conn, q: &Q) -> Vec<Vec<String>> {
+    let r = c.call(&[b"XRANGE", q.k("events").as_bytes(), b"-", b"+"]);
+    r.array().iter().map(|e| e.array()[1].strings()).collect()
+}
+
+/// The alias hash as a map alias → id.
+fn aliases(c: &mut Conn, q: &Q) -> Vec<(String, String)> {
+    let v = c.call(&[b"HGETALL", q.k("alias").as_bytes()]).strings();
+    let mut out: Vec<(String, String)> = v.chunks(2).map(|p| (p[0].clone(), p[1].clone())).collect();
+    out.sort();
+    out
+}
+
+/// `TRA.ADD 4 wait prio delayed events n rows… jobs…`: each job `(id, name, options)`.
+fn add_cmd(q: &Q, jobs: &[(&str, &str, &[&str])]) -> Vec<Vec<u8>> {
+    let mut v: Vec<Vec<u8>> = vec![b"TRA.ADD".to_vec(), b"4".to_vec()];
+    for r in ["wait", "prio", "delayed", "events"] {
+        v.push(q.k(r).into_bytes());
+    }
+    v.push(jobs.len().to_string().into_bytes());
+    for (id, ..) in jobs {
+        v.push(q.job(id).into_bytes());
+    }
+    for (_, name, opts) in jobs {
+        v.push(name.as_bytes().to_vec());
+        v.push(b"{}".to_vec());
+        v.push(opts.len().to_string().into_bytes());
+        v.extend(opts.iter().map(|o| o.as_bytes().to_vec()));
+    }
+    v
+}
+
+fn run(c: &mut Conn, v: &[Vec<u8>]) -> Reply {
+    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+    c.call(&refs)
+}
+
+fn ints(r: &Reply) -> Vec<i64> {
+    r.array().iter().map(Reply::int).collect()
+}
+
+fn job_map(c: &mut Conn, q: &Q, id: &str) -> Vec<String> {
+    let r = c.call(&[b"TRA.JOB", b"1", q.job(id).as_bytes()]);
+    r.array()
+        .iter()
+        .map(|v| match v {
+            Reply::Int(i) => i.to_string(),
+            v if v.is_nil() => "nil".to_string(),
+            v => v.str(),
+        })
+        .collect()
+}
+
+const REMOVE_KEYS: [&str; 8] = ["job", "wait", "prio", "active", "delayed", "completed", "failed", "events"];
+
+fn remove(c: &mut Conn, q: &Q, id: &str) -> Reply {
+    run(c, &q.cmd("TRA.REMOVE", id, &REMOVE_KEYS, &[]))
+}
+
+/// The `name` of every argument doc in a `COMMAND DOCS` reply, depth first.
+fn arg_names(r: &Reply, out: &mut Vec<String>) {
+    if let Reply::Array(v) = r {
+        if v.len() >= 2 && v[0] == Reply::Bulk(b"name".to_vec()) {
+            out.push(v[1].str());
+        }
+        v.iter().for_each(|x| arg_names(x, out));
+    }
+}
+
+/// Every string of a reply, nested arrays flattened.
+fn flat(r: &Reply, out: &mut Vec<String>) {
+    match r {
+        Reply::Array(v) => v.iter().for_each(|x| flat(x, out)),
+        Reply::Int(i) => out.push(i.to_string()),
+        x if x.is_nil() => {}
+        x => out.push(x.str()),
+    }
+}
+
+#[test]
+fn an_alias_names_one_live_job_and_its_events_carry_it() {
+    let (_s, mut c, q) = setup("al");
+    assert_eq!(q.enqueue(&mut c, &jid(1), &[b"ALIAS", b"order-7"]), Reply::Int(1));
+    assert_eq!(aliases(&mut c, &q), [("order-7".to_string(), jid(1))]);
+    // The same key again, under another id, by ENQUEUE or SCHEDULE: 0, nothing written.
+    unchanged(&mut c, |c| {
+        assert_eq!(q.enqueue(c, &jid(2), &[b"ALIAS", b"order-7"]), Reply::Int(0));
+        let r = q.run(c, "EMQ.SCHEDULE", &jid(3), &[b"+1000", b"job", b"{}", b"ALIAS", b"order-7"]);
+        assert_eq!(r, Reply::Int(0));
+    });
+    let r = q.run(&mut c, "EMQ.SCHEDULE", &jid(4), &[b"+60000", b"mail", b"{}", b"ALIAS", b"order-8"]);
+    assert_eq!(r, Reply::Int(1));
+    let r = q.run(&mut c, "EMQ.SCHEDULE", &jid(5), &[b"+60000", b"mail", b"{}"]);
+    assert_eq!(r, Reply::Int(1));
+    let ev = events(&mut c, &q);
+    assert_eq!(ev[0], ["event", "added", "id", &jid(1), "name", "job", "prio", "0", "alias", "order-7"]);
+    assert_eq!(&ev[1][..4], ["event", "delayed", "id", &jid(4)]);
+    assert_eq!(ev[1][4], "due");
+    assert_eq!(ev[1][6..], ["name", "mail", "alias", "order-8"]);
+    assert_eq!(ev[2][6..], ["name", "mail"], "no ALIAS, no alias fact");
+    // TRA.JOB: `alias` is the last entry; null without one.
+    let m = job_map(&mut c, &q, &jid(1));
+    assert_eq!(m[m.len() - 2..], ["alias", "order-7"]);
+    let m = job_map(&mut c, &q, &jid(5));
+    assert_eq!(m[m.len() - 2..], ["alias", "nil"]);
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.field(&jid(1), "k").as_deref(), Some("order-7"));
+    assert_eq!(snap.field(&jid(5), "k"), None);
+}
+
+#[test]
+fn an_alias_goes_with_its_row_on_every_path_that_deletes_one() {
+    let (_s, mut c, q) = setup("gone");
+    let tok = |c: &mut Conn, t: &str| {
+        let r = q.run(c, "EMQ.CLAIM", "", &[t.as_bytes(), b"60000"]);
+        r.array()[0].array()[0].str()
+    };
+    let live =
+        |c: &mut Conn, a: &str| c.call(&[b"HEXISTS", q.k("alias").as_bytes(), a.as_bytes()]) == Reply::Int(1);
+    // TRA.REMOVE
+    q.enqueue(&mut c, &jid(1), &[b"ALIAS", b"a1"]);
+    assert_eq!(remove(&mut c, &q, &jid(1)), Reply::Int(1));
+    assert!(!live(&mut c, "a1"));
+    assert_eq!(q.enqueue(&mut c, &jid(2), &[b"ALIAS", b"a1"]), Reply::Int(1), "the key is free again");
+    // COMPLETE under KEEP 0
+    assert_eq!(tok(&mut c, "t2"), jid(2));
+    assert_eq!(q.run(&mut c, "EMQ.COMPLETE", &jid(2), &[b"t2", b"ok", b"KEEP", b"0"]), Reply::Int(1));
+    assert!(!live(&mut c, "a1"));
+    // FAIL under KEEP 0
+    q.enqueue(&mut c, &jid(3), &[b"ALIAS", b"a3"]);
+    tok(&mut c, "t3");
+    assert!(q.run(&mut c, "EMQ.FAIL", &jid(3), &[b"t3", b"no", b"KEEP", b"0"]).err().is_none());
+    assert!(!live(&mut c, "a3"));
+    // Retention: KEEP 1 deletes the older completed job, and its alias.
+    for (i, a) in [(4, "a4"), (5, "a5")] {
+        q.enqueue(&mut c, &jid(i), &[b"ALIAS", a.as_bytes()]);
+        tok(&mut c, "t");
+        assert_eq!(q.run(&mut c, "EMQ.COMPLETE", &jid(i), &[b"t", b"ok", b"KEEP", b"1"]), Reply::Int(1));
+    }
+    assert!(!live(&mut c, "a4") && live(&mut c, "a5"));
+    // TRA.CLEAN
+    std::thread::sleep(std::time::Duration::from_millis(3));
+    let r =
+        c.call(&[b"TRA.CLEAN", b"2", q.k("completed").as_bytes(), q.k("events").as_bytes(), b"GRACE", b"0"]);
+    assert_eq!(r.strings(), [jid(5)]);
+    assert!(!live(&mut c, "a5"));
+    // TRA.DRAIN
+    q.enqueue(&mut c, &jid(6), &[b"ALIAS", b"a6"]);
+    q.enqueue(&mut c, &jid(7), &[]);
+    let drain = [
+        b"TRA.DRAIN".to_vec(),
+        b"4".to_vec(),
+        q.k("wait").into(),
+        q.k("prio").into(),
+        q.k("delayed").into(),
+        q.k("events").into(),
+    ];
+    assert_eq!(run(&mut c, &drain), Reply::Int(2));
+    assert!(!live(&mut c, "a6"));
+    // TRA.COMPLETES under keep-completed 0
+    c.call(&[b"CONFIG", b"SET", b"trafikey.keep-completed", b"0"]);
+    q.enqueue(&mut c, &jid(8), &[b"ALIAS", b"a8"]);
+    tok(&mut c, "t8");
+    let r = q.run(&mut c, "TRA.COMPLETES", "", &[jid(8).as_bytes(), b"t8", b"ok"]);
+    assert_eq!(ints(&r), [1]);
+    assert!(!live(&mut c, "a8"));
+    // TRA.OBLITERATE deletes the hash with the queue's keys.
+    q.enqueue(&mut c, &jid(9), &[b"ALIAS", b"a9"]);
+    let mut ob: Vec<Vec<u8>> = vec![b"TRA.OBLITERATE".to_vec(), b"8".to_vec()];
+    for r in ["wait", "prio", "active", "delayed", "completed", "failed", "meta", "events"] {
+        ob.push(q.k(r).into_bytes());
+    }
+    assert_eq!(run(&mut c, &ob), Reply::Int(0));
+    assert_eq!(c.call(&[b"EXISTS", q.k("alias").as_bytes()]), Reply::Int(0));
+    q.check_invariant(&mut c);
+}
+
+/// An entry that names another job (written by a client) is left alone when a row with that
+/// `k` goes.
+#[test]
+fn only_an_entry_that_still_names_the_job_is_deleted() {
+    let (_s, mut c, q) = setup("other");
+    q.enqueue(&mut c, &jid(1), &[b"ALIAS", b"x"]);
+    c.call(&[b"HSET", q.k("alias").as_bytes(), b"x", jid(9).as_bytes()]);
+    assert_eq!(remove(&mut c, &q, &jid(1)), Reply::Int(1));
+    assert_eq!(aliases(&mut c, &q), [("x".to_string(), jid(9))]);
+}
+
+#[test]
+fn alias_refusals_write_nothing() {
+    let (_s, mut c, q) = setup("refuse");
+    q.enqueue(&mut c, &jid(1), &[b"ALIAS", b"k"]);
+    let long = vec![b'a'; 257];
+    unchanged(&mut c, |c| {
+        let r = q.enqueue(c, &jid(2), &[b"ALIAS", b""]);
+        assert_eq!(r.error(), "EMQARG ALIAS must be 1..=256 bytes");
+        assert_eq!(q.enqueue(c, &jid(2), &[b"ALIAS", &long]).error(), "EMQARG ALIAS must be 1..=256 bytes");
+        assert_eq!(q.enqueue(c, &jid(2), &[b"ALIAS"]).error(), "EMQSHAPE option ALIAS needs a value");
+        let r = q.run(c, "EMQ.SCHEDULE", &jid(2), &[b"+5", b"n", b"{}", b"ALIAS", b"a", b"ALIAS", b"b"]);
+        assert_eq!(r.error(), "EMQSHAPE option ALIAS given twice");
+    });
+    // The alias hash of another type: WRONGTYPE, before anything is written.
+    c.call(&[b"SET", b"emq:{refuse2}:alias", b"x"]);
+    let q2 = Q::new("refuse2");
+    unchanged(&mut c, |c| {
+        let r = q2.enqueue(c, &jid(3), &[b"ALIAS", b"k"]);
+        assert!(r.error().starts_with("WRONGTYPE"), "{r:?}");
+        let r = run(c, &add_cmd(&q2, &[(&jid(4), "n", &[]), (&jid(5), "n", &["ALIAS", "k"])]));
+        assert!(r.error().starts_with("WRONGTYPE"), "{r:?}");
+    });
+    assert_eq!(q2.enqueue(&mut c, &jid(3), &[]), Reply::Int(1), "without ALIAS the hash is not opened");
+}
+
+#[test]
+fn the_bulk_add_creates_each_job_as_enqueue_or_schedule_would() {
+    let (_s, mut c, q) = setup("bulk");
+    q.enqueue(&mut c, &jid(1), &[]);
+    q.enqueue(&mut c, &jid(2), &[b"ALIAS", b"taken"]);
+    let (j1, j3, j4, j5, j6, j7, j8) = (jid(1), jid(3), jid(4), jid(5), jid(6), jid(7), jid(8));
+    let r = run(
+        &mut c,
+        &add_cmd(
+            &q,
+            &[
+                (&j3, "a", &[]),
+                (&j1, "exists", &[]),
+                (&j4, "b", &["PRIORITY", "5", "ALIAS", "k4"]),
+                (&j5, "c", &["DELAY", "+60000", "ALIAS", "k5", "ATTEMPTS", "3"]),
+                (&j3, "again", &[]),
+                (&j6, "d", &["ALIAS", "taken"]),
+                (&j7, "e", &["ALIAS", "k4"]),
+                (&j8, "f", &["LIFO"]),
+            ],
+        ),
+    );
+    assert_eq!(ints(&r), [1, 0, 1, 1, 0, 0, 0, 1]);
+    let snap = q.check_invariant(&mut c);
+    // LIFO went to the front (right end), the rest to the back.
+    assert_eq!(
+        c.call(&[b"LRANGE", q.k("wait").as_bytes(), b"0", b"-1"]).strings(),
+        [j3.clone(), jid(2), j1.clone(), j8.clone()]
+    );
+    assert_eq!(snap.sets["prio"], std::slice::from_ref(&j4));
+    assert_eq!(snap.sets["delayed"], std::slice::from_ref(&j5));
+    assert_eq!(snap.field(&j5, "a").as_deref(), Some("3"));
+    assert_eq!(snap.field(&j3, "n").as_deref(), Some("a"), "the first of a repeated id is created");
+    assert_eq!(snap.rows.len(), 6);
+    assert_eq!(
+        aliases(&mut c, &q),
+        [("k4".to_string(), j4.clone()), ("k5".to_string(), j5.clone()), ("taken".to_string(), jid(2))]
+    );
+    let ev = events(&mut c, &q);
+    assert_eq!(ev.len(), 2 + 4);
+    assert_eq!(ev[2], ["event", "added", "id", &j3, "name", "a", "prio", "0"]);
+    assert_eq!(ev[3], ["event", "added", "id", &j4, "name", "b", "prio", "5", "alias", "k4"]);
+    assert_eq!(ev[4][..4], ["event", "delayed", "id", &j5]);
+    assert_eq!(ev[4][6..], ["name", "c", "alias", "k5"]);
+    // COMMAND GETKEYS sees every row.
+    let v = add_cmd(&q, &[(&jid(20), "a", &[]), (&jid(21), "b", &["LIFO"])]);
+    let mut g: Vec<Vec<u8>> = vec![b"COMMAND".to_vec(), b"GETKEYS".to_vec()];
+    g.extend(v);
+    let keys = run(&mut c, &g).strings();
+    assert_eq!(
+        keys,
+        [q.k("wait"), q.k("prio"), q.k("delayed"), q.k("events"), q.job(&jid(20)), q.job(&jid(21))]
+    );
+}
+
+#[test]
+fn a_refused_bulk_add_writes_nothing() {
+    let (_s, mut c, q) = setup("all");
+    q.enqueue(&mut c, &jid(1), &[]);
+    c.call(&[b"SET", q.job(&jid(9)).as_bytes(), b"x"]);
+    let (a, b) = (jid(2), jid(3));
+    let cases: Vec<(Vec<Vec<u8>>, &str)> = vec![
+        (add_cmd(&q, &[]), "EMQARG n must be 1..=1000"),
+        (
+            add_cmd(&q, &[(&a, "x", &[]), (&b, "y", &["PRIORITY", "9999999"])]),
+            "EMQARG PRIORITY must be 0..=2097151",
+        ),
+        (add_cmd(&q, &[(&a, "x", &[]), (&b, "", &[])]), "EMQARG name must be 1..=256 bytes"),
+        (add_cmd(&q, &[(&a, "x", &[]), (&b, "y", &["ALIAS", ""])]), "EMQARG ALIAS must be 1..=256 bytes"),
+        (add_cmd(&q, &[(&a, "x", &["DELAY", "+9007199254740992"])]), "EMQARG"),
+        (add_cmd(&q, &[(&a, "x", &[]), ("JOB!", "y", &[])]), "EMQID malformed job id JOB!"),
+        (add_cmd(&q, &[(&a, "x", &["LIFO", "DELAY", "5"])]), "EMQSHAPE LIFO does not go with DELAY"),
+        (add_cmd(&q, &[(&a, "x", &["DELAY", "-5"])]), "EMQSHAPE when must be <ms> or +<ms>"),
+        (add_cmd(&q, &[(&a, "x", &["KEEP", "5"])]), "EMQSHAPE unknown option KEEP"),
+        (add_cmd(&q, &[(&a, "x", &["PRIORITY"])]), "EMQSHAPE option PRIORITY needs a value"),
+        (add_cmd(&q, &[(&a, "x", &[]), (&jid(9), "y", &[])]), "WRONGTYPE"),
+    ];
+    unchanged(&mut c, |c| {
+        for (v, want) in &cases {
+            let r = run(c, v);
+            assert!(r.error().starts_with(want), "{want}: {r:?}");
+        }
+        // The count and the rows: n not a number, fewer rows than n, a job per row, layout.
+        let mut v = add_cmd(&q, &[(&a, "x", &[])]);
+        v[6] = b"x".to_vec();
+        assert_eq!(run(c, &v).error(), "EMQSHAPE n is not an integer");
+        let mut v = add_cmd(&q, &[(&a, "x", &[])]);
+        v[6] = b"5".to_vec();
+        assert_eq!(run(c, &v).error(), "EMQSHAPE TRA.ADD needs 5 keys after n");
+        let mut v = add_cmd(&q, &[(&a, "x", &[]), (&b, "y", &[])]);
+        v.truncate(v.len() - 3);
+        assert_eq!(run(c, &v).error(), "EMQSHAPE 2 row keys but 1 jobs");
+        let mut v = add_cmd(&q, &[(&a, "x", &[])]);
+        v.push(b"y".to_vec());
+        assert!(run(c, &v).error().starts_with("EMQSHAPE TRA.ADD takes"), "a job cut short");
+        let mut v = add_cmd(&q, &[(&a, "x", &["LIFO"])]);
+        *v.last_mut().unwrap() = b"PRIORITY".to_vec();
+        let k = v.len() - 2;
+        v[k] = b"9".to_vec();
+        assert!(run(c, &v).error().starts_with("EMQSHAPE TRA.ADD takes"), "k beyond the words");
+        let mut v = add_cmd(&q, &[(&a, "x", &[])]);
+        v[7] = Q::new("elsewhere").job(&a).into_bytes();
+        assert_eq!(run(c, &v).error(), "EMQLAYOUT all keys must name one queue");
+        let mut v = add_cmd(&q, &[(&a, "x", &[])]);
+        v[7] = q.k("wait").into_bytes();
+        assert_eq!(run(c, &v).error(), "EMQLAYOUT key 5 must be emq:{Q}:job:<ID>");
+    });
+    // Shorter than `n`'s position: the server's arity error (its key spec reads `n` there),
+    // and the server lives — also through COMMAND GETKEYS and as a user with key rules.
+    let short = &add_cmd(&q, &[(&a, "x", &[])])[..6];
+    unchanged(&mut c, |c| {
+        assert!(run(c, short).error().starts_with("ERR wrong number of arguments"), "{:?}", run(c, short));
+        let mut g: Vec<Vec<u8>> = vec![b"COMMAND".to_vec(), b"GETKEYS".to_vec()];
+        g.extend(short.iter().cloned());
+        assert!(run(c, &g).err().is_some());
+    });
+    c.call(&[b"ACL", b"SETUSER", b"few", b"on", b">pw", b"~emq:{all}:*", b"%R~{emq}:*", b"+@all"]);
+    let mut few = _s.conn();
+    few.call(&[b"AUTH", b"few", b"pw"]);
+    assert!(run(&mut few, short).error().starts_with("ERR wrong number of arguments"));
+    assert_eq!(c.call(&[b"PING"]), Reply::Simple("PONG".into()));
+    // 1001 jobs: refused as a whole.
+    let many: Vec<String> = (100..1101).map(jid).collect();
+    let jobs: Vec<(&str, &str, &[&str])> = many.iter().map(|i| (i.as_str(), "n", &[][..])).collect();
+    unchanged(&mut c, |c| assert_eq!(run(c, &add_cmd(&q, &jobs)).error(), "EMQARG n must be 1..=1000"));
+    assert_eq!(ints(&run(&mut c, &add_cmd(&q, &jobs[..1000]))).iter().sum::<i64>(), 1000);
+    c.call(&[b"DEL", q.job(&jid(9)).as_bytes()]);
+    q.check_invariant(&mut c);
+}
+
+#[test]
+fn replicas_hold_what_the_primary_holds() {
+    let primary = Server::quiet();
+    let replica = Server::quiet();
+    let mut p = primary.conn();
+    let mut r = replica.follow(&primary);
+    let q = Q::new("rep");
+    q.enqueue(&mut p, &jid(1), &[b"ALIAS", b"one"]);
+    q.run(&mut p, "EMQ.SCHEDULE", &jid(2), &[b"+100000", b"s", b"{}", b"ALIAS", b"two"]);
+    let (a, b, d) = (jid(3), jid(4), jid(5));
+    run(
+        &mut p,
+        &add_cmd(
+            &q,
+            &[(&a, "x", &["ALIAS", "three"]), (&b, "y", &["DELAY", "+5000"]), (&d, "z", &["PRIORITY", "2"])],
+        ),
+    );
+    remove(&mut p, &q, &jid(1));
+    assert_eq!(p.call(&[b"WAIT", b"1", b"5000"]), Reply::Int(1));
+    assert_eq!(digest(&mut p), digest(&mut r));
+    assert_eq!(aliases(&mut r, &q).len(), 2);
+}
+
+#[test]
+fn acl_judges_the_alias_hash_and_every_row_as_the_callers() {
+    let s = Server::quiet();
+    let mut admin = s.conn();
+    let q = Q::new("acl");
+    // May touch the queue but not its alias hash, nor the row of jid(66).
+    let r = admin.call(&[
+        b"ACL",
+        b"SETUSER",
+        b"w",
+        b"on",
+        b">pw",
+        b"-@all",
+        b"+@emq",
+        b"resetkeys",
+        b"%R~{emq}:*",
+        b"~emq:{acl}:wait",
+        b"~emq:{acl}:prio",
+        b"~emq:{acl}:delayed",
+        b"~emq:{acl}:events",
+        b"~emq:{acl}:job:JOB0000000000?",
+        b"~emq:{acl}:active",
+        b"~emq:{acl}:completed",
+        b"~emq:{acl}:failed",
+    ]);
+    assert_eq!(r, Reply::Simple("OK".into()));
+    let mut w = s.conn();
+    assert_eq!(w.call(&[b"AUTH", b"w", b"pw"]), Reply::Simple("OK".into()));
+    unchanged(&mut admin, |_| {
+        assert!(q.enqueue(&mut w, &jid(1), &[b"ALIAS", b"k"]).error().starts_with("NOPERM"));
+        let r = q.run(&mut w, "EMQ.SCHEDULE", &jid(1), &[b"+5", b"n", b"{}", b"ALIAS", b"k"]);
+        assert!(r.error().starts_with("NOPERM"));
+        let r = run(&mut w, &add_cmd(&q, &[(&jid(1), "n", &[]), (&jid(2), "n", &["ALIAS", "k"])]));
+        assert!(r.error().starts_with("NOPERM"), "{r:?}");
+        // A row the user may not write: the server refuses before the module runs.
+        let r = run(&mut w, &add_cmd(&q, &[(&jid(1), "n", &[]), (&jid(66), "n", &[])]));
+        assert!(r.error().starts_with("NOPERM"), "{r:?}");
+    });
+    assert_eq!(ints(&run(&mut w, &add_cmd(&q, &[(&jid(1), "n", &[]), (&jid(2), "n", &[])]))), [1, 1]);
+    // With the alias hash present, deleting a job without an alias does not open it.
+    q.enqueue(&mut admin, &jid(3), &[b"ALIAS", b"k"]);
+    let mut rm = q.cmd(
+        "TRA.REMOVE",
+        &jid(1),
+        &["job", "wait", "prio", "active", "delayed", "completed", "failed", "events"],
+        &[],
+    );
+    assert_eq!(run(&mut w, &rm), Reply::Int(1));
+    // An aliased one: NOPERM, nothing written.
+    rm = q.cmd(
+        "TRA.REMOVE",
+        &jid(3),
+        &["job", "wait", "prio", "active", "delayed", "completed", "failed", "events"],
+        &[],
+    );
+    unchanged(&mut admin, |_| assert!(run(&mut w, &rm).error().starts_with("NOPERM")));
+}
+
+#[test]
+fn command_docs_list_the_new_forms() {
+    let (_s, mut c, _q) = setup("docs");
+    let docs = |c: &mut Conn, name: &[u8]| {
+        let mut out = Vec::new();
+        flat(&c.call(&[b"COMMAND", b"DOCS", name]), &mut out);
+        out
+    };
+    let add = docs(&mut c, b"TRA.ADD");
+    let mut names = Vec::new();
+    arg_names(&c.call(&[b"COMMAND", b"DOCS", b"TRA.ADD"]), &mut names);
+    let want =
+        ["numkeys", "wait", "prio", "delayed", "events", "n", "job", "job", "name", "data", "k", "option"];
+    assert_eq!(names, want);
+    // The row keys take the tail's key spec (index 4), several of them.
+    let at = add.iter().rposition(|s| s == "key_spec_index").unwrap();
+    assert_eq!(add[at + 1..at + 4], ["4", "flags", "multiple"]);
+    for verb in [&b"EMQ.ENQUEUE"[..], b"EMQ.SCHEDULE"] {
+        let d = docs(&mut c, verb);
+        assert!(d.windows(2).any(|w| w[0] == "token" && w[1] == "ALIAS"), "{d:?}");
+    }
+}
