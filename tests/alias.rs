@@ -296,7 +296,7 @@ fn a_refused_bulk_add_writes_nothing() {
     c.call(&[b"SET", q.job(&jid(9)).as_bytes(), b"x"]);
     let (a, b) = (jid(2), jid(3));
     let cases: Vec<(Vec<Vec<u8>>, &str)> = vec![
-        (add_cmd(&q, &[]), "EMQARG n must be 1..=1000"),
+        (add_cmd(&q, &[]), "EMQARG n must be 1..=250"),
         (
             add_cmd(&q, &[(&a, "x", &[]), (&b, "y", &["PRIORITY", "9999999"])]),
             "EMQARG PRIORITY must be 0..=2097151",
@@ -355,11 +355,11 @@ fn a_refused_bulk_add_writes_nothing() {
     few.call(&[b"AUTH", b"few", b"pw"]);
     assert!(run(&mut few, short).error().starts_with("ERR wrong number of arguments"));
     assert_eq!(c.call(&[b"PING"]), Reply::Simple("PONG".into()));
-    // 1001 jobs: refused as a whole.
-    let many: Vec<String> = (100..1101).map(jid).collect();
+    // 251 jobs: refused as a whole.
+    let many: Vec<String> = (100..351).map(jid).collect();
     let jobs: Vec<(&str, &str, &[&str])> = many.iter().map(|i| (i.as_str(), "n", &[][..])).collect();
-    unchanged(&mut c, |c| assert_eq!(run(c, &add_cmd(&q, &jobs)).error(), "EMQARG n must be 1..=1000"));
-    assert_eq!(ints(&run(&mut c, &add_cmd(&q, &jobs[..1000]))).iter().sum::<i64>(), 1000);
+    unchanged(&mut c, |c| assert_eq!(run(c, &add_cmd(&q, &jobs)).error(), "EMQARG n must be 1..=250"));
+    assert_eq!(ints(&run(&mut c, &add_cmd(&q, &jobs[..250]))).iter().sum::<i64>(), 250);
     c.call(&[b"DEL", q.job(&jid(9)).as_bytes()]);
     q.check_invariant(&mut c);
 }

@@ -63,7 +63,7 @@ const EXPECTED: &[(&str, Work)] = &[
     ("STALLED COUNT 10000 (cap)", w(100, 100, 0, 503, 2, 0)),
     ("EXTENDS 250 pairs (cap)", w(250, 0, 0, 250, 251, 0)),
     ("TRA.COMPLETES 50 jobs (cap)", w(50, 0, 1, 152, 1, 0)),
-    ("TRA.ADD 1000 jobs (cap)", w(1000, 0, 1001, 4010, 1, 0)),
+    ("TRA.ADD 250 jobs (cap)", w(250, 0, 251, 1010, 1, 0)),
     ("COMPLETE KEEP 1 (retention-batch default)", w(1, 200, 200, 6, 202, 0)),
     ("COMPLETE KEEP 1 (retention-batch 200, cap)", w(1, 200, 200, 6, 202, 0)),
     ("TRA.JOBS wait COUNT 1000 (cap)", w(1000, 0, 0, 0, 2, 1)),

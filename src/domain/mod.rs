@@ -41,7 +41,7 @@ pub const RECLAIM_PER_CALL: i64 = 100;
 /// Jobs one DRAIN, CLEAN or OBLITERATE call deletes, and rows one retention pass deletes.
 pub const DELETE_PER_CALL: i64 = 200;
 /// Jobs one TRA.ADD creates at most (its `n`).
-pub const ADD_PER_CALL: i64 = 1000;
+pub const ADD_PER_CALL: i64 = 250;
 
 /// A COUNT checked against its range, then cut to what one call does.
 pub fn batch(v: i64, max: i64, per_call: i64, what: &str) -> Result<usize, Refusal> {

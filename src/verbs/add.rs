@@ -4,7 +4,7 @@
 //! (PRIORITY ATTEMPTS BACKOFF OPTS EXPIRE LIFO ALIAS) and `DELAY when`, which makes it a
 //! scheduled job (LIFO then is refused, as SCHEDULE does not take it). The rows are keys of
 //! the call, after `n` (a key spec reads the count there), so ACL and the server see each;
-//! they are `emq:{Q}:job:<ID>` of the call's queue. 1 ≤ n ≤ 1000. All or nothing: every id,
+//! they are `emq:{Q}:job:<ID>` of the call's queue. 1 ≤ n ≤ 250. All or nothing: every id,
 //! range, row and the alias hash is checked before the first write, and any refusal writes
 //! nothing. Replies one integer per job, in order: 1 created, 0 existed — its row exists, an
 //! earlier job of the call has its id, or its ALIAS is live (or taken by an earlier job of the
@@ -41,7 +41,7 @@ pub const COMMAND: Command = Command::new::<Add>("TRA.ADD")
     .tail(Job, Insert)
     .args(ARGS)
     .creates()
-    .summary("Create up to 1000 jobs of one queue at once, all or nothing: 1 created or 0 existed for each.")
+    .summary("Create up to 250 jobs of one queue at once, all or nothing: 1 created or 0 existed for each.")
     .complexity("O(n log N) for n jobs");
 
 pub struct Add;

@@ -57,8 +57,11 @@ impl Verb for Obliterate {
         }
         let meta = x.open_as(Meta, Kind::Hash)?;
         let events = x.open_as(Events, Kind::Stream)?;
-        // The alias hash is found, not declared: opened as the caller when there is one.
-        let alias = x.open_undeclared_existing(Alias, b"", Access::Write)?;
+        // The alias hash is found, not declared: checked as the caller when there is one, before
+        // anything is written. Its handle is closed at once: deleting the rows deletes their
+        // entries through a handle of its own, which may empty the hash, and a handle opened
+        // before that would still point at the hash it held.
+        drop(x.open_undeclared_existing(Alias, b"", Access::Write)?);
         let active_len = zsets.iter().find(|(r, _)| *r == Active).map_or(0, |(_, k)| k.len());
         if active_len > 0 && !force {
             return Err(Refusal::State(format!("queue has {active_len} active jobs: give FORCE")));
@@ -88,6 +91,7 @@ impl Verb for Obliterate {
             set.zrem_many(&taken.iter().map(Str::ptr).collect::<Vec<_>>());
         }
         rows.delete();
+        let alias = x.open_undeclared_existing(Alias, b"", Access::Write)?;
         let jobs_left = zsets.iter().fold(wait.len(), |n, (_, k)| n.saturating_add(k.len()));
         let own: Vec<&crate::host::Key> = std::iter::once(&wait)
             .chain(zsets.iter().map(|(_, k)| k))

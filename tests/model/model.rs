@@ -26,8 +26,8 @@ pub const TOKEN_MAX: usize = 128;
 pub const NAME_MAX: usize = 256;
 /// ALIAS: 1..=256 bytes.
 pub const ALIAS_MAX: usize = 256;
-/// Jobs one TRA.ADD takes (its n: 1..=1000).
-pub const ADD_MAX: usize = 1000;
+/// Jobs one TRA.ADD takes (its n: 1..=250).
+pub const ADD_MAX: usize = 250;
 pub const PROGRESS_MAX: usize = 4096;
 pub const LOG_KEEP_MAX: i64 = 1_000_000;
 pub const DELETE_COUNT_DEFAULT: i64 = 1000;
@@ -951,21 +951,25 @@ impl Model {
                 let sets = [St::Wait, St::Prio, St::Active, St::Delayed, St::Completed, St::Failed];
                 let jobs_left: usize = sets.iter().map(|s| self.set_len(*s)).sum();
                 // Then, once no job is left, the queue's own keys (a set is gone with its
-                // last job; meta exists while paused; events once one was written).
+                // last job; meta exists while paused or holding max-stalls; events once one
+                // was written; the alias hash while it holds an entry), in that order.
                 let mut keys_left = 0;
                 if jobs_left == 0 {
                     let meta = self.paused || self.meta_stalls.is_some();
-                    for exists in [meta, self.events_exist].iter().enumerate() {
+                    let alias = !self.aliases.is_empty();
+                    for exists in [meta, self.events_exist, alias].iter().enumerate() {
                         if !*exists.1 {
                             continue;
                         }
                         if budget > 0 {
                             budget -= 1;
-                            if exists.0 == 0 {
-                                self.paused = false;
-                                self.meta_stalls = None;
-                            } else {
-                                self.events_exist = false;
+                            match exists.0 {
+                                0 => {
+                                    self.paused = false;
+                                    self.meta_stalls = None;
+                                }
+                                1 => self.events_exist = false,
+                                _ => self.aliases.clear(),
                             }
                         } else {
                             keys_left += 1;
@@ -974,7 +978,8 @@ impl Model {
                 } else {
                     keys_left = sets.iter().filter(|s| self.set_len(**s) > 0).count()
                         + usize::from(self.paused || self.meta_stalls.is_some())
-                        + usize::from(self.events_exist);
+                        + usize::from(self.events_exist)
+                        + usize::from(!self.aliases.is_empty());
                 }
                 Ok(Reply::Int((jobs_left + keys_left) as i64))
             }
