@@ -108,18 +108,19 @@ pub fn next_expiry(queue: &Queue) -> Option<i64> {
     known().expiring.get(queue).and_then(|s| s.first()).map(|(at, _)| *at)
 }
 
-/// After upkeep visited `queue`: its next time (None: nothing pending), or gone.
-pub fn reschedule(queue: &Queue, next: Option<i64>, gone: bool) {
+/// After upkeep visited `queue`: its next time (None: nothing pending).
+pub fn reschedule(queue: &Queue, next: Option<i64>) {
+    known().set(queue.clone(), next);
+}
+
+/// `queue` is gone (none of its keys is left): off the agenda and out of the known queues.
+pub fn forget(queue: &Queue) {
     let mut k = known();
-    if gone {
-        if let Some(Some(old)) = k.due.remove(queue) {
-            k.agenda.remove(&(old, queue.clone()));
-        }
-        k.expiring.remove(queue);
-        k.last = None;
-    } else {
-        k.set(queue.clone(), next);
+    if let Some(Some(old)) = k.due.remove(queue) {
+        k.agenda.remove(&(old, queue.clone()));
     }
+    k.expiring.remove(queue);
+    k.last = None;
 }
 
 /// The queue whose time comes first, if it has come by `now`; it stays on the agenda until
@@ -181,12 +182,12 @@ mod tests {
         assert_eq!(page(1, 0, 10), (vec![], None));
         assert_eq!(first_due(5), None, "nothing due yet");
         assert_eq!(first_due(45), Some((3, b"z".to_vec())));
-        reschedule(&(3, b"z".to_vec()), Some(100), false);
+        reschedule(&(3, b"z".to_vec()), Some(100));
         assert_eq!(first_due(45), Some((0, b"a".to_vec())));
-        reschedule(&(0, b"a".to_vec()), None, false);
+        reschedule(&(0, b"a".to_vec()), None);
         assert_eq!(next_due(), Some(50), "nothing pending: off the agenda");
         assert_eq!(len(), 4, "but still known");
-        reschedule(&(0, b"a".to_vec()), None, true);
+        forget(&(0, b"a".to_vec()));
         assert_eq!(len(), 3, "gone");
         clear(3);
         assert_eq!(len(), 2);

@@ -1,12 +1,12 @@
 //! The queue keeps itself: on a primary, the module promotes delayed jobs as they fall due and
-//! reclaims expired leases, on its own timer, for every queue it knows (`registry`).
+//! reclaims leases that lapsed (ran out), on its own timer, for every queue it knows (`registry`).
 //!
 //! Each tick takes the queues whose time has come from the registry's agenda, earliest first,
 //! and for each runs one internal command (its keys declared like any verb's, run through the
 //! same shape → layout → fence → domain):
 //! promote what is due (as CLAIM's own promotion does: ready by priority, a `waiting` event,
 //! and the ready set signalled, so a claimer waiting with BLOCK is woken), then reclaim what
-//! expired (as `EMQ.STALLED` does, under `trafikey.max-stalls`). One tick handles at most
+//! lapsed (as `EMQ.STALLED` does, under `trafikey.max-stalls`). One tick handles at most
 //! `trafikey.upkeep-batch` jobs over all queues and stops after about a millisecond, so the
 //! event loop is never held long; the rest waits for the next tick, at once. The timer then
 //! sleeps until the next thing due — the earliest due delayed job or lease deadline seen, at
@@ -33,7 +33,7 @@ use crate::host::command::{opt, q, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{self, timer, ArgStr, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::{self, Role, Role::*};
 use crate::metrics;
-use crate::queue::{Events, Expiry, Found, Promotion, Ready, Row, State as JobState};
+use crate::queue::{Events, Expiry, Found, Promotion, Ready, Row, State};
 use crate::registry::{self, Queue};
 use crate::verbs::stalled;
 
@@ -54,7 +54,7 @@ static UPKEEP: Command = Command::new::<Upkeep>("TRAFIKEY.UPKEEP")
     .keys(KEYS)
     .args(ARGS)
     .writes()
-    .summary("One queue's upkeep: promote due delayed jobs, reclaim expired leases.")
+    .summary("One queue's upkeep: promote due delayed jobs, reclaim lapsed leases, fail expired jobs.")
     .complexity("O(n log N) for n jobs");
 struct Upkeep;
 
@@ -74,46 +74,45 @@ impl Verb for Upkeep {
         let queue: registry::Queue = (timer::selected(x.ctx()), x.queue.to_vec());
         // Every key checked before the first write; each phase closes its keys before the
         // next opens them again (an emptied set is deleted when its handle closes).
-        let (promoted, expired, lapsed) = {
+        let (promoted, lapsed, expired) = {
             let ready = Ready::open(x)?;
             let delayed = x.open_as(Delayed, Kind::ZSet)?;
             let active = x.open_as(Active, Kind::ZSet)?;
             x.open_as(Failed, Kind::ZSet)?;
             let events = Events::open(x)?;
-            let expired = !active.zrange(f64::NEG_INFINITY, now.saturating_sub(1) as f64, 1).is_empty();
+            // A lease has run out: the reclaim below has work.
+            let lapsed = !active.zrange(f64::NEG_INFINITY, now.saturating_sub(1) as f64, 1).is_empty();
             let promotion = Promotion::read(x, &delayed, now, budget)?;
             // Waiting jobs whose EXPIRE time has come (the index in memory says which).
-            let mut lapsing: Vec<(Found, JobState)> = Vec::new();
+            let mut expiring: Vec<(Found, State)> = Vec::new();
             for id in registry::take_expired(&queue, now, budget) {
                 if promotion.jobs.iter().any(|p| p.id.bytes() == id.as_slice()) {
                     continue;
                 }
                 let Some(s) = Str::new(x.ctx(), &id) else { continue };
-                let job = Found::open(x, s, false)?;
+                let job = Found::taken(x, s)?;
                 let state = Row(&job.row).state();
                 match state {
-                    Some(st @ (JobState::Wait | JobState::Prio | JobState::Delayed))
-                        if job.expired && !job.orphan =>
-                    {
+                    Some(st @ (State::Wait | State::Prio | State::Delayed)) if job.expired && !job.orphan => {
                         // Deep in a long wait list it is left for the CLAIM that reaches it.
-                        if st == JobState::Wait && !ready.wait.near_tail(job.id.ptr(), WAIT_WINDOW)? {
+                        if st == State::Wait && !ready.wait.near_tail(job.id.ptr(), WAIT_WINDOW)? {
                             registry::note_expiry(queue.0, x.queue, &id, now.saturating_add(RETRY_MS));
                             continue;
                         }
-                        lapsing.push((job, st));
+                        expiring.push((job, st));
                     }
                     _ => {}
                 }
             }
             let expiry =
-                Expiry::plan(x, promotion.expired().chain(lapsing.iter().map(|(j, _)| j)).collect())?;
+                Expiry::plan(x, promotion.expired().chain(expiring.iter().map(|(j, _)| j)).collect())?;
             let promoted = promotion.apply(x, &ready, &delayed, &events)?;
-            for (job, st) in &lapsing {
+            for (job, st) in &expiring {
                 match st {
-                    JobState::Wait => {
+                    State::Wait => {
                         ready.wait.lrem_from_tail(job.id.ptr())?;
                     }
-                    JobState::Prio => {
+                    State::Prio => {
                         ready.prio.zrem_many(&[job.id.ptr()]);
                     }
                     _ => {
@@ -121,12 +120,12 @@ impl Verb for Upkeep {
                     }
                 }
             }
-            let lapsed = expiry.apply(x, &events)?;
-            (promoted, expired, lapsed)
+            let expired = expiry.apply(x, &events)?;
+            (promoted, lapsed, expired)
         };
-        let left = budget.saturating_sub(usize::try_from(promoted.saturating_add(lapsed)).unwrap_or(budget));
-        let reclaimed = if left > 0 && expired {
-            let max_stalls = stalled::max_stalls_of(&x.open(Meta, false)?)?;
+        let left = budget.saturating_sub(usize::try_from(promoted.saturating_add(expired)).unwrap_or(budget));
+        let reclaimed = if left > 0 && lapsed {
+            let max_stalls = stalled::max_stalls_of(&x.read(Meta)?)?;
             let count = left.min(domain::STALLED_COUNT_MAX as usize) as i64;
             let (requeued, failed) = stalled::reclaim(x, max_stalls, count)?;
             requeued.len().saturating_add(failed.len()) as i64
@@ -134,26 +133,26 @@ impl Verb for Upkeep {
             0
         };
         let first = |role: Role| -> Result<Option<i64>, Refusal> {
-            let k = x.open(role, false)?;
+            let k = x.read(role)?;
             Ok(k.zrange(f64::NEG_INFINITY, f64::INFINITY, 1).first().map(|(_, s)| *s as i64))
         };
         let next = [first(Delayed)?, first(Active)?].into_iter().flatten().min().unwrap_or(-1);
         let mut gone = true;
         for role in [Delayed, Wait, Prio, Active, Failed, Events, Completed, Meta] {
-            gone &= x.open(role, false)?.kind() == Kind::Empty;
+            gone &= x.read(role)?.kind() == Kind::Empty;
         }
         let next = if gone { -2 } else { next };
         Ok(Reply::Array(vec![
             Reply::Int(promoted as i64),
             Reply::Int(reclaimed),
             Reply::Int(next),
-            Reply::Int(lapsed as i64),
+            Reply::Int(expired as i64),
         ]))
     }
 }
 
 /// The scan in progress.
-struct State {
+struct Search {
     /// A scan of every database is to start (their number is found by selecting them).
     scan_all: bool,
     /// The databases still to scan, and the scan of the first of them.
@@ -161,10 +160,10 @@ struct State {
     scan: Option<timer::Scan>,
 }
 
-static STATE: Mutex<State> = Mutex::new(State { scan_all: false, scan_dbs: Vec::new(), scan: None });
+static SEARCH: Mutex<Search> = Mutex::new(Search { scan_all: false, scan_dbs: Vec::new(), scan: None });
 
-fn state() -> std::sync::MutexGuard<'static, State> {
-    STATE.lock().unwrap_or_else(|e| e.into_inner())
+fn search() -> std::sync::MutexGuard<'static, Search> {
+    SEARCH.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// How far from the tail of a wait list upkeep looks for an expired job (CLAIM fails one
@@ -199,7 +198,7 @@ pub fn start(ctx: *mut RedisModuleCtx) -> Result<(), String> {
 /// at leaves them all to it.
 fn rescan(db: c_int) {
     registry::clear(db);
-    let mut s = state();
+    let mut s = search();
     if db < 0 {
         s.scan = None;
         s.scan_all = true;
@@ -249,18 +248,22 @@ fn tick(ctx: *mut RedisModuleCtx) -> timer::Next {
         // One queue a short step at a time, so that no step is long; the tick's budget decides
         // how many.
         let started = timer::monotonic_us();
-        let kept = keep(ctx, &queue, left.min(STEP_JOBS));
+        let visited = visit(ctx, &queue, left.min(STEP_JOBS));
         metrics::add(&metrics::UPKEEP_STEPS, 1);
         longest = longest.max(timer::monotonic_us().saturating_sub(started));
-        match kept {
-            Some(Kept { done, next, gone }) => {
+        match visited {
+            Some(Visit { done, next, gone }) => {
                 left = left.saturating_sub(done);
                 // Nothing done: whatever is pending is not due before the next millisecond.
                 let next = if done == 0 { next.map(|t| t.max(now.saturating_add(1))) } else { next };
-                registry::reschedule(&queue, next, gone);
+                if gone {
+                    registry::forget(&queue);
+                } else {
+                    registry::reschedule(&queue, next);
+                }
             }
-            // Not this node's to keep (not installed, wrong types): off the agenda.
-            None => registry::reschedule(&queue, None, false),
+            // Not this node's to serve (not installed, wrong types): off the agenda.
+            None => registry::reschedule(&queue, None),
         }
     }
     let took = elapsed();
@@ -277,16 +280,17 @@ fn tick(ctx: *mut RedisModuleCtx) -> timer::Next {
     registry::next_due().map_or(timer::Next::Idle, timer::Next::At)
 }
 
-/// What one queue's upkeep did: jobs handled, the next time anything is due there (None:
+/// What one visit to a queue did: jobs handled, the next time anything is due there (None:
 /// nothing pending), whether none of its keys is left.
-struct Kept {
+struct Visit {
     done: usize,
     next: Option<i64>,
     gone: bool,
 }
 
-/// One queue's upkeep; None when the queue cannot be kept (not installed, wrong types).
-fn keep(ctx: *mut RedisModuleCtx, (db, name): &Queue, budget: usize) -> Option<Kept> {
+/// One visit of upkeep to a queue; None when upkeep cannot serve it (not installed, wrong
+/// types).
+fn visit(ctx: *mut RedisModuleCtx, (db, name): &Queue, budget: usize) -> Option<Visit> {
     if !timer::select(ctx, *db) {
         return None;
     }
@@ -307,20 +311,20 @@ fn keep(ctx: *mut RedisModuleCtx, (db, name): &Queue, budget: usize) -> Option<K
                 Some(Reply::Int(v)) => *v,
                 _ => 0,
             };
-            let (promoted, reclaimed, next, lapsed) = (int(0), int(1), int(2), int(3));
+            let (promoted, reclaimed, next, expired) = (int(0), int(1), int(2), int(3));
             let gone = next == -2;
             metrics::add(&metrics::UPKEEP_PROMOTED, promoted.unsigned_abs());
             metrics::add(&metrics::UPKEEP_RECLAIMED, reclaimed.unsigned_abs());
-            metrics::add(&metrics::UPKEEP_EXPIRED, lapsed.unsigned_abs());
+            metrics::add(&metrics::UPKEEP_EXPIRED, expired.unsigned_abs());
             let done =
-                usize::try_from(promoted.saturating_add(reclaimed).saturating_add(lapsed)).unwrap_or(0);
+                usize::try_from(promoted.saturating_add(reclaimed).saturating_add(expired)).unwrap_or(0);
             let next = (next >= 0).then_some(next);
             let expiry = registry::next_expiry(&(*db, name.clone()));
             let next = match (next, expiry) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
-            Some(Kept { done, next, gone })
+            Some(Visit { done, next, gone })
         }
         Ok(_) => None,
         Err(_) => {
@@ -336,7 +340,7 @@ fn keep(ctx: *mut RedisModuleCtx, (db, name): &Queue, budget: usize) -> Option<K
 /// read before the next step, so their cost counts too. True while the scan is not over.
 fn scan_step(ctx: *mut RedisModuleCtx, t0: u64) -> bool {
     let now = timer::now_ms();
-    let mut s = state();
+    let mut s = search();
     if s.scan_all {
         s.scan_all = false;
         s.scan_dbs = (0..c_int::MAX).take_while(|&db| timer::select(ctx, db)).collect();
@@ -394,10 +398,8 @@ fn expiry_of(ctx: *mut RedisModuleCtx, db: c_int, name: &[u8]) -> Option<i64> {
     }
     let key = host::Key::open(ctx, host::Name::Own(Str::new(ctx, name)?), false);
     let [st, at, ..] = key.hget_many(&[&crate::queue::field::STATE, &crate::queue::field::EXPIRE]);
-    let waiting = matches!(
-        st.and_then(|s| JobState::of(s.bytes())),
-        Some(JobState::Wait | JobState::Prio | JobState::Delayed)
-    );
+    let waiting =
+        matches!(st.and_then(|s| State::of(s.bytes())), Some(State::Wait | State::Prio | State::Delayed));
     if waiting {
         at.and_then(|a| domain::args::int(a.bytes()))
     } else {

@@ -180,14 +180,19 @@ impl<'a> Exec<'a> {
         self.argv.get(i.saturating_add(2)).copied().ok_or_else(errors::host_reply)
     }
 
-    /// Opens the declared key with this role.
-    pub fn open(&self, role: impl Into<KeyRole>, write: bool) -> Result<Key, Refusal> {
-        Ok(Key::open(self.ctx, Name::Arg(self.key_name(role)?), write))
+    /// Opens the declared key with this role for reading.
+    pub fn read(&self, role: impl Into<KeyRole>) -> Result<Key, Refusal> {
+        Ok(Key::open(self.ctx, Name::Arg(self.key_name(role)?), false))
+    }
+
+    /// Opens the declared key with this role for writing.
+    pub fn write(&self, role: impl Into<KeyRole>) -> Result<Key, Refusal> {
+        Ok(Key::open(self.ctx, Name::Arg(self.key_name(role)?), true))
     }
 
     /// Opens the declared key with this role for writing; it must be absent or of `kind`.
     pub fn open_as(&self, role: impl Into<KeyRole>, kind: Kind) -> Result<Key, Refusal> {
-        let k = self.open(role, true)?;
+        let k = self.write(role)?;
         k.exists_as(kind)?;
         Ok(k)
     }

@@ -13,7 +13,7 @@ pub mod row;
 pub use alias::Aliases;
 pub use events::{Event, Events};
 pub use holder::Holder;
-pub use ready::{drains, Expiry, Promotion, Ready};
+pub use ready::{drains, End, Expiry, Promotion, Ready};
 pub use retention::{age, companions_of, doomed_rows, finish, keep_for, log_of, Companions, Retire};
 pub(crate) use row::Pairs;
 pub use row::{existing_row, field, meta, Found, NewJob, Row, State};

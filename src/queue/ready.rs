@@ -25,12 +25,12 @@ impl Ready {
         Ok(Ready { wait: x.open_as(Role::Wait, Kind::List)?, prio: x.open_as(Role::Prio, Kind::ZSet)? })
     }
 
-    /// Make a job ready by its priority: wait (at the back, or the front for requeues and
-    /// LIFO) for priority 0, else prio (priority, then id), and wake a claimer waiting on
-    /// that set. Returns the state the job now has.
-    pub fn put(&self, id: *mut RedisModuleString, priority: i64, front: bool) -> Result<State, Refusal> {
+    /// Make a job ready by its priority: wait (at `end`: the back, or the front for requeues
+    /// and LIFO) for priority 0, else prio (priority, then id; `end` changes nothing there),
+    /// and wake a claimer waiting on that set. Returns the state the job now has.
+    pub fn put(&self, id: *mut RedisModuleString, priority: i64, end: End) -> Result<State, Refusal> {
         if priority == 0 {
-            if front {
+            if end == End::Front {
                 self.wait.rpush(id)?;
             } else {
                 self.wait.lpush(id)?;
@@ -41,6 +41,24 @@ impl Ready {
             self.prio.zadd(priority, id)?;
             self.prio.signal_ready();
             Ok(State::Prio)
+        }
+    }
+}
+
+/// Where in `wait` a job goes: the back (the usual), or the front (next to be claimed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    Back,
+    Front,
+}
+
+impl End {
+    /// The front when `lifo`, else the back.
+    pub const fn lifo(lifo: bool) -> End {
+        if lifo {
+            End::Front
+        } else {
+            End::Back
         }
     }
 }
@@ -61,7 +79,7 @@ impl Promotion {
         let due = delayed.zrange(f64::NEG_INFINITY, now as f64, batch);
         let mut jobs = Vec::with_capacity(due.len());
         for (id, _) in due {
-            jobs.push(Found::open(x, id, true)?);
+            jobs.push(Found::due(x, id)?);
         }
         Ok(Promotion { jobs })
     }
@@ -82,7 +100,7 @@ impl Promotion {
                 // Failed by the caller's `Expiry`, not promoted.
                 continue;
             }
-            let state = ready.put(p.id.ptr(), p.priority, false)?;
+            let state = ready.put(p.id.ptr(), p.priority, End::Back)?;
             p.row.hset(&[(&field::STATE, state.lit().get())])?;
             events.emit(x, Some(p.id.ptr()), Event::Waiting { prev: State::Delayed })?;
             promoted = promoted.saturating_add(1);

@@ -167,7 +167,7 @@ impl Row<'_> {
 
 /// The call's own job row: it must exist.
 pub fn existing_row(x: &Exec) -> Result<Key, Refusal> {
-    let row = x.open(Role::Job, true)?;
+    let row = x.write(Role::Job)?;
     if row.exists_as(Kind::Hash)? {
         Ok(row)
     } else {
@@ -272,7 +272,17 @@ pub struct Found {
 }
 
 impl Found {
-    pub fn open(x: &mut Exec, id: Str, with_priority: bool) -> Result<Found, Refusal> {
+    /// A job taken from a ready set: its priority is not needed (it leaves the set).
+    pub fn taken(x: &mut Exec, id: Str) -> Result<Found, Refusal> {
+        Found::open(x, id, false)
+    }
+
+    /// A delayed job falling due: its priority decides where it goes.
+    pub fn due(x: &mut Exec, id: Str) -> Result<Found, Refusal> {
+        Found::open(x, id, true)
+    }
+
+    fn open(x: &mut Exec, id: Str, with_priority: bool) -> Result<Found, Refusal> {
         let row = x.open_undeclared(Role::Job, id.bytes(), Access::Update)?;
         let orphan = !row.exists_as(Kind::Hash)?;
         let int = |v: Option<Str>| v.and_then(|v| domain::args::int(v.bytes()));

@@ -15,7 +15,7 @@ use crate::errors::Refusal;
 use crate::host::command::{block, q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{self, Aliases, Event, Events, NewJob, Ready, State};
+use crate::queue::{self, Aliases, Event, Events, NewJob, Ready, State, End};
 
 pub const KEYS: Keys = Keys::of(&[q(Wait, Insert), q(Prio, Insert), q(Delayed, Insert), q(Events, Append)]);
 pub const ARGS: &[Arg] = &[block(
@@ -144,7 +144,7 @@ impl Verb for Add {
                     let state = if job.priority == 0 { State::Wait } else { State::Prio };
                     job.create(x, row, id, state, now)?;
                     super::enqueue::name_alias(aliases.as_ref(), job, &id_s)?;
-                    ready.put(id_s.ptr(), job.priority, *lifo)?;
+                    ready.put(id_s.ptr(), job.priority, End::lifo(*lifo))?;
                     let name = job.name.ptr();
                     events.emit(x, Some(id_s.ptr()), Event::Added { name, prio: job.priority, alias })?;
                 }

@@ -250,7 +250,7 @@ fn take(
     let ready = Ready::open(x)?;
     let active = x.open_as(Active, Kind::ZSet)?;
     let delayed = x.open_as(Delayed, Kind::ZSet)?;
-    let meta = x.open(Meta, false)?;
+    let meta = x.read(Meta)?;
     meta.exists_as(Kind::Hash)?;
     let events = Events::open(x)?;
     let now = x.now();
@@ -281,12 +281,12 @@ fn take(
             taken.push(match pick {
                 Pick::Wait(i) => {
                     let id = ready.wait.lindex((-1i64).saturating_sub(i as i64)).ok_or_else(crate::errors::host_reply)?;
-                    Taken::Ready(Found::open(x, id, false)?, Src::Wait)
+                    Taken::Ready(Found::taken(x, id)?, Src::Wait)
                 }
                 Pick::Prio(i) => {
                     let id =
                         lowest.get_mut(i).and_then(Option::take).ok_or_else(crate::errors::host_reply)?;
-                    Taken::Ready(Found::open(x, id, false)?, Src::Prio)
+                    Taken::Ready(Found::taken(x, id)?, Src::Prio)
                 }
                 Pick::Promoted(i) => Taken::Promoted(i),
             });

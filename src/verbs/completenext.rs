@@ -82,7 +82,7 @@ impl Verb for CompleteNext {
         // before would still point at it).
         drop(Ready::open(x)?);
         x.open_as(Delayed, Kind::ZSet)?;
-        x.open(Meta, false)?.exists_as(Kind::Hash)?;
+        x.read(Meta)?.exists_as(Kind::Hash)?;
         let done = finish_held(x, a.finish, Drained::Leave)?;
         let jobs = match take.run(x) {
             Ok((jobs, _)) => {

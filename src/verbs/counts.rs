@@ -40,7 +40,7 @@ impl Verb for Counts {
 
     fn run(x: &mut Exec<'_>, _: ()) -> Result<Reply, Refusal> {
         let len = |role: Role, kind: Kind| -> Result<i64, Refusal> {
-            let k = x.open(role, false)?;
+            let k = x.read(role)?;
             k.exists_as(kind)?;
             Ok(i64::try_from(k.len()).unwrap_or(i64::MAX))
         };
@@ -54,7 +54,7 @@ impl Verb for Counts {
         ] {
             out.push((name, Reply::Int(len(role, Kind::ZSet)?)));
         }
-        let meta = x.open(Meta, false)?;
+        let meta = x.read(Meta)?;
         meta.exists_as(Kind::Hash)?;
         out.push(("paused", Reply::Int(i64::from(meta.hget(&meta::PAUSED).is_some()))));
         Ok(Reply::Map(out))

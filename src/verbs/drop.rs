@@ -42,7 +42,7 @@ impl Verb for CoherenceDrop {
 
     fn run<'a>(x: &mut Exec<'a>, version: &'a [u8]) -> Result<Reply, Refusal> {
         coherence::version(version)?;
-        let row = x.open(KeyRole::Any, true)?;
+        let row = x.write(KeyRole::Any)?;
         let drop = match stored(&row)? {
             Stored::Absent => false,
             Stored::Value(frame) => coherence::drops(frame, version),

@@ -11,7 +11,7 @@ use crate::errors::Refusal;
 use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{Aliases, Event, Events, NewJob, Ready, State};
+use crate::queue::{Aliases, Event, Events, NewJob, Ready, State, End};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Insert), q(Wait, Insert), q(Prio, Insert), q(Events, Append)]);
 
@@ -99,7 +99,7 @@ impl Verb for Enqueue {
     fn run<'a>(x: &mut Exec<'a>, a: Args<'a>) -> Result<Reply, Refusal> {
         crate::domain::job_id(x.id)?;
         let job = NewJob::check(a.name, a.data, &a.o, x.now())?;
-        let row = x.open(Job, true)?;
+        let row = x.write(Job)?;
         if row.exists_as(Kind::Hash)? {
             return Ok(Reply::Int(0));
         }
@@ -114,7 +114,7 @@ impl Verb for Enqueue {
         let state = if job.priority == 0 { State::Wait } else { State::Prio };
         job.create(x, &row, x.id, state, now)?;
         name_alias(aliases.as_ref(), &job, &id)?;
-        ready.put(id.ptr(), job.priority, a.o.lifo)?;
+        ready.put(id.ptr(), job.priority, End::lifo(a.o.lifo))?;
         let alias = job.alias.map(|a| a.ptr());
         events.emit(x, Some(id.ptr()), Event::Added { name: a.name.ptr(), prio: job.priority, alias })?;
         crate::queue::exists(x);

@@ -18,7 +18,7 @@ use crate::domain::args::When;
 use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Lit, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{self, field, Event, Events, Holder, Ready, Retire, Row, State};
+use crate::queue::{self, field, Event, Events, Holder, Ready, Retire, Row, State, End};
 
 pub const KEYS: Keys = Keys::of(&[
     q(Job, Update),
@@ -168,7 +168,7 @@ impl Verb for Fail {
                 c"failed"
             }
             AfterFail::Retry => {
-                let state = ready.put(id.ptr(), r.priority(), lifo)?;
+                let state = ready.put(id.ptr(), r.priority(), End::lifo(lifo))?;
                 fields.push((&field::STATE, state.lit().get()));
                 row.hset(&fields)?;
                 row.hdel(cleared)?;

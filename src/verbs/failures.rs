@@ -40,7 +40,7 @@ impl Verb for Failures {
     fn run(x: &mut Exec<'_>, ttl: Option<i64>) -> Result<Reply, Refusal> {
         domain::message_id(x.id)?;
         let at = bus::expiry(x.now(), ttl)?;
-        let counter = x.open(Fails, true)?;
+        let counter = x.write(Fails)?;
         let count = match stored(&counter)? {
             Stored::Absent => bus::next_count(None),
             Stored::Value(v) => bus::next_count(Some(v)),

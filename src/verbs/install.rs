@@ -32,7 +32,7 @@ impl Verb for Install {
     fn run(x: &mut Exec<'_>, _: ()) -> Result<Reply, Refusal> {
         x.standalone()?;
         // Declared key: the server already checked the caller's permission on it.
-        let key = x.open(KeyRole::Version, true)?;
+        let key = x.write(KeyRole::Version)?;
         match domain::install(stored(&key)?)? {
             domain::Install::Write => {
                 key.set_string(keyspace::EPOCH)?;

@@ -48,7 +48,7 @@ impl Verb for Inspect {
 
     fn run(x: &mut Exec<'_>, _: ()) -> Result<Reply, Refusal> {
         domain::job_id(x.id)?;
-        let row = x.open(Job, false)?;
+        let row = x.read(Job)?;
         if !row.exists_as(Kind::Hash)? {
             return Ok(Reply::Null);
         }

@@ -47,7 +47,7 @@ impl Verb for Jobs {
         let from = domain::range(a.from.unwrap_or(0), 0, domain::TIME_MAX, "FROM")?;
         let count = domain::range(a.count.unwrap_or(100), 1, domain::PAGE_MAX, "COUNT")?;
         let set = x.set.ok_or_else(crate::errors::host_reply)?;
-        let key = x.open(SETS, false)?;
+        let key = x.read(SETS)?;
         let list = set == Role::Wait;
         key.exists_as(if list { Kind::List } else { Kind::ZSet })?;
         let total = i64::try_from(key.len()).unwrap_or(i64::MAX);

@@ -115,7 +115,7 @@ impl Verb for Obliterate {
         }
         let left = jobs_left.saturating_add(keys_left);
         if left == 0 {
-            registry::reschedule(&(timer::selected(x.ctx()), x.queue.to_vec()), None, true);
+            registry::forget(&(timer::selected(x.ctx()), x.queue.to_vec()));
         }
         Ok(Reply::Int(i64::try_from(left).unwrap_or(i64::MAX)))
     }

@@ -11,7 +11,7 @@ use crate::domain::{self, args::Opt};
 use crate::errors::Refusal;
 use crate::host::command::{flag, q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Reply, Verb};
-use crate::queue::{existing_row, field, Event, Events, Ready, Row, State};
+use crate::queue::{existing_row, field, Event, Events, Ready, Row, State, End};
 
 use crate::keyspace::Role::*;
 
@@ -58,11 +58,11 @@ impl Verb for Priority {
             (Some(State::Wait), 0) => None,
             (Some(State::Wait), _) => {
                 ready.wait.lrem(id.ptr())?;
-                Some(ready.put(id.ptr(), p, false)?)
+                Some(ready.put(id.ptr(), p, End::Back)?)
             }
             (Some(State::Prio), 0) => {
                 ready.prio.zrem(id.ptr());
-                Some(ready.put(id.ptr(), 0, a.lifo)?)
+                Some(ready.put(id.ptr(), 0, End::lifo(a.lifo))?)
             }
             (Some(State::Prio), _) => {
                 ready.prio.zadd(p, id.ptr())?;

@@ -6,7 +6,7 @@ use crate::errors::{not_in, Refusal};
 use crate::host::command::{q, Arg, Command, Keys, Spec::*};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{existing_row, field, Event, Events, Ready, Row, State};
+use crate::queue::{existing_row, field, Event, Events, Ready, Row, State, End};
 
 pub const KEYS: Keys =
     Keys::of(&[q(Job, Update), q(Delayed, Take), q(Wait, Insert), q(Prio, Insert), q(Events, Append)]);
@@ -43,7 +43,7 @@ impl Verb for Promote {
             return Err(not_in(x.id, "delayed"));
         }
         delayed.zrem(id.ptr());
-        let state = ready.put(id.ptr(), Row(&row).priority(), false)?;
+        let state = ready.put(id.ptr(), Row(&row).priority(), End::Back)?;
         row.hset(&[(&field::STATE, state.lit().get())])?;
         events.emit(x, Some(id.ptr()), Event::Waiting { prev: State::Delayed })?;
         Ok(Reply::Int(1))

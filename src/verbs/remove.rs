@@ -43,7 +43,7 @@ impl Verb for Remove {
 
     fn run(x: &mut Exec<'_>, force: bool) -> Result<Reply, Refusal> {
         domain::job_id(x.id)?;
-        let row = x.open(Job, true)?;
+        let row = x.write(Job)?;
         if !row.exists_as(Kind::Hash)? {
             return Ok(Reply::Int(0));
         }

@@ -10,7 +10,7 @@ use crate::errors::{not_in, Refusal};
 use crate::host::command::{block, flag, one_of, q, word, Arg, Command, Keys, Spec::*};
 use crate::host::{ArgStr, Exec, Kind, Lit, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{existing_row, field, Event, Events, Ready, Row, State};
+use crate::queue::{existing_row, field, Event, Events, Ready, Row, State, End};
 
 pub const KEYS: Keys = Keys::of(&[
     q(Job, Update),
@@ -84,7 +84,7 @@ impl Verb for Reprocess {
         if !set.zrem(id.ptr()) {
             return Err(not_in(x.id, expected));
         }
-        let state = ready.put(id.ptr(), r.priority(), a.lifo)?;
+        let state = ready.put(id.ptr(), r.priority(), End::lifo(a.lifo))?;
         row.hset(&[(&field::STATE, state.lit().get())])?;
         let mut cleared: smallvec::SmallVec<[&Lit; 9]> = smallvec::smallvec![
             &field::RESULT,

@@ -7,7 +7,7 @@ use crate::errors::Refusal;
 use crate::host::command::{q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{field, Event, Events, Holder, Ready, Row, State};
+use crate::queue::{field, Event, Events, Holder, Ready, Row, State, End};
 
 pub const KEYS: Keys =
     Keys::of(&[q(Job, Update), q(Active, Take), q(Wait, Insert), q(Prio, Insert), q(Events, Append)]);
@@ -44,7 +44,7 @@ impl Verb for Requeue {
         let events = Events::open(x)?;
         job.check(&token)?;
         job.active.zrem(job.id.ptr());
-        let state = ready.put(job.id.ptr(), Row(&job.row).priority(), true)?;
+        let state = ready.put(job.id.ptr(), Row(&job.row).priority(), End::Front)?;
         job.row.hset(&[(&field::STATE, state.lit().get())])?;
         job.row.hdel(&[&field::TOKEN])?;
         events.emit(x, Some(job.id.ptr()), Event::Waiting { prev: State::Active })?;

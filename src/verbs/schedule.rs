@@ -68,7 +68,7 @@ impl Verb for Schedule {
         let now = x.now();
         let job = NewJob::check(a.name, a.data, &a.o, now)?;
         let due = domain::due(a.when, now)?;
-        let row = x.open(Job, true)?;
+        let row = x.write(Job)?;
         if row.exists_as(Kind::Hash)? {
             return Ok(Reply::Int(0));
         }

@@ -14,7 +14,7 @@ use crate::host::command::{opt, q, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{Access, ArgStr, Exec, Key, Kind, Lit, Reply, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::metrics;
-use crate::queue::{self, field, Event, Events, Ready, Retire, Row, State};
+use crate::queue::{self, field, Event, Events, Ready, Retire, Row, State, End};
 
 pub const KEYS: Keys =
     Keys::of(&[q(Active, Take), q(Wait, Insert), q(Prio, Insert), q(Failed, Update), q(Events, Append)]);
@@ -151,7 +151,7 @@ pub fn reclaim(x: &mut Exec, max_stalls: i64, count: i64) -> Result<(Vec<Reply>,
             events.emit(x, Some(id.ptr()), Event::Failed { error: STALLED.get(), attempt: made, attempts })?;
             dead.push(Reply::bulk(id.bytes()));
         } else {
-            let state = ready.put(id.ptr(), r.priority(), true)?;
+            let state = ready.put(id.ptr(), r.priority(), End::Front)?;
             row.hset(&[(&field::STATE, state.lit().get()), (&field::STALLS, sc.ptr())])?;
             row.hdel(&[&field::TOKEN])?;
             events.emit(x, Some(id.ptr()), Event::Waiting { prev: State::Active })?;
