@@ -346,3 +346,36 @@ fn every_command_refuses_a_stray_argument_and_writes_nothing() {
         }
     }
 }
+
+/// The fence's class answers the fence and nothing else, for every fenced command: with the
+/// fence in place and the queue's events stream filled by hand up to the largest id a stream
+/// can hold (the one server failure a client can force), each valid call either succeeds (it
+/// appends no event) or answers the module's own `EMQHOST` — never `EMQWIRE`.
+#[test]
+fn every_fenced_command_answers_a_host_failure_with_its_own_class() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    populate(&mut c);
+    std::thread::sleep(Duration::from_millis(10));
+    let events = Q::new(QUEUE).k("events");
+    let full: &[u8] = b"18446744073709551615-18446744073709551615";
+    must(c.call(&[b"XADD", events.as_bytes(), full, b"by", b"hand"]), "XADD");
+    let fenced: Vec<&Command> = COMMANDS.iter().filter(|c| c.fenced).collect();
+    let (mut host, mut ok) = (0, 0);
+    for cmd in &fenced {
+        for v in calls(cmd) {
+            match run(&mut c, &v) {
+                Reply::Error(e) if e == "EMQHOST unexpected reply from the host" => host += 1,
+                Reply::Error(e) => assert!(
+                    !e.starts_with("EMQWIRE"),
+                    "{}: the fence's class for a failure that is not the fence's: {e}",
+                    cmd.name
+                ),
+                _ => ok += 1,
+            }
+        }
+    }
+    assert!(host > 0 && ok > 0, "{host} EMQHOST, {ok} served");
+    assert_eq!(c.call(&[b"PING"]), Reply::Simple("PONG".into()));
+    eprintln!("{host} calls answered EMQHOST, {ok} served");
+}
