@@ -296,11 +296,6 @@ fn stalled_failures_under_keep_zero_take_their_logs() {
     no_log_without_its_row(&mut c, &q);
 }
 
-fn claim_all(q: &Q, c: &mut Conn, token: &str) -> Vec<String> {
-    let r = q.run(c, "EMQ.CLAIM", "", &[token.as_bytes(), b"60000", b"COUNT", b"100"]);
-    r.array().iter().map(|j| j.array()[0].str()).collect()
-}
-
 fn complete(q: &Q, c: &mut Conn, id: &str, token: &str, opts: &[&[u8]]) -> Reply {
     let mut a: Vec<&[u8]> = vec![token.as_bytes(), b"ok"];
     a.extend_from_slice(opts);

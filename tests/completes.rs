@@ -139,11 +139,6 @@ fn bad_input_is_refused_and_writes_nothing() {
     }
 }
 
-fn claim_all(q: &Q, c: &mut Conn, token: &str) -> Vec<String> {
-    let r = q.run(c, "EMQ.CLAIM", "", &[token.as_bytes(), b"60000", b"COUNT", b"100"]);
-    r.array().iter().map(|j| j.array()[0].str()).collect()
-}
-
 fn complete(q: &Q, c: &mut Conn, id: &str, token: &str, opts: &[&[u8]]) -> Reply {
     let mut a: Vec<&[u8]> = vec![token.as_bytes(), b"ok"];
     a.extend_from_slice(opts);
@@ -152,27 +147,6 @@ fn complete(q: &Q, c: &mut Conn, id: &str, token: &str, opts: &[&[u8]]) -> Reply
 
 fn completed(q: &Q, c: &mut Conn) -> Vec<String> {
     c.call(&[b"ZRANGE", q.k("completed").as_bytes(), b"0", b"-1"]).strings()
-}
-
-/// A worker whose keys are the queue's roles and job rows, but not the jobs' logs.
-fn no_log_user(admin: &mut Conn, q: &Q) -> Vec<Vec<u8>> {
-    let mut v: Vec<Vec<u8>> = ["ACL", "SETUSER", "nolog", "on", ">pw", "-@all", "+@emq", "%R~{emq}:*"]
-        .iter()
-        .map(|s| s.as_bytes().to_vec())
-        .collect();
-    for role in ["wait", "prio", "active", "delayed", "completed", "failed", "meta", "events", "job:*"] {
-        v.push(format!("~{}", q.k(role)).into_bytes());
-    }
-    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
-    assert_eq!(admin.call(&refs), Reply::Simple("OK".into()));
-    v
-}
-
-fn log_line(c: &mut Conn, q: &Q, id: &str, token: &str) {
-    let log_key = format!("emq:{{{}}}:log:{id}", q.0);
-    let r = c.call(&[b"TRA.LOG", b"2", q.job(id).as_bytes(), log_key.as_bytes(), token.as_bytes(), b"line"]);
-    assert!(r.err().is_none(), "{r:?}");
-    assert_eq!(c.call(&[b"EXISTS", log_key.as_bytes()]), Reply::Int(1));
 }
 
 /// completes.rs `jobs.len() > max` → `>=` (a full batch of 50 refused): TRA.COMPLETES takes

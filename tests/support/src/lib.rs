@@ -483,3 +483,32 @@ pub fn escape(b: &[u8]) -> String {
         s
     }
 }
+
+/// Every job `token` can claim in one call (COUNT 100, a long lease): their ids.
+pub fn claim_all(q: &Q, c: &mut Conn, token: &str) -> Vec<String> {
+    let r = q.run(c, "EMQ.CLAIM", "", &[token.as_bytes(), b"60000", b"COUNT", b"100"]);
+    r.array().iter().map(|j| j.array()[0].str()).collect()
+}
+
+/// A worker (`nolog`, password `pw`) whose keys are the queue's roles and job rows, but not the
+/// jobs' logs: the `ACL SETUSER` it was made with.
+pub fn no_log_user(admin: &mut Conn, q: &Q) -> Vec<Vec<u8>> {
+    let mut v: Vec<Vec<u8>> = ["ACL", "SETUSER", "nolog", "on", ">pw", "-@all", "+@emq", "%R~{emq}:*"]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+    for role in ["wait", "prio", "active", "delayed", "completed", "failed", "meta", "events", "job:*"] {
+        v.push(format!("~{}", q.k(role)).into_bytes());
+    }
+    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+    assert_eq!(admin.call(&refs), Reply::Simple("OK".into()));
+    v
+}
+
+/// The holder `token` logs a line on job `id`; the log exists after.
+pub fn log_line(c: &mut Conn, q: &Q, id: &str, token: &str) {
+    let log_key = format!("emq:{{{}}}:log:{id}", q.0);
+    let r = c.call(&[b"TRA.LOG", b"2", q.job(id).as_bytes(), log_key.as_bytes(), token.as_bytes(), b"line"]);
+    assert!(r.err().is_none(), "{r:?}");
+    assert_eq!(c.call(&[b"EXISTS", log_key.as_bytes()]), Reply::Int(1));
+}
