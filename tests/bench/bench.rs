@@ -28,12 +28,16 @@
 //! 10^7-job point), --only-scale (the scale points alone), --caps (first, "Calls at their
 //! caps": tests/bench/caps.rs, each batch call at its cap beside 10^6 jobs and the longest
 //! event-loop cycle while upkeep catches up, beside the 2 ms goal; its smoke version runs in the
-//! short mode), --only-caps (that alone). A run with --only, --only-waiting, --only-scale,
-//! --only-caps or --short never touches tests/bench/RESULTS.md.
+//! short mode), --only-caps (that alone), --only-forms (only the rows of issues 23 and 24 —
+//! `TRA.ADD` beside ChasquiMQ's `add_bulk`, the finish-and-fetch lifecycle, `CLAIM … ROW`,
+//! BullMQ on trafikey beside BullMQ on Valkey: tests/bench/forms.rs — and the rows they are
+//! held to). A run with --only, --only-waiting, --only-scale, --only-caps, --only-forms or
+//! --short never touches tests/bench/RESULTS.md.
 //! Environment: TRAFIKEY_MODULE (the .so), VALKEY_SERVER, BENCH_BULLMQ_DIR (BullMQ installed
 //! with bench.mjs), BENCH_BULLMQ_WHY (the note when BullMQ is skipped), BENCH_CHASQUIMQ (the
 //! ChasquiMQ driver's binary), BENCH_CHASQUIMQ_WHY (the note when it is skipped), BENCH_SCRATCH (where
-//! the server's data dir goes).
+//! the server's data dir goes), BENCH_TRAFIKEY_BULLMQ (clients/bullmq's built dist/index.js, for
+//! BullMQ on trafikey), BENCH_TRAFIKEY_BULLMQ_WHY (the note when that is skipped).
 // A test may panic: that is how it fails. The module's own rules are for src/.
 #![allow(
     clippy::unwrap_used,
@@ -50,6 +54,7 @@ mod caps;
 mod chasquimq;
 mod coherence;
 mod driver;
+mod forms;
 mod load;
 mod queue;
 mod report;
@@ -114,6 +119,9 @@ struct Opts {
     /// the passes; with `only_caps`, nothing else.
     caps: bool,
     only_caps: bool,
+    /// Only the rows of issues 23 and 24 (`forms.rs`: TRA.ADD, finish-and-fetch, CLAIM … ROW;
+    /// BullMQ on trafikey beside BullMQ on Valkey) and the rows they are held to.
+    only_forms: bool,
 }
 
 impl Opts {
@@ -145,6 +153,7 @@ fn parse_args() -> Result<Opts, String> {
         only_scale: false,
         caps: false,
         only_caps: false,
+        only_forms: false,
     };
     let mut n = None;
     let mut mem = None;
@@ -173,6 +182,7 @@ fn parse_args() -> Result<Opts, String> {
             "--only-scale" => (o.scale, o.only_scale) = (true, true),
             "--caps" => o.caps = true,
             "--only-caps" => (o.caps, o.only_caps) = (true, true),
+            "--only-forms" => o.only_forms = true,
             "--only" => {
                 for w in args.next().ok_or("--only needs a list")?.split(',') {
                     o.only.push(match w {
@@ -193,7 +203,7 @@ fn parse_args() -> Result<Opts, String> {
             // cargo bench passes --bench to harness = false targets.
             "--bench" => {}
             "-h" | "--help" => {
-                println!("usage: scripts/bench [--short] [--n N] [--mem M] [--no-bullmq] [--no-chasquimq] [--no-modes] [--no-notebook] [--phase-limit SECONDS] [--quiet-wait SECONDS] [--repeat R] [--only trafikey,lua,bullmq,floor,set] [--only-waiting] [--scale] [--scale-huge] [--only-scale] [--caps] [--only-caps]");
+                println!("usage: scripts/bench [--short] [--n N] [--mem M] [--no-bullmq] [--no-chasquimq] [--no-modes] [--no-notebook] [--phase-limit SECONDS] [--quiet-wait SECONDS] [--repeat R] [--only trafikey,lua,bullmq,floor,set] [--only-waiting] [--scale] [--scale-huge] [--only-scale] [--caps] [--only-caps] [--only-forms]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other}")),
@@ -202,7 +212,7 @@ fn parse_args() -> Result<Opts, String> {
     if o.only_scale || o.only_caps {
         o.only = vec![Who::Trafikey];
     }
-    if !o.only.is_empty() || o.only_waiting {
+    if !o.only.is_empty() || o.only_waiting || o.only_forms {
         o.notebook = false;
     }
     if o.short {
@@ -821,6 +831,12 @@ fn pass(
         report::pair_blocking(&mut rows);
         return Ok((rows, memory, idle));
     }
+    if o.only_forms {
+        bull.round(srv, c, o, "enqueue,claim,lifecycle", &mut rows, &mut memory)?;
+        chq.round(srv, c, o, "lifecycle", Setting::Default, &mut rows, &mut memory)?;
+        round_forms(srv, c, contenders, bull, chq, o, &mut rows)?;
+        return Ok((rows, memory, idle));
+    }
     for x in contenders {
         round_enqueue(srv, c, x, o, &mut rows)?;
     }
@@ -896,12 +912,75 @@ fn pass(
     }
     bull.round(srv, c, o, "memory", &mut rows, &mut memory)?;
     chq.round(srv, c, o, "memory", Setting::Default, &mut rows, &mut memory)?;
+    round_forms(srv, c, contenders, bull, chq, o, &mut rows)?;
     if o.modes {
         round_modes(bins, contenders, bull, chq, o, keep, cap, &mut rows)?;
     }
     report::pair_blocking(&mut rows);
     report::pair_batch(&mut rows);
     Ok((rows, memory, idle))
+}
+
+/// Whether this server has every command of `names` (`COMMAND INFO`).
+fn commands_here(c: &mut Conn, names: &[&str]) -> bool {
+    names.iter().all(|n| match c.call(&[b"COMMAND", b"INFO", n.as_bytes()]) {
+        Reply::Array(a) => a.first().is_some_and(|x| !x.is_nil()),
+        _ => false,
+    })
+}
+
+const NO_FORMS: &str = "TRA.ADD / TRA.COMPLETENEXT are not in this build (module_version 0.3.0 has them)";
+
+/// The rows of issues 23 and 24 (forms.rs): trafikey's bulk add `TRA.ADD` in batches of 32
+/// and 250, each beside ChasquiMQ's `add_bulk` of the same size; the finish-and-fetch lifecycle
+/// (one `TRA.COMPLETENEXT` per job; ChasquiMQ's lifecycle row is the pass's own); claim+complete
+/// with `CLAIM … ROW` right after the same without; then BullMQ's bench.mjs workloads with
+/// the trafikey backend (BullMQ on Valkey's rows are the pass's own BullMQ rows).
+#[allow(clippy::too_many_arguments)]
+fn round_forms(
+    srv: &Server,
+    c: &mut Conn,
+    contenders: &[Contender],
+    bull: &mut Bull,
+    chq: &mut Chasqui,
+    o: &Opts,
+    rows: &mut Vec<Row>,
+) -> Result<(), String> {
+    let n = o.n;
+    let native = Engine::Native;
+    if let Some(x) = contenders.iter().find(|x| x.who == Who::Trafikey) {
+        let here = x.verbs && commands_here(c, &["TRA.ADD", "TRA.COMPLETENEXT"]);
+        for (batch, mode, chq_mode) in forms::BATCHES {
+            if here {
+                fresh(c)?;
+                rows.push(measured(srv, Who::Trafikey, forms::ADD_NAMES, forms::BULK, mode, n, || {
+                    forms::bulk_add(srv, n, batch, shape(o, 1))
+                }));
+            } else {
+                rows.push(skipped(Who::Trafikey, forms::BULK, mode, NO_FORMS));
+            }
+            chq.bulk(srv, c, o, batch, chq_mode, rows)?;
+        }
+        if here {
+            fresh(c)?;
+            rows.push(measured(srv, Who::Trafikey, forms::NEXT_NAMES, forms::NEXT, "p32", 0, || {
+                forms::lifecycle_next(srv, n, shape(o, DEPTH))
+            }));
+            for (mode, with) in [(forms::WITHOUT_ROW, false), (forms::WITH_ROW, true)] {
+                prefill(srv, c, &native, o)?;
+                rows.push(measured(srv, Who::Trafikey, forms::ROW_NAMES, forms::ROW_PAIR, mode, 0, || {
+                    forms::claim_complete_row(srv, n, shape(o, DEPTH), with)
+                }));
+            }
+        } else {
+            rows.push(skipped(Who::Trafikey, forms::NEXT, "p32", NO_FORMS));
+            rows.push(skipped(Who::Trafikey, forms::ROW_PAIR, forms::WITHOUT_ROW, NO_FORMS));
+            rows.push(skipped(Who::Trafikey, forms::ROW_PAIR, forms::WITH_ROW, NO_FORMS));
+        }
+        report::pair_row(rows);
+    }
+    bull.round_trafikey(srv, c, o, "enqueue,claim,lifecycle", rows)?;
+    fresh(c)
 }
 
 /// Cost as work grows (`--scale`; its smoke version in the short mode), trafikey only, after
@@ -1047,6 +1126,8 @@ struct Bull {
     dir: PathBuf,
     ready: bool,
     ran: bool,
+    /// The trafikey backend for BullMQ (clients/bullmq's built dist/index.js), or why not.
+    trafikey: Result<PathBuf, String>,
 }
 
 impl Bull {
@@ -1098,6 +1179,7 @@ impl Bull {
             events: setting != Setting::EventsOff,
             best_only: setting != Setting::Default,
             replica_port: srv.replica.as_ref().map(|r| r.port),
+            trafikey_client: None,
         };
         match bullmq::run(&self.dir, &p) {
             Ok(out) => {
@@ -1105,6 +1187,63 @@ impl Bull {
                 driver_rows(Who::BullMq, "bench.mjs", out, part, setting, rows, memory);
             }
             Err(e) => rows.push(failed(Who::BullMq, "bench.mjs", "", e)),
+        }
+        fresh(c)
+    }
+}
+
+impl Bull {
+    /// bench.mjs's `part`s with BullMQ's classes bound to the trafikey backend
+    /// (`withTrafikey(withBackend)`), on the same server with the module: rows of
+    /// "BullMQ on trafikey", named as BullMQ's own.
+    fn round_trafikey(
+        &mut self,
+        srv: &Server,
+        c: &mut Conn,
+        o: &Opts,
+        part: &str,
+        rows: &mut Vec<Row>,
+    ) -> Result<(), String> {
+        if !self.ready {
+            return Ok(());
+        }
+        let client = match &self.trafikey {
+            Ok(p) => p.clone(),
+            Err(why) => {
+                say(&format!("BullMQ on trafikey skipped: {why}"));
+                rows.push(skipped(Who::BullMqTrafikey, "enqueue", "p32", why));
+                return Ok(());
+            }
+        };
+        fresh(c)?;
+        if o.quiet_wait > Duration::ZERO {
+            load::wait_quiet(srv.pid(), load::QUIET_CORES, o.quiet_wait);
+        }
+        say(&format!("BullMQ on trafikey {part} (node bench.mjs --backend trafikey)"));
+        let p = bullmq::Params {
+            port: srv.port,
+            n: o.n,
+            mem: o.mem,
+            conns: CONNS,
+            batch: DEPTH,
+            phase_limit: o.phase_limit,
+            server_pid: srv.pid(),
+            only: part.to_string(),
+            wait_jobs: o.wait_jobs,
+            gap_ms: WAIT_GAP.as_millis() as u64,
+            waiters: BULL_WAITERS,
+            spread: SPREAD,
+            events: true,
+            best_only: false,
+            replica_port: None,
+            trafikey_client: Some(client),
+        };
+        let mut none = Vec::new();
+        match bullmq::run(&self.dir, &p) {
+            Ok(out) => {
+                driver_rows(Who::BullMqTrafikey, "bench.mjs", out, part, Setting::Default, rows, &mut none)
+            }
+            Err(e) => rows.push(failed(Who::BullMqTrafikey, "bench.mjs", "", e)),
         }
         fresh(c)
     }
@@ -1156,6 +1295,73 @@ impl Chasqui {
                 driver_rows(Who::ChasquiMq, "driver", out, part, setting, rows, memory);
             }
             Err(e) => rows.push(failed(Who::ChasquiMq, "driver", "", e)),
+        }
+        fresh(c)
+    }
+}
+
+impl Chasqui {
+    /// The bulk add: the driver's `add_bulk` of `batch` from 50 tasks (part `bulk`), as the
+    /// row `bulk add` / `mode`.
+    fn bulk(
+        &mut self,
+        srv: &Server,
+        c: &mut Conn,
+        o: &Opts,
+        batch: usize,
+        mode: &'static str,
+        rows: &mut Vec<Row>,
+    ) -> Result<(), String> {
+        let Some(bin) = self.bin.clone() else { return Ok(()) };
+        c.call(&[b"FLUSHALL", b"SYNC"]);
+        if o.quiet_wait > Duration::ZERO {
+            load::wait_quiet(srv.pid(), load::QUIET_CORES, o.quiet_wait);
+        }
+        say(&format!("ChasquiMQ {} {mode}", forms::BULK));
+        let p = chasquimq::Params {
+            port: srv.port,
+            n: o.n,
+            mem: o.mem,
+            conns: CONNS,
+            batch,
+            phase_limit: o.phase_limit,
+            server_pid: srv.pid(),
+            only: "bulk".into(),
+            events: true,
+            replica_port: None,
+        };
+        match chasquimq::run(&bin, &p) {
+            Ok(out) => {
+                self.ran = true;
+                for f in out.figures.iter().filter(|f| f.workload == forms::BULK) {
+                    say(&format!(
+                        "  {:.0} jobs/s, {:.2} µs server CPU per job",
+                        f.jobs as f64 / f.secs,
+                        f.cpu_us / f.jobs as f64
+                    ));
+                    rows.push(Row {
+                        jobs: f.jobs,
+                        secs: f.secs,
+                        cpu_us: f.cpu_us,
+                        p50_us: f.p50_us,
+                        p99_us: f.p99_us,
+                        foreign: Some(out.foreign),
+                        ..empty_row(Who::ChasquiMq, forms::BULK, mode, Status::Ok)
+                    });
+                }
+                if !out.figures.iter().any(|f| f.workload == forms::BULK) && out.errors.is_empty() {
+                    rows.push(failed(
+                        Who::ChasquiMq,
+                        forms::BULK,
+                        mode,
+                        "the driver gave no bulk add figure".into(),
+                    ));
+                }
+                for e in out.errors {
+                    rows.push(failed(Who::ChasquiMq, forms::BULK, mode, e));
+                }
+            }
+            Err(e) => rows.push(failed(Who::ChasquiMq, forms::BULK, mode, e)),
         }
         fresh(c)
     }
@@ -1483,7 +1689,18 @@ fn run(o: &Opts) -> Result<bool, String> {
         fresh(&mut c)?;
     }
 
-    let mut bull = Bull { dir: bull_dir.clone(), ready: false, ran: false };
+    let trafikey_client = match std::env::var("BENCH_TRAFIKEY_BULLMQ") {
+        Ok(p) if Path::new(&p).is_file() => Ok(PathBuf::from(p)),
+        _ => Err(std::env::var("BENCH_TRAFIKEY_BULLMQ_WHY").unwrap_or_else(|_| {
+            "the trafikey backend for BullMQ (clients/bullmq/dist/index.js) is not built: scripts/bench builds it".into()
+        })),
+    };
+    if let Err(why) = &trafikey_client {
+        if o.wants(Who::BullMq) {
+            notes.push(format!("BullMQ on trafikey was skipped: {why}."));
+        }
+    }
+    let mut bull = Bull { dir: bull_dir.clone(), ready: false, ran: false, trafikey: trafikey_client };
     let mut skipped_memory = Vec::new();
     if !o.wants(Who::BullMq) {
         notes.push(std::env::var("BENCH_BULLMQ_WHY").unwrap_or_else(|_| "BullMQ was not run.".into()));

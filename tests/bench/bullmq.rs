@@ -37,6 +37,9 @@ pub struct Params {
     pub best_only: bool,
     /// The replica's port, to read its CPU around each phase (the replica mode).
     pub replica_port: Option<u16>,
+    /// BullMQ on trafikey: the trafikey backend's built entry point (clients/bullmq's
+    /// dist/index.js); None: BullMQ's own Redis backend.
+    pub trafikey_client: Option<std::path::PathBuf>,
 }
 
 /// Run every BullMQ workload; the whole run is bounded by a time limit of its own.
@@ -51,6 +54,14 @@ pub fn run(dir: &Path, p: &Params) -> Result<Outcome, String> {
     }
     if let Some(r) = p.replica_port {
         extra.extend(["--replica-port".into(), r.to_string()]);
+    }
+    if let Some(t) = &p.trafikey_client {
+        extra.extend([
+            "--backend".into(),
+            "trafikey".into(),
+            "--trafikey-client".into(),
+            t.display().to_string(),
+        ]);
     }
     let mut cmd = Command::new("node");
     cmd.arg(dir.join("bench.mjs"))

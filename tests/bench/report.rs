@@ -11,6 +11,8 @@ pub enum Who {
     Floor,
     Set,
     ChasquiMq,
+    /// BullMQ's own classes with the trafikey backend (clients/bullmq), on the module.
+    BullMqTrafikey,
 }
 
 impl Who {
@@ -22,6 +24,7 @@ impl Who {
             Who::Floor => "floor",
             Who::Set => "SET",
             Who::ChasquiMq => "ChasquiMQ",
+            Who::BullMqTrafikey => "BullMQ on trafikey",
         }
     }
 
@@ -34,6 +37,7 @@ impl Who {
             Who::Floor => "floor",
             Who::Set => "set",
             Who::ChasquiMq => "chasquimq",
+            Who::BullMqTrafikey => "bullmq-trafikey",
         }
     }
 }
@@ -197,6 +201,40 @@ pub fn pair_batch(rows: &mut [Row]) {
         if let (Some((rate, cpu)), Some(r)) = (base, row) {
             r.paired = vec![(r.rate() / rate, r.cpu_per_job() / cpu)];
         }
+    }
+}
+
+/// The rows of issues 23 and 24 (tests/bench/forms.rs): workloads and modes.
+pub const BULK: &str = "bulk add";
+pub const NEXT: &str = "lifecycle, finish-and-fetch";
+pub const ROW_PAIR: &str = "claim+complete, CLAIM … ROW";
+pub const WITHOUT_ROW: &str = "p32, without ROW";
+pub const WITH_ROW: &str = "p32, ROW";
+/// The bulk add's lanes: (batch, trafikey's mode, ChasquiMQ's mode).
+pub const BULK_LANES: [(usize, &str, &str); 2] =
+    [(32, "TRA.ADD 32 a call", "add_bulk 32"), (250, "TRA.ADD 250 a call", "add_bulk 250")];
+/// bench.mjs's workloads, BullMQ on Valkey beside BullMQ on trafikey: (name, workload, mode).
+pub const BULL_PAIRS: [(&str, &str, &str); 6] = [
+    ("add (50 Queues, one add at a time)", "enqueue", "c50"),
+    ("addBulk of 32 (50 Queues)", "enqueue", "p32"),
+    ("Workers at concurrency 1 (50 Workers)", "claim+complete", "c50"),
+    ("Worker at concurrency 50 (1 Worker)", "claim+complete", "p32"),
+    ("lifecycle: add + 50 Workers × 1", "lifecycle", "c50"),
+    ("lifecycle: addBulk + 1 Worker × 50", "lifecycle", "p32"),
+];
+
+/// One pass's rows: claim+complete with `CLAIM … ROW` paired with the same without ROW,
+/// run right before it.
+pub fn pair_row(rows: &mut [Row]) {
+    let base = rows
+        .iter()
+        .find(|r| r.who == Who::Trafikey && r.workload == ROW_PAIR && r.mode == WITHOUT_ROW && r.ok())
+        .map(|r| (r.rate(), r.cpu_per_job()));
+    let row = rows
+        .iter_mut()
+        .find(|r| r.who == Who::Trafikey && r.workload == ROW_PAIR && r.mode == WITH_ROW && r.ok());
+    if let (Some((rate, cpu)), Some(r)) = (base, row) {
+        r.paired = vec![(r.rate() / rate, r.cpu_per_job() / cpu)];
     }
 }
 
@@ -595,6 +633,7 @@ impl Report {
         }
 
         self.batch_finish(&mut s);
+        self.forms_tables(&mut s);
         self.scale_table(&mut s);
 
         // Targets.
@@ -679,6 +718,13 @@ impl Report {
             }
             let m = self.mem(Who::Trafikey).zip(self.mem(Who::ChasquiMq)).map(|(a, b)| (a - b, a - b));
             target("memory per waiting job, trafikey − ChasquiMQ", m, "≤ 0 bytes", &|d| d <= 0.0, " B");
+        }
+        for (name, fig, goal, limit, at_most) in self.forms_goals() {
+            if at_most {
+                target(&name, fig, goal, &|r| r <= limit, "×");
+            } else {
+                target(&name, fig, goal, &|r| r >= limit, "×");
+            }
         }
         let r =
             ratio(self.get(Who::Trafikey, LIFE_REPLICA, "p32"), self.get(Who::BullMq, LIFE_REPLICA, "p32"));
@@ -825,7 +871,212 @@ impl Report {
     }
 }
 
+/// A goal of the rows of issues 23 and 24: (name, (median, best) ratio, goal, limit, whether
+/// the ratio must be at most the limit, else at least).
+type FormsGoal = (String, Option<(f64, f64)>, &'static str, f64, bool);
+
 impl Report {
+    /// The goals of the rows of issues 23 and 24: (name, (median, best) ratio, goal, limit,
+    /// whether the ratio must be at most the limit (else at least)).
+    fn forms_goals(&self) -> Vec<FormsGoal> {
+        let cpu = |a: Option<&Row>, b: Option<&Row>| -> Option<(f64, f64)> {
+            let (a, b) = (a?, b?);
+            Some((a.cpu_per_job() / b.cpu_per_job(), a.best_cpu() / b.best_cpu()))
+        };
+        let mut g = Vec::new();
+        for (_, t, q) in BULK_LANES {
+            let r = cpu(self.get(Who::Trafikey, BULK, t), self.get(Who::ChasquiMq, BULK, q));
+            if self.rows.iter().any(|r| r.workload == BULK) {
+                g.push((
+                    format!("bulk add, {t} ÷ ChasquiMQ {q}: server CPU per job"),
+                    r,
+                    "≤ 0.8×",
+                    0.8,
+                    true,
+                ));
+            }
+        }
+        if self.rows.iter().any(|r| r.workload == NEXT) {
+            let r = cpu(self.get(Who::Trafikey, NEXT, "p32"), self.get(Who::ChasquiMq, "lifecycle", "p32"));
+            g.push(("finish-and-fetch lifecycle (one TRA.COMPLETENEXT a job) ÷ ChasquiMQ's lifecycle: server CPU per job".into(), r, "≤ 0.8×", 0.8, true));
+        }
+        if let Some(w) = self.get(Who::Trafikey, ROW_PAIR, WITH_ROW) {
+            let r = w.paired().map(|(m, b)| (m.1, b.1));
+            g.push((
+                "claim+complete with CLAIM … ROW ÷ without: server CPU per job (paired)".into(),
+                r,
+                "≤ 1.15×",
+                1.15,
+                true,
+            ));
+        }
+        if self.rows.iter().any(|r| r.who == Who::BullMqTrafikey) {
+            for (name, w, m) in BULL_PAIRS {
+                let (t, b) = (self.get(Who::BullMqTrafikey, w, m), self.get(Who::BullMq, w, m));
+                g.push((
+                    format!("BullMQ {name}: on trafikey ÷ on Valkey, server CPU per job"),
+                    cpu(t, b),
+                    "≤ 0.3×",
+                    0.3,
+                    true,
+                ));
+                let rr = t.zip(b).map(|(t, b)| (t.rate() / b.rate(), t.best_rate() / b.best_rate()));
+                g.push((format!("BullMQ {name}: on trafikey ÷ on Valkey, jobs/s"), rr, "≥ 2×", 2.0, false));
+            }
+        }
+        g
+    }
+
+    /// The rows of issues 23 and 24: the bulk add, finish-and-fetch, CLAIM … ROW, and BullMQ
+    /// on trafikey beside BullMQ on Valkey.
+    fn forms_tables(&self, s: &mut String) {
+        let has = |w: &str| self.rows.iter().any(|r| r.workload == w);
+        let x = |v: f64| if v.is_finite() { format!("{v:.2}×") } else { "–".into() };
+        let fig = |r: Option<&Row>| {
+            r.map_or(("–".to_string(), "–".to_string()), |r| (rate(r.rate()), num(r.cpu_per_job())))
+        };
+        let why = |who: Who, w: &str, m: &str| {
+            self.rows.iter().find(|r| r.who == who && r.workload == w && r.mode == m).and_then(|r| {
+                match &r.status {
+                    Status::Skipped(y) => Some(format!("skipped: {y}")),
+                    Status::Failed(e) => Some(format!("**failed**: {}", e.replace('|', "/"))),
+                    Status::Ok => None,
+                }
+            })
+        };
+        if has(BULK) {
+            let _ = writeln!(
+                s,
+                "
+### Bulk add
+"
+            );
+            let _ = writeln!(s, "N = {} jobs into an empty queue from {} connections, one call at a time on each: trafikey's `TRA.ADD` of 32 and of 250 jobs a call (256 capped at the verb's 250), ChasquiMQ's `Producer::add_bulk` of the same size from {} tasks, in the same run. Goal: trafikey ≤ 0.8× ChasquiMQ's server CPU per job.
+", self.n, self.conns, self.conns);
+            let _ = writeln!(s, "| batch | trafikey jobs/s | trafikey CPU µs/job | ChasquiMQ jobs/s | ChasquiMQ CPU µs/job | trafikey ÷ ChasquiMQ CPU |");
+            let _ = writeln!(s, "|---|--:|--:|--:|--:|--:|");
+            for (b, t, q) in BULK_LANES {
+                let (tr, qr) = (self.get(Who::Trafikey, BULK, t), self.get(Who::ChasquiMq, BULK, q));
+                let ((a, bb), (c, d)) = (fig(tr), fig(qr));
+                let (a, bb) = match why(Who::Trafikey, BULK, t) {
+                    Some(y) => (y, String::new()),
+                    None => (a, bb),
+                };
+                let (c, d) = match why(Who::ChasquiMq, BULK, q) {
+                    Some(y) => (y, String::new()),
+                    None => (c, d),
+                };
+                let r = tr.zip(qr).map_or("–".into(), |(t, q)| x(t.cpu_per_job() / q.cpu_per_job()));
+                let _ = writeln!(s, "| {b} | {a} | {bb} | {c} | {d} | {r} |");
+            }
+        }
+        if has(NEXT) || has(ROW_PAIR) {
+            let _ = writeln!(
+                s,
+                "
+### Finish-and-fetch and CLAIM … ROW
+"
+            );
+            let _ = writeln!(s, "Finish-and-fetch: the pipelined lifecycle (events on) with each held job finished by one `TRA.COMPLETENEXT` that also fetches the next (one call per job beside its ENQUEUE; a connection holding nothing claims `COUNT {}` once), beside ChasquiMQ's lifecycle of the same run and trafikey's own p32 lifecycle (one COMPLETE per job). CLAIM … ROW: claim+complete p32 of N prefilled jobs with `ROW` on every CLAIM, right after the same without ROW (the ratio pairs the two rows of each pass).
+", self.depth);
+            let _ = writeln!(
+                s,
+                "| workload | jobs/s | CPU µs/job | beside | its jobs/s | its CPU µs/job | CPU ÷ | goal |"
+            );
+            let _ = writeln!(s, "|---|--:|--:|---|--:|--:|--:|---|");
+            let mut line = |name: &str,
+                            a: Option<&Row>,
+                            a_why: Option<String>,
+                            bname: &str,
+                            b: Option<&Row>,
+                            ratio: Option<f64>,
+                            goal: &str| {
+                let (ar, ac) = fig(a);
+                let (ar, ac) = match a_why {
+                    Some(y) => (y, String::new()),
+                    None => (ar, ac),
+                };
+                let (br, bc) = fig(b);
+                let _ = writeln!(
+                    s,
+                    "| {name} | {ar} | {ac} | {bname} | {br} | {bc} | {} | {goal} |",
+                    ratio.map_or("–".into(), x)
+                );
+            };
+            if has(NEXT) {
+                let t = self.get(Who::Trafikey, NEXT, "p32");
+                let q = self.get(Who::ChasquiMq, "lifecycle", "p32");
+                let r = t.zip(q).map(|(t, q)| t.cpu_per_job() / q.cpu_per_job());
+                line(
+                    "lifecycle, one TRA.COMPLETENEXT per job",
+                    t,
+                    why(Who::Trafikey, NEXT, "p32"),
+                    "ChasquiMQ lifecycle",
+                    q,
+                    r,
+                    "≤ 0.8×",
+                );
+                let l = self.get(Who::Trafikey, "lifecycle", "p32");
+                let r = t.zip(l).map(|(t, l)| t.cpu_per_job() / l.cpu_per_job());
+                line(
+                    "lifecycle, one TRA.COMPLETENEXT per job",
+                    t,
+                    None,
+                    "trafikey lifecycle p32 (COMPLETE + CLAIM)",
+                    l,
+                    r,
+                    "",
+                );
+            }
+            if has(ROW_PAIR) {
+                let w = self.get(Who::Trafikey, ROW_PAIR, WITH_ROW);
+                let wo = self.get(Who::Trafikey, ROW_PAIR, WITHOUT_ROW);
+                let r = w.and_then(Row::paired).map(|(m, _)| m.1);
+                line(
+                    "claim+complete, CLAIM … ROW",
+                    w,
+                    why(Who::Trafikey, ROW_PAIR, WITH_ROW),
+                    "the same without ROW",
+                    wo,
+                    r,
+                    "≤ 1.15×",
+                );
+            }
+        }
+        if self.rows.iter().any(|r| r.who == Who::BullMqTrafikey) {
+            let _ = writeln!(
+                s,
+                "
+### BullMQ on trafikey
+"
+            );
+            let _ = writeln!(s, "The same `bench.mjs` workloads (N = {}) run twice in the run: BullMQ 6.7.0 on its own Redis backend (its Lua scripts) on this Valkey, and BullMQ's classes bound to the trafikey backend (`trafikey-bullmq`, clients/bullmq: `withTrafikey(withBackend)`) on the same server with the module. Goals: on trafikey ≤ 0.3× the server CPU per job and ≥ 2× the jobs/s, in every workload.
+", self.n);
+            let _ = writeln!(s, "| workload | on Valkey: jobs/s | CPU µs/job | on trafikey: jobs/s | CPU µs/job | CPU ÷ (≤ 0.3×) | jobs/s ÷ (≥ 2×) |");
+            let _ = writeln!(s, "|---|--:|--:|--:|--:|--:|--:|");
+            for (name, w, m) in BULL_PAIRS {
+                let (t, b) = (self.get(Who::BullMqTrafikey, w, m), self.get(Who::BullMq, w, m));
+                let ((br, bc), (tr, tc)) = (fig(b), fig(t));
+                let (cr, rr) = t.zip(b).map_or(("–".into(), "–".into()), |(t, b)| {
+                    (x(t.cpu_per_job() / b.cpu_per_job()), x(t.rate() / b.rate()))
+                });
+                let _ = writeln!(s, "| {name} | {br} | {bc} | {tr} | {tc} | {cr} | {rr} |");
+            }
+            for r in self.rows.iter().filter(|r| r.who == Who::BullMqTrafikey && !r.ok()) {
+                if let Status::Skipped(y) | Status::Failed(y) = &r.status {
+                    let _ = writeln!(
+                        s,
+                        "
+BullMQ on trafikey, {} {}: {}",
+                        r.workload,
+                        r.mode,
+                        y.replace('|', "/")
+                    );
+                }
+            }
+        }
+    }
+
     /// The batch-finish lane beside the pipelined lane it varies (trafikey, same pass).
     fn batch_finish(&self, s: &mut String) {
         let lanes: Vec<(&str, &Row)> = ["claim+complete", "lifecycle"]

@@ -13,6 +13,7 @@
 //                      [--wait-jobs 3000] [--gap-ms 2] [--wait-workers 2]
 //                      [--wait-concurrency 4] [--delay-min 50] [--delay-max 500]
 //                      [--events on|off] [--best-only] [--replica-port P]
+//                      [--backend redis|trafikey --trafikey-client PATH]
 //
 // --events off: the production mode "events off" as far as BullMQ allows it: every Queue
 // opened with `streams.events.maxLen` 0 (its scripts still XADD each event, then trim the
@@ -29,16 +30,23 @@
 // processor start; lateness = add sent + delay → processor start, the delay of job j spread
 // over --delay-min..--delay-max as the Rust tool spreads trafikey's (tests/bench/waiting.rs).
 // Between workloads the server is flushed; the caller re-installs what it needs afterwards.
+//
+// --backend trafikey: the same workloads with BullMQ's classes bound to the trafikey backend
+// (package trafikey-bullmq, clients/bullmq; --trafikey-client is its built dist/index.js):
+// `withTrafikey(withBackend)` gives Queue and Worker, nothing else changes. The server must
+// have the module loaded; after each flush this re-installs the wire identity
+// (`EMQ.INSTALL 1 {emq}:version`).
 
-import { Queue, Worker } from 'bullmq';
+import * as bullmq from 'bullmq';
 import IORedis from 'ioredis';
 import { performance } from 'node:perf_hooks';
+import { pathToFileURL } from 'node:url';
 
 function parseArgs(argv) {
   const o = {
     port: 0, n: 10000, mem: 100000, conns: 50, batch: 32, deadlineS: 120, only: null,
     waitJobs: 3000, gapMs: 2, waitWorkers: 2, waitConcurrency: 4, delayMin: 50, delayMax: 500,
-    events: true, bestOnly: false, replicaPort: 0,
+    events: true, bestOnly: false, replicaPort: 0, backend: 'redis', trafikeyClient: '',
   };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
@@ -60,14 +68,23 @@ function parseArgs(argv) {
       case '--events': o.events = v !== 'off'; i++; break;
       case '--best-only': o.bestOnly = true; break;
       case '--replica-port': o.replicaPort = Number(v); i++; break;
+      case '--backend': o.backend = v; i++; break;
+      case '--trafikey-client': o.trafikeyClient = v; i++; break;
       default: throw new Error(`unknown argument ${k}`);
     }
   }
   if (!o.port) throw new Error('--port is required');
+  if (o.backend !== 'redis' && o.backend !== 'trafikey') throw new Error(`unknown backend ${o.backend}`);
+  if (o.backend === 'trafikey' && !o.trafikeyClient) throw new Error('--backend trafikey needs --trafikey-client');
   return o;
 }
 
 const opts = parseArgs(process.argv.slice(2));
+// BullMQ's own classes: on its Redis backend, or bound to trafikey's (the one line a user changes).
+const { Queue, Worker } =
+  opts.backend === 'trafikey'
+    ? (await import(pathToFileURL(opts.trafikeyClient).href)).withTrafikey(bullmq.withBackend)
+    : bullmq;
 const connection = { host: '127.0.0.1', port: opts.port };
 const ctl = new IORedis({ host: '127.0.0.1', port: opts.port, maxRetriesPerRequest: 3 });
 const rep = opts.replicaPort ? new IORedis({ host: '127.0.0.1', port: opts.replicaPort, maxRetriesPerRequest: 3 }) : null;
@@ -142,6 +159,7 @@ function withDeadline(promise, what) {
 
 async function fresh() {
   await ctl.flushall('SYNC');
+  if (opts.backend === 'trafikey') await ctl.call('EMQ.INSTALL', '1', '{emq}:version');
 }
 
 // Split n jobs over k producers as evenly as possible.

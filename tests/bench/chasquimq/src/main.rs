@@ -8,7 +8,7 @@
 //! Progress goes to stderr.
 //!
 //! Usage: trafikey-bench-chasquimq --port P [--n N] [--mem M] [--conns 50] [--batch 32]
-//!          [--deadline-s 120] [--only enqueue,process,lifecycle,memory] [--events on|off]
+//!          [--deadline-s 120] [--only enqueue,process,lifecycle,memory,bulk] [--events on|off]
 //!          [--replica-port P]
 //!
 //! Workloads: enqueue c50 = `conns` tasks, each calling `Producer::add` one job at a time
@@ -16,7 +16,8 @@
 //! `Producer::add_bulk` of `batch` jobs; process = a prefilled queue of N jobs drained by one
 //! `Consumer` with ChasquiMQ's recommended worker settings (batch 256, concurrency 100, ack
 //! batch 256), a no-op handler; lifecycle = that Consumer running while the `add_bulk` tasks
-//! produce. A phase ends when every job has been handled and its stream entry acked and
+//! produce; bulk (only when asked for by name, the bulk add rows) = enqueue p32's tasks with
+//! `add_bulk` of `batch`, reported as workload "bulk add", mode "add_bulk <batch>". A phase ends when every job has been handled and its stream entry acked and
 //! deleted (XLEN 0). With --replica-port the replica's CPU is read around the same window,
 //! after the replica has caught up with the primary's replication offset.
 
@@ -329,7 +330,7 @@ async fn produce(cx: &Ctx, p: &Arc<Producer<Data>>, n: u64, bulk: usize) -> Resu
 async fn enqueue(cx: &mut Ctx, mode: &str) -> Result<Value, String> {
     cx.fresh()?;
     let p = Arc::new(cx.producer().await?);
-    let bulk = if mode == "p32" { cx.o.batch } else { 0 };
+    let bulk = if mode == "c50" { 0 } else { cx.o.batch };
     let n = cx.o.n;
     let c0 = cx.cpu();
     let t0 = Instant::now();
@@ -342,6 +343,10 @@ async fn enqueue(cx: &mut Ctx, mode: &str) -> Result<Value, String> {
     let len = cx.stream_len()?;
     if len != n as i64 {
         return Err(format!("enqueue {mode}: the stream holds {len} entries, expected {n}"));
+    }
+    if mode == "bulk" {
+        let m = format!("add_bulk {}", cx.o.batch);
+        return Ok(figure("bulk add", &m, n, secs, &c0, &c1, Some(lat)));
     }
     Ok(figure("enqueue", mode, n, secs, &c0, &c1, Some(lat)))
 }
@@ -509,13 +514,19 @@ async fn main() {
     };
     let url = format!("redis://127.0.0.1:{}", o.port);
     let wanted = |w: &str| o.only.is_empty() || o.only.iter().any(|x| x == w);
-    let steps: Vec<&str> = ["enqueue", "process", "lifecycle", "memory"].into_iter().filter(|w| wanted(w)).collect();
+    let mut steps: Vec<&str> = ["enqueue", "process", "lifecycle", "memory"].into_iter().filter(|w| wanted(w)).collect();
+    // The bulk add (add_bulk of --batch, 50 tasks) runs only when asked for by name.
+    if o.only.iter().any(|x| x == "bulk") {
+        steps.retain(|w| o.only.iter().any(|x| x == w));
+        steps.push("bulk");
+    }
     let mut cx = Ctx { o, ctl, replica, url, epoch: Instant::now() };
     let mut failed = false;
     for step in steps {
         let results = match step {
             "enqueue" => vec![enqueue(&mut cx, "c50").await, enqueue(&mut cx, "p32").await],
             "process" => vec![process(&mut cx).await],
+            "bulk" => vec![enqueue(&mut cx, "bulk").await],
             "lifecycle" => vec![lifecycle(&mut cx).await],
             _ => vec![memory(&mut cx).await],
         };

@@ -1,0 +1,275 @@
+//! The forms of issue 23 (and issue 24's BullMQ-on-trafikey rows, run from bench.rs): the
+//! bulk add `TRA.ADD`, the finish-and-fetch lifecycle with one `TRA.COMPLETENEXT` per job, and
+//! claim+complete with `CLAIM … ROW` beside it without. Each is a phase of `load::phase` on the
+//! bench queue, its replies checked.
+
+use crate::load::{self, Ctx, Measured, Pipe};
+use crate::queue::{expect_one, jid, Shape, QUEUE};
+use crate::resp::Reply;
+use crate::server::Server;
+
+/// The rows' workloads and modes.
+pub use crate::report::{BULK, NEXT, ROW_PAIR, WITHOUT_ROW, WITH_ROW};
+/// TRA.ADD's batches: 32, and 256 capped at the verb's 250.
+pub const BATCHES: [(usize, &str, &str); 2] = crate::report::BULK_LANES;
+
+const NAME: &[u8] = b"bench";
+const DATA: &[u8] = b"{}";
+const RESULT: &[u8] = b"ok";
+const LEASE_MS: &[u8] = b"600000";
+
+struct K {
+    wait: Vec<u8>,
+    prio: Vec<u8>,
+    active: Vec<u8>,
+    delayed: Vec<u8>,
+    completed: Vec<u8>,
+    meta: Vec<u8>,
+    events: Vec<u8>,
+}
+
+impl K {
+    fn new() -> K {
+        let k = |r: &str| format!("emq:{{{QUEUE}}}:{r}").into_bytes();
+        K {
+            wait: k("wait"),
+            prio: k("prio"),
+            active: k("active"),
+            delayed: k("delayed"),
+            completed: k("completed"),
+            meta: k("meta"),
+            events: k("events"),
+        }
+    }
+
+    fn job(id: &[u8]) -> Vec<u8> {
+        let mut v = format!("emq:{{{QUEUE}}}:job:").into_bytes();
+        v.extend_from_slice(id);
+        v
+    }
+
+    fn claim(&self, p: &mut Pipe, token: &[u8], count: usize, row: bool) {
+        let n = count.to_string();
+        let mut a: Vec<&[u8]> = vec![
+            b"EMQ.CLAIM",
+            b"6",
+            &self.wait,
+            &self.prio,
+            &self.active,
+            &self.delayed,
+            &self.meta,
+            &self.events,
+            token,
+            LEASE_MS,
+            b"COUNT",
+            n.as_bytes(),
+        ];
+        if row {
+            a.push(b"ROW");
+        }
+        p.cmd(&a);
+    }
+
+    fn complete(&self, p: &mut Pipe, id: &[u8], token: &[u8]) {
+        let job = K::job(id);
+        p.cmd(&[b"EMQ.COMPLETE", b"4", &job, &self.active, &self.completed, &self.events, token, RESULT]);
+    }
+
+    fn enqueue(&self, p: &mut Pipe, id: &[u8]) {
+        let job = K::job(id);
+        p.cmd(&[b"EMQ.ENQUEUE", b"4", &job, &self.wait, &self.prio, &self.events, NAME, DATA]);
+    }
+
+    fn complete_next(&self, p: &mut Pipe, id: &[u8], token: &[u8]) {
+        let job = K::job(id);
+        p.cmd(&[
+            b"TRA.COMPLETENEXT",
+            b"8",
+            &job,
+            &self.wait,
+            &self.prio,
+            &self.active,
+            &self.delayed,
+            &self.completed,
+            &self.meta,
+            &self.events,
+            token,
+            RESULT,
+            LEASE_MS,
+        ]);
+    }
+}
+
+/// The ids of a CLAIM reply, `[id name data attempt]` or with ROW `[id name data attempt row]`.
+fn ids(r: &Reply, row: bool) -> Result<Vec<Vec<u8>>, String> {
+    let want = if row { 5 } else { 4 };
+    match r {
+        Reply::Array(jobs) => jobs
+            .iter()
+            .map(|j| match j {
+                Reply::Array(f) if f.len() == want => match &f[0] {
+                    Reply::Bulk(id) => Ok(id.clone()),
+                    other => Err(format!("CLAIM gave a job id {other:?}")),
+                },
+                other => Err(format!("CLAIM gave a job {other:?} (ROW {row})")),
+            })
+            .collect(),
+        other => Err(format!("CLAIM answered {other:?}")),
+    }
+}
+
+/// The commands each row's time inside is read from.
+pub const ADD_NAMES: &[&str] = &["tra.add"];
+pub const NEXT_NAMES: &[&str] = &["emq.enqueue", "emq.claim", "tra.completenext"];
+pub const ROW_NAMES: &[&str] = &["emq.claim", "emq.complete"];
+
+/// Jobs `0..n` added with `TRA.ADD`, `per_call` a call, one call at a time on each connection
+/// (50 calls in flight, as ChasquiMQ's `add_bulk` tasks). Every job's entry must be 1.
+pub fn bulk_add(srv: &Server, n: u64, per_call: usize, s: Shape) -> Result<Measured<()>, String> {
+    let k = K::new();
+    load::phase(srv, s.conns, s.limit, |cx| {
+        let mut p = Pipe::new();
+        let mine: Vec<u64> = load::share(n, s.conns, cx.index).collect();
+        for chunk in mine.chunks(per_call) {
+            cx.check_time()?;
+            let rows: Vec<Vec<u8>> = chunk.iter().map(|&j| K::job(&jid(j))).collect();
+            let count = chunk.len().to_string();
+            let mut a: Vec<&[u8]> = Vec::with_capacity(7 + 4 * chunk.len());
+            a.extend_from_slice(&[
+                b"TRA.ADD",
+                b"4",
+                &k.wait,
+                &k.prio,
+                &k.delayed,
+                &k.events,
+                count.as_bytes(),
+            ]);
+            a.extend(rows.iter().map(Vec::as_slice));
+            for _ in chunk {
+                a.extend_from_slice(&[NAME, DATA, b"0"]);
+            }
+            p.cmd(&a);
+            let t0 = std::time::Instant::now();
+            let r = p.run(cx.conn)?;
+            cx.record(t0, chunk.len());
+            match r.as_slice() {
+                [Reply::Array(e)] if e.len() == chunk.len() => {
+                    for x in e {
+                        expect_one(x, "TRA.ADD entry")?;
+                    }
+                }
+                other => return Err(format!("TRA.ADD of {} jobs answered {other:?}", chunk.len())),
+            }
+        }
+        Ok((mine.len() as u64, ()))
+    })
+}
+
+/// The lifecycle with finish-and-fetch: each connection enqueues its share `depth` per write;
+/// in the same write it finishes every job it holds with one `TRA.COMPLETENEXT` each, which
+/// fetches the next job (one call per job); a connection holding nothing claims
+/// `CLAIM … COUNT depth` once. A connection ends when it has enqueued its share, holds nothing
+/// and its claim found nothing ready: every job enqueued before that claim is held by someone
+/// who finishes it, and every later one is enqueued by a connection still running.
+pub fn lifecycle_next(srv: &Server, n: u64, s: Shape) -> Result<Measured<()>, String> {
+    let k = K::new();
+    let m = load::phase(srv, s.conns, s.limit, |cx: &mut Ctx| {
+        let mut p = Pipe::new();
+        let mine: Vec<u64> = load::share(n, s.conns, cx.index).collect();
+        let mut chunks = mine.chunks(s.depth);
+        let tok = format!("n{}", cx.index).into_bytes();
+        let mut held: Vec<Vec<u8>> = Vec::new();
+        let mut done = 0u64;
+        loop {
+            cx.check_time()?;
+            let chunk = chunks.next();
+            let e = chunk.map_or(0, <[u64]>::len);
+            for &j in chunk.unwrap_or(&[]) {
+                k.enqueue(&mut p, &jid(j));
+            }
+            let claiming = held.is_empty();
+            if claiming {
+                k.claim(&mut p, &tok, s.depth, false);
+            } else {
+                for id in &held {
+                    k.complete_next(&mut p, id, &tok);
+                }
+            }
+            let t0 = std::time::Instant::now();
+            let r = p.run(cx.conn)?;
+            let want = e + if claiming { 1 } else { held.len() };
+            if r.len() != want {
+                return Err(format!("{} replies for {want} commands", r.len()));
+            }
+            for x in &r[..e] {
+                expect_one(x, "ENQUEUE")?;
+            }
+            let mut next = Vec::new();
+            if claiming {
+                next = ids(&r[e], false)?;
+                if next.is_empty() && chunk.is_none() {
+                    return Ok((done, ()));
+                }
+            } else {
+                for x in &r[e..] {
+                    match x {
+                        Reply::Array(a) if a.len() == 2 => {
+                            expect_one(&a[0], "TRA.COMPLETENEXT's finish")?;
+                            next.extend(ids(&a[1], false)?);
+                        }
+                        other => return Err(format!("TRA.COMPLETENEXT answered {other:?}")),
+                    }
+                }
+                cx.record(t0, held.len());
+                done += held.len() as u64;
+            }
+            held = next;
+        }
+    })?;
+    all_done(m, n)
+}
+
+/// claim+complete of n prefilled jobs, pipelined: each write the COMPLETEs of the last claim
+/// and `CLAIM … COUNT depth`, with `ROW` or without.
+pub fn claim_complete_row(srv: &Server, n: u64, s: Shape, row: bool) -> Result<Measured<()>, String> {
+    let k = K::new();
+    let m = load::phase(srv, s.conns, s.limit, |cx| {
+        let mut p = Pipe::new();
+        let tok = format!("r{}", cx.index).into_bytes();
+        let mut held: Vec<Vec<u8>> = Vec::new();
+        let mut done = 0u64;
+        loop {
+            cx.check_time()?;
+            for id in &held {
+                k.complete(&mut p, id, &tok);
+            }
+            k.claim(&mut p, &tok, s.depth, row);
+            let t0 = std::time::Instant::now();
+            let r = p.run(cx.conn)?;
+            if r.len() != held.len() + 1 {
+                return Err(format!("{} replies for {} commands", r.len(), held.len() + 1));
+            }
+            for x in &r[..held.len()] {
+                expect_one(x, "COMPLETE")?;
+            }
+            if !held.is_empty() {
+                cx.record(t0, held.len());
+            }
+            done += held.len() as u64;
+            held = ids(&r[held.len()], row)?;
+            if held.is_empty() {
+                return Ok((done, ()));
+            }
+        }
+    })?;
+    all_done(m, n)
+}
+
+/// A phase's result, unless it finished other than n jobs.
+fn all_done(m: Measured<()>, n: u64) -> Result<Measured<()>, String> {
+    if m.jobs == n {
+        Ok(m)
+    } else {
+        Err(format!("{} jobs finished of {n}", m.jobs))
+    }
+}
