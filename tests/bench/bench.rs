@@ -832,6 +832,14 @@ fn pass(
         return Ok((rows, memory, idle));
     }
     if o.only_forms {
+        // The reference rows the new ones stand beside: trafikey's own pipelined lifecycle,
+        // BullMQ on Valkey and ChasquiMQ's lifecycle.
+        if let Some(x) = contenders.iter().find(|x| x.who == Who::Trafikey && x.verbs) {
+            fresh(c)?;
+            rows.push(measured(srv, x.who, x.engine.commands(), "lifecycle", "p32", 0, || {
+                queue::lifecycle(srv, x.engine, o.n, shape(o, DEPTH))
+            }));
+        }
         bull.round(srv, c, o, "enqueue,claim,lifecycle", &mut rows, &mut memory)?;
         chq.round(srv, c, o, "lifecycle", Setting::Default, &mut rows, &mut memory)?;
         round_forms(srv, c, contenders, bull, chq, o, &mut rows)?;
