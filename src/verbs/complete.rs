@@ -10,7 +10,7 @@
 //! `drained`.
 
 use crate::config;
-use crate::domain::{self, args::Opt, args::Options, Keep};
+use crate::domain::{self, args::Opt, Keep};
 use crate::errors::{self, Refusal};
 use crate::host::command::{flag, opt, q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
@@ -48,15 +48,12 @@ pub struct Finish<'a> {
 }
 
 impl<'a> Finish<'a> {
-    /// `token result [KEEP n] [AGE ms] [ECHO]`, and the options a caller adds after them.
-    pub fn shape(args: &[ArgStr<'a>], more: &[Opt]) -> Result<(Finish<'a>, Options<ArgStr<'a>>), Refusal> {
+    /// `token result [KEEP n] [AGE ms] [ECHO]`.
+    pub fn shape(args: &[ArgStr<'a>]) -> Result<Finish<'a>, Refusal> {
         match args {
             [token, result, rest @ ..] => {
-                let mut allowed = vec![Opt::Keep, Opt::Age, Opt::Echo];
-                allowed.extend_from_slice(more);
-                let o = domain::args::options(rest, &allowed)?;
-                let f = Finish { token: *token, result: *result, keep: o.keep, age: o.age, echo: o.echo };
-                Ok((f, o))
+                let o = domain::args::options(rest, &[Opt::Keep, Opt::Age, Opt::Echo])?;
+                Ok(Finish { token: *token, result: *result, keep: o.keep, age: o.age, echo: o.echo })
             }
             _ => Err(Refusal::Usage),
         }
@@ -67,7 +64,7 @@ impl Verb for Complete {
     type Args<'a> = Finish<'a>;
 
     fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Finish<'a>, Refusal> {
-        Finish::shape(args, &[]).map(|(f, _)| f)
+        Finish::shape(args)
     }
 
     fn run<'a>(x: &mut Exec<'a>, a: Finish<'a>) -> Result<Reply, Refusal> {
