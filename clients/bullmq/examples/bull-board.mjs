@@ -6,31 +6,12 @@
 // in every state (it obliterates them first: never on a server whose queues of those names
 // matter). BOARD_PORT picks the board's port (default: a free one); it binds 127.0.0.1 only.
 // What trafikey cannot serve answers the board with the backend's NotSupportedError, whose
-// message names the missing feature: editing a job's data or priority, flows, job schedulers.
+// message names the missing feature: editing a job's data, flows. The board's reads of job
+// schedulers answer "none" (none can be made on trafikey), so no adapter wrapper is needed.
 import express from 'express';
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { ExpressAdapter } from '@bull-board/express';
-
-// The board asks every queue for its job schedulers on each refresh, and one failing queue
-// fails the whole listing. trafikey has no schedulers (the backend refuses to add one), so
-// those reads answer "none" here; any other error still reaches the board.
-const none = value => err => {
-  if (err?.name === 'NotSupportedError') {
-    return value;
-  }
-  throw err;
-};
-
-class TrafikeyAdapter extends BullMQAdapter {
-  getJobSchedulersCount() {
-    return super.getJobSchedulersCount().catch(none(0));
-  }
-
-  getJobSchedulers() {
-    return super.getJobSchedulers().catch(none([]));
-  }
-}
 
 /**
  * Serves bull-board for `queues` (BullMQ Queue instances) at `http://127.0.0.1:<port>/`.
@@ -40,7 +21,7 @@ export async function serveBoard(queues, { port = 0 } = {}) {
   const serverAdapter = new ExpressAdapter();
   serverAdapter.setBasePath('/');
   createBullBoard({
-    queues: queues.map(q => new TrafikeyAdapter(q)),
+    queues: queues.map(q => new BullMQAdapter(q)),
     serverAdapter,
     options: { uiConfig: { boardTitle: 'trafikey' } },
   });

@@ -47,6 +47,9 @@ type Cmd = (string | number | Buffer)[];
 
 /** Claim tokens of jobs held in this process, by `<Q>\n<module id>`: BullMQ's token or a stash's. */
 const held = new Map<string, string>();
+/** TRA.ADD and EMQ.EXTENDS take at most 250 jobs a call (the module's 2 ms bound). */
+const ADD_BATCH = 250;
+const EXTEND_BATCH = 250;
 
 const ROLES = ['wait', 'prio', 'active', 'delayed', 'completed', 'failed', 'meta', 'events'];
 /** Keys the adapter keeps beside the module's; OBLITERATE does not know them. */
@@ -67,6 +70,14 @@ function pairs(reply: unknown): Record<string, any> {
     Object.assign(out, reply);
   }
   return out;
+}
+
+/** TRA.JOB's `stack` and `alias` (module 0.3.0), null when absent. */
+function row0Stack(reply: unknown): string | null {
+  return reply ? ((pairs(reply).stack as string | null) ?? null) : null;
+}
+function row0Alias(reply: unknown): string | null {
+  return reply ? ((pairs(reply).alias as string | null) ?? null) : null;
 }
 
 function num(v: unknown): number | undefined {
@@ -127,8 +138,11 @@ function versionAtLeast(v: string, min: readonly number[]): boolean {
   return true;
 }
 
-function newClient(conn: TrafikeyConnection | undefined, blocking: boolean): Redis {
+function newClient(conn: TrafikeyConnection | undefined, blocking: boolean, connectionName?: string): Redis {
   const extra: RedisOptions = { maxRetriesPerRequest: blocking ? null : 20 };
+  if (connectionName !== undefined) {
+    extra.connectionName = connectionName;
+  }
   if (conn && typeof (conn as Redis).duplicate === 'function') {
     return (conn as Redis).duplicate(extra);
   }
@@ -168,6 +182,22 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
    */
   private anyReporter = false;
   private moduleDrains = false;
+  /**
+   * Module 0.3.0's forms (probed by TRA.ADD): ALIAS for custom ids, FAIL's RETRY/DELAY/STACK,
+   * REPROCESS's FROM/KEEPMADE/KEEPSTARTED/LIFO. Without them the adapter's own `b:*` hashes
+   * stand in (module 0.2.0).
+   */
+  private native = false;
+  private hasPriority = false;
+  /** Aliases named by events this backend read (module id → custom id), the newest 10 000. */
+  private readonly aliases = new Map<string, string>();
+
+  private rememberAlias(id: string, alias: string): void {
+    this.aliases.set(id, alias);
+    if (this.aliases.size > 10000) {
+      this.aliases.delete(this.aliases.keys().next().value as string);
+    }
+  }
   /** The server's `redis_version` (Valkey reports its Redis compatibility level), once ready. */
   redisVersion = '';
   readonly databaseType = 'valkey';
@@ -191,8 +221,11 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       this.owns = false;
     } else {
       this.conn = newClient(o.opts.connection as TrafikeyConnection, !!o.blocking);
+      // A worker's blocking connection carries the name BullMQ's getWorkers() looks for: the
+      // queue's clientName, plus `:w:<name>` for a named worker (ioredis re-applies it on reconnect).
+      const wname = (o.opts as any).name as string | undefined;
       this.blockingConn = o.withBlockingConnection
-        ? newClient(o.opts.connection as TrafikeyConnection, true)
+        ? newClient(o.opts.connection as TrafikeyConnection, true, this.clientName(wname ? `:w:${wname}` : ''))
         : undefined;
       this.owns = true;
       this.conn.on('error', err => this.emit('error', err));
@@ -320,9 +353,18 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (fence !== WIRE) {
       throw new Error(`trafikey-bullmq: ${FENCE} holds ${fence}, not ${WIRE}`);
     }
-    const probe = (await this.conn.call('COMMAND', 'INFO', 'TRA.SETPROGRESS', 'TRA.ADDLOG', 'TRA.COMPLETENEXT')) as unknown[];
+    const probe = (await this.conn.call('COMMAND', 'INFO', 'TRA.SETPROGRESS', 'TRA.ADDLOG', 'TRA.COMPLETENEXT', 'TRA.ADD', 'TRA.PRIORITY')) as unknown[];
     this.anyReporter = !!probe[0] && !!probe[1];
     this.moduleDrains = !!probe[2];
+    this.native = !!probe[3];
+    this.hasPriority = !!probe[4];
+    const maxStalled = (this.opts as any).maxStalledCount;
+    if (this.native && this.blockingConn && typeof maxStalled === 'number') {
+      // A worker's maxStalledCount becomes its queue's `max-stalls`, which upkeep honours: the
+      // same rule (fail once a job stalled more often than that), judged by the server; with
+      // workers of different settings the last one started wins.
+      await this.conn.hset(this.key('meta'), 'max-stalls', Math.min(1000, Math.max(0, Math.floor(maxStalled))));
+    }
     const info = String(await this.conn.info('server'));
     this.redisVersion = /redis_version:([^\r\n]+)/.exec(info)?.[1] ?? '';
     if (this.blockingConn) {
@@ -407,10 +449,12 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (isBranded(id)) {
       return id;
     }
-    return this.conn.hget(this.key('b:alias'), id);
+    await this.waitUntilReady();
+    return this.conn.hget(this.native ? this.key('alias') : this.key('b:alias'), id);
   }
 
   private async mustResolve(id: string, cmd: string): Promise<string> {
+    await this.waitUntilReady();
     const r = await this.resolve(id);
     if (!r) {
       throw new Error(`Missing key for job ${id}. ${cmd}`);
@@ -423,13 +467,24 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (ids.length === 0) {
       return ids;
     }
+    await this.waitUntilReady();
+    if (this.native) {
+      // The row's `k` is its ALIAS; a row already gone keeps its module id.
+      const p = this.conn.pipeline();
+      for (const id of ids) {
+        p.hget(this.jobKey(id), 'k');
+      }
+      const res = (await p.exec()) ?? [];
+      return ids.map((id, i) => (res[i]?.[1] as string | null) ?? id);
+    }
     const rev = await this.conn.hmget(this.key('b:rev'), ...ids);
     return ids.map((id, i) => rev[i] ?? id);
   }
 
   // ---------------------------------------------------------------- adding
 
-  private addCmd(job: JobJson, id: string): Cmd {
+  /** A job's name, data and option words, shared by ENQUEUE/SCHEDULE and TRA.ADD. */
+  private addParts(job: JobJson, alias?: string): { name: string; data: string; extra: Cmd; delay: number } {
     const opts: JobsOptions = job.opts ?? {};
     for (const [opt, feature] of [
       ['parent', 'flows (the parent option)'],
@@ -465,14 +520,37 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       }
     }
     extra.push('OPTS', JSON.stringify(blob));
-    const delay = opts.delay ?? 0;
-    if (delay > 0) {
-      return ['EMQ.SCHEDULE', 3, this.jobKey(id), this.key('delayed'), this.key('events'), `+${Math.floor(delay)}`, name, job.data ?? '{}', ...extra];
+    if (alias !== undefined) {
+      extra.push('ALIAS', alias);
     }
-    if (opts.lifo) {
+    const delay = Math.max(0, Math.floor(opts.delay ?? 0));
+    if (delay === 0 && opts.lifo) {
       extra.push('LIFO');
     }
-    return ['EMQ.ENQUEUE', 4, this.jobKey(id), this.key('wait'), this.key('prio'), this.key('events'), name, job.data ?? '{}', ...extra];
+    return { name, data: job.data ?? '{}', extra, delay };
+  }
+
+  private addCmd(job: JobJson, id: string, alias?: string): Cmd {
+    const { name, data, extra, delay } = this.addParts(job, alias);
+    if (delay > 0) {
+      return ['EMQ.SCHEDULE', 3, this.jobKey(id), this.key('delayed'), this.key('events'), `+${delay}`, name, data, ...extra];
+    }
+    return ['EMQ.ENQUEUE', 4, this.jobKey(id), this.key('wait'), this.key('prio'), this.key('events'), name, data, ...extra];
+  }
+
+  /** One TRA.ADD of at most {@link ADD_BATCH} jobs: the rows as keys, then `name data k words…` each. */
+  private bulkCmd(jobs: { job: JobJson; id: string; alias?: string }[]): Cmd {
+    const rows: Cmd = [];
+    const body: Cmd = [];
+    for (const j of jobs) {
+      const { name, data, extra, delay } = this.addParts(j.job, j.alias);
+      if (delay > 0) {
+        extra.push('DELAY', `+${delay}`);
+      }
+      rows.push(this.jobKey(j.id));
+      body.push(name, data, extra.length, ...extra);
+    }
+    return ['TRA.ADD', 4, this.key('wait'), this.key('prio'), this.key('delayed'), this.key('events'), jobs.length, ...rows, ...body];
   }
 
   /**
@@ -507,11 +585,16 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   async addJobs(entries: { job: JobJson; jobId: string; parentKeyOpts?: ParentKeyOpts }[]): Promise<string[]> {
     await this.waitUntilReady();
-    const ids: (string | null)[] = [];
     for (const e of entries) {
       if (e.parentKeyOpts?.parentKey) {
         throw new NotSupportedError('flows (a parent job)');
       }
+    }
+    if (this.native) {
+      return this.addNative(entries);
+    }
+    const ids: (string | null)[] = [];
+    for (const e of entries) {
       if (e.jobId && !isBranded(e.jobId)) {
         ids.push(await this.aliasFor(e.jobId));
       } else {
@@ -549,6 +632,57 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       await p.exec();
     }
     return entries.map((e, i) => (e.jobId && !isBranded(e.jobId) ? e.jobId : (ids[i] as string)));
+  }
+
+  /**
+   * Module 0.3.0: a custom id is the job's ALIAS, claimed atomically with the row (reply 0: a
+   * live job has it, nothing written). One job is ENQUEUE/SCHEDULE; more are TRA.ADD in
+   * batches of 250 inside one MULTI, so BullMQ's addBulk stays one transaction (no worker sees
+   * half a batch). TRA.ADD refuses a whole call on a bad argument; the options are built here,
+   * so a refusal is a bug, and it is thrown.
+   */
+  private async addNative(entries: { job: JobJson; jobId: string }[]): Promise<string[]> {
+    const jobs = entries.map(e => {
+      const custom = !!e.jobId && !isBranded(e.jobId);
+      return { job: e.job, id: custom || !e.jobId ? mintJobId() : e.jobId, alias: custom ? e.jobId : undefined, jobId: e.jobId };
+    });
+    let created: number[];
+    if (jobs.length === 1) {
+      created = [Number(await this.conn.call(...(this.addCmd(jobs[0].job, jobs[0].id, jobs[0].alias) as [string, ...any[]])))];
+    } else {
+      const m = this.conn.multi();
+      for (let i = 0; i < jobs.length; i += ADD_BATCH) {
+        m.call(...(this.bulkCmd(jobs.slice(i, i + ADD_BATCH)) as [string, ...any[]]));
+      }
+      const res = (await m.exec()) ?? [];
+      const refused = res.find(([err]) => err)?.[0];
+      if (refused) {
+        // Each TRA.ADD is all-or-nothing, a MULTI of several is not: undo the batches that were
+        // written, so addBulk adds all or nothing as BullMQ's does (a worker may have taken one).
+        const undo = this.conn.pipeline();
+        res.forEach(([err, reply], b) => {
+          if (!err) {
+            (reply as unknown[]).forEach((r, i) => {
+              if (Number(r) === 1) {
+                undo.call('TRA.REMOVE', 8, this.jobKey(jobs[b * ADD_BATCH + i].id), ...this.setKeys(), this.key('events'));
+              }
+            });
+          }
+        });
+        await undo.exec();
+        throw refused;
+      }
+      created = res.flatMap(([, reply]) => (reply as unknown[]).map(Number));
+    }
+    const dup = jobs.filter((_, i) => created[i] !== 1);
+    if (dup.length > 0) {
+      const p = this.conn.pipeline();
+      for (const j of dup) {
+        p.xadd(this.key('events'), '*', 'event', 'duplicated', 'jobId', j.jobId);
+      }
+      await p.exec();
+    }
+    return jobs.map(j => j.alias ?? j.id);
   }
 
   async addFlow(): Promise<[Error | null, string | number][]> {
@@ -591,6 +725,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   }
 
   async moveToActive(token: string, name?: string): Promise<any[]> {
+    await this.waitUntilReady();
     const stashed = this.stash.shift();
     if (stashed) {
       return this.handOut(stashed, name);
@@ -660,12 +795,25 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       args.push(id, this.tokenFor(id, tokens[i]));
     }
     const failed = jobIds.filter(j => !ids.includes(j));
-    if (args.length > 0) {
-      const reply = (await this.conn.call('EMQ.EXTENDS', 1, this.key('active'), Math.max(1, Math.floor(duration)), ...args)) as number[];
-      reply.forEach((r, i) => {
-        if (Number(r) === 0) {
-          failed.push(ids[i]);
+    // EXTENDS takes at most 250 pairs a call (EMQARG beyond): a worker of concurrency 500
+    // renews in several calls, pipelined.
+    if (ids.length > 0) {
+      const p = this.conn.pipeline();
+      for (let i = 0; i < ids.length; i += EXTEND_BATCH) {
+        p.call('EMQ.EXTENDS', 1, this.key('active'), Math.max(1, Math.floor(duration)), ...args.slice(2 * i, 2 * (i + EXTEND_BATCH)));
+      }
+      const res = (await p.exec()) ?? [];
+      res.forEach(([err, reply], b) => {
+        const chunk = ids.slice(b * EXTEND_BATCH, (b + 1) * EXTEND_BATCH);
+        if (err) {
+          failed.push(...chunk);
+          return;
         }
+        (reply as unknown[]).forEach((r, i) => {
+          if (Number(r) === 0) {
+            failed.push(chunk[i]);
+          }
+        });
       });
     }
     return failed;
@@ -750,6 +898,16 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   private async fail(jobId: string, token: string | undefined, reason: string, extra: Cmd, stack: string | undefined, cmd: string): Promise<string> {
     const id = await this.mustResolve(jobId, cmd);
+    if (this.native) {
+      // Module 0.3.0 keeps the stack in the row (each FAIL replaces it).
+      try {
+        const reply = await this.conn.call(...(this.failCmd(id, this.tokenFor(id, token), reason).concat(extra, stack !== undefined ? ['STACK', stack] : []) as [string, ...any[]]));
+        held.delete(this.heldKey(id));
+        return String(reply);
+      } catch (err) {
+        throw this.finishError(err, jobId, await this.stateOf(id), cmd);
+      }
+    }
     const p = this.conn.multi();
     p.call(...(this.failCmd(id, this.tokenFor(id, token), reason).concat(extra) as [string, ...any[]]));
     if (stack !== undefined) {
@@ -810,6 +968,12 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
    * attempt: the adapter counts it in `<Q>:b:am` and keeps the error in `<Q>:b:err`.
    */
   private async retryAfter(jobId: string, token: string | undefined, delay: number, fields: Record<string, any>): Promise<void> {
+    if (this.native) {
+      // Module 0.3.0: FAIL DELAY is the client's decision (custom backoff, jitter), counted
+      // as an attempt by the server, whatever the job's own BACKOFF says.
+      await this.fail(jobId, token, fields.failedReason ?? '', ['DELAY', `+${Math.max(0, Math.floor(delay))}`], fields.stacktrace, 'moveToDelayed');
+      return;
+    }
     const id = await this.mustResolve(jobId, 'moveToDelayed');
     const [b, am] = await this.conn.hmget(this.jobKey(id), 'b', 'am');
     const made = Number(am ?? 0) + 1;
@@ -847,8 +1011,10 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     return 0;
   }
 
-  async retryJob(jobId: string, _lifo: boolean, token?: string, opts?: RetryJobOpts): Promise<void> {
-    await this.fail(jobId, token, opts?.fieldsToUpdate?.failedReason ?? '', [], opts?.fieldsToUpdate?.stacktrace, 'retryJob');
+  /** BullMQ's immediate retry; on module 0.3.0 FAIL RETRY [LIFO], ready now whatever the backoff. */
+  async retryJob(jobId: string, lifo: boolean, token?: string, opts?: RetryJobOpts): Promise<void> {
+    const decision: Cmd = this.native ? ['RETRY', ...(lifo ? ['LIFO'] : [])] : [];
+    await this.fail(jobId, token, opts?.fieldsToUpdate?.failedReason ?? '', decision, opts?.fieldsToUpdate?.stacktrace, 'retryJob');
   }
 
   private reprocessCmd(id: string): Cmd {
@@ -862,6 +1028,31 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   ): Promise<void> {
     const jobId = job.id as string;
     const id = await this.mustResolve(jobId, 'reprocessJob');
+    if (this.native) {
+      // BullMQ keeps the attempt counters unless told to reset them; LIFO from the job's options.
+      const args: Cmd = ['FROM', state];
+      if (!opts?.resetAttemptsMade) {
+        args.push('KEEPMADE');
+      }
+      if (!opts?.resetAttemptsStarted) {
+        args.push('KEEPSTARTED');
+      }
+      if (job.opts?.lifo) {
+        args.push('LIFO');
+      }
+      try {
+        await this.conn.call(...(this.reprocessCmd(id).concat(args) as [string, ...any[]]));
+      } catch (err) {
+        if (errCode(err) === 'EMQNOJOB') {
+          throw new Error(`Missing key for job ${jobId}. reprocessJob`);
+        }
+        if (errCode(err) === 'EMQSTATE') {
+          throw new Error(`Job ${jobId} is not in the ${state} state. reprocessJob`);
+        }
+        throw err;
+      }
+      return;
+    }
     const [st, am, as] = await this.conn.hmget(this.jobKey(id), 'st', 'am', 'as');
     if (st === null) {
       throw new Error(`Missing key for job ${jobId}. reprocessJob`);
@@ -1029,6 +1220,12 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (ids.length === 0) {
       return;
     }
+    await this.waitUntilReady();
+    if (this.native) {
+      // The module deletes a row's alias with the row; only the worker's name is the adapter's.
+      await this.conn.hdel(this.key('b:pb'), ...ids);
+      return;
+    }
     const rev = await this.conn.hmget(this.key('b:rev'), ...ids);
     const p = this.conn.pipeline();
     p.hdel(this.key('b:rev'), ...ids);
@@ -1173,12 +1370,24 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     }
   }
 
-  async changePriority(jobId: string): Promise<void> {
+  /** TRA.PRIORITY (module 0.3.0) moves a ready job between wait and prio as the value needs. */
+  async changePriority(jobId: string, priority = 0, lifo = false): Promise<void> {
+    await this.waitUntilReady();
     const id = await this.resolve(jobId);
     if (!id || !(await this.conn.exists(this.jobKey(id)))) {
       throw new Error(`Missing key for job ${jobId}. changePriority`);
     }
-    throw new NotSupportedError('changePriority (a job\'s priority is immutable on trafikey)');
+    if (!this.hasPriority) {
+      throw new NotSupportedError('changePriority (this module has no TRA.PRIORITY: upgrade to 0.3.0)');
+    }
+    try {
+      await this.conn.call('TRA.PRIORITY', 4, this.jobKey(id), this.key('wait'), this.key('prio'), this.key('events'), Math.max(0, Math.floor(priority)), ...(lifo ? ['LIFO'] : []));
+    } catch (err) {
+      if (errCode(err) === 'EMQNOJOB') {
+        throw new Error(`Missing key for job ${jobId}. changePriority`);
+      }
+      throw err;
+    }
   }
 
   async remove(jobId: string, _removeChildren: boolean): Promise<number> {
@@ -1231,11 +1440,12 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   async getJobSchedulerData(): Promise<Record<string, string>> {
     throw new NotSupportedError('job schedulers');
   }
+  /** No scheduler can be made on trafikey, so the reads answer truly: none (bull-board reads them). */
   async getJobSchedulersRange(): Promise<string[]> {
-    throw new NotSupportedError('job schedulers');
+    return [];
   }
   async getJobSchedulersCount(): Promise<number> {
-    throw new NotSupportedError('job schedulers');
+    return 0;
   }
 
   // ---------------------------------------------------------------- queries
@@ -1285,20 +1495,37 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   /** The row as BullMQ's JobJson; `external` is the id BullMQ knows the job by. */
   async getJobData(jobId: string, known?: string): Promise<JobJson | undefined> {
+    // The probe decides where the alias and the stack are read from.
+    await this.waitUntilReady();
     const id = known ?? (await this.resolve(jobId));
     if (!id) {
       return undefined;
     }
     const p = this.conn.pipeline();
     p.call('TRA.JOB', 1, this.jobKey(id));
-    p.hget(this.key('b:progress'), id);
-    p.hget(this.key('b:stack'), id);
-    p.hget(this.key('b:rev'), id);
-    p.hget(this.key('b:pb'), id);
-    p.hmget(this.key('b:am'), id);
-    p.hmget(this.key('b:as'), id);
-    p.hget(this.key('b:err'), id);
+    if (this.native) {
+      // Module 0.3.0's row holds the stack and the alias, and FAIL/REPROCESS keep the counters.
+      p.echo('');
+      p.echo('');
+      p.echo('');
+      p.hget(this.key('b:pb'), id);
+    } else {
+      p.hget(this.key('b:progress'), id);
+      p.hget(this.key('b:stack'), id);
+      p.hget(this.key('b:rev'), id);
+      p.hget(this.key('b:pb'), id);
+      p.hmget(this.key('b:am'), id);
+      p.hmget(this.key('b:as'), id);
+      p.hget(this.key('b:err'), id);
+    }
     const res = (await p.exec()) ?? [];
+    if (this.native) {
+      res.length = 5;
+      res[1] = [null, null];
+      res[2] = [null, row0Stack(res[0][1])];
+      res[3] = [null, row0Alias(res[0][1])];
+      res.push([null, null], [null, null], [null, null]);
+    }
     if (res[0][0]) {
       throw res[0][0];
     }
@@ -1618,15 +1845,38 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     for (const n of needs) {
       p.hget(this.jobKey(n.id), n.kind);
     }
-    const idList = [...ids];
+    // Module 0.3.0: `added`/`delayed` carry the alias, and a live row has it in `k`; what an
+    // event names is remembered, for rows already gone by the time `completed` is read.
+    if (this.native) {
+      for (const [, o] of parsed) {
+        if (o.id !== undefined && o.alias !== undefined) {
+          this.rememberAlias(o.id, o.alias);
+        }
+      }
+    }
+    const idList = this.native ? [...ids].filter(x => !this.aliases.has(x)) : [...ids];
     if (idList.length > 0) {
-      p.hmget(this.key('b:rev'), ...idList);
+      if (this.native) {
+        for (const x of idList) {
+          p.hget(this.jobKey(x), 'k');
+        }
+      } else {
+        p.hmget(this.key('b:rev'), ...idList);
+      }
     }
     const res = needs.length + idList.length > 0 ? ((await p.exec()) ?? []) : [];
     const payload = new Map<string, string | null>();
     needs.forEach((n, i) => payload.set(`${n.kind}:${n.id}`, (res[i]?.[1] as string | null) ?? null));
     const rev = new Map<string, string>();
-    if (idList.length > 0) {
+    if (this.native) {
+      idList.forEach((x, i) => rev.set(x, (res[needs.length + i]?.[1] as string | null) ?? x));
+      for (const x of ids) {
+        const a = this.aliases.get(x);
+        if (a !== undefined) {
+          rev.set(x, a);
+        }
+      }
+    } else if (idList.length > 0) {
       const names = (res[needs.length]?.[1] as (string | null)[]) ?? [];
       idList.forEach((x, i) => rev.set(x, names[i] ?? x));
     }

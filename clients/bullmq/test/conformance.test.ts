@@ -114,6 +114,36 @@ describe('adding', () => {
     expect(order).toEqual(['none', 'p1', 'p2', 'p3']);
   });
 
+  it('addBulk over one call\'s 250 jobs, with custom ids (one job per id)', async () => {
+    const jobs = await queue.addBulk(
+      Array.from({ length: 600 }, (_, i) => ({ name: 'b', data: i, opts: i % 100 === 0 ? { jobId: `bulk-${i}` } : {} })),
+    );
+    expect(jobs).toHaveLength(600);
+    expect(jobs[100].id).toBe('bulk-100');
+    expect(await queue.count()).toBe(600);
+    const again = await queue.addBulk([{ name: 'b', data: 'x', opts: { jobId: 'bulk-0' } }, { name: 'b', data: 'y' }]);
+    expect(again[0].id).toBe('bulk-0');
+    expect(await queue.count()).toBe(601);
+    expect((await queue.getJob('bulk-0'))!.data).toBe(0);
+  });
+
+  it('addBulk adds all or nothing across its calls', async () => {
+    // Data over the module's max-payload (1 MiB): the second call is refused, the first undone.
+    const jobs = Array.from({ length: 300 }, (_, i) => ({ name: 'b', data: i === 299 ? 'x'.repeat(1100000) : i }));
+    await expect(queue.addBulk(jobs)).rejects.toThrow(/^EMQ/);
+    expect(await queue.count()).toBe(0);
+  });
+
+  it('changePriority moves a waiting job', async () => {
+    const a = await queue.add('a', {});
+    await queue.add('b', {}, { priority: 2 });
+    await a.changePriority({ priority: 5 });
+    expect(await a.getState()).toBe('prioritized');
+    expect((await queue.getJob(a.id!))!.priority).toBe(5);
+    await a.changePriority({ priority: 0 });
+    expect(await a.getState()).toBe('waiting');
+  });
+
   it('custom job ids: one job per id, found by that id', async () => {
     const a = await queue.add('x', { n: 1 }, { jobId: 'order-42' });
     const b = await queue.add('x', { n: 2 }, { jobId: 'order-42' });
@@ -133,6 +163,42 @@ describe('adding', () => {
 });
 
 describe('workers', () => {
+  it('getWorkers finds running workers, named or not (bull-board shows them)', async () => {
+    expect(await queue.getWorkersCount()).toBe(0);
+    const w1 = track(new Worker(name, async () => 1, { connection }));
+    const w2 = track(new Worker(name, async () => 1, { connection, name: 'mailer' }));
+    await Promise.all([w1.waitUntilReady(), w2.waitUntilReady()]);
+    await until(async () => (await queue.getWorkersCount()) === 2);
+    const raw = (await queue.getWorkers()).map(w => w.rawname).sort();
+    expect(raw[1]).toMatch(/:w:mailer$/);
+    await w2.close();
+    await until(async () => (await queue.getWorkersCount()) === 1);
+  });
+
+  it('a worker of concurrency 500 keeps its leases (EXTENDS in calls of 250 pairs)', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>(ok => (release = ok));
+    let running = 0;
+    const worker = track(
+      new Worker(name, async () => {
+        running++;
+        await gate;
+      }, { connection, concurrency: 500, lockDuration: 1000, lockRenewTime: 300 }),
+    );
+    await queue.addBulk(Array.from({ length: 600 }, (_, i) => ({ name: 'j', data: i })));
+    await until(() => running === 500, 20000);
+    const failures: string[] = [];
+    worker.on('error', err => failures.push(String(err)));
+    worker.on('lockRenewalFailed' as any, (ids: string[]) => failures.push(`renewal failed: ${ids.length}`));
+    // Three lease lengths: without renewals upkeep would reclaim them all.
+    await sleep(3000);
+    expect(failures).toEqual([]);
+    expect(await queue.getActiveCount()).toBe(500);
+    expect(await queue.getJobCountByTypes('wait')).toBe(100);
+    release();
+    await until(async () => (await queue.getCompletedCount()) === 600, 20000);
+  }, 60000);
+
   it('a waiting worker (CLAIM … BLOCK) finishes a job with a custom id', async () => {
     const events = track(new QueueEvents(name, { connection }));
     await events.waitUntilReady();
@@ -231,6 +297,30 @@ describe('workers', () => {
     const again = await done;
     expect(again.id).toBe(job.id);
     expect(again.stalledCounter).toBe(1);
+  });
+
+  it('client decisions on fail: a custom backoff, the stack, retry() keeping the counters', async () => {
+    const seen: number[] = [];
+    track(
+      new Worker(name, async (job: Job) => {
+        seen.push(Date.now());
+        if (job.attemptsMade < 2 || job.data.fail) {
+          throw new Error(`try ${job.attemptsMade}`);
+        }
+        return 'ok';
+      }, { connection, settings: { backoffStrategy: () => 150 } }),
+    );
+    const job = await queue.add('c', {}, { attempts: 3, backoff: { type: 'custom' } });
+    await until(async () => (await job.getState()) === 'completed');
+    expect(seen[2] - seen[1]).toBeGreaterThanOrEqual(140);
+    expect((await queue.getJob(job.id!))!.attemptsMade).toBe(3);
+    const bad = await queue.add('c', { fail: true }, { attempts: 2, backoff: { type: 'fixed', delay: 10, jitter: 0.5 } });
+    await until(async () => (await bad.getState()) === 'failed');
+    const failed = (await queue.getJob(bad.id!))!;
+    expect(failed.attemptsMade).toBe(2);
+    expect(failed.stacktrace.join('\n')).toContain('try 1');
+    await failed.retry('failed');
+    await until(async () => (await queue.getJob(bad.id!))!.attemptsMade >= 3);
   });
 
   it('pause and resume', async () => {
@@ -348,10 +438,12 @@ describe('getters and administration', () => {
 });
 
 describe('unsupported features say so', () => {
-  it('updateData, changePriority, flows, schedulers, dedup, rate limits, global concurrency, metrics', async () => {
+  it('updateData, flows, schedulers, dedup, rate limits, global concurrency, metrics', async () => {
     const job = await queue.add('u', {});
     await expect(job.updateData({ x: 1 })).rejects.toThrow(/updateData.*not supported/);
-    await expect(job.changePriority({ priority: 3 })).rejects.toThrow(/changePriority.*not supported/);
+    // Scheduler reads answer truly (none can be made): bull-board reads them on every refresh.
+    expect(await queue.getJobSchedulersCount()).toBe(0);
+    expect(await queue.getJobSchedulers()).toEqual([]);
     await expect(queue.add('d', {}, { deduplication: { id: 'k' } })).rejects.toThrow(/deduplication.*not supported/);
     await expect(queue.upsertJobScheduler('s', { every: 1000 })).rejects.toThrow(/job schedulers.*not supported/);
     await expect(queue.setGlobalConcurrency(2)).rejects.toThrow(/global concurrency.*not supported/);
