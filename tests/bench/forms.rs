@@ -1,4 +1,4 @@
-//! The forms of issue 23 (and issue 24's BullMQ-on-trafikey rows, run from bench.rs): the
+//! The module 0.3.0 forms beside their rivals (BullMQ-on-trafikey runs from bench.rs): the
 //! bulk add `TRA.ADD`, the finish-and-fetch lifecycle with one `TRA.COMPLETENEXT` per job, and
 //! claim+complete with `CLAIM … ROW` beside it without. Each is a phase of `load::phase` on the
 //! bench queue, its replies checked.
