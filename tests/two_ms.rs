@@ -45,7 +45,8 @@ const JOBS: u64 = 1_000_000;
 /// its writes); calls, inner commands (TRA.JOBS's LRANGE, DRAIN's), never one per job. These
 /// are the figures seen at this commit; a change that does less may lower them. A call that
 /// deletes rows reads one key more than it deletes: the alias hash, looked up once (and
-/// OBLITERATE opens it to delete it with the queue). A promoting CLAIM's writes include the
+/// OBLITERATE opens it twice: checked before its writes, and again after them to delete it with
+/// the queue, since deleting the rows may have emptied it). A promoting CLAIM's writes include the
 /// events stream's trim when one falls in the call: SCHEDULE's `delayed` events, which name
 /// the job, fill the stream's nodes sooner, so one may.
 /// One write more than a line says is allowed in every call: the events stream's `MAXLEN ~`
@@ -70,7 +71,7 @@ const EXPECTED: &[(&str, Work)] = &[
     ("TRA.CLEAN completed COUNT 10000 (cap)", w(200, 0, 200, 3, 202, 0)),
     ("TRA.REMOVE the last waiting job", w(1, 0, 1, 4, 2, 1)),
     ("TRA.DRAIN COUNT 10000 (cap)", w(200, 0, 200, 3, 203, 1)),
-    ("TRA.OBLITERATE FORCE COUNT 10000 (cap)", w(0, 0, 200, 2, 204, 1)),
+    ("TRA.OBLITERATE FORCE COUNT 10000 (cap)", w(0, 0, 200, 2, 205, 1)),
 ];
 
 fn call(c: &mut Conn, v: &[Vec<u8>]) -> Reply {
