@@ -296,24 +296,6 @@ fn stalled_failures_under_keep_zero_take_their_logs() {
     no_log_without_its_row(&mut c, &q);
 }
 
-fn complete(q: &Q, c: &mut Conn, id: &str, token: &str, opts: &[&[u8]]) -> Reply {
-    let mut a: Vec<&[u8]> = vec![token.as_bytes(), b"ok"];
-    a.extend_from_slice(opts);
-    q.run(c, "EMQ.COMPLETE", id, &a)
-}
-
-fn completed(q: &Q, c: &mut Conn) -> Vec<String> {
-    c.call(&[b"ZRANGE", q.k("completed").as_bytes(), b"0", b"-1"]).strings()
-}
-
-/// `n` jobs enqueued, claimed by `token` and completed with KEEP -1 (nothing retired).
-fn finished(q: &Q, c: &mut Conn, ids: &[String], token: &str) {
-    for id in ids {
-        assert_eq!(q.enqueue(c, id, &[]), Reply::Int(1));
-    }
-    assert_eq!(claim_all(q, c, token).len(), ids.len());
-}
-
 /// clean.rs `score < cutoff` → `<=` (a job finished exactly GRACE ms ago deleted): CLEAN
 /// deletes what finished *more than* GRACE ms ago. A MULTI is one instant, so a job completed
 /// in it finished 0 ms before a `CLEAN … GRACE 0` queued behind it.

@@ -139,16 +139,6 @@ fn bad_input_is_refused_and_writes_nothing() {
     }
 }
 
-fn complete(q: &Q, c: &mut Conn, id: &str, token: &str, opts: &[&[u8]]) -> Reply {
-    let mut a: Vec<&[u8]> = vec![token.as_bytes(), b"ok"];
-    a.extend_from_slice(opts);
-    q.run(c, "EMQ.COMPLETE", id, &a)
-}
-
-fn completed(q: &Q, c: &mut Conn) -> Vec<String> {
-    c.call(&[b"ZRANGE", q.k("completed").as_bytes(), b"0", b"-1"]).strings()
-}
-
 /// completes.rs `jobs.len() > max` → `>=` (a full batch of 50 refused): TRA.COMPLETES takes
 /// what one CLAIM hands out, 50 jobs, and refuses 51 with nothing written.
 #[test]

@@ -737,24 +737,6 @@ fn a_full_server_refuses_producers_but_still_drains() {
     q.check_invariant(&mut c);
 }
 
-fn complete(q: &Q, c: &mut Conn, id: &str, token: &str, opts: &[&[u8]]) -> Reply {
-    let mut a: Vec<&[u8]> = vec![token.as_bytes(), b"ok"];
-    a.extend_from_slice(opts);
-    q.run(c, "EMQ.COMPLETE", id, &a)
-}
-
-fn completed(q: &Q, c: &mut Conn) -> Vec<String> {
-    c.call(&[b"ZRANGE", q.k("completed").as_bytes(), b"0", b"-1"]).strings()
-}
-
-/// `n` jobs enqueued, claimed by `token` and completed with KEEP -1 (nothing retired).
-fn finished(q: &Q, c: &mut Conn, ids: &[String], token: &str) {
-    for id in ids {
-        assert_eq!(q.enqueue(c, id, &[]), Reply::Int(1));
-    }
-    assert_eq!(claim_all(q, c, token).len(), ids.len());
-}
-
 fn reclaimed(c: &mut Conn) -> i64 {
     info_field(c, "trafikey", "trafikey_reclaimed").parse().unwrap()
 }

@@ -512,3 +512,23 @@ pub fn log_line(c: &mut Conn, q: &Q, id: &str, token: &str) {
     assert!(r.err().is_none(), "{r:?}");
     assert_eq!(c.call(&[b"EXISTS", log_key.as_bytes()]), Reply::Int(1));
 }
+
+/// EMQ.COMPLETE of job `id` by `token` with result `ok` and these options.
+pub fn complete(q: &Q, c: &mut Conn, id: &str, token: &str, opts: &[&[u8]]) -> Reply {
+    let mut a: Vec<&[u8]> = vec![token.as_bytes(), b"ok"];
+    a.extend_from_slice(opts);
+    q.run(c, "EMQ.COMPLETE", id, &a)
+}
+
+/// The queue's completed set, oldest first.
+pub fn completed(q: &Q, c: &mut Conn) -> Vec<String> {
+    c.call(&[b"ZRANGE", q.k("completed").as_bytes(), b"0", b"-1"]).strings()
+}
+
+/// The jobs `ids` enqueued and all claimed by `token` (left active, for the caller to finish).
+pub fn finished(q: &Q, c: &mut Conn, ids: &[String], token: &str) {
+    for id in ids {
+        assert_eq!(q.enqueue(c, id, &[]), Reply::Int(1));
+    }
+    assert_eq!(claim_all(q, c, token).len(), ids.len());
+}
