@@ -65,7 +65,10 @@ interface Claimed {
 /** A claimed job's row, as getJobData takes it instead of reading it. */
 interface ClaimedRow {
   row: Record<string, any>;
-  /** The worker's name when the claim recorded one (else read from `b:pb`). */
+  /**
+   * The claiming worker's name, if it has one. A job handed to a worker without a name shows
+   * none: reading the name an earlier attempt left would cost each job another round trip.
+   */
   by?: string;
 }
 
@@ -1552,7 +1555,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       let by: unknown;
       if (claimed) {
         row = claimed.row;
-        by = claimed.by ?? (await this.conn.hget(this.key('b:pb'), id));
+        by = claimed.by ?? null;
       } else {
         const got = (await this.conn.pipeline().call('TRA.JOB', 1, this.jobKey(id)).hget(this.key('b:pb'), id).exec()) ?? [];
         if (got[0]?.[0]) {
