@@ -20,7 +20,7 @@ use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command,
 use crate::host::{one, Access, ArgStr, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::metrics;
-use crate::queue::{field, meta, Event, Events, Expiry, Found, Promotion, Ready, State};
+use crate::queue::{field, limit, meta, Event, Events, Expiry, Found, Promotion, Ready, State};
 
 pub const KEYS: Keys = Keys::of(&[
     q(Wait, Update),
@@ -67,8 +67,12 @@ pub enum Args<'a> {
     Pause(bool),
 }
 
-/// The keys a waiting claimer is woken by: the ready sets, and `meta` for RESUME.
+/// The keys a waiting claimer is woken by: the ready sets, and `meta` for RESUME, a change
+/// of the queue's limits and the reopening of its rate window (upkeep signals it then).
 const WAKE_ON: &[Role] = &[Wait, Prio, Meta];
+/// The same and `active`, for a queue under global concurrency: a job leaving `active` lets
+/// a claim proceed, and every verb that takes one out signals it.
+const WAKE_ON_ACTIVE: &[Role] = &[Wait, Prio, Meta, Active];
 
 impl Verb for Claim {
     type Args<'a> = Args<'a>;
@@ -92,11 +96,12 @@ impl Verb for Claim {
             Args::Take { token, lease, count, block, row } => {
                 let take = Take::check(token, lease, count, row)?;
                 let block = block.map(|b| domain::range(b, 0, domain::BLOCK_MAX, "BLOCK")).transpose()?;
-                let (jobs, settled) = take.run(x)?;
+                let (jobs, settled, concurrency) = take.run(x)?;
                 Ok(match block {
-                    // Nothing ready (or paused): wait for a job to become ready, or for RESUME.
+                    // Nothing ready (paused, or limited): wait for a job to become ready, for
+                    // RESUME, or for the limit to let the claim proceed.
                     Some(timeout_ms) if jobs.is_empty() && settled => {
-                        Reply::Block { timeout_ms, roles: WAKE_ON }
+                        Reply::Block { timeout_ms, roles: if concurrency { WAKE_ON_ACTIVE } else { WAKE_ON } }
                     }
                     _ => jobs.reply(),
                 })
@@ -160,10 +165,29 @@ impl<'a> Take<'a> {
         Ok(Take { token, lease, count, row })
     }
 
-    /// Claims; the flag says whether it met no expired job it could not go past (a waiting
-    /// claimer may then wait).
-    pub fn run(self, x: &mut Exec) -> Result<(Taken4, bool), Refusal> {
-        take_past_expired(x, self.token, self.lease, self.count, self.row)
+    /// Claims, within the queue's limits (`domain::limit`); the flags say whether it met no
+    /// expired job it could not go past (a waiting claimer may then wait), and whether the
+    /// queue has a global concurrency (a waiter then also waits for a job to leave `active`).
+    pub fn run(self, x: &mut Exec) -> Result<(Taken4, bool, bool), Refusal> {
+        let meta = x.read(Meta)?;
+        meta.exists_as(Kind::Hash)?;
+        let (paused, limits) = limit::read(&meta);
+        drop(meta);
+        let now = x.now();
+        let mut count = self.count;
+        if limits.any() {
+            let active = if limits.concurrency.is_some() { x.read(Active)?.len() } else { 0 };
+            let allow = limits.allow(now, active);
+            count = usize::try_from(allow.take).map_or(count, |t| count.min(t));
+            if let Some(at) = allow.reopen {
+                // Upkeep visits the queue when its window reopens, and wakes its waiters.
+                crate::queue::due_at(x, at);
+            }
+        }
+        let serve = !paused && count > 0;
+        let (jobs, settled) = take_past_expired(x, self.token, self.lease, count, serve, self.row)?;
+        limit::record(x, &limits, now, jobs.len())?;
+        Ok((jobs, settled, limits.concurrency.is_some()))
     }
 }
 
@@ -214,9 +238,10 @@ fn take_past_expired(
     token: ArgStr,
     lease: i64,
     count: usize,
+    serve: bool,
     row: bool,
 ) -> Result<(Taken4, bool), Refusal> {
-    let (mut jobs, mut expired) = take(x, token, lease, count, true, row)?;
+    let (mut jobs, mut expired) = take(x, token, lease, count, true, serve, row)?;
     // Jobs met in all passes, handed out or failed: one CLAIM's work stays within its bound.
     let mut met = jobs.len().saturating_add(expired as usize);
     let bound = usize::try_from(domain::CLAIM_PER_CALL).unwrap_or(0);
@@ -225,7 +250,7 @@ fn take_past_expired(
         if expired == 0 || want == 0 {
             break;
         }
-        match take(x, token, lease, want, false, row) {
+        match take(x, token, lease, want, false, serve, row) {
             Ok((more, e)) => {
                 met = met.saturating_add(more.len()).saturating_add(e as usize);
                 jobs.extend(more);
@@ -237,21 +262,21 @@ fn take_past_expired(
     Ok((jobs, expired == 0))
 }
 
-/// The claim itself: promotions, then up to `count` jobs, as reply rows, and how many jobs it
-/// failed as expired instead.
+/// The claim itself: promotions, then (when `serve`: not paused, not limited) up to `count`
+/// jobs, as reply rows, and how many jobs it failed as expired instead.
+#[allow(clippy::too_many_arguments)]
 fn take(
     x: &mut Exec,
     token: ArgStr,
     lease: i64,
     count: usize,
     promote: bool,
+    serve: bool,
     row: bool,
 ) -> Result<(Taken4, u64), Refusal> {
     let ready = Ready::open(x)?;
     let active = x.open_as(Active, Kind::ZSet)?;
     let delayed = x.open_as(Delayed, Kind::ZSet)?;
-    let meta = x.read(Meta)?;
-    meta.exists_as(Kind::Hash)?;
     let events = Events::open(x)?;
     let now = x.now();
 
@@ -263,7 +288,7 @@ fn take(
     let promoted = &promotion.jobs;
     // The jobs taken, in the order the queue serves them.
     let mut taken: Few<Taken> = Few::with_capacity(count);
-    if meta.hget(&meta::PAUSED).is_none() {
+    if serve {
         let wait_len = usize::try_from(ready.wait.len()).unwrap_or(usize::MAX);
         let prios: Few<Option<i64>> = promoted.iter().map(|p| p.live().then_some(p.priority)).collect();
         let plan = Plan::new(wait_len, &prios, count);
