@@ -51,13 +51,21 @@ fn fill(c: &mut Conn, q: &Q, n: u64) {
 }
 
 fn send_claim(c: &mut Conn, q: &Q, token: &str, block_ms: &str) {
-    let v = q.cmd("EMQ.CLAIM", "", keys_of("EMQ.CLAIM"), &[token.as_bytes(), b"60000", b"BLOCK", block_ms.as_bytes()]);
+    let v = q.cmd(
+        "EMQ.CLAIM",
+        "",
+        keys_of("EMQ.CLAIM"),
+        &[token.as_bytes(), b"60000", b"BLOCK", block_ms.as_bytes()],
+    );
     let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
     c.send(&refs).expect("send");
 }
 
 fn blocked(c: &mut Conn, n: usize) {
-    wait_for(|| info_field(c, "clients", "blocked_clients") == n.to_string(), &format!("{n} blocked clients"));
+    wait_for(
+        || info_field(c, "clients", "blocked_clients") == n.to_string(),
+        &format!("{n} blocked clients"),
+    );
 }
 
 #[test]
@@ -306,4 +314,35 @@ fn limited_claims_reach_replicas_and_the_aof_as_they_are() {
     let mut c = p.conn();
     wait_for(|| info_field(&mut c, "persistence", "loading") == "0", "aof load");
     assert_eq!(digest(&mut c), want, "AOF replay");
+}
+
+#[test]
+fn the_limits_live_in_meta_and_what_trafikey_could_not_have_written_is_no_limit() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("stored");
+    fill(&mut c, &q, 6);
+    limit(&mut c, &q, &["RATE", "2", "600000"]);
+    limit(&mut c, &q, &["CONCURRENCY", "4"]);
+    let meta = q.k("meta");
+    assert_eq!(c.call(&[b"HGET", meta.as_bytes(), b"rate"]).str(), "2 600000");
+    assert_eq!(claim(&mut c, &q, "w", 1).len(), 1);
+    let rate = c.call(&[b"HGET", meta.as_bytes(), b"rate"]).str();
+    let parts: Vec<&str> = rate.split(' ').collect();
+    assert_eq!(parts[..3], ["2", "600000", "1"], "{rate}");
+    assert!(parts[3].parse::<i64>().unwrap() > 1_000_000_000_000, "an absolute time: {rate}");
+    // A new RATE keeps the window a claim counts in; CLEAR forgets it, not the rate.
+    limit(&mut c, &q, &["RATE", "1", "600000"]);
+    assert!(claim(&mut c, &q, "w", 1).is_empty(), "the window's one is taken");
+    limit(&mut c, &q, &["CLEAR"]);
+    assert_eq!(c.call(&[b"HGET", meta.as_bytes(), b"rate"]).str(), "1 600000");
+    // A client's own values that TRA.LIMIT could not have written limit nothing.
+    for (field, value) in [("rate", "0 100"), ("rate", "x"), ("rate", "1 2 3"), ("concurrency", "0")] {
+        c.call(&[b"DEL", meta.as_bytes()]);
+        c.call(&[b"HSET", meta.as_bytes(), field.as_bytes(), value.as_bytes()]);
+        let m = limits(&mut c, &q);
+        assert!(m["rate-max"].is_nil() && m["concurrency"].is_nil(), "{field} {value}: {m:?}");
+    }
+    assert_eq!(claim(&mut c, &q, "w", 10).len(), 5);
+    q.check_invariant(&mut c);
 }

@@ -1,34 +1,55 @@
-//! A queue's rate limit and global concurrency, kept in its `meta` hash (`meta::RATE_*`,
-//! `CONCURRENCY`, `HOLD_UNTIL`): read by CLAIM in the same lookup as `paused`, the window
-//! recorded by CLAIM, the settings written by TRA.LIMIT. The decisions are
+//! A queue's rate limit and global concurrency, kept in its `meta` hash (`meta::RATE`,
+//! `CONCURRENCY`, `HOLD_UNTIL`): read by CLAIM in the same lookup as `paused`,
+//! the window recorded by CLAIM, the settings written by TRA.LIMIT. The decisions are
 //! `domain::limit`'s.
 
 use super::meta;
 use crate::domain::{self, limit::Limits};
 use crate::errors::Refusal;
 use crate::host::{Exec, Key, Str};
-use crate::keyspace::Role;
 
 fn int(v: Option<Str>) -> Option<i64> {
     v.and_then(|s| domain::args::int(s.bytes()))
 }
 
-/// `paused` and the limits of the queue whose `meta` this is. An unlimited queue pays one
-/// lookup of four fields (the one CLAIM made for `paused` alone before); the window's fields
-/// are read only under a rate limit.
+/// The field `rate`: `max ms`, or `max ms count until` once a claim recorded its window.
+fn rate(v: Option<Str>) -> Option<[i64; 4]> {
+    let v = v?;
+    let mut out = [0i64; 4];
+    let mut n = 0usize;
+    for part in v.bytes().split(|&c| c == b' ') {
+        *out.get_mut(n)? = domain::args::int(part)?;
+        n = n.saturating_add(1);
+    }
+    (n == 2 || n == 4).then_some(out)
+}
+
+/// The text of the field `rate`.
+pub fn rate_text(x: &Exec, (max, ms): (i64, i64), window: Option<(i64, i64)>) -> Result<Str, Refusal> {
+    let text = match window {
+        Some((count, until)) => format!("{max} {ms} {count} {until}"),
+        None => format!("{max} {ms}"),
+    };
+    x.string(text.as_bytes())
+}
+
+/// `paused` and the limits of the queue whose `meta` this is, in one lookup of four fields
+/// (where CLAIM looked up `paused` alone).
 pub fn read(meta: &Key) -> (bool, Limits) {
-    let [paused, max, concurrency, hold] =
-        meta.hget_many(&[&meta::PAUSED, &meta::RATE_MAX, &meta::CONCURRENCY, &meta::HOLD_UNTIL]);
+    let [paused, rate_field, concurrency, hold] =
+        meta.hget_many(&[&meta::PAUSED, &meta::RATE, &meta::CONCURRENCY, &meta::HOLD_UNTIL]);
     let mut l = Limits {
         concurrency: domain::limit::setting(int(concurrency), domain::limit::MAX_MAX),
         hold: domain::limit::stored(int(hold)),
         ..Limits::default()
     };
-    if let Some(max) = domain::limit::setting(int(max), domain::limit::MAX_MAX) {
-        let [ms, count, until, _] = meta.hget_many(&[&meta::RATE_MS, &meta::RATE_COUNT, &meta::RATE_UNTIL]);
-        l.rate = domain::limit::setting(int(ms), domain::limit::MS_MAX).map(|ms| (max, ms));
-        l.count = domain::limit::stored(int(count));
-        l.until = domain::limit::stored(int(until));
+    if let Some([max, ms, count, until]) = rate(rate_field) {
+        let max = domain::limit::setting(Some(max), domain::limit::MAX_MAX);
+        let ms = domain::limit::setting(Some(ms), domain::limit::MS_MAX);
+        l.rate = max.zip(ms);
+        if l.rate.is_some() {
+            (l.count, l.until) = (domain::limit::stored(Some(count)), domain::limit::stored(Some(until)));
+        }
     }
     (paused.is_some(), l)
 }
@@ -39,8 +60,8 @@ pub fn record(x: &Exec, limits: &Limits, now: i64, taken: usize) -> Result<(), R
     if taken == 0 {
         return Ok(());
     }
-    let Some((count, until)) = limits.record(now, taken as u64) else { return Ok(()) };
-    let meta = x.write(Role::Meta)?;
-    let (count, until) = (x.int(count)?, x.int(until)?);
-    meta.hset(&[(&meta::RATE_COUNT, count.ptr()), (&meta::RATE_UNTIL, until.ptr())])
+    let (Some(rate), Some(window)) = (limits.rate, limits.record(now, taken as u64)) else { return Ok(()) };
+    let meta = x.write(crate::keyspace::Role::Meta)?;
+    let text = rate_text(x, rate, Some(window))?;
+    meta.hset(&[(&meta::RATE, text.ptr())])
 }

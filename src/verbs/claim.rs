@@ -169,6 +169,8 @@ impl<'a> Take<'a> {
     /// expired job it could not go past (a waiting claimer may then wait), and whether the
     /// queue has a global concurrency (a waiter then also waits for a job to leave `active`).
     pub fn run(self, x: &mut Exec) -> Result<(Taken4, bool, bool), Refusal> {
+        // Read-only: opening it for writing costs an unlimited claim more; a rate-limited one
+        // reopens it to record its window.
         let meta = x.read(Meta)?;
         meta.exists_as(Kind::Hash)?;
         let (paused, limits) = limit::read(&meta);
@@ -176,8 +178,8 @@ impl<'a> Take<'a> {
         let now = x.now();
         let mut count = self.count;
         if limits.any() {
-            let active = if limits.concurrency.is_some() { x.read(Active)?.len() } else { 0 };
-            let allow = limits.allow(now, active);
+            // Global concurrency is applied by each pass, on the `active` it opens.
+            let allow = limits.allow(now, 0);
             count = usize::try_from(allow.take).map_or(count, |t| count.min(t));
             if let Some(at) = allow.reopen {
                 // Upkeep visits the queue when its window reopens, and wakes its waiters.
@@ -185,10 +187,19 @@ impl<'a> Take<'a> {
             }
         }
         let serve = !paused && count > 0;
-        let (jobs, settled) = take_past_expired(x, self.token, self.lease, count, serve, self.row)?;
+        let cap = Cap { serve, concurrency: limits.concurrency };
+        let (jobs, settled) = take_past_expired(x, self.token, self.lease, count, cap, self.row)?;
         limit::record(x, &limits, now, jobs.len())?;
         Ok((jobs, settled, limits.concurrency.is_some()))
     }
+}
+
+/// What bounds every pass of a claim: whether it may take jobs at all (not paused, not held
+/// by the rate limit), and the queue's global concurrency.
+#[derive(Clone, Copy)]
+struct Cap {
+    serve: bool,
+    concurrency: Option<i64>,
 }
 
 fn pause(x: &mut Exec, on: bool) -> Result<Reply, Refusal> {
@@ -238,10 +249,10 @@ fn take_past_expired(
     token: ArgStr,
     lease: i64,
     count: usize,
-    serve: bool,
+    cap: Cap,
     row: bool,
 ) -> Result<(Taken4, bool), Refusal> {
-    let (mut jobs, mut expired) = take(x, token, lease, count, true, serve, row)?;
+    let (mut jobs, mut expired) = take(x, token, lease, count, true, cap, row)?;
     // Jobs met in all passes, handed out or failed: one CLAIM's work stays within its bound.
     let mut met = jobs.len().saturating_add(expired as usize);
     let bound = usize::try_from(domain::CLAIM_PER_CALL).unwrap_or(0);
@@ -250,7 +261,7 @@ fn take_past_expired(
         if expired == 0 || want == 0 {
             break;
         }
-        match take(x, token, lease, want, false, serve, row) {
+        match take(x, token, lease, want, false, cap, row) {
             Ok((more, e)) => {
                 met = met.saturating_add(more.len()).saturating_add(e as usize);
                 jobs.extend(more);
@@ -262,20 +273,27 @@ fn take_past_expired(
     Ok((jobs, expired == 0))
 }
 
-/// The claim itself: promotions, then (when `serve`: not paused, not limited) up to `count`
-/// jobs, as reply rows, and how many jobs it failed as expired instead.
-#[allow(clippy::too_many_arguments)]
+/// The claim itself: promotions, then (unless the cap stops it) up to `count` jobs, and no
+/// more than the global concurrency leaves room for, as reply rows, and how many jobs it
+/// failed as expired instead.
 fn take(
     x: &mut Exec,
     token: ArgStr,
     lease: i64,
     count: usize,
     promote: bool,
-    serve: bool,
+    cap: Cap,
     row: bool,
 ) -> Result<(Taken4, u64), Refusal> {
     let ready = Ready::open(x)?;
     let active = x.open_as(Active, Kind::ZSet)?;
+    let count = match cap.concurrency {
+        Some(c) => {
+            let room = u64::try_from(c).unwrap_or(0).saturating_sub(active.len());
+            usize::try_from(room).map_or(count, |r| count.min(r))
+        }
+        None => count,
+    };
     let delayed = x.open_as(Delayed, Kind::ZSet)?;
     let events = Events::open(x)?;
     let now = x.now();
@@ -288,7 +306,7 @@ fn take(
     let promoted = &promotion.jobs;
     // The jobs taken, in the order the queue serves them.
     let mut taken: Few<Taken> = Few::with_capacity(count);
-    if serve {
+    if cap.serve && count > 0 {
         let wait_len = usize::try_from(ready.wait.len()).unwrap_or(usize::MAX);
         let prios: Few<Option<i64>> = promoted.iter().map(|p| p.live().then_some(p.priority)).collect();
         let plan = Plan::new(wait_len, &prios, count);

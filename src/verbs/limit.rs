@@ -8,12 +8,12 @@
 //! CLEAR found nothing to remove. A change that may let claims proceed wakes the claimers
 //! waiting with BLOCK. Fenced.
 
-use crate::domain::{self, limit};
+use crate::domain::{self, limit::{MAX_MAX, MS_MAX}};
 use crate::errors::Refusal;
 use crate::host::command::{block, one_of, q, val, word, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{ArgStr, Exec, Kind, Lit, Reply, Verb};
+use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{meta, Row};
+use crate::queue::{limit, meta, Row};
 
 pub const KEYS: Keys = Keys::of(&[q(Meta, Update)]);
 pub const ARGS: &[Arg] = &[one_of(
@@ -67,19 +67,21 @@ impl Verb for Limit {
         // Ranges first: a refusal writes nothing.
         let a = match a {
             Args::Rate(Some((max, ms))) => Args::Rate(Some((
-                domain::range(max, 1, limit::MAX_MAX, "max")?,
-                domain::range(ms, 1, limit::MS_MAX, "ms")?,
+                domain::range(max, 1, MAX_MAX, "max")?,
+                domain::range(ms, 1, MS_MAX, "ms")?,
             ))),
-            Args::Concurrency(Some(c)) => Args::Concurrency(Some(domain::range(c, 1, limit::MAX_MAX, "n")?)),
-            Args::For(ms) => Args::For(domain::range(ms, 1, limit::MS_MAX, "ms")?),
+            Args::Concurrency(Some(c)) => Args::Concurrency(Some(domain::range(c, 1, MAX_MAX, "n")?)),
+            Args::For(ms) => Args::For(domain::range(ms, 1, MS_MAX, "ms")?),
             other => other,
         };
         let meta = x.open_as(Meta, Kind::Hash)?;
-        let has = |fields: &[&Lit]| fields.iter().any(|f| Row(&meta).get(f).is_some());
+        let (_, now_limits) = limit::read(&meta);
+        // The window a claim recorded, kept with the field `rate` while the rate stays.
+        let window = (now_limits.until != 0).then_some((now_limits.count, now_limits.until));
         let changed = match a {
-            Args::Rate(Some((max, ms))) => {
-                let (max, ms) = (x.int(max)?, x.int(ms)?);
-                meta.hset(&[(&meta::RATE_MAX, max.ptr()), (&meta::RATE_MS, ms.ptr())])?;
+            Args::Rate(Some(rate)) => {
+                let text = limit::rate_text(x, rate, window)?;
+                meta.hset(&[(&meta::RATE, text.ptr())])?;
                 true
             }
             Args::Concurrency(Some(c)) => {
@@ -94,21 +96,23 @@ impl Verb for Limit {
                 return Ok(Reply::Int(1));
             }
             Args::Rate(None) => {
-                let fields = [&meta::RATE_MAX, &meta::RATE_MS, &meta::RATE_COUNT, &meta::RATE_UNTIL];
-                let had = has(&fields[..2]);
-                meta.hdel(&fields)?;
+                let had = Row(&meta).get(&meta::RATE).is_some();
+                meta.hdel(&[&meta::RATE])?;
                 had
             }
             Args::Concurrency(None) => {
-                let had = has(&[&meta::CONCURRENCY]);
+                let had = Row(&meta).get(&meta::CONCURRENCY).is_some();
                 meta.hdel(&[&meta::CONCURRENCY])?;
                 had
             }
             Args::Clear => {
-                let fields = [&meta::HOLD_UNTIL, &meta::RATE_COUNT, &meta::RATE_UNTIL];
-                let had = has(&fields);
-                meta.hdel(&fields)?;
-                had
+                let held = Row(&meta).get(&meta::HOLD_UNTIL).is_some();
+                meta.hdel(&[&meta::HOLD_UNTIL])?;
+                if let (Some(rate), Some(_)) = (now_limits.rate, window) {
+                    let text = limit::rate_text(x, rate, None)?;
+                    meta.hset(&[(&meta::RATE, text.ptr())])?;
+                }
+                held || window.is_some()
             }
         };
         // Claims held back by the old limits may proceed.
