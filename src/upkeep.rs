@@ -6,7 +6,9 @@
 //! same shape → layout → fence → domain):
 //! promote what is due (as CLAIM's own promotion does: ready by priority, a `waiting` event,
 //! and the ready set signalled, so a claimer waiting with BLOCK is woken), then reclaim what
-//! lapsed (as `EMQ.STALLED` does, under `trafikey.max-stalls`). One tick handles at most
+//! lapsed (as `EMQ.STALLED` does, under `trafikey.max-stalls`); and when a limited queue's
+//! rate window or FOR has ended, it signals `meta` so that the claimers it held back claim
+//! (the claim that was held back put that time on the agenda). One tick handles at most
 //! `trafikey.upkeep-batch` jobs over all queues and stops after about a millisecond, so the
 //! event loop is never held long; the rest waits for the next tick, at once. The timer then
 //! sleeps until the next thing due — the earliest due delayed job or lease deadline seen, at

@@ -4,11 +4,15 @@
 //! First promotes due delayed jobs (at most `trafikey.promote-batch`), then, unless the queue
 //! is paused, takes up to COUNT ready jobs in the order the queue serves them
 //! (`domain::claim`), each becoming active with deadline now+lease_ms; the row records the
-//! token, `as+1` and the claim time. Replies `[[id name data attempt] ...]`.
-//! With BLOCK and nothing to take (none ready, or paused), the caller waits up to ms (0: no
-//! limit) for a job of this queue to become ready or for RESUME — `wait`, `prio` and `meta`
-//! are signalled by every verb that makes a job ready, by upkeep's promotions and by RESUME —
-//! and the claim then runs as it would at that moment (`host::blocking`); the timeout
+//! token, `as+1` and the claim time. Replies `[[id name data attempt] ...]`. The queue's
+//! limits (TRA.LIMIT: a rate window, a FOR, global concurrency) cut how many it takes
+//! (`domain::limit`); under a rate it records its window in `meta`.
+//! With BLOCK and nothing to take (none ready, paused, or held by a limit), the caller waits
+//! up to ms (0: no limit) for a job of this queue to become ready, for RESUME or for the
+//! limit to let it claim — `wait`, `prio` and `meta` are signalled by every verb that makes
+//! a job ready, by upkeep's promotions, by RESUME, by TRA.LIMIT and by upkeep when a window
+//! or a FOR ends; `active` (waited on under global concurrency) by every verb that takes a
+//! job out of it — and the claim then runs as it would at that moment (`host::blocking`); the timeout
 //! answers the empty array. Inside MULTI or a script it answers at once, as without BLOCK.
 //! PAUSE/RESUME write `meta` and need the caller's write permission on it (CLAIM declares
 //! `meta` read-only, so a worker with read-only `meta` can claim but not pause).
