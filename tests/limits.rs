@@ -213,33 +213,75 @@ fn a_waiter_held_by_concurrency_is_woken_when_a_job_leaves_active() {
     let s = Server::quiet();
     let (mut admin, mut w) = (s.conn(), s.conn());
     let q = Q::new("wakeconc");
-    fill(&mut admin, &q, 5);
-    limit(&mut admin, &q, &["CONCURRENCY", "1"]);
-    assert_eq!(claim(&mut admin, &q, "a", 1), [jid(1)]);
+    fill(&mut admin, &q, 6);
+    limit(&mut admin, &q, &["CONCURRENCY", "2"]);
+    // jid(1) stays held throughout, so `active` is never emptied (deleting a key would wake
+    // its waiters by itself): each wake below is the verb's own signal.
+    assert_eq!(claim(&mut admin, &q, "keep", 1), [jid(1)]);
+    assert_eq!(claim(&mut admin, &q, "a", 1), [jid(2)]);
     // COMPLETE lets the next one in.
     send_claim(&mut w, &q, "w", "20000");
     blocked(&mut admin, 1);
-    assert_eq!(complete(&q, &mut admin, &jid(1), "a", &[]), Reply::Int(1));
-    assert_eq!(w.read().unwrap().array()[0].array()[0].str(), jid(2));
+    assert_eq!(complete(&q, &mut admin, &jid(2), "a", &[]), Reply::Int(1));
+    assert_eq!(w.read().unwrap().array()[0].array()[0].str(), jid(3));
     // FAIL, DELAY and REQUEUE take a job out of active too.
     send_claim(&mut w, &q, "v", "20000");
     blocked(&mut admin, 1);
-    assert!(q.run(&mut admin, "EMQ.FAIL", &jid(2), &[b"w", b"boom"]).err().is_none());
-    assert_eq!(w.read().unwrap().array()[0].array()[0].str(), jid(3));
+    assert!(q.run(&mut admin, "EMQ.FAIL", &jid(3), &[b"w", b"boom"]).err().is_none());
+    assert_eq!(w.read().unwrap().array()[0].array()[0].str(), jid(4));
     send_claim(&mut w, &q, "u", "20000");
     blocked(&mut admin, 1);
-    assert!(q.run(&mut admin, "EMQ.DELAY", &jid(3), &[b"v", b"+600000"]).err().is_none());
-    assert_eq!(w.read().unwrap().array()[0].array()[0].str(), jid(4));
+    assert!(q.run(&mut admin, "EMQ.DELAY", &jid(4), &[b"v", b"+600000"]).err().is_none());
+    assert_eq!(w.read().unwrap().array()[0].array()[0].str(), jid(5));
     send_claim(&mut w, &q, "t", "20000");
     blocked(&mut admin, 1);
-    assert!(q.run(&mut admin, "EMQ.REQUEUE", &jid(4), &[b"u"]).err().is_none());
-    assert_eq!(w.read().unwrap().array()[0].array()[0].str(), jid(4));
+    assert!(q.run(&mut admin, "EMQ.REQUEUE", &jid(5), &[b"u"]).err().is_none());
+    assert_eq!(w.read().unwrap().array()[0].array()[0].str(), jid(5));
     // Raising the limit wakes a waiter too.
     send_claim(&mut w, &q, "s", "20000");
     blocked(&mut admin, 1);
-    limit(&mut admin, &q, &["CONCURRENCY", "2"]);
-    assert_eq!(w.read().unwrap().array()[0].array()[0].str(), jid(5));
+    limit(&mut admin, &q, &["CONCURRENCY", "3"]);
+    assert_eq!(w.read().unwrap().array()[0].array()[0].str(), jid(6));
     assert_eq!(info_field(&mut admin, "trafikey", "trafikey_woken"), "5");
+    assert_eq!(q.snapshot(&mut admin).sets["active"].len(), 3);
+    q.check_invariant(&mut admin);
+}
+
+#[test]
+fn completes_stalled_and_remove_wake_a_waiter_held_by_concurrency_too() {
+    let s = Server::quiet();
+    let (mut admin, mut w) = (s.conn(), s.conn());
+    let q = Q::new("wakeconc2");
+    fill(&mut admin, &q, 5);
+    limit(&mut admin, &q, &["CONCURRENCY", "2"]);
+    assert_eq!(claim(&mut admin, &q, "keep", 1), [jid(1)]);
+    assert_eq!(claim(&mut admin, &q, "a", 1), [jid(2)]);
+    send_claim(&mut w, &q, "w", "20000");
+    blocked(&mut admin, 1);
+    let r = q.run(&mut admin, "TRA.COMPLETES", "", &[jid(2).as_bytes(), b"a", b"ok"]);
+    assert_eq!(r, Reply::Array(vec![Reply::Int(1)]));
+    assert_eq!(w.read().unwrap().array()[0].array()[0].str(), jid(3));
+    // A lease that ran out, reclaimed by STALLED.
+    let r = q.run(&mut admin, "EMQ.EXTEND", &jid(3), &[b"w", b"1"]);
+    assert!(r.err().is_none(), "{r:?}");
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    send_claim(&mut w, &q, "v", "20000");
+    blocked(&mut admin, 1);
+    let r = q.run(&mut admin, "EMQ.STALLED", "", &[b"MAXSTALLS", b"5"]);
+    assert_eq!(r.array()[0].strings(), [jid(3)], "{r:?}");
+    assert_eq!(w.read().unwrap().array()[0].array()[0].str(), jid(3));
+    // TRA.REMOVE of a held job.
+    send_claim(&mut w, &q, "u", "20000");
+    blocked(&mut admin, 1);
+    let keys: Vec<String> = std::iter::once(q.job(&jid(3)))
+        .chain(["wait", "prio", "active", "delayed", "completed", "failed", "events"].iter().map(|r| q.k(r)))
+        .collect();
+    let mut argv: Vec<&[u8]> = vec![b"TRA.REMOVE", b"8"];
+    argv.extend(keys.iter().map(|k| k.as_bytes()));
+    argv.push(b"FORCE");
+    assert_eq!(admin.call(&argv), Reply::Int(1));
+    assert_eq!(w.read().unwrap().array()[0].array()[0].str(), jid(4));
+    assert_eq!(info_field(&mut admin, "trafikey", "trafikey_woken"), "3");
     q.check_invariant(&mut admin);
 }
 
