@@ -79,6 +79,14 @@ pub enum Opt {
     Echo,
     Row,
     Alias,
+    /// `DEDUP id`: the producer's deduplication id.
+    Dedup,
+    /// `DEDUPTTL ms`: the id lives ms (a throttle), not until its job finishes.
+    DedupTtl,
+    /// `EXTEND`: a duplicate restarts the id's TTL.
+    Extend,
+    /// `REPLACE`: a duplicate replaces the id's job while that job is delayed.
+    Replace,
 }
 
 impl Opt {
@@ -112,6 +120,10 @@ impl Opt {
             Opt::Echo => "ECHO",
             Opt::Row => "ROW",
             Opt::Alias => "ALIAS",
+            Opt::Dedup => "DEDUP",
+            Opt::DedupTtl => "DEDUPTTL",
+            Opt::Extend => "EXTEND",
+            Opt::Replace => "REPLACE",
         }
     }
 }
@@ -149,6 +161,10 @@ pub struct Options<S> {
     pub echo: bool,
     pub row: bool,
     pub alias: Option<S>,
+    pub dedup: Option<S>,
+    pub dedup_ttl: Option<i64>,
+    pub extend: bool,
+    pub replace: bool,
 }
 
 impl<S> Default for Options<S> {
@@ -182,6 +198,10 @@ impl<S> Default for Options<S> {
             echo: false,
             row: false,
             alias: None,
+            dedup: None,
+            dedup_ttl: None,
+            extend: false,
+            replace: false,
         }
     }
 }
@@ -221,6 +241,8 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
             Opt::Retry => o.retry = true,
             Opt::KeepMade => o.keep_made = true,
             Opt::KeepStarted => o.keep_started = true,
+            Opt::Extend => o.extend = true,
+            Opt::Replace => o.replace = true,
             Opt::Opts | Opt::Stack | Opt::FromSet => {
                 let v = Some(value(0)?);
                 match opt {
@@ -234,8 +256,12 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
                 o.delay = Some(when(value(0)?.as_ref())?);
                 i = i.saturating_add(1);
             }
-            Opt::Alias => {
-                o.alias = Some(value(0)?);
+            Opt::Alias | Opt::Dedup => {
+                let v = Some(value(0)?);
+                match opt {
+                    Opt::Alias => o.alias = v,
+                    _ => o.dedup = v,
+                }
                 i = i.saturating_add(1);
             }
             Opt::Expire => {
@@ -268,7 +294,8 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
             | Opt::Ttl
             | Opt::Block
             | Opt::From
-            | Opt::Grace => {
+            | Opt::Grace
+            | Opt::DedupTtl => {
                 let v = Some(num(0)?);
                 match opt {
                     Opt::Priority => o.priority = v,
@@ -281,6 +308,7 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
                     Opt::Block => o.block = v,
                     Opt::From => o.from = v,
                     Opt::Grace => o.grace = v,
+                    Opt::DedupTtl => o.dedup_ttl = v,
                     _ => o.ttl = v,
                 }
                 i = i.saturating_add(1);
@@ -361,7 +389,7 @@ mod mutants_killed {
     use super::*;
 
     /// Every option, with a valid value where it takes one.
-    const EVERY: [(Opt, &[&[u8]]); 24] = [
+    const EVERY: [(Opt, &[&[u8]]); 28] = [
         (Opt::Priority, &[b"1"]),
         (Opt::Attempts, &[b"2"]),
         (Opt::Backoff, &[b"FIXED", b"3"]),
@@ -386,6 +414,10 @@ mod mutants_killed {
         (Opt::Stack, &[b"trace"]),
         (Opt::KeepMade, &[]),
         (Opt::KeepStarted, &[]),
+        (Opt::Dedup, &[b"d1"]),
+        (Opt::DedupTtl, &[b"15"]),
+        (Opt::Extend, &[]),
+        (Opt::Replace, &[]),
     ];
 
     fn call(opts: &[(Opt, &[&'static [u8]])]) -> Vec<&'static [u8]> {
@@ -420,6 +452,9 @@ mod mutants_killed {
             assert!(o.retry && o.keep_made && o.keep_started);
             assert_eq!(o.delay, Some(When::At(14)));
             assert_eq!(o.stack, Some(&b"trace"[..]));
+            assert_eq!(o.dedup, Some(&b"d1"[..]));
+            assert_eq!(o.dedup_ttl, Some(15));
+            assert!(o.extend && o.replace);
         }
     }
 

@@ -14,7 +14,7 @@ use crate::errors::Refusal;
 use crate::host::command::{block, q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{Access, ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::{self, *};
-use crate::queue::{self, field, Event, Events, Retire, Row, State};
+use crate::queue::{self, field, Event, Events, Release, Retire, Row, State};
 
 pub const KEYS: Keys = Keys::of(&[q(Active, Take), q(Completed, Update), q(Events, Append)]);
 pub const ARGS: &[Arg] =
@@ -105,8 +105,12 @@ impl Verb for Completes {
             a.jobs.iter().zip(&fates).map(|([id, ..], f)| (*f == DONE).then(|| id.bytes())).collect();
         let at_once = domain::gone_at_once(&finishing, retire.drop_new, keep == Keep::None);
         let mut logs = Vec::with_capacity(a.jobs.len());
-        for (([id, ..], fate), gone) in a.jobs.iter().zip(&fates).zip(&at_once) {
+        let mut releases = Vec::new();
+        for ((([id, ..], fate), gone), row) in a.jobs.iter().zip(&fates).zip(&at_once).zip(&rows) {
             logs.push(if *fate == DONE && *gone { queue::log_of(x, id)? } else { None });
+            if *fate == DONE {
+                releases.push(Release::finishing(x, id, row)?);
+            }
         }
 
         // Write.
@@ -126,6 +130,9 @@ impl Verb for Completes {
             let keep = if *gone { Keep::None } else { keep };
             queue::finish(x, row, &completed, &id_s, State::Completed, keep, &fields, log)?;
             events.emit(x, Some(id.ptr()), Event::Completed { attempt: made, result: None })?;
+        }
+        for r in &releases {
+            r.apply();
         }
         retire.apply(&completed);
         Ok(Reply::Array(fates.into_iter().map(Reply::Int).collect()))

@@ -18,7 +18,7 @@ use crate::domain::args::When;
 use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Lit, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{self, field, Event, Events, Holder, Ready, Retire, Row, State, End};
+use crate::queue::{self, field, Event, Events, Holder, Ready, Release, Retire, Row, State, End};
 
 pub const KEYS: Keys = Keys::of(&[
     q(Job, Update),
@@ -142,6 +142,8 @@ impl Verb for Fail {
         let id_bytes = x.id;
         let mut log =
             if next == AfterFail::Fail && keep == Keep::None { queue::log_of(x, id_bytes)? } else { None };
+        let release =
+            if next == AfterFail::Fail { Release::finishing(x, id_bytes, row)? } else { Release::default() };
 
         job.active.zrem(id.ptr());
         let (error, made_s) = (a.error.ptr(), x.int(made)?);
@@ -164,6 +166,7 @@ impl Verb for Fail {
                 if a.stack.is_none() && keep != Keep::None {
                     row.hdel(&[&field::STACK])?;
                 }
+                release.apply();
                 events.emit(x, Some(id.ptr()), Event::Failed { error, attempt: made, attempts })?;
                 c"failed"
             }

@@ -92,6 +92,8 @@ table! {
     completenext
     priority
     add
+    dedup
+    undedup
 }
 
 /// The capability tokens of the registered commands, in table order.

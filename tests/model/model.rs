@@ -1238,6 +1238,7 @@ impl Model {
             ("finished", opt_int(r.finished)),
             ("stack", opt_bulk(&r.stack)),
             ("alias", opt_bulk(&r.alias)),
+            ("dedup", Reply::Nil),
         ];
         Reply::Array(facts.into_iter().flat_map(|(k, v)| [Reply::Bulk(k.as_bytes().to_vec()), v]).collect())
     }
