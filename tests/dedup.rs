@@ -246,7 +246,10 @@ fn extend_restarts_the_ttl_on_each_duplicate() {
     assert_eq!(expiretime(&mut c), first);
     // With EXTEND: now + its DEDUPTTL.
     let before = now(&mut c);
-    assert_eq!(q.enqueue(&mut c, &jid(3), &[b"DEDUP", b"e", b"DEDUPTTL", b"500000", b"EXTEND"]), bulk(&jid(1)));
+    assert_eq!(
+        q.enqueue(&mut c, &jid(3), &[b"DEDUP", b"e", b"DEDUPTTL", b"500000", b"EXTEND"]),
+        bulk(&jid(1))
+    );
     let after = now(&mut c);
     let t = expiretime(&mut c);
     assert!(t >= before + 500000 && t <= after + 500000, "{before} {t} {after}");
@@ -285,7 +288,13 @@ fn replace_swaps_a_delayed_holder_for_the_new_job() {
     let snap = q.check_invariant(&mut c);
     assert_eq!(snap.sets["delayed"], [jid(5)]);
     // With EXTEND the new job's TTL starts afresh.
-    let r = run(&mut c, &add_cmd(&q, &[(&jid(6), "x", &["DELAY", "+5", "DEDUP", "s", "DEDUPTTL", "5000000", "EXTEND", "REPLACE"])]));
+    let r = run(
+        &mut c,
+        &add_cmd(
+            &q,
+            &[(&jid(6), "x", &["DELAY", "+5", "DEDUP", "s", "DEDUPTTL", "5000000", "EXTEND", "REPLACE"])],
+        ),
+    );
     assert_eq!(r, Reply::Array(vec![Reply::Int(1)]));
     assert!(c.call(&[b"PEXPIRETIME", dkey(&q, "s").as_bytes()]).int() > until + 1_000_000);
     assert_eq!(holder(&mut c, &q, "s"), Some(jid(6)));

@@ -132,7 +132,11 @@ impl<'a> Claim<'a> {
             self.key.set_abs_expire(x.now().saturating_add(ttl))?;
         }
         let dedup = self.d.id.ptr();
-        events.emit(x, Some(holder.ptr()), Event::Deduplicated { dedup, refused: Some(refused.ptr()), replaced: None })
+        events.emit(
+            x,
+            Some(holder.ptr()),
+            Event::Deduplicated { dedup, refused: Some(refused.ptr()), replaced: None },
+        )
     }
 
     /// The job `id` is being created: it holds the id from now on (a replaced holder deleted
@@ -178,6 +182,34 @@ impl<'a> Claim<'a> {
     }
 }
 
+/// What a single producer's DEDUP came to.
+pub enum Produced {
+    /// The id is live: nothing is to be created; the holder's id is the reply.
+    Duplicate(Str),
+    /// The job is to be created and holds the id: the replaced holder's log and alias entry,
+    /// for the producer to delete once its own alias is written.
+    Holds(Option<Companions>),
+}
+
+/// ENQUEUE's and SCHEDULE's DEDUP, once every other check has passed: planned, then applied
+/// (a duplicate's event and EXTEND, or the id taken). Kept out of line: a producer without
+/// DEDUP never runs it.
+#[cold]
+#[inline(never)]
+pub fn produce(x: &mut Exec, d: Dedup, events: &Events, delayed: Option<&Key>) -> Result<Produced, Refusal> {
+    let own = x.id;
+    let claim = Claim::plan(x, d, delayed, &|h| h == own)?;
+    let id = x.string(x.id)?;
+    if claim.duplicate().is_some() {
+        claim.refuse(x, events, &id)?;
+        if let Verdict::Duplicate(holder) = claim.verdict {
+            return Ok(Produced::Duplicate(holder));
+        }
+        return Err(crate::errors::host_reply());
+    }
+    Ok(Produced::Holds(claim.take(x, events, &id, delayed)?))
+}
+
 /// A row's deduplication id, released with it: planned and opened as the caller before
 /// anything is written, deleted with the writes. A job without one costs one field read.
 #[derive(Default)]
@@ -198,8 +230,17 @@ impl Release {
         Release::plan(x, id, row, true)
     }
 
+    /// [`Release::finishing`] for a caller that read the row's `de` with other fields.
+    pub fn finishing_of(x: &mut Exec, id: &[u8], dedup: Option<Str>) -> Result<Release, Refusal> {
+        Release::open(x, id, dedup, false)
+    }
+
     fn plan(x: &mut Exec, id: &[u8], row: &Key, with_ttl: bool) -> Result<Release, Refusal> {
-        let Some(dedup) = row.hget(&field::DEDUP) else { return Ok(Release::default()) };
+        Release::open(x, id, row.hget(&field::DEDUP), with_ttl)
+    }
+
+    fn open(x: &mut Exec, id: &[u8], dedup: Option<Str>, with_ttl: bool) -> Result<Release, Refusal> {
+        let Some(dedup) = dedup else { return Ok(Release::default()) };
         let key = x.open_undeclared(Role::Dedup, dedup.bytes(), Access::Update)?;
         let names = key.kind() == Kind::String && key.string() == Some(id);
         let held = names && (with_ttl || key.expires_at().is_none());

@@ -100,12 +100,14 @@ pub fn finish_held<'a>(x: &mut Exec<'a>, a: Finish<'a>, drained: Drained) -> Res
         return Err(errors::lease(x.id));
     }
     let now = x.now();
-    let made = Row(&job.row).int(&field::MADE, 0).saturating_add(1);
+    // Attempts made and the DEDUP id, in one read of the row.
+    let [made, dedup, ..] = job.row.hget_many(&[&field::MADE, &field::DEDUP]);
+    let made = made.and_then(|m| domain::args::int(m.bytes())).unwrap_or(0).saturating_add(1);
     let retire = Retire::plan(x, &completed, u64::from(keep != Keep::None), now, keep, age)?;
 
     let id = x.id;
     let log = if keep == Keep::None { queue::log_of(x, id)? } else { None };
-    let release = Release::finishing(x, id, &job.row)?;
+    let release = Release::finishing_of(x, id, dedup)?;
     let drains = drained == Drained::Ask && events.on() && queue::drains(x, &job.active);
     let made_s = x.int(made)?;
     let result = a.result.ptr();

@@ -106,10 +106,16 @@ impl Verb for Completes {
         let at_once = domain::gone_at_once(&finishing, retire.drop_new, keep == Keep::None);
         let mut logs = Vec::with_capacity(a.jobs.len());
         let mut releases = Vec::new();
+        // Per job: attempts made once it finishes, read with its DEDUP id.
+        let mut made_of = Vec::with_capacity(a.jobs.len());
         for ((([id, ..], fate), gone), row) in a.jobs.iter().zip(&fates).zip(&at_once).zip(&rows) {
             logs.push(if *fate == DONE && *gone { queue::log_of(x, id)? } else { None });
             if *fate == DONE {
-                releases.push(Release::finishing(x, id, row)?);
+                let [made, dedup, ..] = row.hget_many(&[&field::MADE, &field::DEDUP]);
+                made_of.push(made.and_then(|m| domain::args::int(m.bytes())).unwrap_or(0).saturating_add(1));
+                releases.push(Release::finishing_of(x, id, dedup)?);
+            } else {
+                made_of.push(0);
             }
         }
 
@@ -117,13 +123,12 @@ impl Verb for Completes {
         let taken: Vec<_> =
             a.jobs.iter().zip(&fates).filter(|(_, f)| **f == DONE).map(|([id, ..], _)| id.ptr()).collect();
         active.zrem_many(&taken);
-        for ((([id, _, result], row), (fate, gone)), log) in
-            a.jobs.iter().zip(&rows).zip(fates.iter().zip(&at_once)).zip(logs)
+        for (((([id, _, result], row), (fate, gone)), log), made) in
+            a.jobs.iter().zip(&rows).zip(fates.iter().zip(&at_once)).zip(logs).zip(made_of)
         {
             if *fate != DONE {
                 continue;
             }
-            let made = Row(row).int(&field::MADE, 0).saturating_add(1);
             let made_s = x.int(made)?;
             let id_s = x.string(id)?;
             let fields = [(&field::RESULT, result.ptr()), (&field::MADE, made_s.ptr())];

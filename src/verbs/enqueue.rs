@@ -1,6 +1,6 @@
 //! `EMQ.ENQUEUE 4 job wait prio events name data [PRIORITY p] [ATTEMPTS n]
-//! [BACKOFF FIXED|EXP ms] [OPTS blob] [EXPIRE when] [LIFO] [ALIAS key] [DEDUP id]
-//! [DEDUPTTL ms] [EXTEND] [REPLACE]`
+//! [BACKOFF FIXED|EXP ms] [OPTS blob] [EXPIRE when] [LIFO] [ALIAS key]
+//! [DEDUP id [DEDUPTTL ms [EXTEND]] [REPLACE]]`
 //!
 //! Creates the row (state and immutable fields) and makes the job ready: `wait` for priority
 //! 0 (at the back, or the front with LIFO), else `prio`. One `added` event. An existing row,
@@ -14,7 +14,8 @@ use crate::errors::Refusal;
 use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{Aliases, Claim, Event, Events, NewJob, Ready, State, End};
+use crate::queue::dedup::{self, Produced};
+use crate::queue::{Aliases, Event, Events, NewJob, Ready, State, End};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Insert), q(Wait, Insert), q(Prio, Insert), q(Events, Append)]);
 
@@ -33,13 +34,18 @@ pub const EXPIRE: Arg = opt("expire", "EXPIRE", "when", Ty::Str);
 /// The client's own id for the job, unique in the queue while the job exists.
 pub const ALIAS: Arg = opt("alias", "ALIAS", "key", Ty::Str);
 /// Deduplication: the id, its TTL, a duplicate restarting the TTL, a duplicate replacing a
-/// delayed holder.
-pub const DEDUP: Arg = opt("dedup", "DEDUP", "id", Ty::Str);
-pub const DEDUPTTL: Arg = opt("dedupttl", "DEDUPTTL", "ms", Ty::Int);
-pub const EXTEND: Arg = flag("extend", "EXTEND");
-pub const REPLACE: Arg = flag("replace", "REPLACE");
-/// The producer options of deduplication.
-pub const DEDUP_OPTS: [Opt; 4] = [Opt::Dedup, Opt::DedupTtl, Opt::Extend, Opt::Replace];
+/// delayed holder. Shown nested as the rules of `queue::dedup::shape` have it; parsed as
+/// options, in any order.
+pub const DEDUP: Arg = block(
+    "dedup",
+    Some("DEDUP"),
+    &[
+        val("id", Ty::Str),
+        block("dedupttl", Some("DEDUPTTL"), &[val("ms", Ty::Int), flag("extend", "EXTEND")]).optional(),
+        flag("replace", "REPLACE"),
+    ],
+)
+.optional();
 
 pub const ARGS: &[Arg] = &[
     val("name", Ty::Str),
@@ -52,9 +58,6 @@ pub const ARGS: &[Arg] = &[
     flag("lifo", "LIFO"),
     ALIAS,
     DEDUP,
-    DEDUPTTL,
-    EXTEND,
-    REPLACE,
 ];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
@@ -142,17 +145,13 @@ impl Verb for Enqueue {
         }
         let ready = Ready::open(x)?;
         let events = Events::open(x)?;
-        let own = x.id;
-        let claim = job.dedup.map(|d| Claim::plan(x, d, None, &|h| h == own)).transpose()?;
+        let replaced = match job.dedup.map(|d| dedup::produce(x, d, &events, None)).transpose()? {
+            Some(Produced::Duplicate(holder)) => return Ok(Reply::Str(holder)),
+            Some(Produced::Holds(replaced)) => replaced,
+            None => None,
+        };
         let now = x.now();
         let id = x.string(x.id)?;
-        if let Some(c) = &claim {
-            if let Some(holder) = c.duplicate() {
-                c.refuse(x, &events, &id)?;
-                return Ok(Reply::bulk(holder.bytes()));
-            }
-        }
-        let replaced = claim.map(|c| c.take(x, &events, &id, None)).transpose()?.flatten();
         let state = if job.priority == 0 { State::Wait } else { State::Prio };
         job.create(x, &row, x.id, state, now)?;
         name_alias(aliases.as_ref(), &job, &id)?;

@@ -1,6 +1,6 @@
 //! `EMQ.SCHEDULE 3 job delayed events when name data [PRIORITY p] [ATTEMPTS n]
-//! [BACKOFF FIXED|EXP ms] [OPTS blob] [EXPIRE when] [ALIAS key] [DEDUP id] [DEDUPTTL ms]
-//! [EXTEND] [REPLACE]`
+//! [BACKOFF FIXED|EXP ms] [OPTS blob] [EXPIRE when] [ALIAS key]
+//! [DEDUP id [DEDUPTTL ms [EXTEND]] [REPLACE]]`
 //!
 //! ENQUEUE for later: creates the row in state delayed with score = due (`when` is absolute
 //! ms or `+ms`; a time in the past is due now, and the next CLAIM promotes it). An existing
@@ -10,15 +10,15 @@
 //! holder's id).
 
 use super::enqueue::{
-    job_args, live_alias, name_alias, ALIAS, ATTEMPTS, BACKOFF, DEDUP, DEDUPTTL, EXPIRE, EXTEND, OPTS, PRIORITY,
-    REPLACE,
+    job_args, live_alias, name_alias, ALIAS, ATTEMPTS, BACKOFF, DEDUP, EXPIRE, OPTS, PRIORITY,
 };
 use crate::domain::{self, args::Opt, args::Options, When};
 use crate::errors::Refusal;
 use crate::host::command::{q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{Aliases, Claim, Event, Events, NewJob, State};
+use crate::queue::dedup::{self, Produced};
+use crate::queue::{Aliases, Event, Events, NewJob, State};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Insert), q(Delayed, Insert), q(Events, Append)]);
 pub const ARGS: &[Arg] = &[
@@ -32,9 +32,6 @@ pub const ARGS: &[Arg] = &[
     EXPIRE,
     ALIAS,
     DEDUP,
-    DEDUPTTL,
-    EXTEND,
-    REPLACE,
 ];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
@@ -98,16 +95,12 @@ impl Verb for Schedule {
         }
         let delayed = x.open_as(Delayed, Kind::ZSet)?;
         let events = Events::open(x)?;
-        let own = x.id;
-        let claim = job.dedup.map(|d| Claim::plan(x, d, Some(&delayed), &|h| h == own)).transpose()?;
+        let replaced = match job.dedup.map(|d| dedup::produce(x, d, &events, Some(&delayed))).transpose()? {
+            Some(Produced::Duplicate(holder)) => return Ok(Reply::Str(holder)),
+            Some(Produced::Holds(replaced)) => replaced,
+            None => None,
+        };
         let id = x.string(x.id)?;
-        if let Some(c) = &claim {
-            if let Some(holder) = c.duplicate() {
-                c.refuse(x, &events, &id)?;
-                return Ok(Reply::bulk(holder.bytes()));
-            }
-        }
-        let replaced = claim.map(|c| c.take(x, &events, &id, Some(&delayed))).transpose()?.flatten();
         job.create(x, &row, x.id, State::Delayed, now)?;
         name_alias(aliases.as_ref(), &job, &id)?;
         if let Some(c) = replaced {
