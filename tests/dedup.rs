@@ -158,7 +158,7 @@ fn the_id_goes_with_every_finish_and_every_deletion() {
     assert_eq!(r.array()[0].array()[0].str(), a);
     std::thread::sleep(std::time::Duration::from_millis(5));
     let r = q.run(&mut c, "EMQ.STALLED", "", &[b"MAXSTALLS", b"0"]);
-    assert_eq!(r.array()[1].strings(), [a.clone()]);
+    assert_eq!(r.array()[1].strings(), std::slice::from_ref(&a));
     assert!(!live(&mut c, "st"));
     // An expiry: the CLAIM that meets the expired job fails it.
     let a = next(&mut c, "x", &[b"EXPIRE", b"1"]);

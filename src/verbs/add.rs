@@ -54,10 +54,10 @@ enum Fate<'a> {
     /// Not created: its row exists, an earlier job has its id, or its ALIAS is live.
     Exists,
     /// Created, holding its DEDUP id when it gives one.
-    New(Option<Claim<'a>>),
+    New(Option<Box<Claim<'a>>>),
     /// Its DEDUP id is live: the holder's id. `claim`: the id's key when this job is the
     /// first of the call to find it live (its EXTEND restarts the TTL).
-    Dup { holder: Vec<u8>, claim: Option<Claim<'a>> },
+    Dup { holder: Vec<u8>, claim: Option<Box<Claim<'a>>> },
 }
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
@@ -139,7 +139,12 @@ impl Verb for Add {
 
         // Decide each job before the first write: every row opened and type-checked, every
         // DEDUP id's key opened as the caller.
-        let tail_ids: std::collections::HashSet<&[u8]> = rows.iter().map(|(_, id)| *id).collect();
+        // The call's ids, which a REPLACE leaves alone: gathered only when a job gives DEDUP.
+        let tail_ids: std::collections::HashSet<&[u8]> = if checked.iter().any(|(j, ..)| j.dedup.is_some()) {
+            rows.iter().map(|(_, id)| *id).collect()
+        } else {
+            std::collections::HashSet::new()
+        };
         let mut keys = Vec::with_capacity(rows.len());
         let mut fates = Vec::with_capacity(rows.len());
         let mut ids: std::collections::HashSet<&[u8]> = std::collections::HashSet::with_capacity(rows.len());
@@ -160,7 +165,7 @@ impl Verb for Add {
                 (true, Some(d)) => match held.get(d.id.bytes()) {
                     Some(holder) => Fate::Dup { holder: holder.clone(), claim: None },
                     None => {
-                        let claim = Claim::plan(x, d, Some(&delayed), &|h| tail_ids.contains(h))?;
+                        let claim = Box::new(Claim::plan(x, d, Some(&delayed), &|h| tail_ids.contains(h))?);
                         let holder = claim.duplicate().map(|h| h.bytes().to_vec());
                         held.insert(d.id.bytes(), holder.clone().unwrap_or_else(|| id.to_vec()));
                         match holder {
@@ -183,12 +188,13 @@ impl Verb for Add {
         let mut reply = Vec::with_capacity(rows.len());
         let mut replaced = Vec::new();
         for ((((_, id), (job, due, lifo)), row), fate) in rows.iter().zip(&checked).zip(&keys).zip(fates) {
+            if matches!(fate, Fate::Exists) {
+                reply.push(Reply::Int(0));
+                continue;
+            }
             let id_s = x.string(id)?;
             let claim = match fate {
-                Fate::Exists => {
-                    reply.push(Reply::Int(0));
-                    continue;
-                }
+                Fate::Exists => continue,
                 Fate::Dup { holder, claim } => {
                     match (claim, job.dedup) {
                         (Some(c), _) => c.refuse(x, &events, &id_s)?,
