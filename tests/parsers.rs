@@ -478,10 +478,10 @@ fn parsed(o: &args::Options<&[u8]>, opt: Opt) -> Option<String> {
         Opt::Stack => o.stack.map(|b| String::from_utf8_lossy(b).into_owned()),
         Opt::FromSet => o.from_set.map(|b| String::from_utf8_lossy(b).into_owned()),
         Opt::Alias => o.alias.map(|b| String::from_utf8_lossy(b).into_owned()),
-        Opt::Dedup => o.dedup.map(|b| String::from_utf8_lossy(b).into_owned()),
-        Opt::DedupTtl => n(o.dedup_ttl),
-        Opt::Extend => f(o.extend),
-        Opt::Replace => f(o.replace),
+        Opt::Dedup => o.dedup.as_ref().and_then(|d| d.id).map(|b| String::from_utf8_lossy(b).into_owned()),
+        Opt::DedupTtl => n(o.dedup.as_ref().and_then(|d| d.ttl)),
+        Opt::Extend => f(o.dedup.as_ref().is_some_and(|d| d.extend)),
+        Opt::Replace => f(o.dedup.as_ref().is_some_and(|d| d.replace)),
     }
 }
 

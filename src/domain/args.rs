@@ -128,10 +128,19 @@ impl Opt {
     }
 }
 
+/// DEDUP and its options as a producer gave them (`queue::dedup` checks how they go together).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DedupWords<S> {
+    pub id: Option<S>,
+    pub ttl: Option<i64>,
+    pub extend: bool,
+    pub replace: bool,
+}
+
 /// What the options of one call said. Absent options are `None`/`false`. `S` is how the
 /// call's arguments arrive (byte slices here, the server's strings in the module): the OPTS
 /// blob is kept as one of them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Options<S> {
     pub priority: Option<i64>,
     pub attempts: Option<i64>,
@@ -161,10 +170,9 @@ pub struct Options<S> {
     pub echo: bool,
     pub row: bool,
     pub alias: Option<S>,
-    pub dedup: Option<S>,
-    pub dedup_ttl: Option<i64>,
-    pub extend: bool,
-    pub replace: bool,
+    /// Boxed: a call without them (most producers' calls) carries a pointer's width, as
+    /// these options are moved about on the producers' path.
+    pub dedup: Option<Box<DedupWords<S>>>,
 }
 
 impl<S> Default for Options<S> {
@@ -199,11 +207,13 @@ impl<S> Default for Options<S> {
             row: false,
             alias: None,
             dedup: None,
-            dedup_ttl: None,
-            extend: false,
-            replace: false,
         }
     }
+}
+
+/// The DEDUP words of `o`, made on the first of them.
+fn dedup_words<S>(o: &mut Options<S>) -> &mut DedupWords<S> {
+    o.dedup.get_or_insert_with(|| Box::new(DedupWords { id: None, ttl: None, extend: false, replace: false }))
 }
 
 /// Parse `args` as options from `allowed`: an unknown or repeated option, an option without
@@ -241,8 +251,8 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
             Opt::Retry => o.retry = true,
             Opt::KeepMade => o.keep_made = true,
             Opt::KeepStarted => o.keep_started = true,
-            Opt::Extend => o.extend = true,
-            Opt::Replace => o.replace = true,
+            Opt::Extend => dedup_words(&mut o).extend = true,
+            Opt::Replace => dedup_words(&mut o).replace = true,
             Opt::Opts | Opt::Stack | Opt::FromSet => {
                 let v = Some(value(0)?);
                 match opt {
@@ -260,7 +270,7 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
                 let v = Some(value(0)?);
                 match opt {
                     Opt::Alias => o.alias = v,
-                    _ => o.dedup = v,
+                    _ => dedup_words(&mut o).id = v,
                 }
                 i = i.saturating_add(1);
             }
@@ -308,7 +318,7 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
                     Opt::Block => o.block = v,
                     Opt::From => o.from = v,
                     Opt::Grace => o.grace = v,
-                    Opt::DedupTtl => o.dedup_ttl = v,
+                    Opt::DedupTtl => dedup_words(&mut o).ttl = v,
                     _ => o.ttl = v,
                 }
                 i = i.saturating_add(1);
@@ -452,9 +462,10 @@ mod mutants_killed {
             assert!(o.retry && o.keep_made && o.keep_started);
             assert_eq!(o.delay, Some(When::At(14)));
             assert_eq!(o.stack, Some(&b"trace"[..]));
-            assert_eq!(o.dedup, Some(&b"d1"[..]));
-            assert_eq!(o.dedup_ttl, Some(15));
-            assert!(o.extend && o.replace);
+            let d = o.dedup.as_deref().unwrap();
+            assert_eq!(d.id, Some(&b"d1"[..]));
+            assert_eq!(d.ttl, Some(15));
+            assert!(d.extend && d.replace);
         }
     }
 

@@ -33,11 +33,13 @@ pub struct Dedup<'a> {
 }
 
 /// DEDUPTTL, EXTEND and REPLACE go with DEDUP, and EXTEND with DEDUPTTL: a shape rule.
+#[inline]
 pub fn shape<S>(o: &Options<S>) -> Result<(), Refusal> {
-    if o.dedup.is_none() && (o.dedup_ttl.is_some() || o.extend || o.replace) {
+    let Some(d) = o.dedup.as_deref() else { return Ok(()) };
+    if d.id.is_none() {
         return Err(Refusal::Shape("DEDUPTTL, EXTEND and REPLACE go with DEDUP".into()));
     }
-    if o.extend && o.dedup_ttl.is_none() {
+    if d.extend && d.ttl.is_none() {
         return Err(Refusal::Shape("EXTEND goes with DEDUPTTL".into()));
     }
     Ok(())
@@ -51,10 +53,11 @@ pub fn check_id(id: &[u8]) -> Result<(), Refusal> {
 impl<'a> Dedup<'a> {
     pub fn check(o: &Options<ArgStr<'a>>) -> Result<Option<Dedup<'a>>, Refusal> {
         shape(o)?;
-        let Some(id) = o.dedup else { return Ok(None) };
+        let Some(d) = o.dedup.as_deref() else { return Ok(None) };
+        let Some(id) = d.id else { return Ok(None) };
         check_id(&id)?;
-        let ttl = o.dedup_ttl.map(|t| domain::range(t, 1, domain::TIME_MAX, "DEDUPTTL")).transpose()?;
-        Ok(Some(Dedup { id, ttl, extend: o.extend, replace: o.replace }))
+        let ttl = d.ttl.map(|t| domain::range(t, 1, domain::TIME_MAX, "DEDUPTTL")).transpose()?;
+        Ok(Some(Dedup { id, ttl, extend: d.extend, replace: d.replace }))
     }
 }
 
@@ -260,5 +263,36 @@ impl Release {
         if let Some(k) = &self.key {
             k.delete();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::args::{options, Opt};
+
+    const ALL: [Opt; 4] = [Opt::Dedup, Opt::DedupTtl, Opt::Extend, Opt::Replace];
+
+    fn shaped(words: &[&[u8]]) -> Result<(), Refusal> {
+        shape(&options(words, &ALL)?)
+    }
+
+    /// DEDUPTTL, EXTEND and REPLACE need DEDUP, EXTEND needs DEDUPTTL; any order otherwise.
+    #[test]
+    fn the_words_go_together() {
+        for ok in [
+            &[][..],
+            &[&b"DEDUP"[..], b"a"],
+            &[b"REPLACE", b"DEDUP", b"a"],
+            &[b"extend", b"DEDUPTTL", b"5", b"DEDUP", b"a", b"REPLACE"],
+        ] {
+            assert_eq!(shaped(ok), Ok(()), "{ok:?}");
+        }
+        let alone = Refusal::Shape("DEDUPTTL, EXTEND and REPLACE go with DEDUP".into());
+        assert_eq!(shaped(&[b"DEDUPTTL", b"5"]), Err(alone.clone()));
+        assert_eq!(shaped(&[b"EXTEND", b"DEDUPTTL", b"5"]), Err(alone.clone()));
+        assert_eq!(shaped(&[b"REPLACE"]), Err(alone));
+        let extend = Refusal::Shape("EXTEND goes with DEDUPTTL".into());
+        assert_eq!(shaped(&[b"DEDUP", b"a", b"EXTEND"]), Err(extend));
     }
 }

@@ -192,8 +192,8 @@ pub struct NewJob<'a> {
     pub expire: Option<i64>,
     /// ALIAS: the client's key for the job.
     pub alias: Option<ArgStr<'a>>,
-    /// DEDUP and its options.
-    pub dedup: Option<super::dedup::Dedup<'a>>,
+    /// DEDUP and its options (boxed: a job without them carries a pointer's width).
+    pub dedup: Option<Box<super::dedup::Dedup<'a>>>,
 }
 
 impl<'a> NewJob<'a> {
@@ -221,7 +221,7 @@ impl<'a> NewJob<'a> {
             opts: o.opts,
             expire: o.expire.map(|w| domain::expiry(w, now)).transpose()?,
             alias: o.alias,
-            dedup: super::dedup::Dedup::check(o)?,
+            dedup: super::dedup::Dedup::check(o)?.map(Box::new),
         })
     }
 
@@ -230,7 +230,7 @@ impl<'a> NewJob<'a> {
     pub fn create(&self, x: &Exec, row: &Key, id: &[u8], state: State, now: i64) -> Result<(), Refusal> {
         let (name, data) = (self.name.ptr(), self.data.ptr());
         let null = |a: Option<ArgStr>| a.is_some_and(|a| a.ptr().is_null());
-        let dedup = self.dedup.map(|d| d.id);
+        let dedup = self.dedup.as_ref().map(|d| d.id);
         if name.is_null() || data.is_null() || null(self.opts) || null(self.alias) || null(dedup) {
             return Err(errors::host_reply());
         }

@@ -80,7 +80,7 @@ pub struct Job<'a> {
 
 /// `name data k option…`, repeated to the end.
 fn jobs<'a>(mut args: &[ArgStr<'a>]) -> Result<Vec<Job<'a>>, Refusal> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(args.len() / 3);
     while let [name, data, k, rest @ ..] = args {
         let k = domain::args::number(k, "k")?;
         let opts = usize::try_from(k).ok().and_then(|k| rest.get(..k)).ok_or(Refusal::Usage)?;
@@ -159,7 +159,7 @@ impl Verb for Add {
                 _ => true,
             };
             let new = !exists && !ids.contains(id) && alias_free;
-            let fate = match (new, job.dedup) {
+            let fate = match (new, job.dedup.as_deref().copied()) {
                 (false, _) => Fate::Exists,
                 (true, None) => Fate::New(None),
                 (true, Some(d)) => match held.get(d.id.bytes()) {
@@ -196,7 +196,7 @@ impl Verb for Add {
             let claim = match fate {
                 Fate::Exists => continue,
                 Fate::Dup { holder, claim } => {
-                    match (claim, job.dedup) {
+                    match (claim, job.dedup.as_deref()) {
                         (Some(c), _) => c.refuse(x, &events, &id_s)?,
                         (None, Some(d)) => {
                             let holder = x.string(&holder)?;

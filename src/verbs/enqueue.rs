@@ -145,7 +145,7 @@ impl Verb for Enqueue {
         }
         let ready = Ready::open(x)?;
         let events = Events::open(x)?;
-        let replaced = match job.dedup.map(|d| dedup::produce(x, d, &events, None)).transpose()? {
+        let replaced = match job.dedup.as_deref().map(|d| dedup::produce(x, *d, &events, None)).transpose()? {
             Some(Produced::Duplicate(holder)) => return Ok(Reply::Str(holder)),
             Some(Produced::Holds(replaced)) => replaced,
             None => None,

@@ -210,6 +210,8 @@ mod tests {
             (completenext::COMMAND, "write", "emq write", true),
             (priority::COMMAND, "write fast", "emq write fast", true),
             (add::COMMAND, "write deny-oom", "emq write", true),
+            (dedup::COMMAND, "readonly fast", "emq read fast", false),
+            (undedup::COMMAND, "write fast", "emq write fast", true),
         ];
         assert_eq!(want.len(), COMMANDS.len());
         for (cmd, flags, acl, fenced) in want {
@@ -226,7 +228,7 @@ mod tests {
     fn synopsis_reads_like_the_wire() {
         assert_eq!(
             COMMANDS[0].synopsis(),
-            "EMQ.ENQUEUE 4 emq:{Q}:job:<ID> emq:{Q}:wait emq:{Q}:prio emq:{Q}:events name data [PRIORITY p] [ATTEMPTS n] [BACKOFF FIXED|EXP ms] [OPTS blob] [EXPIRE when] [LIFO] [ALIAS key]"
+            "EMQ.ENQUEUE 4 emq:{Q}:job:<ID> emq:{Q}:wait emq:{Q}:prio emq:{Q}:events name data [PRIORITY p] [ATTEMPTS n] [BACKOFF FIXED|EXP ms] [OPTS blob] [EXPIRE when] [LIFO] [ALIAS key] [DEDUP id [DEDUPTTL ms [EXTEND]] [REPLACE]]"
         );
     }
 }

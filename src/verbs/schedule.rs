@@ -95,7 +95,7 @@ impl Verb for Schedule {
         }
         let delayed = x.open_as(Delayed, Kind::ZSet)?;
         let events = Events::open(x)?;
-        let replaced = match job.dedup.map(|d| dedup::produce(x, d, &events, Some(&delayed))).transpose()? {
+        let replaced = match job.dedup.as_deref().map(|d| dedup::produce(x, *d, &events, Some(&delayed))).transpose()? {
             Some(Produced::Duplicate(holder)) => return Ok(Reply::Str(holder)),
             Some(Produced::Holds(replaced)) => replaced,
             None => None,
