@@ -345,6 +345,9 @@ fn the_id_is_read_and_released_by_its_commands() {
     let undedup = |c: &mut Conn, job: &[&[u8]]| {
         let key = dkey(&q, "d");
         let mut a: Vec<&[u8]> = vec![b"TRA.UNDEDUP", b"1", key.as_bytes()];
+        if !job.is_empty() {
+            a.push(b"IF");
+        }
         a.extend_from_slice(job);
         c.call(&a)
     };
@@ -395,13 +398,18 @@ fn dedup_refusals_write_nothing() {
             assert!(r.error().starts_with(want), "{want}: {r:?}");
         }
         // The commands: an id out of range, a malformed job id, a wrong-typed key.
-        let r = c.call(&[b"TRA.UNDEDUP", b"1", dkey(&q, "k").as_bytes(), b"JOB!"]);
+        let r = c.call(&[b"TRA.UNDEDUP", b"1", dkey(&q, "k").as_bytes(), b"IF", b"JOB!"]);
         assert!(r.error().starts_with("EMQID"), "{r:?}");
         let big = dkey(&q, &"a".repeat(257));
         assert!(c.call(&[b"TRA.UNDEDUP", b"1", big.as_bytes()]).error().starts_with("EMQARG DEDUP"));
         assert!(c.call(&[b"TRA.DEDUP", b"1", big.as_bytes()]).error().starts_with("EMQARG DEDUP"));
-        let r = c.call(&[b"TRA.UNDEDUP", b"1", dkey(&q, "k").as_bytes(), b"a", b"b"]);
-        assert!(r.error().starts_with("EMQSHAPE"), "{r:?}");
+        for extra in [&[&b"a"[..], b"b"][..], &[b"IF"], &[b"IF", b"a", b"b"], &[b"JOB00000000001"]] {
+            let key = dkey(&q, "k");
+            let mut a: Vec<&[u8]> = vec![b"TRA.UNDEDUP", b"1", key.as_bytes()];
+            a.extend_from_slice(extra);
+            let r = c.call(&a);
+            assert!(r.error().starts_with("EMQSHAPE"), "{extra:?}: {r:?}");
+        }
         let r = c.call(&[b"TRA.DEDUP", b"1", q.k("wait").as_bytes()]);
         assert!(r.error().starts_with("EMQLAYOUT"), "{r:?}");
     });

@@ -139,7 +139,7 @@ fn calls(cmd: &Command) -> Vec<Vec<Vec<u8>>> {
         "TRA.SETPROGRESS" => vec![with(QUEUE, &j(13), "", &["half", "ECHO"])],
         "TRA.ADDLOG" => vec![with(QUEUE, &j(13), "", &["a line", "KEEP", "5"])],
         "TRA.COMPLETENEXT" => vec![with(QUEUE, &j(17), "", &["t17", "ok", "60000", "COUNT", "1"])],
-        "TRA.UNDEDUP" => vec![with(QUEUE, "d2", "", &[&j(2)])],
+        "TRA.UNDEDUP" => vec![with(QUEUE, "d2", "", &["IF", &j(2)]), with(QUEUE, "d2", "", &[])],
         "TRA.PRIORITY" => vec![with(QUEUE, &j(13), "", &["7"]), with(QUEUE, &j(13), "", &["0", "LIFO"])],
         other => panic!("no valid call of the fenced command {other}: add one to calls()"),
     }

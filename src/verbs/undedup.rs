@@ -1,15 +1,15 @@
-//! `TRA.UNDEDUP 1 dedup [job]` — releases a deduplication id: deletes `emq:{Q}:dedup:<id>`,
-//! or, given `job`, only while it names that job. Replies 1 released, 0 not (absent, or naming
+//! `TRA.UNDEDUP 1 dedup [IF job]` — releases a deduplication id: deletes `emq:{Q}:dedup:<id>`,
+//! or, with `IF job`, only while it names that job. Replies 1 released, 0 not (absent, or naming
 //! another job). The job, if any, is left as it is. A command of its own, apart from
 //! TRA.DEDUP, so that ACL can grant reading ids without releasing them. Fenced.
 
 use crate::errors::Refusal;
-use crate::host::command::{q, val, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::command::{opt, q, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 
 pub const KEYS: Keys = Keys::of(&[q(Dedup, Update)]);
-pub const ARGS: &[Arg] = &[val("job", Ty::Str).optional()];
+pub const ARGS: &[Arg] = &[opt("job", "IF", "job", Ty::Str)];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
@@ -18,7 +18,7 @@ pub const COMMAND: Command = Command::new::<Undedup>("TRA.UNDEDUP")
     .args(ARGS)
     .writes()
     .fast()
-    .summary("Release a deduplication id (only while it names `job`, given one): 1 released, 0 not.")
+    .summary("Release a deduplication id (with IF, only while it names that job): 1 released, 0 not.")
     .complexity("O(1)");
 
 pub struct Undedup;
@@ -29,7 +29,11 @@ impl Verb for Undedup {
     fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Option<ArgStr<'a>>, Refusal> {
         match args {
             [] => Ok(None),
-            [job] => Ok(Some(*job)),
+            [word, job] if word.eq_ignore_ascii_case(b"IF") => Ok(Some(*job)),
+            [word, ..] if !word.eq_ignore_ascii_case(b"IF") => Err(Refusal::Shape(format!(
+                "unknown option {}",
+                crate::errors::printable(word)
+            ))),
             _ => Err(Refusal::Usage),
         }
     }
