@@ -32,7 +32,7 @@ macro_rules! apis {
 apis! {
     RedisModule_ACLCheckCommandPermissions RedisModule_AddACLCategory RedisModule_ChannelAtPosWithFlags
     RedisModule_IsChannelsPositionRequest
-    RedisModule_Alloc RedisModule_BlockClientOnKeysWithFlags RedisModule_Call RedisModule_CallReplyArrayElement
+    RedisModule_Alloc RedisModule_BlockClientOnKeysWithFlags RedisModule_GetBlockedClientPrivateData RedisModule_Call RedisModule_CallReplyArrayElement
     RedisModule_CallReplyInteger RedisModule_CallReplyLength RedisModule_CallReplyStringPtr RedisModule_CallReplyType RedisModule_FreeCallReply
     RedisModule_Calloc RedisModule_Free RedisModule_Realloc
     RedisModule_CachedMicroseconds RedisModule_CloseKey RedisModule_CreateTimer RedisModule_StopTimer
