@@ -541,7 +541,7 @@ fn serve(
         // Still nothing to do: keep waiting, unless the call now waits on more keys than its
         // client does, which then asks again (blocking.rs).
         Ok(Some(Served::Wait(keys, ..))) if retrying => {
-            if !blocking::waiting_on(ctx).is_some_and(|n| keys.len() > n) {
+            if blocking::waiting_on(ctx).is_none_or(|n| keys.len() <= n) {
                 return raw::REDISMODULE_ERR as c_int;
             }
             reply::send(ctx, &Reply::Array(Vec::new()));
