@@ -34,10 +34,14 @@ pub enum Role {
     Log,
     /// The queue's custom ids (`ALIAS key`): a hash, the client's key → the job's branded id.
     Alias,
+    /// The queue's job schedulers: a zset, scheduler id → the time of its pending iteration.
+    Scheds,
+    /// One job scheduler (`sched:<id>`): a hash, its rule, its job template and its state.
+    Sched,
 }
 
 impl Role {
-    pub const ALL: [Role; 14] = [
+    pub const ALL: [Role; 16] = [
         Role::Wait,
         Role::Prio,
         Role::Active,
@@ -52,6 +56,8 @@ impl Role {
         Role::Fails,
         Role::Log,
         Role::Alias,
+        Role::Scheds,
+        Role::Sched,
     ];
 
     /// The role's word in the key; suffixed roles end with the `:` before the suffix.
@@ -71,11 +77,13 @@ impl Role {
             Role::Fails => "fails:",
             Role::Log => "log:",
             Role::Alias => "alias",
+            Role::Scheds => "scheds",
+            Role::Sched => "sched:",
         }
     }
 
     pub const fn suffixed(self) -> bool {
-        matches!(self, Role::Job | Role::Fails | Role::Log)
+        matches!(self, Role::Job | Role::Fails | Role::Log | Role::Sched)
     }
 }
 
@@ -173,7 +181,7 @@ mod tests {
     proptest! {
         /// Within a known queue, the quick parse agrees with the full one.
         #[test]
-        fn parse_in_agrees_with_parse_as(q in "[a-z{}]{1,4}", k in "emq:\\{[a-z{}]{0,4}\\}:(wait|job:[A-Z0-9]{0,3}|prio|xx)", r in 0usize..12) {
+        fn parse_in_agrees_with_parse_as(q in "[a-z{}]{1,4}", k in "emq:\\{[a-z{}]{0,4}\\}:(wait|job:[A-Z0-9]{0,3}|prio|xx)", r in 0usize..16) {
             let role = Role::ALL[r];
             if valid_queue(q.as_bytes()) {
                 let full = parse_as(k.as_bytes(), role).filter(|p| p.queue == q.as_bytes()).map(|p| p.suffix);
@@ -217,7 +225,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn build_then_parse_round_trips(q in queue(), r in 0usize..12, s in proptest::collection::vec(any::<u8>(), 1..40)) {
+        fn build_then_parse_round_trips(q in queue(), r in 0usize..16, s in proptest::collection::vec(any::<u8>(), 1..40)) {
             let role = Role::ALL[r];
             let k = key(&q, role, &s);
             let p = parse(&k).expect("a built key parses");
@@ -227,7 +235,7 @@ mod tests {
         }
 
         #[test]
-        fn invalid_queues_are_refused(q in proptest::collection::vec(any::<u8>(), 0..200), r in 0usize..12) {
+        fn invalid_queues_are_refused(q in proptest::collection::vec(any::<u8>(), 0..200), r in 0usize..16) {
             prop_assume!(!valid_queue(&q));
             // A queue holding `}` can be cut short by the parser; it must then fail or name a
             // different (valid) queue, never the invalid one.

@@ -9,6 +9,7 @@ pub mod holder;
 pub mod ready;
 pub mod retention;
 pub mod row;
+pub mod sched;
 
 pub use alias::Aliases;
 pub use events::{Event, Events};

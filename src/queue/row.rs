@@ -60,6 +60,10 @@ pub mod field {
         EXPIRE = c"x";
         /// The job's custom id (`ALIAS key`), its entry in the queue's alias hash.
         ALIAS = c"k";
+        /// The job scheduler that made the job (an iteration of it).
+        SCHEDULER = c"rs";
+        /// The iteration's time, ms: when its scheduler was due.
+        ITERATION = c"rt";
     }
 }
 
