@@ -210,7 +210,7 @@ mod tests {
             (completenext::COMMAND, "write", "emq write", true),
             (priority::COMMAND, "write fast", "emq write fast", true),
             (add::COMMAND, "write deny-oom", "emq write", true),
-            (scheduler::COMMAND, "write deny-oom fast", "emq write fast", true),
+            (scheduler::COMMAND, "write deny-oom", "emq write", true),
             (schedulers::COMMAND, "readonly", "emq read", false),
         ];
         assert_eq!(want.len(), COMMANDS.len());

@@ -60,9 +60,8 @@ pub const COMMAND: Command = Command::new::<Scheduler>("TRA.SCHEDULER")
     .keys(KEYS)
     .args(ARGS)
     .creates()
-    .fast()
     .summary("Create or replace a job scheduler (EVERY or a cron PATTERN, a job template), or delete one.")
-    .complexity("O(log N)");
+    .complexity("O(log N); a cron pattern's search for its next time");
 
 pub struct Scheduler;
 
