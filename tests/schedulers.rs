@@ -490,3 +490,21 @@ fn many_schedulers_make_each_iteration_exactly_once() {
     }
     q.check_invariant(&mut c);
 }
+
+/// Upkeep's timer stays one timer: making an iteration inside a tick notes its time for the
+/// tick's own answer, and arms nothing more (a second timer per iteration would make the
+/// ticks grow with the iterations made).
+#[test]
+fn iterations_do_not_multiply_upkeeps_ticks() {
+    let s = Server::installed();
+    let mut c = s.conn();
+    let q = Q::new("ticks");
+    let ticks = |c: &mut Conn| info_field(c, "trafikey", "trafikey_upkeep_ticks").parse::<i64>().unwrap();
+    let made = |c: &mut Conn| info_field(c, "trafikey", "trafikey_upkeep_iterations").parse::<i64>().unwrap();
+    set(&mut c, &q, "s", &["EVERY", "20", "JOB", "j", "{}"]);
+    wait_for(|| made(&mut c) >= 5, "five iterations");
+    let (t0, m0) = (ticks(&mut c), made(&mut c));
+    wait_for(|| made(&mut c) >= m0 + 60, "sixty more");
+    let (t1, m1) = (ticks(&mut c), made(&mut c));
+    assert!(t1 - t0 <= 3 * (m1 - m0) + 20, "{} ticks for {} iterations", t1 - t0, m1 - m0);
+}
