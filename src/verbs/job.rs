@@ -78,6 +78,8 @@ pub fn view(id: &[u8], row: &Key, state: Reply, deadline: Reply, due: Reply) -> 
         Backoff::Fixed(ms) => format!("FIXED {ms}"),
         Backoff::Exp(ms) => format!("EXP {ms}"),
     });
+    // The scheduler's two fields in one read: every job pays it, few have them.
+    let [scheduler, iteration, ..] = row.hget_many(&[&field::SCHEDULER, &field::ITERATION]);
     Reply::Map(vec![
         ("id", Reply::bulk(id)),
         ("state", state),
@@ -101,7 +103,7 @@ pub fn view(id: &[u8], row: &Key, state: Reply, deadline: Reply, due: Reply) -> 
         ("finished", int(get(&field::FINISHED), None)),
         ("stack", text(get(&field::STACK))),
         ("alias", text(get(&field::ALIAS))),
-        ("scheduler", text(get(&field::SCHEDULER))),
-        ("iteration", int(get(&field::ITERATION), None)),
+        ("scheduler", text(scheduler)),
+        ("iteration", int(iteration, None)),
     ])
 }
