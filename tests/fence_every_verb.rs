@@ -139,6 +139,10 @@ fn calls(cmd: &Command) -> Vec<Vec<Vec<u8>>> {
         "TRA.ADDLOG" => vec![with(QUEUE, &j(13), "", &["a line", "KEEP", "5"])],
         "TRA.COMPLETENEXT" => vec![with(QUEUE, &j(17), "", &["t17", "ok", "60000", "COUNT", "1"])],
         "TRA.PRIORITY" => vec![with(QUEUE, &j(13), "", &["7"]), with(QUEUE, &j(13), "", &["0", "LIFO"])],
+        "TRA.SCHEDULER" => vec![
+            with(QUEUE, "fvs", "", &["SET", "EVERY", "60000", "JOB", "j", "{}"]),
+            with(QUEUE, "fvs", "", &["DEL"]),
+        ],
         other => panic!("no valid call of the fenced command {other}: add one to calls()"),
     }
 }
@@ -313,6 +317,14 @@ fn unfenced_calls(cmd: &Command) -> Vec<Vec<Vec<u8>>> {
         "TRA.QUEUES" => vec![bare(&[]), bare(&["FROM", "0", "COUNT", "10"])],
         "TRA.JOB" | "TRA.COUNTS" => vec![with(&[])],
         "TRA.JOBS" => vec![with(&[]), with(&["FROM", "0", "COUNT", "5", "REV"])],
+        "TRA.SCHEDULERS" => {
+            vec![
+                with(&["COUNT"]),
+                with(&["GET", "fvs"]),
+                with(&["LIST", "0", "-1"]),
+                with(&["LIST", "0", "9", "DESC"]),
+            ]
+        }
         other => panic!("no valid call of the unfenced command {other}: add one to unfenced_calls()"),
     }
 }

@@ -351,7 +351,7 @@ fn refusals_write_nothing() {
         ("kept", vec!["SET", "JOB", "j", "{}"], "EMQSHAPE"),
         ("kept", vec!["SET", "EVERY", "100", "TZ", "UTC", "JOB", "j", "{}"], "EMQSHAPE"),
         ("kept", vec!["SET", "PATTERN", "* * * * *", "OFFSET", "1", "JOB", "j", "{}"], "EMQSHAPE"),
-        ("kept", vec!["SET", "EVERY", "100", "IMMEDIATELY", "START", &later, "JOB", "j", "{}"], "EMQSHAPE"),
+        ("kept", vec!["SET", "EVERY", "100", "IMMEDIATELY", "START", &later, "JOB", "j", "{}"], "EMQARG"),
         ("kept", vec!["SET", "EVERY", "100"], "EMQSHAPE"),
         ("kept", vec!["SET", "EVERY", "x", "JOB", "j", "{}"], "EMQSHAPE"),
         ("kept", vec!["SET", "EVERY", "100", "EVERY", "100", "JOB", "j", "{}"], "EMQSHAPE"),

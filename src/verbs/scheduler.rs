@@ -135,9 +135,6 @@ fn set_args<'a>(args: &[ArgStr<'a>]) -> Result<SetArgs<'a>, Refusal> {
     if tz.is_some() && pattern.is_none() {
         return Err(Refusal::Shape("TZ goes with PATTERN".into()));
     }
-    if immediately && start.is_some() {
-        return Err(Refusal::Shape("IMMEDIATELY and START exclude each other".into()));
-    }
     Ok(SetArgs { every, offset, pattern, tz, start, end, limit, immediately, name, data, o })
 }
 
@@ -209,6 +206,9 @@ fn set(x: &mut Exec, s: SetArgs) -> Result<Reply, Refusal> {
         (None, None) => return Err(Refusal::Usage),
     };
     sched::bounds(s.start, s.end, s.limit, now)?;
+    if s.immediately && s.start.is_some() {
+        return Err(Refusal::Arg("IMMEDIATELY and START exclude each other".into()));
+    }
     let job = NewJob::check(s.name, s.data, &s.o, now)?;
     let mut spec = Spec { repeat, start: s.start, end: s.end, limit: s.limit, immediately: s.immediately };
 

@@ -10,6 +10,9 @@
 //!   `upkeep_tick_max_cpu_us`; before the window upkeep had nothing to do), its ticks over
 //!   2 ms in the window, and the server's longest event-loop cycle in it (`INFO debug`
 //!   `eventloop_duration_max`, after `CONFIG RESETSTAT`).
+//! * **A burst**: the same 10 000 as cron schedulers all due in the same second
+//!   (`*/10 * * * * *`): the lateness of the last ones shows what one node's promotion and
+//!   hand-out of 10 000 jobs at once takes.
 //! * **Idle**: the server's CPU over a window with 10 000 schedulers whose next times are an
 //!   hour away, beside the same server with none (each measured on a fresh server, the
 //!   module loaded and installed, nothing connected but the reader): the cost of keeping
@@ -51,6 +54,8 @@ pub struct Figs {
     pub idle_with: f64,
     pub idle_without: f64,
     pub idle_secs: f64,
+    /// Lateness when every scheduler falls due in the same second, ms, sorted.
+    pub burst_ms: Vec<f64>,
 }
 
 fn k(role: &str) -> Vec<u8> {
@@ -262,6 +267,29 @@ pub fn run(bin: &Path, module: &Path, scratch: &Path, short: bool) -> Result<Fig
     };
     let (idle_without, idle_secs) = idle(false)?;
     let (idle_with, _) = idle(true)?;
+
+    // A burst: every scheduler due in the same second, every 10 s.
+    let (srv, mut c) = installed(bin, module, scratch)?;
+    load::wait_quiet(srv.pid(), 0.3, Duration::from_secs(30));
+    create(&mut c, n, |_| {
+        ["SET", "PATTERN", "*/10 * * * * *", "JOB", "tick", "{}"].map(String::from).to_vec()
+    })?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let handles: Vec<_> = (0..WORKERS)
+        .map(|w| {
+            let (port, stop) = (srv.port, stop.clone());
+            std::thread::spawn(move || worker(port, w, &stop))
+        })
+        .collect();
+    sleep(window);
+    stop.store(true, Ordering::Relaxed);
+    let mut burst_ms = Vec::new();
+    for h in handles {
+        burst_ms.extend(h.join().map_err(|_| "a worker panicked".to_string())??);
+    }
+    burst_ms.sort_by(f64::total_cmp);
+    drop(c);
+    drop(srv);
     Ok(Figs {
         schedulers: n,
         create_secs,
@@ -277,6 +305,7 @@ pub fn run(bin: &Path, module: &Path, scratch: &Path, short: bool) -> Result<Fig
         idle_with,
         idle_without,
         idle_secs,
+        burst_ms,
     })
 }
 
@@ -316,6 +345,14 @@ pub fn markdown(f: &Figs, machine: &str) -> String {
     s.push_str(&format!(
         "| upkeep's longest tick (wall / its CPU) | {:.0} / {:.0} µs | within its ~1 ms budget, < 2 ms |\n",
         f.tick_max_us, f.tick_max_cpu_us
+    ));
+    s.push_str(&format!(
+        "| a burst: all {} due in the same second (`PATTERN */10 * * * * *`), {} received: p50 / p99 / max | {:.1} / {:.1} / {:.1} ms | — |\n",
+        f.schedulers,
+        f.burst_ms.len(),
+        pct(&f.burst_ms, 0.5),
+        pct(&f.burst_ms, 0.99),
+        f.burst_ms.last().copied().unwrap_or(f64::NAN)
     ));
     s.push_str(&format!("| upkeep ticks over 2 ms in the window | {:.0} | 0 |\n", f.ticks_over_2ms));
     s.push_str(&format!("| server's longest event-loop cycle | {:.0} µs | — |\n", f.eventloop_max_us));
