@@ -200,6 +200,9 @@ fn set(x: &mut Exec, s: SetArgs) -> Result<Reply, Refusal> {
         (Some(every), _) => sched::every(every, s.offset)?,
         (None, Some(p)) => {
             let cron = Box::new(sched::cron(&p)?);
+            if !sched::ever_matches(&cron, sched::year_of(now)) {
+                return Err(Refusal::Arg(format!("PATTERN {} never matches", printable(&p))));
+            }
             let tz = s.tz.map(|t| sched::tz(&t)).transpose()?.unwrap_or(chrono_tz::Tz::UTC);
             Repeat::Pattern { cron, tz }
         }
