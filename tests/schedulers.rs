@@ -508,3 +508,37 @@ fn iterations_do_not_multiply_upkeeps_ticks() {
     let (t1, m1) = (ticks(&mut c), made(&mut c));
     assert!(t1 - t0 <= 3 * (m1 - m0) + 20, "{} ticks for {} iterations", t1 - t0, m1 - m0);
 }
+
+/// The keys TRA.SCHEDULER finds (the pending job's row, the alias hash) and TRA.SCHEDULERS
+/// finds (the scheduler hashes) are judged as the caller's: a user granted only the declared
+/// keys gets NOPERM and nothing is written; granted the rows and the alias hash too, it works.
+#[test]
+fn found_keys_are_judged_as_the_callers() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("acl");
+    let user = |c: &mut Conn, keys: &[&str]| {
+        let mut v: Vec<&[u8]> =
+            vec![b"ACL", b"SETUSER", b"u", b"on", b">pw", b"-@all", b"+@emq", b"resetkeys"];
+        v.push(b"%R~{emq}:*");
+        v.extend(keys.iter().map(|k| k.as_bytes()));
+        assert!(c.call(&v).err().is_none());
+    };
+    let declared = ["~emq:{acl}:sched:*", "~emq:{acl}:scheds", "~emq:{acl}:delayed", "~emq:{acl}:events"];
+    user(&mut c, &declared);
+    let mut u = s.conn();
+    assert_eq!(u.call(&[b"AUTH", b"u", b"pw"]), Reply::Simple("OK".into()));
+    let r = unchanged(&mut c, |_| sched(&mut u, &q, "s", &["SET", "EVERY", "1000", "JOB", "j", "{}"]));
+    assert_eq!(r.error(), "NOPERM No permissions to access a key");
+    // The read command finds the hash only when the zset names it: set one up as the admin.
+    set(&mut c, &q, "s", &["EVERY", "1000", "JOB", "j", "{}"]);
+    user(&mut c, &["~emq:{acl}:scheds"]);
+    assert_eq!(reads(&mut u, &q, &["COUNT"]), Reply::Int(1));
+    assert_eq!(reads(&mut u, &q, &["GET", "s"]).error(), "NOPERM No permissions to access a key");
+    let mut all = declared.to_vec();
+    all.extend(["~emq:{acl}:job:*", "~emq:{acl}:alias", "~emq:{acl}:log:*"]);
+    user(&mut c, &all);
+    let r = sched(&mut u, &q, "s", &["SET", "EVERY", "2000", "JOB", "j", "{}"]);
+    assert!(r.err().is_none(), "{r:?}");
+    assert_eq!(num(&get(&mut u, &q, "s").unwrap(), "every"), 2000);
+}
