@@ -265,12 +265,13 @@ fn set(x: &mut Exec, s: SetArgs) -> Result<Reply, Refusal> {
     let tpl = template(x, &job)?;
     let fields = spec_fields(x, &spec, s.pattern, s.tz)?;
 
-    // Write: the old pending job out (its alias entry with it, so the alias hash is opened
-    // again after), the new one in, the scheduler rewritten whole.
+    // Write: the old pending job out, the new one in, the scheduler rewritten whole. Deleting
+    // the old job's alias entry may empty the alias hash (through the pending job's own
+    // handle), so the handle used for reading is closed first and the hash opened again.
+    drop(aliases);
     if let Some(p) = pending {
         p.remove(x, &delayed, &events)?;
     }
-    drop(aliases);
     let aliases = Aliases::open(x)?;
     it.make(x, &sid, &tpl, &delayed, &aliases, &events)?;
     h.delete();
