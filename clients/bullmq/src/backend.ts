@@ -189,6 +189,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
    */
   private native = false;
   private hasPriority = false;
+  /** TRA.LIMIT/TRA.LIMITS: a queue's rate limit, global concurrency and manual limit (FOR). */
+  private hasLimits = false;
   /** Aliases named by events this backend read (module id → custom id), the newest 10 000. */
   private readonly aliases = new Map<string, string>();
 
@@ -212,9 +214,6 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     this.prefix = (o.opts as any).prefix ?? 'bull';
     this.q = escapeQueueName(`${this.prefix}:${this.name}`);
     this.base = `emq:{${this.q}}`;
-    if ((this.opts as any).limiter) {
-      throw new NotSupportedError('a worker rate limiter (limiter option)');
-    }
     if (shared) {
       this.conn = shared.conn;
       this.blockingConn = shared.blockingConn;
@@ -353,11 +352,22 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (fence !== WIRE) {
       throw new Error(`trafikey-bullmq: ${FENCE} holds ${fence}, not ${WIRE}`);
     }
-    const probe = (await this.conn.call('COMMAND', 'INFO', 'TRA.SETPROGRESS', 'TRA.ADDLOG', 'TRA.COMPLETENEXT', 'TRA.ADD', 'TRA.PRIORITY')) as unknown[];
+    const probe = (await this.conn.call('COMMAND', 'INFO', 'TRA.SETPROGRESS', 'TRA.ADDLOG', 'TRA.COMPLETENEXT', 'TRA.ADD', 'TRA.PRIORITY', 'TRA.LIMIT')) as unknown[];
     this.anyReporter = !!probe[0] && !!probe[1];
     this.moduleDrains = !!probe[2];
     this.native = !!probe[3];
     this.hasPriority = !!probe[4];
+    this.hasLimits = !!probe[5];
+    const limiter = (this.opts as any).limiter as { max?: number; duration?: number } | undefined;
+    if (limiter && this.blockingConn) {
+      // A worker's limiter becomes its queue's rate limit, obeyed by every claim of the queue
+      // (BullMQ's limiter is per queue too: one counter all workers share); the last worker
+      // started wins, and the limit stays when the worker stops.
+      if (!this.hasLimits) {
+        throw new NotSupportedError('a worker rate limiter (limiter option; this module has no TRA.LIMIT: upgrade)');
+      }
+      await this.conn.call('TRA.LIMIT', 1, this.key('meta'), 'RATE', ...this.rateArgs(limiter.max, limiter.duration));
+    }
     const maxStalled = (this.opts as any).maxStalledCount;
     if (this.native && this.blockingConn && typeof maxStalled === 'number') {
       // A worker's maxStalledCount becomes its queue's `max-stalls`, which upkeep honours: the
@@ -1008,7 +1018,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       throw this.finishError(err, jobId, await this.stateOf(id), 'moveJobFromActiveToWait');
     }
     held.delete(this.heldKey(id));
-    return 0;
+    // BullMQ answers with the time its limiter still holds the queue: the worker waits that long.
+    return this.hasLimits ? Math.max(0, (await this.limits()).ttl ?? 0) : 0;
   }
 
   /** BullMQ's immediate retry; on module 0.3.0 FAIL RETRY [LIFO], ready now whatever the backoff. */
@@ -1481,8 +1492,10 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     return returnValue ? out : out[0];
   }
 
+  /** Whether the queue's global concurrency is reached (leases run out but not yet reclaimed count). */
   async isMaxed(): Promise<boolean> {
-    return false;
+    const l = await this.limits();
+    return l.concurrency !== null && l.concurrency !== undefined && (l.active ?? 0) >= l.concurrency;
   }
 
   async isJobInState(state: string, jobId: string): Promise<boolean> {
@@ -1614,8 +1627,21 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     return { logs, count: Number(res![1][1]) };
   }
 
-  async getRateLimitTtl(): Promise<number> {
-    return 0;
+  /**
+   * BullMQ's rule on TRA.LIMITS: a manual limit's time while one runs; else, with `maxJobs`
+   * or a rate limit set, the window's time once it holds that many jobs (0 before); with
+   * neither, the window's time (-2 when none is open, as PTTL of a missing key).
+   */
+  async getRateLimitTtl(maxJobs?: number): Promise<number> {
+    const l = await this.limits();
+    if ((l.hold ?? -2) > 0) {
+      return l.hold as number;
+    }
+    const max = maxJobs || l['rate-max'];
+    if (max) {
+      return (l.count ?? 0) >= max && (l.window ?? -2) > 0 ? (l.window as number) : 0;
+    }
+    return l.window ?? -2;
   }
 
   private async counts(): Promise<Record<string, number>> {
@@ -1747,51 +1773,127 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   // ---------------------------------------------------------------- meta and events
 
+  // BullMQ's global concurrency (`concurrency`) and global rate limit (`max`, `duration`) are
+  // the module's limits of the queue, set with TRA.LIMIT and kept in `meta` under the module's
+  // own fields (`concurrency`, `rate-max`, `rate-ms`): the reads below map them back.
+
+  private async needLimits(): Promise<void> {
+    await this.waitUntilReady();
+    if (!this.hasLimits) {
+      throw new NotSupportedError('rate limits and global concurrency (this module has no TRA.LIMIT: upgrade)');
+    }
+  }
+
+  private async limit(...args: (string | number)[]): Promise<number> {
+    await this.needLimits();
+    return Number(await this.conn.call('TRA.LIMIT', 1, this.key('meta'), ...args));
+  }
+
+  /** BullMQ's max and duration as RATE's arguments, within the module's ranges. */
+  private rateArgs(max: unknown, duration: unknown): [number, number] {
+    const clamp = (v: unknown, hi: number) => Math.min(hi, Math.max(1, Math.floor(Number(v) || 1)));
+    return [clamp(max, 2 ** 31 - 1), clamp(duration, 2 ** 31)];
+  }
+
+  /** TRA.LIMITS: the queue's limits and where they stand now. */
+  private async limits(): Promise<Record<string, number | null>> {
+    await this.waitUntilReady();
+    if (!this.hasLimits) {
+      return { 'rate-max': null, 'rate-ms': null, concurrency: null, count: 0, window: -2, hold: -2, ttl: 0, active: 0 };
+    }
+    const m = pairs(await this.conn.call('TRA.LIMITS', 2, this.key('meta'), this.key('active')));
+    const out: Record<string, number | null> = {};
+    for (const [k, v] of Object.entries(m)) {
+      out[k] = v === null || v === undefined ? null : Number(v);
+    }
+    return out;
+  }
+
+  private static LIMIT_FIELDS: Record<string, string> = { concurrency: 'concurrency', max: 'rate-max', duration: 'rate-ms' };
+  /** The module's limit fields of `meta` that only it writes (the window, a FOR). */
+  private static LIMIT_STATE = ['rate-count', 'rate-until', 'hold-until'];
+
   async setQueueMeta(values: Record<string, string | number>): Promise<number> {
-    for (const [field, feature] of [
-      ['concurrency', 'global concurrency'],
-      ['max', 'a global rate limit'],
-      ['duration', 'a global rate limit'],
-    ]) {
-      if (field in values) {
-        throw new NotSupportedError(feature);
-      }
-    }
     // `paused` is the module's own field of meta; a client never writes it directly.
-    const { paused: _p, ...rest } = values;
-    if (Object.keys(rest).length === 0) {
-      return 0;
+    const { paused: _p, concurrency, max, duration, ...rest } = values;
+    let n = 0;
+    if (concurrency !== undefined) {
+      n += await this.limit('CONCURRENCY', Math.min(2 ** 31 - 1, Math.max(1, Math.floor(Number(concurrency) || 1))));
     }
-    return this.conn.hset(this.key('meta'), rest);
+    if (max !== undefined || duration !== undefined) {
+      const l = await this.limits();
+      n += await this.limit('RATE', ...this.rateArgs(max ?? l['rate-max'] ?? 1, duration ?? l['rate-ms'] ?? 1));
+    }
+    if (Object.keys(rest).length > 0) {
+      n += await this.conn.hset(this.key('meta'), rest);
+    }
+    return n;
   }
 
   async getQueueMetaField(field: string): Promise<string | null> {
-    return this.conn.hget(this.key('meta'), field);
+    return (await this.getQueueMetaFields([field]))[0];
   }
 
   async getQueueMetaFields(fields: string[]): Promise<(string | null)[]> {
-    return fields.length ? this.conn.hmget(this.key('meta'), ...fields) : [];
+    if (fields.length === 0) {
+      return [];
+    }
+    await this.waitUntilReady();
+    return this.conn.hmget(this.key('meta'), ...fields.map(f => TrafikeyBackend.LIMIT_FIELDS[f] ?? f));
   }
 
   async getQueueMeta(): Promise<Record<string, string>> {
-    return this.conn.hgetall(this.key('meta'));
+    const raw = await this.conn.hgetall(this.key('meta'));
+    const out: Record<string, string> = {};
+    for (const [k, v] of Object.entries(raw)) {
+      if (k === 'rate-max') {
+        out.max = v;
+      } else if (k === 'rate-ms') {
+        out.duration = v;
+      } else if (!TrafikeyBackend.LIMIT_STATE.includes(k)) {
+        out[k] = v;
+      }
+    }
+    return out;
   }
 
   async removeQueueMetaFields(fields: string[]): Promise<number> {
-    const f = fields.filter(x => x !== 'paused');
-    return f.length ? this.conn.hdel(this.key('meta'), ...f) : 0;
+    const f = fields.filter(x => x !== 'paused' && !(x in TrafikeyBackend.LIMIT_FIELDS));
+    let n = 0;
+    if (fields.includes('concurrency')) {
+      n += await this.limit('CONCURRENCY', 'OFF');
+    }
+    if (fields.includes('max') || fields.includes('duration')) {
+      n += await this.limit('RATE', 'OFF');
+    }
+    return n + (f.length ? await this.conn.hdel(this.key('meta'), ...f) : 0);
   }
 
   async hasQueueMetaField(field: string): Promise<boolean> {
     return (await this.conn.hexists(this.key('meta'), field)) === 1;
   }
 
-  async setRateLimit(_expireTimeMs: number): Promise<void> {
-    throw new NotSupportedError('rate limits');
+  /**
+   * BullMQ's manual rate limit (`queue.rateLimit`, `worker.rateLimit`): no claim of the queue
+   * for ms. It replaces the window in force, as BullMQ's overwrites its limiter key: CLEAR,
+   * then FOR, in one transaction.
+   */
+  async setRateLimit(expireTimeMs: number): Promise<void> {
+    await this.needLimits();
+    const res = await this.conn
+      .multi()
+      .call('TRA.LIMIT', 1, this.key('meta'), 'CLEAR')
+      .call('TRA.LIMIT', 1, this.key('meta'), 'FOR', Math.min(2 ** 31, Math.max(1, Math.floor(expireTimeMs))))
+      .exec();
+    const refused = res?.find(([err]) => err)?.[0];
+    if (refused) {
+      throw refused;
+    }
   }
 
+  /** Ends the rate window and a manual limit now (BullMQ deletes its limiter key). */
   async removeRateLimitKey(): Promise<number> {
-    return 0;
+    return this.limit('CLEAR');
   }
 
   async removeDeprecatedPriorityKey(): Promise<number> {
