@@ -172,7 +172,7 @@ fn tools_are_asked_for_only_when_missing() {
 fn the_test_mode_also_wants_debians_redis_server() {
     let t = Tree::new("old");
     t.library("usr/lib/llvm-14/lib/libclang.so.1");
-    for tool in ["cc", "python3", "redis-cli", "node", "npm"] {
+    for tool in ["cc", "python3", "redis-cli"] {
         t.tool(tool, 0);
     }
     t.executable("usr/bin/chromium");
@@ -185,26 +185,62 @@ fn the_test_mode_also_wants_debians_redis_server() {
 }
 
 #[test]
-fn the_test_mode_also_wants_node_npm_and_debians_chromium() {
-    let t = Tree::new("node");
+fn the_test_mode_also_wants_debians_chromium() {
+    let t = Tree::new("chromium");
     t.library("usr/lib/llvm-14/lib/libclang.so.1");
     for tool in ["cc", "python3", "redis-cli"] {
         t.tool(tool, 0);
     }
     t.executable("usr/bin/redis-server");
     assert!(t.plan("run").is_empty(), "the build needs none of them: {:?}", t.plan("run"));
-    assert_eq!(t.plan("test"), ["nodejs", "npm", "chromium"], "a fresh machine");
-    t.tool("npm", 0);
-    assert_eq!(t.plan("test"), ["nodejs", "chromium"], "npm without node");
-    std::fs::remove_file(t.root.join("bin/npm")).expect("rm");
-    t.tool("node", 0);
-    assert_eq!(t.plan("test"), ["npm", "chromium"], "Debian's nodejs comes without npm");
-    t.tool("npm", 0);
-    assert_eq!(t.plan("test"), ["chromium"], "a Node from elsewhere (NodeSource, nvm) is kept");
+    assert_eq!(t.plan("test"), ["chromium"], "no package for Node: scripts/node-path finds or fetches it");
     t.tool("chromium", 0); // on PATH is not where the bull-board test runs it from
     assert_eq!(t.plan("test"), ["chromium"]);
     t.file("usr/bin/chromium", b"#!/bin/sh\n"); // there, but not executable
     assert_eq!(t.plan("test"), ["chromium"]);
     t.executable("usr/bin/chromium");
     assert!(t.plan("test").is_empty(), "{:?}", t.plan("test"));
+}
+
+/// `scripts/node-path --plan` with PATH holding only this tree's tools: `path` (use the Node
+/// on PATH) or `wheel` (fetch the pinned one).
+fn node_choice(t: &Tree) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/node-path");
+    let out = Command::new("/bin/bash")
+        .arg(script)
+        .arg("--plan")
+        .env_clear()
+        .env("PATH", t.root.join("bin"))
+        .output()
+        .expect("run scripts/node-path --plan");
+    assert!(out.status.success(), "node-path --plan failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// A `node` on the tree's PATH that reports `version`.
+fn node(t: &Tree, version: &str) {
+    let p = t.file("bin/node", format!("#!/bin/sh\necho {version}\n").as_bytes());
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+#[test]
+fn the_package_tests_run_on_node_20_19_or_newer_with_npm() {
+    let t = Tree::new("node");
+    assert_eq!(node_choice(&t), "wheel", "no node");
+    node(&t, "v22.3.0");
+    assert_eq!(node_choice(&t), "wheel", "node without npm");
+    t.tool("npm", 0);
+    assert_eq!(node_choice(&t), "path", "a new enough node with npm is used as it is");
+    for (v, want) in [
+        ("v18.19.0", "wheel"),
+        ("v20.18.3", "wheel"),
+        ("v20.19.0", "path"),
+        ("v21.0.0", "path"),
+        ("v24.19.0", "path"),
+        ("v100.1.1", "path"),
+        ("garbage", "wheel"),
+    ] {
+        node(&t, v);
+        assert_eq!(node_choice(&t), want, "node {v}");
+    }
 }

@@ -37,7 +37,7 @@ apis! {
     RedisModule_Calloc RedisModule_Free RedisModule_Realloc
     RedisModule_CachedMicroseconds RedisModule_CloseKey RedisModule_CreateTimer RedisModule_StopTimer
     RedisModule_MonotonicMicroseconds RedisModule_SelectDb RedisModule_GetSelectedDb RedisModule_Scan
-    RedisModule_ScanCursorCreate RedisModule_ScanCursorDestroy RedisModule_CommandFilterArgGet
+    RedisModule_ScanCursorCreate RedisModule_ScanCursorDestroy RedisModule_ScanKey RedisModule_CommandFilterArgGet
     RedisModule_CreateCommand RedisModule_CreateString RedisModule_CreateStringFromLongLong
     RedisModule_DeleteKey RedisModule_FreeModuleUser RedisModule_FreeServerInfo RedisModule_FreeString
     RedisModule_GetCommand RedisModule_GetContextFlags RedisModule_GetCurrentUserName

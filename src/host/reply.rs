@@ -93,8 +93,11 @@ pub fn send(ctx: *mut RedisModuleCtx, r: &Reply) {
                 if let Some(f) = api!(RedisModule_ReplyWithMap) {
                     f(ctx, pairs.len() as c_long);
                 }
+                let bulk = api!(RedisModule_ReplyWithStringBuffer);
                 for (k, v) in pairs {
-                    send(ctx, &Reply::Bulk(k.as_bytes().to_vec()));
+                    if let Some(f) = bulk {
+                        f(ctx, k.as_ptr().cast::<c_char>(), k.len());
+                    }
                     send(ctx, v);
                 }
             }

@@ -392,6 +392,53 @@ impl Key {
         }
     }
 
+    /// Every field of a hash with its value, in one pass over the hash (a row read whole costs
+    /// one walk instead of a lookup per field). The values are the caller's to keep.
+    pub fn hscan(&self, mut each: impl FnMut(&[u8], Str)) {
+        let (Some(k), Some(create), Some(scan), Some(destroy), Some(retain)) = (
+            self.live(),
+            api!(RedisModule_ScanCursorCreate),
+            api!(RedisModule_ScanKey),
+            api!(RedisModule_ScanCursorDestroy),
+            api!(RedisModule_RetainString),
+        ) else {
+            return;
+        };
+        struct Visit<'f> {
+            ctx: *mut RedisModuleCtx,
+            retain: unsafe extern "C" fn(*mut RedisModuleCtx, *mut RedisModuleString),
+            each: &'f mut dyn FnMut(&[u8], Str),
+        }
+        unsafe extern "C" fn one(
+            _: *mut RedisModuleKey,
+            field: *mut RedisModuleString,
+            value: *mut RedisModuleString,
+            visit: *mut std::os::raw::c_void,
+        ) {
+            // SAFETY: `visit` is the `Visit` below, alive for the whole scan; field and value
+            // live for this callback, and the value is retained before it is kept.
+            let v = unsafe { &mut *visit.cast::<Visit>() };
+            if value.is_null() {
+                return;
+            }
+            unsafe { (v.retain)(v.ctx, value) };
+            if let Some(value) = Str::adopt(v.ctx, value) {
+                (v.each)(super::strings::bytes_of(field), value);
+            }
+        }
+        let mut visit = Visit { ctx: self.ctx, retain, each: &mut each };
+        // SAFETY: a fresh cursor over a live hash key, destroyed after the last step; a step
+        // answers 0 once every field was visited.
+        unsafe {
+            let cursor = create();
+            if cursor.is_null() {
+                return;
+            }
+            while scan(k, cursor, Some(one), (&mut visit as *mut Visit).cast()) != 0 {}
+            destroy(cursor);
+        }
+    }
+
     // ---- lists: the head is the left ----
 
     fn push(&self, head: bool, v: *mut RedisModuleString) -> Result<(), Refusal> {

@@ -19,6 +19,8 @@ pub mod field {
     macro_rules! fields {
         ($($(#[$doc:meta])* $name:ident = $text:literal;)*) => {
             $($(#[$doc])* pub static $name: Lit = Lit::new($text);)*
+            /// Every field, for a caller that reads a row whole.
+            pub static ALL: &[&Lit] = &[$(&$name),*];
         };
     }
     fields! {

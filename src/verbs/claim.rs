@@ -115,7 +115,7 @@ pub struct Take<'a> {
 }
 
 /// The jobs a claim handed out: `[id name data attempt]` each, with ROW also the job's row
-/// as TRA.JOB shows it.
+/// (`job::claimed_view`).
 pub struct Taken4 {
     jobs: Vec<[Reply; 4]>,
     rows: Option<Vec<Reply>>,
@@ -349,7 +349,7 @@ fn take(
         events.emit(x, Some(job.id.ptr()), Event::Active { attempt })?;
         if let Some(rows) = &mut rows {
             let state = Reply::bulk(State::Active.word().as_bytes());
-            rows.push(super::job::view(job.id.bytes(), &job.row, state, Reply::Int(deadline), Reply::Null));
+            rows.push(super::job::claimed_view(&job.row, state, Reply::Int(deadline)));
         }
         out.push([
             job.id.share().map_or_else(|| Reply::bulk(job.id.bytes()), Reply::Str),

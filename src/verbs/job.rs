@@ -70,18 +70,51 @@ impl Verb for Inspect {
 }
 
 /// A job's row as TRA.JOB shows it, its state, lease deadline and due time given by the
-/// caller (TRA.JOB reads them; a CLAIM knows them): shared with `CLAIM … ROW`.
+/// caller (TRA.JOB reads them).
 pub fn view(id: &[u8], row: &Key, state: Reply, deadline: Reply, due: Reply) -> Reply {
-    let get = |f: &Lit| row.hget(f);
-    let backoff = get(&field::BACKOFF).and_then(|b| domain::backoff_decode(b.bytes())).map(|b| match b {
-        Backoff::Fixed(ms) => format!("FIXED {ms}"),
-        Backoff::Exp(ms) => format!("EXP {ms}"),
-    });
-    Reply::Map(vec![
+    let mut get = read(row);
+    let mut pairs = vec![
         ("id", Reply::bulk(id)),
         ("state", state),
         ("name", text(get(&field::NAME))),
         ("data", text(get(&field::DATA))),
+    ];
+    pairs.extend(facts(&mut get, deadline, due));
+    Reply::Map(pairs)
+}
+
+/// A claimed job's row as `CLAIM … ROW` hands it out, read after the claim wrote it: TRA.JOB's
+/// map without the facts the claim's entry already carries (id, name, data) and without those
+/// not set, so the reply grows by what the worker did not have.
+pub fn claimed_view(row: &Key, state: Reply, deadline: Reply) -> Reply {
+    let mut get = read(row);
+    let mut pairs = vec![("state", state)];
+    pairs.extend(facts(&mut get, deadline, Reply::Null).into_iter().filter(|(_, v)| !matches!(v, Reply::Null)));
+    Reply::Map(pairs)
+}
+
+/// The row read in one pass (a map shows nearly every field; a lookup each walked the row
+/// once per field): a getter that hands out each field's value once.
+fn read(row: &Key) -> impl FnMut(&Lit) -> Option<Str> {
+    let mut fields: smallvec::SmallVec<[(&'static [u8], Str); 24]> = smallvec::SmallVec::new();
+    row.hscan(|name, value| {
+        if let Some(f) = field::ALL.iter().find(|f| f.bytes() == name) {
+            fields.push((f.bytes(), value));
+        }
+    });
+    move |f: &Lit| {
+        let at = fields.iter().position(|(name, _)| *name == f.bytes())?;
+        Some(fields.swap_remove(at).1)
+    }
+}
+
+/// The facts after `id state name data`, in TRA.JOB's order.
+fn facts(get: &mut impl FnMut(&Lit) -> Option<Str>, deadline: Reply, due: Reply) -> Vec<(&'static str, Reply)> {
+    let backoff = get(&field::BACKOFF).and_then(|b| domain::backoff_decode(b.bytes())).map(|b| match b {
+        Backoff::Fixed(ms) => format!("FIXED {ms}"),
+        Backoff::Exp(ms) => format!("EXP {ms}"),
+    });
+    vec![
         ("opts", text(get(&field::OPTS))),
         ("priority", int(get(&field::PRIORITY), Some(0))),
         ("attempts", int(get(&field::ATTEMPTS), Some(1))),
@@ -100,5 +133,5 @@ pub fn view(id: &[u8], row: &Key, state: Reply, deadline: Reply, due: Reply) -> 
         ("finished", int(get(&field::FINISHED), None)),
         ("stack", text(get(&field::STACK))),
         ("alias", text(get(&field::ALIAS))),
-    ])
+    ]
 }

@@ -28,7 +28,7 @@
 //! 10^7-job point), --only-scale (the scale points alone), --caps (first, "Calls at their
 //! caps": tests/bench/caps.rs, each batch call at its cap beside 10^6 jobs and the longest
 //! event-loop cycle while upkeep catches up, beside the 2 ms goal; its smoke version runs in the
-//! short mode), --only-caps (that alone), --only-forms (only the rows of issues 23 and 24 —
+//! short mode), --only-caps (that alone), --only-forms (only the rows of the BullMQ forms —
 //! `TRA.ADD` beside ChasquiMQ's `add_bulk`, the finish-and-fetch lifecycle, `CLAIM … ROW`,
 //! BullMQ on trafikey beside BullMQ on Valkey: tests/bench/forms.rs — and the rows they are
 //! held to). A run with --only, --only-waiting, --only-scale, --only-caps, --only-forms or
@@ -119,7 +119,7 @@ struct Opts {
     /// the passes; with `only_caps`, nothing else.
     caps: bool,
     only_caps: bool,
-    /// Only the rows of issues 23 and 24 (`forms.rs`: TRA.ADD, finish-and-fetch, CLAIM … ROW;
+    /// Only the rows of the BullMQ forms (`forms.rs`: TRA.ADD, finish-and-fetch, CLAIM … ROW;
     /// BullMQ on trafikey beside BullMQ on Valkey) and the rows they are held to.
     only_forms: bool,
 }
@@ -939,7 +939,7 @@ fn commands_here(c: &mut Conn, names: &[&str]) -> bool {
 
 const NO_FORMS: &str = "TRA.ADD / TRA.COMPLETENEXT are not in this build (module_version 0.3.0 has them)";
 
-/// The rows of issues 23 and 24 (forms.rs): trafikey's bulk add `TRA.ADD` in batches of 32
+/// The rows of the BullMQ forms (forms.rs): trafikey's bulk add `TRA.ADD` in batches of 32
 /// and 250, each beside ChasquiMQ's `add_bulk` of the same size; the finish-and-fetch lifecycle
 /// (one `TRA.COMPLETENEXT` per job; ChasquiMQ's lifecycle row is the pass's own); claim+complete
 /// with `CLAIM … ROW` right after the same without; then BullMQ's bench.mjs workloads with

@@ -204,7 +204,7 @@ pub fn pair_batch(rows: &mut [Row]) {
     }
 }
 
-/// The rows of issues 23 and 24 (tests/bench/forms.rs): workloads and modes.
+/// The rows of the BullMQ forms (tests/bench/forms.rs): workloads and modes.
 pub const BULK: &str = "bulk add";
 pub const NEXT: &str = "lifecycle, finish-and-fetch";
 pub const ROW_PAIR: &str = "claim+complete, CLAIM … ROW";
@@ -871,12 +871,12 @@ impl Report {
     }
 }
 
-/// A goal of the rows of issues 23 and 24: (name, (median, best) ratio, goal, limit, whether
+/// A goal of the rows of the BullMQ forms: (name, (median, best) ratio, goal, limit, whether
 /// the ratio must be at most the limit, else at least).
 type FormsGoal = (String, Option<(f64, f64)>, &'static str, f64, bool);
 
 impl Report {
-    /// The goals of the rows of issues 23 and 24: (name, (median, best) ratio, goal, limit,
+    /// The goals of the rows of the BullMQ forms: (name, (median, best) ratio, goal, limit,
     /// whether the ratio must be at most the limit (else at least)).
     fn forms_goals(&self) -> Vec<FormsGoal> {
         let cpu = |a: Option<&Row>, b: Option<&Row>| -> Option<(f64, f64)> {
@@ -927,7 +927,7 @@ impl Report {
         g
     }
 
-    /// The rows of issues 23 and 24: the bulk add, finish-and-fetch, CLAIM … ROW, and BullMQ
+    /// The rows of the BullMQ forms: the bulk add, finish-and-fetch, CLAIM … ROW, and BullMQ
     /// on trafikey beside BullMQ on Valkey.
     fn forms_tables(&self, s: &mut String) {
         let has = |w: &str| self.rows.iter().any(|r| r.workload == w);

@@ -1079,7 +1079,7 @@ impl Model {
 
     /// CLAIM's passes: expired jobs do not use up a claim — another pass while the last one
     /// met any, at most CLAIM_PASSES, all of them meeting at most CLAIM_PER_CALL jobs. With
-    /// `row` each entry also carries the job as TRA.JOB shows it, after the claim.
+    /// `row` each entry also carries the job as `claimed_view` shows it, after the claim.
     pub fn claim(
         &mut self,
         token: &[u8],
@@ -1106,7 +1106,7 @@ impl Model {
                 if let Reply::Array(e) = entry {
                     let view = e.first().and_then(|id| {
                         if let Reply::Bulk(id) = id {
-                            Some(self.job_view(id))
+                            Some(self.claimed_view(id))
                         } else {
                             None
                         }
@@ -1196,7 +1196,21 @@ impl Model {
         Reply::Int(log.len() as i64)
     }
 
-    /// A job as TRA.JOB shows it (nil without its row): also the row `CLAIM … ROW` hands out.
+    /// The row `CLAIM … ROW` hands out: TRA.JOB's pairs without id, name and data (the
+    /// claim's entry carries them) and without the facts that are nil.
+    pub fn claimed_view(&self, id: &[u8]) -> Reply {
+        let Reply::Array(all) = self.job_view(id) else { return Reply::Nil };
+        let kept = all
+            .chunks(2)
+            .filter(|p| {
+                !matches!(p, [Reply::Bulk(k), _] if [&b"id"[..], b"name", b"data"].contains(&k.as_slice()))
+                    && !matches!(p, [_, Reply::Nil])
+            })
+            .flat_map(|p| p.to_vec());
+        Reply::Array(kept.collect())
+    }
+
+    /// A job as TRA.JOB shows it (nil without its row).
     pub fn job_view(&self, id: &[u8]) -> Reply {
         let Some(r) = self.rows.get(id) else { return Reply::Nil };
         let int = Reply::Int;

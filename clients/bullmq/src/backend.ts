@@ -58,6 +58,30 @@ const ADAPTER_KEYS = ['alias', 'rev', 'progress', 'stack', 'pb', 'am', 'as', 'er
 interface Claimed {
   id: string;
   token: string;
+  /** The claim's entry with `ROW` (`[id name data attempt row]`): the job as claimed, no read needed. */
+  entry?: unknown[];
+}
+
+/** A claimed job's row, as getJobData takes it instead of reading it. */
+interface ClaimedRow {
+  row: Record<string, any>;
+  /**
+   * The claiming worker's name, if it has one. A job handed to a worker without a name shows
+   * none: reading the name an earlier attempt left would cost each job another round trip.
+   */
+  by?: string;
+}
+
+/**
+ * The row a claim with ROW brought (`[id name data attempt row]`): TRA.JOB's map less what
+ * the entry carries (id, name, data) and the facts not set.
+ */
+function claimedRow(entry: unknown[] | undefined, worker?: string): ClaimedRow | undefined {
+  if (!entry || entry.length < 5) {
+    return undefined;
+  }
+  const row = { ...pairs(entry[4]), id: entry[0], name: entry[1], data: entry[2] };
+  return { row, by: worker };
 }
 
 function pairs(reply: unknown): Record<string, any> {
@@ -719,6 +743,11 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     return ['wait', 'prio', 'active', 'delayed', 'meta', 'events'].map(r => this.key(r));
   }
 
+  /** `ROW` on a claim where the module has it: the job comes with its claim, no second read. */
+  private row(): string[] {
+    return this.native ? ['ROW'] : [];
+  }
+
   /** `[jobData, id, rateLimitDelay, delayUntil]`, as BullMQ's workers read it. */
   private async handOut(c: Claimed, worker?: string): Promise<any[]> {
     held.set(this.heldKey(c.id), c.token);
@@ -726,7 +755,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       // The module's row has no field for the worker's name: the adapter keeps it beside.
       await this.conn.hset(this.key('b:pb'), c.id, worker);
     }
-    const json = await this.getJobData(c.id, c.id);
+    const json = await this.getJobData(c.id, c.id, claimedRow(c.entry, worker));
     if (!json) {
       held.delete(this.heldKey(c.id));
       return [undefined, undefined, 0, 0];
@@ -740,11 +769,11 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (stashed) {
       return this.handOut(stashed, name);
     }
-    const reply = (await this.conn.call('EMQ.CLAIM', 6, ...this.claimKeys(), token, this.lease, 'COUNT', 1)) as any[];
+    const reply = (await this.conn.call('EMQ.CLAIM', 6, ...this.claimKeys(), token, this.lease, 'COUNT', 1, ...this.row())) as any[];
     if (!reply || reply.length === 0) {
       return [undefined, undefined, 0, 0];
     }
-    return this.handOut({ id: String(reply[0][0]), token }, name);
+    return this.handOut({ id: String(reply[0][0]), token, entry: reply[0] }, name);
   }
 
   /**
@@ -758,7 +787,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     await this.waitUntilReady();
     const ms = Math.max(1, Math.ceil(blockTimeout * 1000));
     const token = `tkb:${randomUUID()}`;
-    const p = this.blockingConn.call('EMQ.CLAIM', 6, ...this.claimKeys(), token, this.lease, 'COUNT', 1, 'BLOCK', ms);
+    const p = this.blockingConn.call('EMQ.CLAIM', 6, ...this.claimKeys(), token, this.lease, 'COUNT', 1, 'BLOCK', ms, ...this.row());
     this.waiting = p;
     try {
       const reply = (await p) as any[];
@@ -768,7 +797,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
           await this.conn.call('EMQ.REQUEUE', 5, this.jobKey(id), this.key('active'), this.key('wait'), this.key('prio'), this.key('events'), token);
           return null;
         }
-        this.stash.push({ id, token });
+        this.stash.push({ id, token, entry: reply[0] });
         return { member: id, score: 0 };
       }
       return null;
@@ -880,7 +909,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       const claimToken = this.tokenFor(id, token);
       let reply: unknown[];
       try {
-        reply = (await this.conn.call('TRA.COMPLETENEXT', 8, this.jobKey(id), this.key('wait'), this.key('prio'), this.key('active'), this.key('delayed'), this.key('completed'), this.key('meta'), this.key('events'), claimToken, rv, this.lease, ...keepArgs(keep), 'ECHO')) as unknown[];
+        reply = (await this.conn.call('TRA.COMPLETENEXT', 8, this.jobKey(id), this.key('wait'), this.key('prio'), this.key('active'), this.key('delayed'), this.key('completed'), this.key('meta'), this.key('events'), claimToken, rv, this.lease, ...keepArgs(keep), 'ECHO', ...this.row())) as unknown[];
       } catch (err) {
         throw this.finishError(err, jobId, await this.stateOf(id), 'moveToFinished');
       }
@@ -888,7 +917,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       held.delete(this.heldKey(id));
       const jobs = reply[1];
       if (Array.isArray(jobs) && jobs.length > 0) {
-        return { result: await this.handOut({ id: String(jobs[0][0]), token: claimToken }, (this.opts as any).name), finishedOn };
+        return { result: await this.handOut({ id: String(jobs[0][0]), token: claimToken, entry: jobs[0] }, (this.opts as any).name), finishedOn };
       }
       return { result: [undefined, undefined, 0, 0], finishedOn };
     }
@@ -1506,38 +1535,51 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     return s === state;
   }
 
+  /**
+   * A module before 0.3.0 keeps progress, stack, custom id, worker, counters and error beside
+   * the row: the row and those, in the order getJobData reads them.
+   */
+  private async legacyRead(id: string): Promise<[Error | null, unknown][]> {
+    const p = this.conn.pipeline();
+    p.call('TRA.JOB', 1, this.jobKey(id));
+    p.hget(this.key('b:progress'), id);
+    p.hget(this.key('b:stack'), id);
+    p.hget(this.key('b:rev'), id);
+    p.hget(this.key('b:pb'), id);
+    p.hmget(this.key('b:am'), id);
+    p.hmget(this.key('b:as'), id);
+    p.hget(this.key('b:err'), id);
+    return ((await p.exec()) ?? []) as [Error | null, unknown][];
+  }
+
   /** The row as BullMQ's JobJson; `external` is the id BullMQ knows the job by. */
-  async getJobData(jobId: string, known?: string): Promise<JobJson | undefined> {
+  async getJobData(jobId: string, known?: string, claimed?: ClaimedRow): Promise<JobJson | undefined> {
     // The probe decides where the alias and the stack are read from.
     await this.waitUntilReady();
     const id = known ?? (await this.resolve(jobId));
     if (!id) {
       return undefined;
     }
-    const p = this.conn.pipeline();
-    p.call('TRA.JOB', 1, this.jobKey(id));
+    let res: [Error | null, unknown][];
     if (this.native) {
-      // Module 0.3.0's row holds the stack and the alias, and FAIL/REPROCESS keep the counters.
-      p.echo('');
-      p.echo('');
-      p.echo('');
-      p.hget(this.key('b:pb'), id);
+      // Module 0.3.0's row holds the stack and the alias, and FAIL/REPROCESS keep the counters;
+      // a claim with ROW brought the row, and the worker's name when it has one.
+      let row: unknown;
+      let by: unknown;
+      if (claimed) {
+        row = claimed.row;
+        by = claimed.by ?? null;
+      } else {
+        const got = (await this.conn.pipeline().call('TRA.JOB', 1, this.jobKey(id)).hget(this.key('b:pb'), id).exec()) ?? [];
+        if (got[0]?.[0]) {
+          throw got[0][0];
+        }
+        row = got[0]?.[1];
+        by = got[1]?.[1];
+      }
+      res = [[null, row], [null, null], [null, row0Stack(row)], [null, row0Alias(row)], [null, by], [null, null], [null, null], [null, null]];
     } else {
-      p.hget(this.key('b:progress'), id);
-      p.hget(this.key('b:stack'), id);
-      p.hget(this.key('b:rev'), id);
-      p.hget(this.key('b:pb'), id);
-      p.hmget(this.key('b:am'), id);
-      p.hmget(this.key('b:as'), id);
-      p.hget(this.key('b:err'), id);
-    }
-    const res = (await p.exec()) ?? [];
-    if (this.native) {
-      res.length = 5;
-      res[1] = [null, null];
-      res[2] = [null, row0Stack(res[0][1])];
-      res[3] = [null, row0Alias(res[0][1])];
-      res.push([null, null], [null, null], [null, null]);
+      res = await this.legacyRead(id);
     }
     if (res[0][0]) {
       throw res[0][0];
