@@ -215,6 +215,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   private hasPriority = false;
   /** TRA.LIMIT/TRA.LIMITS: a queue's rate limit, global concurrency and manual limit (FOR). */
   private hasLimits = false;
+  /** DEDUP on the producers, TRA.DEDUP and TRA.UNDEDUP. */
+  private hasDedup = false;
   /** Aliases named by events this backend read (module id → custom id), the newest 10 000. */
   private readonly aliases = new Map<string, string>();
 
@@ -376,12 +378,13 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (fence !== WIRE) {
       throw new Error(`trafikey-bullmq: ${FENCE} holds ${fence}, not ${WIRE}`);
     }
-    const probe = (await this.conn.call('COMMAND', 'INFO', 'TRA.SETPROGRESS', 'TRA.ADDLOG', 'TRA.COMPLETENEXT', 'TRA.ADD', 'TRA.PRIORITY', 'TRA.LIMIT')) as unknown[];
+    const probe = (await this.conn.call('COMMAND', 'INFO', 'TRA.SETPROGRESS', 'TRA.ADDLOG', 'TRA.COMPLETENEXT', 'TRA.ADD', 'TRA.PRIORITY', 'TRA.LIMIT', 'TRA.DEDUP')) as unknown[];
     this.anyReporter = !!probe[0] && !!probe[1];
     this.moduleDrains = !!probe[2];
     this.native = !!probe[3];
     this.hasPriority = !!probe[4];
     this.hasLimits = !!probe[5];
+    this.hasDedup = !!probe[6];
     const limiter = (this.opts as any).limiter as { max?: number; duration?: number } | undefined;
     if (limiter && this.blockingConn) {
       // A worker's limiter becomes its queue's rate limit, obeyed by every claim of the queue
@@ -522,13 +525,21 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     const opts: JobsOptions = job.opts ?? {};
     for (const [opt, feature] of [
       ['parent', 'flows (the parent option)'],
-      ['deduplication', 'deduplication'],
-      ['debounce', 'deduplication (debounce)'],
+      ['debounce', 'deduplication (debounce: use the deduplication option)'],
       ['repeat', 'job schedulers (the repeat option)'],
     ] as const) {
       if ((opts as any)[opt]) {
         throw new NotSupportedError(feature);
       }
+    }
+    const dedup = opts.deduplication as
+      | { id?: string; ttl?: number; extend?: boolean; replace?: boolean; keepLastIfActive?: boolean }
+      | undefined;
+    if (dedup && !this.hasDedup) {
+      throw new NotSupportedError('deduplication (this module has no DEDUP: upgrade)');
+    }
+    if (dedup?.keepLastIfActive) {
+      throw new NotSupportedError('deduplication keepLastIfActive');
     }
     const name = job.name && Buffer.byteLength(job.name) <= 256 ? job.name : '_';
     const blob: Record<string, unknown> = { o: opts, ts: job.timestamp };
@@ -556,6 +567,21 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     extra.push('OPTS', JSON.stringify(blob));
     if (alias !== undefined) {
       extra.push('ALIAS', alias);
+    }
+    if (dedup?.id !== undefined && dedup.id !== '') {
+      // BullMQ's deduplication is the module's DEDUP: live until the job finishes, or for a
+      // TTL (EXTEND restarts it on a duplicate); REPLACE replaces a delayed holder.
+      extra.push('DEDUP', String(dedup.id));
+      const ttl = Math.floor(Number(dedup.ttl ?? 0));
+      if (ttl > 0) {
+        extra.push('DEDUPTTL', ttl);
+        if (dedup.extend) {
+          extra.push('EXTEND');
+        }
+      }
+      if (dedup.replace) {
+        extra.push('REPLACE');
+      }
     }
     const delay = Math.max(0, Math.floor(opts.delay ?? 0));
     if (delay === 0 && opts.lifo) {
@@ -680,9 +706,11 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       const custom = !!e.jobId && !isBranded(e.jobId);
       return { job: e.job, id: custom || !e.jobId ? mintJobId() : e.jobId, alias: custom ? e.jobId : undefined, jobId: e.jobId };
     });
-    let created: number[];
+    // Each job's reply: 1 created, 0 its custom id is taken, or the id of the job holding its
+    // deduplication id (nothing created).
+    let created: unknown[];
     if (jobs.length === 1) {
-      created = [Number(await this.conn.call(...(this.addCmd(jobs[0].job, jobs[0].id, jobs[0].alias) as [string, ...any[]])))];
+      created = [await this.conn.call(...(this.addCmd(jobs[0].job, jobs[0].id, jobs[0].alias) as [string, ...any[]]))];
     } else {
       const m = this.conn.multi();
       for (let i = 0; i < jobs.length; i += ADD_BATCH) {
@@ -706,9 +734,9 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         await undo.exec();
         throw refused;
       }
-      created = res.flatMap(([, reply]) => (reply as unknown[]).map(Number));
+      created = res.flatMap(([, reply]) => reply as unknown[]);
     }
-    const dup = jobs.filter((_, i) => created[i] !== 1);
+    const dup = jobs.filter((_, i) => Number(created[i]) === 0);
     if (dup.length > 0) {
       const p = this.conn.pipeline();
       for (const j of dup) {
@@ -716,7 +744,11 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       }
       await p.exec();
     }
-    return jobs.map(j => j.alias ?? j.id);
+    // A deduplicated job answers with the holder's id, as BullMQ's does (its custom id if any).
+    const holders = created.map(r => (typeof r === 'string' || Buffer.isBuffer(r) ? String(r) : null));
+    const known = await this.external(holders.filter((h): h is string => h !== null));
+    let k = 0;
+    return jobs.map((j, i) => (holders[i] !== null ? known[k++] : (j.alias ?? j.id)));
   }
 
   async addFlow(): Promise<[Error | null, string | number][]> {
@@ -1455,12 +1487,20 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     throw new NotSupportedError('flows (child dependencies)');
   }
 
-  async removeDeduplicationKey(): Promise<number> {
-    throw new NotSupportedError('deduplication');
+  /** TRA.UNDEDUP … job: releases the id only while that job holds it. */
+  async removeDeduplicationKey(deduplicationId: string, jobId: string): Promise<number> {
+    await this.needDedup();
+    const id = await this.resolve(jobId);
+    if (!id || !isBranded(id)) {
+      return 0;
+    }
+    return Number(await this.conn.call('TRA.UNDEDUP', 1, this.dedupKey(deduplicationId), id));
   }
 
-  async deleteDeduplicationKey(): Promise<number> {
-    throw new NotSupportedError('deduplication');
+  /** TRA.UNDEDUP: releases the id whatever job holds it. */
+  async deleteDeduplicationKey(deduplicationId: string): Promise<number> {
+    await this.needDedup();
+    return Number(await this.conn.call('TRA.UNDEDUP', 1, this.dedupKey(deduplicationId)));
   }
 
   // ---------------------------------------------------------------- job schedulers
@@ -1644,11 +1684,29 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (res[4][1]) {
       json.processedBy = res[4][1] as string;
     }
+    if (row.dedup) {
+      json.deduplicationId = String(row.dedup);
+    }
     return json;
   }
 
-  async getDeduplicationJobId(): Promise<string | null> {
-    throw new NotSupportedError('deduplication');
+  /** The key of a deduplication id (`DEDUP id`): a string naming the job that holds it. */
+  private dedupKey(id: string): string {
+    return this.key(`dedup:${id}`);
+  }
+
+  private async needDedup(): Promise<void> {
+    await this.waitUntilReady();
+    if (!this.hasDedup) {
+      throw new NotSupportedError('deduplication (this module has no TRA.DEDUP: upgrade)');
+    }
+  }
+
+  /** TRA.DEDUP: the job holding a deduplication id, by the id BullMQ knows it by. */
+  async getDeduplicationJobId(deduplicationId: string): Promise<string | null> {
+    await this.needDedup();
+    const holder = (await this.conn.call('TRA.DEDUP', 1, this.dedupKey(deduplicationId))) as string | null;
+    return holder === null ? null : (await this.external([String(holder)]))[0];
   }
 
   async getJobLogs(jobId: string, start = 0, end = -1, asc = true): Promise<{ logs: string[]; count: number }> {
@@ -2058,6 +2116,12 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
           break;
         case 'progress':
           f.push('data', jsonOr(o.progress ?? payload.get(`g:${o.id}`), '0'));
+          break;
+        case 'deduplicated':
+          // BullMQ's: the job holding the id, the id, and the job that was not added (or, with
+          // REPLACE, the delayed job replaced).
+          f.push('deduplicationId', o.dedup ?? '');
+          f.push('deduplicatedJobId', rev.get(o.refused ?? o.replaced ?? '') ?? o.refused ?? o.replaced ?? '');
           break;
         default:
           for (const [k, v] of Object.entries(o)) {
