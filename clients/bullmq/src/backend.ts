@@ -53,7 +53,7 @@ const EXTEND_BATCH = 250;
 
 const ROLES = ['wait', 'prio', 'active', 'delayed', 'completed', 'failed', 'meta', 'events'];
 /** Keys the adapter keeps beside the module's; OBLITERATE does not know them. */
-const ADAPTER_KEYS = ['alias', 'rev', 'progress', 'stack', 'pb', 'am', 'as', 'err', 'stalled-check', 'stalled-seen'];
+const ADAPTER_KEYS = ['alias', 'rev', 'progress', 'stack', 'pb', 'am', 'as', 'err', 'stalled-check', 'stalled-seen', 'dn'];
 
 interface Claimed {
   id: string;
@@ -217,6 +217,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   private hasLimits = false;
   /** DEDUP on the producers, TRA.DEDUP and TRA.UNDEDUP. */
   private hasDedup = false;
+  /** TRA.SCHEDULER/TRA.SCHEDULERS: job schedulers kept by the server. */
+  private hasSched = false;
   /** Aliases named by events this backend read (module id → custom id), the newest 10 000. */
   private readonly aliases = new Map<string, string>();
 
@@ -378,13 +380,14 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (fence !== WIRE) {
       throw new Error(`trafikey-bullmq: ${FENCE} holds ${fence}, not ${WIRE}`);
     }
-    const probe = (await this.conn.call('COMMAND', 'INFO', 'TRA.SETPROGRESS', 'TRA.ADDLOG', 'TRA.COMPLETENEXT', 'TRA.ADD', 'TRA.PRIORITY', 'TRA.LIMIT', 'TRA.DEDUP')) as unknown[];
+    const probe = (await this.conn.call('COMMAND', 'INFO', 'TRA.SETPROGRESS', 'TRA.ADDLOG', 'TRA.COMPLETENEXT', 'TRA.ADD', 'TRA.PRIORITY', 'TRA.LIMIT', 'TRA.DEDUP', 'TRA.SCHEDULER')) as unknown[];
     this.anyReporter = !!probe[0] && !!probe[1];
     this.moduleDrains = !!probe[2];
     this.native = !!probe[3];
     this.hasPriority = !!probe[4];
     this.hasLimits = !!probe[5];
     this.hasDedup = !!probe[6];
+    this.hasSched = !!probe[7];
     const limiter = (this.opts as any).limiter as { max?: number; duration?: number } | undefined;
     if (limiter && this.blockingConn) {
       // A worker's limiter becomes its queue's rate limit, obeyed by every claim of the queue
@@ -520,6 +523,24 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   // ---------------------------------------------------------------- adding
 
+  /**
+   * BACKOFF of a retried job. The server computes fixed and exponential backoff itself;
+   * jitter and custom strategies have no server form (the client decides those retries).
+   */
+  private backoffWords(backoff: JobsOptions['backoff']): Cmd {
+    const b = backoff as { type?: string; delay?: number; jitter?: number } | number | undefined;
+    const bo = typeof b === 'number' ? { type: 'fixed', delay: b } : b;
+    if (bo && !bo.jitter && typeof bo.delay === 'number' && bo.delay > 0) {
+      if (bo.type === 'fixed') {
+        return ['BACKOFF', 'FIXED', Math.floor(bo.delay)];
+      }
+      if (bo.type === 'exponential') {
+        return ['BACKOFF', 'EXP', Math.floor(bo.delay)];
+      }
+    }
+    return [];
+  }
+
   /** A job's name, data and option words, shared by ENQUEUE/SCHEDULE and TRA.ADD. */
   private addParts(job: JobJson, alias?: string): { name: string; data: string; extra: Cmd; delay: number } {
     const opts: JobsOptions = job.opts ?? {};
@@ -538,9 +559,6 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (dedup && !this.hasDedup) {
       throw new NotSupportedError('deduplication (this module has no DEDUP: upgrade)');
     }
-    if (dedup?.keepLastIfActive) {
-      throw new NotSupportedError('deduplication keepLastIfActive');
-    }
     const name = job.name && Buffer.byteLength(job.name) <= 256 ? job.name : '_';
     const blob: Record<string, unknown> = { o: opts, ts: job.timestamp };
     if (name !== job.name) {
@@ -552,17 +570,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     }
     if (opts.attempts && opts.attempts > 1) {
       extra.push('ATTEMPTS', opts.attempts);
-      const b = opts.backoff as { type?: string; delay?: number; jitter?: number } | number | undefined;
-      const bo = typeof b === 'number' ? { type: 'fixed', delay: b } : b;
-      // The server computes fixed and exponential backoff itself; jitter and custom
-      // strategies have no server form, so those retries are immediate.
-      if (bo && !bo.jitter && typeof bo.delay === 'number' && bo.delay > 0) {
-        if (bo.type === 'fixed') {
-          extra.push('BACKOFF', 'FIXED', Math.floor(bo.delay));
-        } else if (bo.type === 'exponential') {
-          extra.push('BACKOFF', 'EXP', Math.floor(bo.delay));
-        }
-      }
+      extra.push(...this.backoffWords(opts.backoff));
     }
     extra.push('OPTS', JSON.stringify(blob));
     if (alias !== undefined) {
@@ -572,7 +580,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       // BullMQ's deduplication is the module's DEDUP: live until the job finishes, or for a
       // TTL (EXTEND restarts it on a duplicate); REPLACE replaces a delayed holder.
       extra.push('DEDUP', String(dedup.id));
-      const ttl = Math.floor(Number(dedup.ttl ?? 0));
+      // keepLastIfActive: the id lives until its job finishes whatever the TTL, as BullMQ's.
+      const ttl = dedup.keepLastIfActive ? 0 : Math.floor(Number(dedup.ttl ?? 0));
       if (ttl > 0) {
         extra.push('DEDUPTTL', ttl);
         if (dedup.extend) {
@@ -746,23 +755,209 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     }
     // A deduplicated job answers with the holder's id, as BullMQ's does (its custom id if any).
     const holders = created.map(r => (typeof r === 'string' || Buffer.isBuffer(r) ? String(r) : null));
+    for (let i = 0; i < jobs.length; i++) {
+      const h = holders[i];
+      if (h !== null) {
+        await this.keepLastIfActive(jobs[i].job, jobs[i].alias, h);
+      }
+    }
     const known = await this.external(holders.filter((h): h is string => h !== null));
     let k = 0;
     return jobs.map((j, i) => (holders[i] !== null ? known[k++] : (j.alias ?? j.id)));
+  }
+
+  /** A job's deduplication id when it asks for keepLastIfActive. */
+  private keepLastId(opts: JobsOptions | undefined): string | undefined {
+    const d = opts?.deduplication as { id?: string; keepLastIfActive?: boolean } | undefined;
+    return d?.keepLastIfActive && d.id ? String(d.id) : undefined;
+  }
+
+  /**
+   * keepLastIfActive, kept by the adapter (the module has no such form): a job deduplicated
+   * while its id's holder is active is stored in `<Q>:b:dn` (one entry per deduplication id,
+   * the latest wins) and added, holding the id, once the holder finishes (see requeueNext).
+   * Not atomic with the module's calls: the holder's state is read again after the store,
+   * and a holder that finished meanwhile brings the stored job in at once.
+   */
+  private async keepLastIfActive(job: JobJson, alias: string | undefined, holder: string): Promise<void> {
+    const dedupId = this.keepLastId(job.opts);
+    if (dedupId === undefined || (await this.stateOf(holder)) !== 'active') {
+      return;
+    }
+    const proto = JSON.stringify({ name: job.name, data: job.data, opts: job.opts, jid: alias });
+    await this.conn.hset(this.key('b:dn'), dedupId, proto);
+    if ((await this.stateOf(holder)) !== 'active') {
+      await this.requeueNext(dedupId);
+    }
+  }
+
+  /** A finished job of keepLastIfActive: the job stored for its deduplication id, added now. */
+  private async requeueNext(dedupId: string | undefined): Promise<void> {
+    if (dedupId === undefined) {
+      return;
+    }
+    const res = (await this.conn.multi().hget(this.key('b:dn'), dedupId).hdel(this.key('b:dn'), dedupId).exec()) ?? [];
+    const raw = res[0]?.[1] as string | null;
+    if (!raw || Number(res[1]?.[1]) !== 1) {
+      return;
+    }
+    const p = JSON.parse(raw) as { name: string; data: string; opts: JobsOptions; jid?: string };
+    await this.addJobs([{ job: { name: p.name, data: p.data, opts: p.opts, timestamp: Date.now() } as JobJson, jobId: p.jid ?? '' }]);
   }
 
   async addFlow(): Promise<[Error | null, string | number][]> {
     throw new NotSupportedError('flows');
   }
 
+  /**
+   * TRA.SCHEDULER SET: the server keeps the scheduler and makes its iterations by its own
+   * clock (the pending one a delayed job `repeat:<id>:<ms>`), whether or not a worker runs.
+   * BullMQ's client-side time (`nextMillis`) is not sent: the server computes the first time
+   * from the rule; only a pattern's `immediately` shows in it (the client's strategy answers
+   * now for it), and becomes IMMEDIATELY.
+   */
   async addJobScheduler(
-    _id: string,
-    _next: number,
-    _data: string,
-    _templateOpts: JobsOptions,
-    _opts: RepeatableOptions,
+    id: string,
+    nextMillis: number,
+    templateData: string,
+    templateOpts: JobsOptions,
+    opts: RepeatableOptions,
   ): Promise<[string, number]> {
-    throw new NotSupportedError('job schedulers');
+    await this.needSched();
+    if ((this.opts as any).settings?.repeatStrategy) {
+      throw new NotSupportedError('a custom repeatStrategy (the server computes the iteration times)');
+    }
+    const rule: Cmd = [];
+    if (opts.every) {
+      const every = Math.max(1, Math.floor(Number(opts.every)));
+      rule.push('EVERY', every);
+      const offset = Math.floor(Number(opts.offset ?? 0)) % every;
+      if (offset > 0) {
+        rule.push('OFFSET', offset);
+      }
+    } else if (opts.pattern) {
+      rule.push('PATTERN', opts.pattern);
+      if (opts.tz) {
+        rule.push('TZ', opts.tz);
+      }
+      if (!opts.startDate && nextMillis <= Date.now()) {
+        rule.push('IMMEDIATELY');
+      }
+    }
+    if (opts.startDate) {
+      rule.push('START', Math.floor(Number(opts.startDate)));
+    }
+    if (opts.endDate) {
+      rule.push('END', Math.floor(Number(opts.endDate)));
+    }
+    if (opts.limit) {
+      rule.push('LIMIT', Math.floor(Number(opts.limit)));
+    }
+    const name = opts.name ?? id;
+    const { data, extra } = this.templateParts(name, templateData, templateOpts, opts);
+    await this.dropReadyIteration(id);
+    const res = (await this.conn
+      .pipeline()
+      .call('TRA.SCHEDULER', 4, ...this.schedKeys(id), 'SET', ...rule, 'JOB', ...this.jobName(name), data, ...extra)
+      .time()
+      .exec()) ?? [];
+    if (res[0]?.[0]) {
+      throw new Error(`${res[0][0].message}. addJobScheduler`);
+    }
+    const [jobId, time] = res[0][1] as [string, number];
+    const at = Number(time);
+    const [sec, usec] = (res[1]?.[1] as [string, string] | undefined) ?? ['0', '0'];
+    const now = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
+    if (at <= now) {
+      // An iteration due now is ready at once, as BullMQ adds it to wait (the server makes it
+      // delayed and promotes it at its next pass).
+      try {
+        await this.conn.call('EMQ.PROMOTE', 5, this.jobKey(String(jobId)), this.key('delayed'), this.key('wait'), this.key('prio'), this.key('events'));
+      } catch (err) {
+        if (errCode(err) !== 'EMQSTATE' && errCode(err) !== 'EMQNOJOB') {
+          throw err;
+        }
+      }
+    }
+    return [`repeat:${id}:${at}`, Math.max(0, at - now)];
+  }
+
+  /**
+   * BullMQ's upsert replaces a scheduler's iteration that became ready but has not run (in
+   * wait, or prioritized; a paused queue's is left); the module leaves such a job to run, so
+   * it is removed first.
+   */
+  private async dropReadyIteration(id: string): Promise<void> {
+    const m = await this.schedulerRow(id);
+    if (!m?.job) {
+      return;
+    }
+    const [st, paused] = (await this.conn.pipeline().hget(this.jobKey(String(m.job)), 'st').hget(this.key('meta'), 'paused').exec()) ?? [];
+    const state = st?.[1] as string | null;
+    if (state === 'prio' || (state === 'wait' && !paused?.[1])) {
+      try {
+        await this.conn.call('TRA.REMOVE', 8, this.jobKey(String(m.job)), ...this.setKeys(), this.key('events'));
+      } catch (err) {
+        if (errCode(err) !== 'EMQSTATE') {
+          throw err;
+        }
+      }
+    }
+  }
+
+  private async needSched(): Promise<void> {
+    await this.waitUntilReady();
+    if (!this.hasSched) {
+      throw new NotSupportedError('job schedulers (this module has no TRA.SCHEDULER: upgrade)');
+    }
+  }
+
+  /** TRA.SCHEDULER's keys: the scheduler's hash, the queue's schedulers, delayed and events. */
+  private schedKeys(id: string): string[] {
+    return [this.key(`sched:${id}`), this.key('scheds'), this.key('delayed'), this.key('events')];
+  }
+
+  /** A job name within the module's 256 bytes (a longer one is kept in the options blob). */
+  private jobName(name: string): [string] {
+    return [Buffer.byteLength(name) <= 256 ? name : '_'];
+  }
+
+  /**
+   * A scheduler's job template: data, and ENQUEUE's words from the template's options; the
+   * blob keeps the options and the repeat rule, from which each iteration's BullMQ options
+   * are made when it is read.
+   */
+  private templateParts(name: string, data: string, templateOpts: JobsOptions, opts: RepeatableOptions): { data: string; extra: Cmd } {
+    for (const [opt, feature] of [
+      ['parent', 'flows (the parent option)'],
+      ['deduplication', 'deduplication in a job scheduler template'],
+    ] as const) {
+      if ((templateOpts as any)?.[opt]) {
+        throw new NotSupportedError(feature);
+      }
+    }
+    const o = { ...(templateOpts ?? {}) };
+    const extra: Cmd = [];
+    if (o.priority) {
+      extra.push('PRIORITY', o.priority);
+    }
+    if (o.attempts && o.attempts > 1) {
+      extra.push('ATTEMPTS', o.attempts);
+      extra.push(...this.backoffWords(o.backoff));
+    }
+    const r: Record<string, unknown> = {};
+    for (const k of ['every', 'pattern', 'tz', 'limit', 'startDate', 'endDate'] as const) {
+      if (opts[k] !== undefined && opts[k] !== null) {
+        r[k] = opts[k];
+      }
+    }
+    r.offset = opts.every ? Math.floor(Number(opts.offset ?? 0)) % Math.max(1, Math.floor(Number(opts.every))) : 0;
+    const blob: Record<string, unknown> = { o, r };
+    if (this.jobName(name)[0] !== name) {
+      blob.n = name;
+    }
+    extra.push('OPTS', JSON.stringify(blob));
+    return { data: data ?? '{}', extra };
   }
 
   // ---------------------------------------------------------------- fetching
@@ -936,7 +1131,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     const id = await this.mustResolve(jobId, 'moveToFinished');
     const keep = removeOnComplete ?? (this.opts as any).removeOnComplete;
     const rv = JSON.stringify(returnValue === undefined ? null : returnValue);
-    if (fetchNext && this.moduleDrains && this.stash.length === 0) {
+    const keepLast = this.keepLastId(job.opts);
+    if (fetchNext && this.moduleDrains && this.stash.length === 0 && keepLast === undefined) {
       // Finish and fetch in one atomic call; the next job is claimed with the same token.
       const claimToken = this.tokenFor(id, token);
       let reply: unknown[];
@@ -960,6 +1156,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     }
     const finishedOn = Date.now();
     held.delete(this.heldKey(id));
+    await this.requeueNext(keepLast);
     return { result: await this.next(token, fetchNext, true), finishedOn };
   }
 
@@ -1005,6 +1202,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     const keep = removeOnFail ?? (this.opts as any).removeOnFail;
     await this.fail(job.id as string, token, failedReason, [...keepArgs(keep), 'FINAL'], fieldsToUpdate?.stacktrace, 'moveToFinished');
     const finishedOn = Date.now();
+    await this.requeueNext(this.keepLastId(job.opts));
     // BullMQ's retries-exhausted: the last attempt failed (not an early UnrecoverableError).
     if (job.attemptsMade + 1 >= (job.opts?.attempts ?? 1)) {
       await this.conn.xadd(this.key('events'), 'MAXLEN', '~', 10000, '*', 'event', 'retries-exhausted', 'jobId', job.id as string, 'attemptsMade', job.attemptsMade + 1);
@@ -1467,6 +1665,14 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (!id) {
       return 0;
     }
+    if (this.hasSched) {
+      // BullMQ keeps a scheduler's iteration that has not run yet from a direct removal (the
+      // module allows it: that iteration is skipped); remove the scheduler instead.
+      const [sched, st] = await this.conn.hmget(this.jobKey(id), 'rs', 'st');
+      if (sched && (st === 'wait' || st === 'prio' || st === 'delayed') && (await this.conn.exists(this.key(`sched:${sched}`)))) {
+        throw new Error(`Job ${jobId} belongs to a job scheduler and cannot be removed directly. remove`);
+      }
+    }
     try {
       const n = Number(await this.conn.call('TRA.REMOVE', 8, this.jobKey(id), ...this.setKeys(), this.key('events')));
       await this.forget([id]);
@@ -1505,27 +1711,90 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   // ---------------------------------------------------------------- job schedulers
 
+  /**
+   * A worker's step after it took an iteration: BullMQ's client makes the next one here. The
+   * server made it already (when the iteration's time came), so this writes nothing.
+   */
   async updateJobSchedulerNextMillis(): Promise<string | null> {
-    throw new NotSupportedError('job schedulers');
+    return null;
   }
-  async removeJobScheduler(): Promise<number> {
-    throw new NotSupportedError('job schedulers');
+
+  /** TRA.SCHEDULER DEL; BullMQ's code: 0 removed, 1 there was none. */
+  async removeJobScheduler(id: string): Promise<number> {
+    await this.needSched();
+    return Number(await this.conn.call('TRA.SCHEDULER', 4, ...this.schedKeys(id), 'DEL')) === 1 ? 0 : 1;
   }
-  async getJobScheduler(): Promise<[any, string | null]> {
-    throw new NotSupportedError('job schedulers');
+
+  /** One scheduler as TRA.SCHEDULERS GET answers it (null when there is none). */
+  private async schedulerRow(id: string): Promise<Record<string, any> | null> {
+    await this.waitUntilReady();
+    if (!this.hasSched) {
+      return null;
+    }
+    const reply = await this.conn.call('TRA.SCHEDULERS', 1, this.key('scheds'), 'GET', id);
+    return reply ? pairs(reply) : null;
   }
-  async isJobScheduler(): Promise<boolean> {
-    return false;
+
+  /** A scheduler in the fields of BullMQ's scheduler hash, as its JobScheduler reads them. */
+  private schedulerHash(m: Record<string, any>): Record<string, string> {
+    let blob: { o?: JobsOptions; n?: string } = {};
+    try {
+      blob = JSON.parse(m.opts ?? '{}');
+    } catch {
+      blob = {};
+    }
+    const out: Record<string, string> = { name: blob.n ?? String(m.name), ic: String(m.count ?? 1), offset: String(m.offset ?? 0) };
+    const copy: [string, string][] = [['limit', 'limit'], ['start', 'startDate'], ['end', 'endDate'], ['tz', 'tz'], ['pattern', 'pattern'], ['every', 'every']];
+    for (const [from, to] of copy) {
+      if (m[from] !== null && m[from] !== undefined) {
+        out[to] = String(m[from]);
+      }
+    }
+    if (m.data && m.data !== '{}') {
+      out.data = String(m.data);
+    }
+    if (blob.o && Object.keys(blob.o).length > 0) {
+      out.opts = JSON.stringify(blob.o);
+    }
+    return out;
   }
-  async getJobSchedulerData(): Promise<Record<string, string>> {
-    throw new NotSupportedError('job schedulers');
+
+  async getJobScheduler(id: string): Promise<[any, string | null]> {
+    const m = await this.schedulerRow(id);
+    if (!m) {
+      return [null, null];
+    }
+    return [Object.entries(this.schedulerHash(m)).flat(), m.next === null || m.next === undefined ? null : String(m.next)];
   }
-  /** No scheduler can be made on trafikey, so the reads answer truly: none (bull-board reads them). */
-  async getJobSchedulersRange(): Promise<string[]> {
-    return [];
+
+  async isJobScheduler(id: string): Promise<boolean> {
+    return (await this.schedulerRow(id)) !== null;
   }
+
+  async getJobSchedulerData(key: string): Promise<Record<string, string>> {
+    const m = await this.schedulerRow(key);
+    return m ? this.schedulerHash(m) : {};
+  }
+
+  /** TRA.SCHEDULERS LIST by next time, as BullMQ's `[id, next, …]` (at most 1000 a call). */
+  async getJobSchedulersRange(start: number, end: number, asc: boolean): Promise<string[]> {
+    await this.waitUntilReady();
+    if (!this.hasSched) {
+      return [];
+    }
+    const list = (await this.conn.call('TRA.SCHEDULERS', 1, this.key('scheds'), 'LIST', start, end, ...(asc ? [] : ['DESC']))) as unknown[];
+    return (list ?? []).flatMap(r => {
+      const m = pairs(r);
+      return [String(m.id), String(m.next)];
+    });
+  }
+
   async getJobSchedulersCount(): Promise<number> {
-    return 0;
+    await this.waitUntilReady();
+    if (!this.hasSched) {
+      return 0;
+    }
+    return Number(await this.conn.call('TRA.SCHEDULERS', 1, this.key('scheds'), 'COUNT'));
   }
 
   // ---------------------------------------------------------------- queries
@@ -1686,6 +1955,19 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     }
     if (row.dedup) {
       json.deduplicationId = String(row.dedup);
+    }
+    if (row.scheduler) {
+      // An iteration a scheduler made: BullMQ's options of one, from the template's blob and
+      // the row's scheduler and time.
+      const at = num(row.iteration) ?? 0;
+      const createdAt = num(row.created) ?? at;
+      const r = (blob as { r?: Record<string, unknown> }).r ?? {};
+      const iterationDelay = Math.max(0, at - createdAt);
+      json.opts = { ...opts, jobId: `repeat:${row.scheduler}:${at}`, repeatJobKey: String(row.scheduler), prevMillis: at, delay: iterationDelay, repeat: { ...r } } as JobsOptions;
+      json.repeatJobKey = String(row.scheduler);
+      if (state === 'delayed' && made === 0) {
+        json.delay = iterationDelay;
+      }
     }
     return json;
   }
