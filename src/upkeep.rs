@@ -6,7 +6,9 @@
 //! same shape → layout → fence → domain):
 //! promote what is due (as CLAIM's own promotion does: ready by priority, a `waiting` event,
 //! and the ready set signalled, so a claimer waiting with BLOCK is woken), then reclaim what
-//! lapsed (as `EMQ.STALLED` does, under `trafikey.max-stalls`). One tick handles at most
+//! lapsed (as `EMQ.STALLED` does, under `trafikey.max-stalls`); and when a limited queue's
+//! rate window or FOR has ended, it signals `meta` so that the claimers it held back claim
+//! (the claim that was held back put that time on the agenda). One tick handles at most
 //! `trafikey.upkeep-batch` jobs over all queues and stops after about a millisecond, so the
 //! event loop is never held long; the rest waits for the next tick, at once. The timer then
 //! sleeps until the next thing due — the earliest due delayed job or lease deadline seen, at
@@ -136,7 +138,8 @@ impl Verb for Upkeep {
             let k = x.read(role)?;
             Ok(k.zrange(f64::NEG_INFINITY, f64::INFINITY, 1).first().map(|(_, s)| *s as i64))
         };
-        let next = [first(Delayed)?, first(Active)?].into_iter().flatten().min().unwrap_or(-1);
+        let reopen = limit_reopens(x, now)?;
+        let next = [first(Delayed)?, first(Active)?, reopen].into_iter().flatten().min().unwrap_or(-1);
         let mut gone = true;
         for role in [Delayed, Wait, Prio, Active, Failed, Events, Completed, Meta] {
             gone &= x.read(role)?.kind() == Kind::Empty;
@@ -149,6 +152,25 @@ impl Verb for Upkeep {
             Reply::Int(expired as i64),
         ]))
     }
+}
+
+/// A limited queue's rate window or manual limit: while it holds, when it ends (upkeep comes
+/// back then); once it has ended, with jobs ready, `meta` is signalled so that the claimers
+/// it held back, waiting with BLOCK, claim now.
+fn limit_reopens(x: &Exec, now: i64) -> Result<Option<i64>, Refusal> {
+    let meta = x.read(Meta)?;
+    if !meta.exists_as(Kind::Hash)? {
+        return Ok(None);
+    }
+    let (_, limits) = crate::queue::limit::read(&meta);
+    if let Some(at) = limits.allow(now, 0).reopen {
+        return Ok(Some(at));
+    }
+    let ended = limits.hold != 0 || (limits.rate.is_some() && limits.until != 0);
+    if ended && (x.read(Wait)?.len() > 0 || x.read(Prio)?.len() > 0) {
+        meta.signal_ready();
+    }
+    Ok(None)
 }
 
 /// The scan in progress.

@@ -139,6 +139,14 @@ fn calls(cmd: &Command) -> Vec<Vec<Vec<u8>>> {
         "TRA.ADDLOG" => vec![with(QUEUE, &j(13), "", &["a line", "KEEP", "5"])],
         "TRA.COMPLETENEXT" => vec![with(QUEUE, &j(17), "", &["t17", "ok", "60000", "COUNT", "1"])],
         "TRA.PRIORITY" => vec![with(QUEUE, &j(13), "", &["7"]), with(QUEUE, &j(13), "", &["0", "LIFO"])],
+        "TRA.LIMIT" => vec![
+            with(QUEUE, "", "", &["RATE", "5", "1000"]),
+            with(QUEUE, "", "", &["RATE", "OFF"]),
+            with(QUEUE, "", "", &["CONCURRENCY", "3"]),
+            with(QUEUE, "", "", &["CONCURRENCY", "OFF"]),
+            with(QUEUE, "", "", &["FOR", "1000"]),
+            with(QUEUE, "", "", &["CLEAR"]),
+        ],
         other => panic!("no valid call of the fenced command {other}: add one to calls()"),
     }
 }
@@ -311,7 +319,7 @@ fn unfenced_calls(cmd: &Command) -> Vec<Vec<Vec<u8>>> {
         "EMQ.INSTALL" => vec![bare(&["1", "{emq}:version"])],
         "TRA.DROP" => vec![bare(&["1", "cache:row", "v0000000000001"])],
         "TRA.QUEUES" => vec![bare(&[]), bare(&["FROM", "0", "COUNT", "10"])],
-        "TRA.JOB" | "TRA.COUNTS" => vec![with(&[])],
+        "TRA.JOB" | "TRA.COUNTS" | "TRA.LIMITS" => vec![with(&[])],
         "TRA.JOBS" => vec![with(&[]), with(&["FROM", "0", "COUNT", "5", "REV"])],
         other => panic!("no valid call of the unfenced command {other}: add one to unfenced_calls()"),
     }

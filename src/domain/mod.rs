@@ -6,6 +6,7 @@ pub mod bus;
 pub mod claim;
 pub mod coherence;
 pub mod id;
+pub mod limit;
 pub mod stalled;
 
 use crate::errors::{self, Refusal};

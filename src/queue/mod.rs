@@ -6,6 +6,7 @@
 pub mod alias;
 pub mod events;
 pub mod holder;
+pub mod limit;
 pub mod ready;
 pub mod retention;
 pub mod row;

@@ -72,6 +72,14 @@ pub mod meta {
     pub static PAUSED: Lit = Lit::new(c"paused");
     /// Written by clients: the queue's own max stalls (0..=1000), over `trafikey.max-stalls`.
     pub static MAX_STALLS: Lit = Lit::new(c"max-stalls");
+    /// `<max> <ms>` (TRA.LIMIT): at most max jobs claimed per window of ms; CLAIM appends
+    /// ` <count> <until>`, the jobs claimed in the window that ends at until (ms). One field,
+    /// so that a claim reads it in the lookup of `paused` and writes one field.
+    pub static RATE: Lit = Lit::new(c"rate");
+    /// Written by TRA.LIMIT: at most `concurrency` jobs active; nothing claimed before
+    /// `hold-until` (ms).
+    pub static CONCURRENCY: Lit = Lit::new(c"concurrency");
+    pub static HOLD_UNTIL: Lit = Lit::new(c"hold-until");
 }
 
 /// Where a job is: each state names the set that holds it, and is written in its row.

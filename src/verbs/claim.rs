@@ -4,11 +4,15 @@
 //! First promotes due delayed jobs (at most `trafikey.promote-batch`), then, unless the queue
 //! is paused, takes up to COUNT ready jobs in the order the queue serves them
 //! (`domain::claim`), each becoming active with deadline now+lease_ms; the row records the
-//! token, `as+1` and the claim time. Replies `[[id name data attempt] ...]`.
-//! With BLOCK and nothing to take (none ready, or paused), the caller waits up to ms (0: no
-//! limit) for a job of this queue to become ready or for RESUME — `wait`, `prio` and `meta`
-//! are signalled by every verb that makes a job ready, by upkeep's promotions and by RESUME —
-//! and the claim then runs as it would at that moment (`host::blocking`); the timeout
+//! token, `as+1` and the claim time. Replies `[[id name data attempt] ...]`. The queue's
+//! limits (TRA.LIMIT: a rate window, a FOR, global concurrency) cut how many it takes
+//! (`domain::limit`); under a rate it records its window in `meta`.
+//! With BLOCK and nothing to take (none ready, paused, or held by a limit), the caller waits
+//! up to ms (0: no limit) for a job of this queue to become ready, for RESUME or for the
+//! limit to let it claim — `wait`, `prio` and `meta` are signalled by every verb that makes
+//! a job ready, by upkeep's promotions, by RESUME, by TRA.LIMIT and by upkeep when a window
+//! or a FOR ends; `active` (waited on under global concurrency) by every verb that takes a
+//! job out of it — and the claim then runs as it would at that moment (`host::blocking`); the timeout
 //! answers the empty array. Inside MULTI or a script it answers at once, as without BLOCK.
 //! PAUSE/RESUME write `meta` and need the caller's write permission on it (CLAIM declares
 //! `meta` read-only, so a worker with read-only `meta` can claim but not pause).
@@ -20,7 +24,7 @@ use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command,
 use crate::host::{one, Access, ArgStr, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::metrics;
-use crate::queue::{field, meta, Event, Events, Expiry, Found, Promotion, Ready, State};
+use crate::queue::{field, limit, meta, Event, Events, Expiry, Found, Promotion, Ready, State};
 
 pub const KEYS: Keys = Keys::of(&[
     q(Wait, Update),
@@ -67,8 +71,12 @@ pub enum Args<'a> {
     Pause(bool),
 }
 
-/// The keys a waiting claimer is woken by: the ready sets, and `meta` for RESUME.
+/// The keys a waiting claimer is woken by: the ready sets, and `meta` for RESUME, a change
+/// of the queue's limits and the reopening of its rate window (upkeep signals it then).
 const WAKE_ON: &[Role] = &[Wait, Prio, Meta];
+/// The same and `active`, for a queue under global concurrency: a job leaving `active` lets
+/// a claim proceed, and every verb that takes one out signals it.
+const WAKE_ON_ACTIVE: &[Role] = &[Wait, Prio, Meta, Active];
 
 impl Verb for Claim {
     type Args<'a> = Args<'a>;
@@ -92,11 +100,12 @@ impl Verb for Claim {
             Args::Take { token, lease, count, block, row } => {
                 let take = Take::check(token, lease, count, row)?;
                 let block = block.map(|b| domain::range(b, 0, domain::BLOCK_MAX, "BLOCK")).transpose()?;
-                let (jobs, settled) = take.run(x)?;
+                let (jobs, settled, concurrency) = take.run(x)?;
                 Ok(match block {
-                    // Nothing ready (or paused): wait for a job to become ready, or for RESUME.
+                    // Nothing ready (paused, or limited): wait for a job to become ready, for
+                    // RESUME, or for the limit to let the claim proceed.
                     Some(timeout_ms) if jobs.is_empty() && settled => {
-                        Reply::Block { timeout_ms, roles: WAKE_ON }
+                        Reply::Block { timeout_ms, roles: if concurrency { WAKE_ON_ACTIVE } else { WAKE_ON } }
                     }
                     _ => jobs.reply(),
                 })
@@ -160,11 +169,41 @@ impl<'a> Take<'a> {
         Ok(Take { token, lease, count, row })
     }
 
-    /// Claims; the flag says whether it met no expired job it could not go past (a waiting
-    /// claimer may then wait).
-    pub fn run(self, x: &mut Exec) -> Result<(Taken4, bool), Refusal> {
-        take_past_expired(x, self.token, self.lease, self.count, self.row)
+    /// Claims, within the queue's limits (`domain::limit`); the flags say whether it met no
+    /// expired job it could not go past (a waiting claimer may then wait), and whether the
+    /// queue has a global concurrency (a waiter then also waits for a job to leave `active`).
+    pub fn run(self, x: &mut Exec) -> Result<(Taken4, bool, bool), Refusal> {
+        // Read-only: opening it for writing costs an unlimited claim more; a rate-limited one
+        // reopens it to record its window.
+        let meta = x.read(Meta)?;
+        meta.exists_as(Kind::Hash)?;
+        let (paused, limits) = limit::read(&meta);
+        drop(meta);
+        let now = x.now();
+        let mut count = self.count;
+        if limits.any() {
+            // Global concurrency is applied by each pass, on the `active` it opens.
+            let allow = limits.allow(now, 0);
+            count = usize::try_from(allow.take).map_or(count, |t| count.min(t));
+            if let Some(at) = allow.reopen {
+                // Upkeep visits the queue when its window reopens, and wakes its waiters.
+                crate::queue::due_at(x, at);
+            }
+        }
+        let serve = !paused && count > 0;
+        let cap = Cap { serve, concurrency: limits.concurrency };
+        let (jobs, settled) = take_past_expired(x, self.token, self.lease, count, cap, self.row)?;
+        limit::record(x, &limits, now, jobs.len())?;
+        Ok((jobs, settled, limits.concurrency.is_some()))
     }
+}
+
+/// What bounds every pass of a claim: whether it may take jobs at all (not paused, not held
+/// by the rate limit), and the queue's global concurrency.
+#[derive(Clone, Copy)]
+struct Cap {
+    serve: bool,
+    concurrency: Option<i64>,
 }
 
 fn pause(x: &mut Exec, on: bool) -> Result<Reply, Refusal> {
@@ -214,9 +253,10 @@ fn take_past_expired(
     token: ArgStr,
     lease: i64,
     count: usize,
+    cap: Cap,
     row: bool,
 ) -> Result<(Taken4, bool), Refusal> {
-    let (mut jobs, mut expired) = take(x, token, lease, count, true, row)?;
+    let (mut jobs, mut expired) = take(x, token, lease, count, true, cap, row)?;
     // Jobs met in all passes, handed out or failed: one CLAIM's work stays within its bound.
     let mut met = jobs.len().saturating_add(expired as usize);
     let bound = usize::try_from(domain::CLAIM_PER_CALL).unwrap_or(0);
@@ -225,7 +265,7 @@ fn take_past_expired(
         if expired == 0 || want == 0 {
             break;
         }
-        match take(x, token, lease, want, false, row) {
+        match take(x, token, lease, want, false, cap, row) {
             Ok((more, e)) => {
                 met = met.saturating_add(more.len()).saturating_add(e as usize);
                 jobs.extend(more);
@@ -237,7 +277,8 @@ fn take_past_expired(
     Ok((jobs, expired == 0))
 }
 
-/// The claim itself: promotions, then up to `count` jobs, as reply rows, and how many jobs it
+/// The claim itself: promotions, then (unless the cap stops it) up to `count` jobs, and no
+/// more than the global concurrency leaves room for, as reply rows, and how many jobs it
 /// failed as expired instead.
 fn take(
     x: &mut Exec,
@@ -245,13 +286,19 @@ fn take(
     lease: i64,
     count: usize,
     promote: bool,
+    cap: Cap,
     row: bool,
 ) -> Result<(Taken4, u64), Refusal> {
     let ready = Ready::open(x)?;
     let active = x.open_as(Active, Kind::ZSet)?;
+    let count = match cap.concurrency {
+        Some(c) => {
+            let room = u64::try_from(c).unwrap_or(0).saturating_sub(active.len());
+            usize::try_from(room).map_or(count, |r| count.min(r))
+        }
+        None => count,
+    };
     let delayed = x.open_as(Delayed, Kind::ZSet)?;
-    let meta = x.read(Meta)?;
-    meta.exists_as(Kind::Hash)?;
     let events = Events::open(x)?;
     let now = x.now();
 
@@ -263,7 +310,7 @@ fn take(
     let promoted = &promotion.jobs;
     // The jobs taken, in the order the queue serves them.
     let mut taken: Few<Taken> = Few::with_capacity(count);
-    if meta.hget(&meta::PAUSED).is_none() {
+    if cap.serve && count > 0 {
         let wait_len = usize::try_from(ready.wait.len()).unwrap_or(usize::MAX);
         let prios: Few<Option<i64>> = promoted.iter().map(|p| p.live().then_some(p.priority)).collect();
         let plan = Plan::new(wait_len, &prios, count);

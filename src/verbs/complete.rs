@@ -113,6 +113,7 @@ pub fn finish_held<'a>(x: &mut Exec<'a>, a: Finish<'a>, drained: Drained) -> Res
     }
 
     job.active.zrem(job.id.ptr());
+    job.active.signal_ready();
     let fields = [(&field::RESULT, result), (&field::MADE, made_s.ptr())];
     queue::finish(x, &job.row, &completed, &job.id, State::Completed, keep, &fields, log)?;
     let echoed = a.echo.then_some(result);

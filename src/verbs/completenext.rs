@@ -85,7 +85,7 @@ impl Verb for CompleteNext {
         x.read(Meta)?.exists_as(Kind::Hash)?;
         let done = finish_held(x, a.finish, Drained::Leave)?;
         let jobs = match take.run(x) {
-            Ok((jobs, _)) => {
+            Ok((jobs, _, _)) => {
                 let events = Events::open(x)?;
                 let (ready, active) = (Ready::open(x)?, x.open_as(Active, Kind::ZSet)?);
                 if jobs.is_empty() && events.on() && active.len() == 0 && ready.wait.len() == 0 && ready.prio.len() == 0

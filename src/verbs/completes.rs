@@ -113,6 +113,9 @@ impl Verb for Completes {
         let taken: Vec<_> =
             a.jobs.iter().zip(&fates).filter(|(_, f)| **f == DONE).map(|([id, ..], _)| id.ptr()).collect();
         active.zrem_many(&taken);
+        if !taken.is_empty() {
+            active.signal_ready();
+        }
         for ((([id, _, result], row), (fate, gone)), log) in
             a.jobs.iter().zip(&rows).zip(fates.iter().zip(&at_once)).zip(logs)
         {

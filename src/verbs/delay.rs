@@ -48,6 +48,7 @@ impl Verb for Delay {
         let events = Events::open(x)?;
         job.check(&a.token)?;
         job.active.zrem(job.id.ptr());
+        job.active.signal_ready();
         delayed.zadd(due, job.id.ptr())?;
         job.row.hset(&[(&field::STATE, State::Delayed.lit().get())])?;
         job.row.hdel(&[&field::TOKEN])?;

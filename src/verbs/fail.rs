@@ -144,6 +144,7 @@ impl Verb for Fail {
             if next == AfterFail::Fail && keep == Keep::None { queue::log_of(x, id_bytes)? } else { None };
 
         job.active.zrem(id.ptr());
+        job.active.signal_ready();
         let (error, made_s) = (a.error.ptr(), x.int(made)?);
         let mut fields: queue::Pairs = smallvec::smallvec![(&field::ERROR, error), (&field::MADE, made_s.ptr())];
         fields.extend(a.stack.map(|s| (&field::STACK, s.ptr())));

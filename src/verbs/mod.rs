@@ -92,6 +92,8 @@ table! {
     completenext
     priority
     add
+    limit
+    limits
 }
 
 /// The capability tokens of the registered commands, in table order.
@@ -208,6 +210,8 @@ mod tests {
             (completenext::COMMAND, "write", "emq write", true),
             (priority::COMMAND, "write fast", "emq write fast", true),
             (add::COMMAND, "write deny-oom", "emq write", true),
+            (limit::COMMAND, "write fast", "emq write fast", true),
+            (limits::COMMAND, "readonly fast", "emq read fast", false),
         ];
         assert_eq!(want.len(), COMMANDS.len());
         for (cmd, flags, acl, fenced) in want {

@@ -70,6 +70,9 @@ impl Verb for Remove {
             Some(s) => {
                 if let Some((_, set)) = sets.iter().find(|(st, _)| *st == s) {
                     set.zrem(id.ptr());
+                    if s == State::Active {
+                        set.signal_ready();
+                    }
                 }
             }
             None => {}

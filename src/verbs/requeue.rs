@@ -44,6 +44,7 @@ impl Verb for Requeue {
         let events = Events::open(x)?;
         job.check(&token)?;
         job.active.zrem(job.id.ptr());
+        job.active.signal_ready();
         let state = ready.put(job.id.ptr(), Row(&job.row).priority(), End::Front)?;
         job.row.hset(&[(&field::STATE, state.lit().get())])?;
         job.row.hdel(&[&field::TOKEN])?;

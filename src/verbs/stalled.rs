@@ -120,6 +120,9 @@ pub fn reclaim(x: &mut Exec, max_stalls: i64, count: i64) -> Result<(Vec<Reply>,
     let (mut requeued, mut dead) = (Vec::new(), Vec::new());
     let taken: Vec<_> = jobs.iter().map(|(id, _)| id.ptr()).collect();
     active.zrem_many(&taken);
+    if !taken.is_empty() {
+        active.signal_ready();
+    }
     for (((id, row), fate), log) in jobs.iter().zip(&fates).zip(logs) {
         let (stalls, keep) = match *fate {
             Fate::Orphan => {

@@ -210,6 +210,20 @@ pub enum Call {
     Add {
         jobs: Vec<AddJob>,
     },
+    // TRA.LIMIT and TRA.LIMITS: the queue's limits.
+    Limit(LimitArg),
+    Limits,
+}
+
+/// What a TRA.LIMIT call asks.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LimitArg {
+    Rate(i64, i64),
+    RateOff,
+    Concurrency(i64),
+    ConcurrencyOff,
+    For(i64),
+    Clear,
 }
 
 impl Call {
@@ -245,6 +259,8 @@ impl Call {
             Call::MetaStalls(Some(_)) => "HSET",
             Call::MetaStalls(None) => "HDEL",
             Call::Add { .. } => "TRA.ADD",
+            Call::Limit(_) => "TRA.LIMIT",
+            Call::Limits => "TRA.LIMITS",
         }
     }
 
@@ -452,7 +468,15 @@ impl Call {
                     a.extend([w("COUNT"), num(*n)]);
                 }
             }
-            Call::Job { .. } | Call::Counts => {}
+            Call::Job { .. } | Call::Counts | Call::Limits => {}
+            Call::Limit(l) => match l {
+                LimitArg::Rate(max, ms) => a.extend([w("RATE"), num(*max), num(*ms)]),
+                LimitArg::RateOff => a.extend([w("RATE"), w("OFF")]),
+                LimitArg::Concurrency(n) => a.extend([w("CONCURRENCY"), num(*n)]),
+                LimitArg::ConcurrencyOff => a.extend([w("CONCURRENCY"), w("OFF")]),
+                LimitArg::For(ms) => a.extend([w("FOR"), num(*ms)]),
+                LimitArg::Clear => a.push(w("CLEAR")),
+            },
             Call::Jobs { from, count, rev, .. } => {
                 if let Some(f) = from {
                     a.extend([w("FROM"), num(*f)]);
@@ -507,6 +531,8 @@ impl Call {
             Call::Counts => [&ALL[..], &["meta"]].concat(),
             Call::Jobs { set, .. } => vec![set.word()],
             Call::Add { .. } => vec!["wait", "prio", "delayed", "events"],
+            Call::Limit(_) => vec!["meta"],
+            Call::Limits => vec!["meta", "active"],
             _ => keys_of(self.verb()).to_vec(),
         };
         let mut v = vec![self.verb().as_bytes().to_vec(), roles.len().to_string().into_bytes()];

@@ -241,6 +241,9 @@ pub enum Op {
         id: IdC,
     },
     Counts,
+    /// TRA.LIMIT, with values in and out of range; TRA.LIMITS.
+    Limit(LimitArg, bool),
+    Limits,
     Jobs {
         set: usize,
         from: Option<i64>,
@@ -478,6 +481,8 @@ impl Resolver<'_> {
             Op::Obliterate { force, count } => (Call::Obliterate { force: *force, count: *count }, false),
             Op::Job { id } => (Call::Job { id: self.id(id) }, false),
             Op::Counts => (Call::Counts, false),
+            Op::Limit(l, lc) => (Call::Limit(l.clone()), *lc),
+            Op::Limits => (Call::Limits, false),
             Op::Jobs { set, from, count, rev, lc } => {
                 let sets = [St::Wait, St::Prio, St::Active, St::Delayed, St::Completed, St::Failed];
                 (Call::Jobs { set: sets[*set % 6], from: *from, count: *count, rev: *rev }, *lc)
@@ -933,6 +938,8 @@ pub fn op(crashy: bool) -> BoxedStrategy<Op> {
         (h(6), completes().prop_map(|(entries, fill)| Op::Completes { entries, fill }).boxed()),
         (4, id_c().prop_map(|id| Op::Job { id }).boxed()),
         (2, Just(Op::Counts).boxed()),
+        (4, (limit_arg(), lc()).prop_map(|(l, lc)| Op::Limit(l, lc)).boxed()),
+        (2, Just(Op::Limits).boxed()),
         (
             3,
             (0usize..6, page_from(), page_count(), prop::bool::weighted(0.3), lc())
@@ -1083,4 +1090,21 @@ pub fn case(steps: usize) -> BoxedStrategy<Case> {
             })
         })
         .boxed()
+}
+
+/// A TRA.LIMIT call: windows short enough to end while a sequence runs, or long; values at
+/// and beyond the ranges' ends (refused, writing nothing).
+pub fn limit_arg() -> impl Strategy<Value = LimitArg> {
+    let max = prop::sample::select(vec![1i64, 1, 2, 3, 5, 0, LIMIT_MAX + 1]);
+    let ms = prop::sample::select(vec![5i64, 30, 120, 60_000, 1, 0, LIMIT_MS_MAX + 1]);
+    let n = prop::sample::select(vec![1i64, 2, 3, 0, -1, LIMIT_MAX + 1]);
+    let hold = prop::sample::select(vec![10i64, 40, 60_000, 0, -5, LIMIT_MS_MAX + 1]);
+    prop_oneof![
+        3 => (max, ms).prop_map(|(m, t)| LimitArg::Rate(m, t)),
+        1 => Just(LimitArg::RateOff),
+        3 => n.prop_map(LimitArg::Concurrency),
+        1 => Just(LimitArg::ConcurrencyOff),
+        1 => hold.prop_map(LimitArg::For),
+        2 => Just(LimitArg::Clear),
+    ]
 }

@@ -33,6 +33,43 @@ pub const LOG_KEEP_MAX: i64 = 1_000_000;
 pub const DELETE_COUNT_DEFAULT: i64 = 1000;
 pub const DELETE_COUNT_MAX: i64 = 10_000;
 pub const PAGE_MAX: i64 = 1000;
+/// TRA.LIMIT's ranges: `max` and `n` 1..=2^31-1, `ms` 1..=2^31.
+pub const LIMIT_MAX: i64 = (1 << 31) - 1;
+pub const LIMIT_MS_MAX: i64 = 1 << 31;
+
+/// A queue's limits as the contract states them (TRA.LIMIT), and the rate window claims keep.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Lim {
+    pub rate: Option<(i64, i64)>,
+    pub conc: Option<i64>,
+    /// Jobs claimed in the window that ends at `until` (0, 0: no window recorded).
+    pub count: i64,
+    pub until: i64,
+    /// FOR's end, 0 when none was set (or CLEAR ended it).
+    pub hold: i64,
+}
+
+impl Lim {
+    /// Whether `meta` holds any of it.
+    pub fn stored(&self) -> bool {
+        self.rate.is_some() || self.conc.is_some() || self.hold != 0 || self.until != 0
+    }
+
+    /// The window in force at `now`: (jobs claimed in it, its end).
+    pub fn window(&self, now: i64) -> Option<(i64, i64)> {
+        (self.rate.is_some() && self.until > now).then_some((self.count, self.until))
+    }
+
+    /// When a claim may take a job again by the rate limit or a FOR, if not now.
+    pub fn reopen(&self, now: i64) -> Option<i64> {
+        let full = match (self.rate, self.window(now)) {
+            (Some((max, _)), Some((count, until))) if count >= max => Some(until),
+            _ => None,
+        };
+        let hold = (self.hold > now).then_some(self.hold);
+        full.max(hold)
+    }
+}
 
 /// The id pool: small, so verbs collide on the same jobs (5 ids), or larger in some cases
 /// (24 ids), so finished sets outgrow small retention caps.
@@ -149,6 +186,8 @@ pub struct Model {
     pub paused: bool,
     /// The queue's own `max-stalls` in `meta`, as a client wrote it (any bytes).
     pub meta_stalls: Option<Vec<u8>>,
+    /// The queue's limits (TRA.LIMIT) and its rate window, in `meta`.
+    pub lim: Lim,
     /// The last token each job was claimed with (kept after it is cleared): for stale holders.
     pub last_token: BTreeMap<Vec<u8>, Vec<u8>>,
     /// Each job's log (TRA.LOG), oldest line first: deleted with its row, always.
@@ -299,6 +338,7 @@ impl Model {
             failed: BTreeMap::new(),
             paused: false,
             meta_stalls: None,
+            lim: Lim::default(),
             last_token: BTreeMap::new(),
             logs: BTreeMap::new(),
             events_exist: false,
@@ -955,7 +995,7 @@ impl Model {
                 // was written; the alias hash while it holds an entry), in that order.
                 let mut keys_left = 0;
                 if jobs_left == 0 {
-                    let meta = self.paused || self.meta_stalls.is_some();
+                    let meta = self.meta_exists();
                     let alias = !self.aliases.is_empty();
                     for exists in [meta, self.events_exist, alias].iter().enumerate() {
                         if !*exists.1 {
@@ -967,6 +1007,7 @@ impl Model {
                                 0 => {
                                     self.paused = false;
                                     self.meta_stalls = None;
+                                    self.lim = Lim::default();
                                 }
                                 1 => self.events_exist = false,
                                 _ => self.aliases.clear(),
@@ -977,7 +1018,7 @@ impl Model {
                     }
                 } else {
                     keys_left = sets.iter().filter(|s| self.set_len(**s) > 0).count()
-                        + usize::from(self.paused || self.meta_stalls.is_some())
+                        + usize::from(self.meta_exists())
                         + usize::from(self.events_exist)
                         + usize::from(!self.aliases.is_empty());
                 }
@@ -986,6 +1027,56 @@ impl Model {
             Call::Job { id } => {
                 gate(id)?;
                 Ok(self.job_view(id))
+            }
+            Call::Limit(arg) => {
+                let l = &mut self.lim;
+                let changed = match arg {
+                    LimitArg::Rate(max, ms) => {
+                        let max = within(*max, 1, LIMIT_MAX)?;
+                        let ms = within(*ms, 1, LIMIT_MS_MAX)?;
+                        l.rate = Some((max, ms));
+                        true
+                    }
+                    LimitArg::RateOff => {
+                        let had = l.rate.is_some();
+                        (l.rate, l.count, l.until) = (None, 0, 0);
+                        had
+                    }
+                    LimitArg::Concurrency(n) => {
+                        l.conc = Some(within(*n, 1, LIMIT_MAX)?);
+                        true
+                    }
+                    LimitArg::ConcurrencyOff => l.conc.take().is_some(),
+                    LimitArg::For(ms) => {
+                        l.hold = now + within(*ms, 1, LIMIT_MS_MAX)?;
+                        true
+                    }
+                    LimitArg::Clear => {
+                        let had = l.hold != 0 || l.until != 0;
+                        (l.hold, l.count, l.until) = (0, 0, 0);
+                        had
+                    }
+                };
+                Ok(Reply::Int(i64::from(changed)))
+            }
+            Call::Limits => {
+                let l = &self.lim;
+                let opt = |v: Option<i64>| v.map_or(Reply::Nil, Reply::Int);
+                let left = |t: i64| if t > now { t - now } else { -2 };
+                let win = l.window(now);
+                let fields = [
+                    ("rate-max", opt(l.rate.map(|r| r.0))),
+                    ("rate-ms", opt(l.rate.map(|r| r.1))),
+                    ("concurrency", opt(l.conc)),
+                    ("count", Reply::Int(win.map_or(0, |w| w.0))),
+                    ("window", Reply::Int(win.map_or(-2, |w| left(w.1)))),
+                    ("hold", Reply::Int(left(l.hold))),
+                    ("ttl", Reply::Int(l.reopen(now).map_or(0, |t| t - now))),
+                    ("active", Reply::Int(self.active.len() as i64)),
+                ];
+                Ok(Reply::Array(
+                    fields.into_iter().flat_map(|(k, v)| [Reply::Bulk(k.as_bytes().to_vec()), v]).collect(),
+                ))
             }
             Call::Counts => {
                 let mut out = Vec::new();
@@ -1072,6 +1163,11 @@ impl Model {
         }
     }
 
+    /// Whether `meta` exists: while paused, holding `max-stalls`, or any limit or window.
+    pub fn meta_exists(&self) -> bool {
+        self.paused || self.meta_stalls.is_some() || self.lim.stored()
+    }
+
     /// Whether a job met at `now` has expired: its EXPIRE time has come and no CLAIM ever took it.
     pub fn expired(&self, id: &[u8], now: i64) -> bool {
         self.rows.get(id).is_some_and(|r| !r.spent && r.expire.is_some_and(|x| now >= x))
@@ -1090,6 +1186,20 @@ impl Model {
         ev: &mut Vec<Event>,
     ) -> Reply {
         let mut out = Vec::new();
+        // The queue's limits bound the claim (TRA.LIMIT): the room left in the rate window, none
+        // while a FOR holds, the room left under the global concurrency.
+        let l = &self.lim;
+        let mut count = count;
+        if let Some((max, _)) = l.rate {
+            let used = l.window(now).map_or(0, |w| w.0);
+            count = count.min((max - used).max(0) as usize);
+        }
+        if l.hold > now {
+            count = 0;
+        }
+        if let Some(c) = l.conc {
+            count = count.min((c - self.active.len() as i64).max(0) as usize);
+        }
         let (mut want, mut met) = (count, 0usize);
         for pass in 0..CLAIM_PASSES {
             // Only the first pass promotes: one CLAIM promotes at most promote-batch.
@@ -1099,6 +1209,15 @@ impl Model {
             want = (count - out.len()).min((CLAIM_PER_CALL as usize).saturating_sub(met));
             if expired == 0 || want == 0 {
                 break;
+            }
+        }
+        // A claim that handed out jobs under a rate limit counts them in the window in force,
+        // or opens one [now, now+ms).
+        if let (Some((_, ms)), false) = (self.lim.rate, out.is_empty()) {
+            let k = out.len() as i64;
+            match self.lim.window(now) {
+                Some((used, _)) => self.lim.count = used + k,
+                None => (self.lim.count, self.lim.until) = (k, now + ms),
             }
         }
         if row {
@@ -1446,7 +1565,7 @@ impl Model {
                 .filter(|(_, l)| !l.is_empty())
                 .map(|(id, l)| (id.clone(), l.clone()))
                 .collect(),
-            meta_exists: self.paused || self.meta_stalls.is_some(),
+            meta_exists: self.meta_exists(),
             events_exist: self.events_exist,
             aliases: self.aliases.clone(),
         }
