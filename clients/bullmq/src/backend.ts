@@ -2156,8 +2156,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   // ---------------------------------------------------------------- meta and events
 
   // BullMQ's global concurrency (`concurrency`) and global rate limit (`max`, `duration`) are
-  // the module's limits of the queue, set with TRA.LIMIT and kept in `meta` under the module's
-  // own fields (`concurrency`, `rate-max`, `rate-ms`): the reads below map them back.
+  // the module's limits of the queue, set with TRA.LIMIT and kept in `meta` in the module's
+  // own form: the reads below take them from TRA.LIMITS.
 
   private async needLimits(): Promise<void> {
     await this.waitUntilReady();
@@ -2191,9 +2191,10 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     return out;
   }
 
+  /** BullMQ's meta fields that are the module's limits, by TRA.LIMITS's names. */
   private static LIMIT_FIELDS: Record<string, string> = { concurrency: 'concurrency', max: 'rate-max', duration: 'rate-ms' };
-  /** The module's limit fields of `meta` that only it writes (the window, a FOR). */
-  private static LIMIT_STATE = ['rate-count', 'rate-until', 'hold-until'];
+  /** The module's limit fields of `meta` (in its own form), not shown as BullMQ's meta. */
+  private static LIMIT_STATE = ['rate', 'concurrency', 'hold-until'];
 
   async setQueueMeta(values: Record<string, string | number>): Promise<number> {
     // `paused` is the module's own field of meta; a client never writes it directly.
@@ -2221,19 +2222,32 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       return [];
     }
     await this.waitUntilReady();
-    return this.conn.hmget(this.key('meta'), ...fields.map(f => TrafikeyBackend.LIMIT_FIELDS[f] ?? f));
+    const own = fields.filter(f => !(f in TrafikeyBackend.LIMIT_FIELDS));
+    const [vals, l] = await Promise.all([
+      own.length ? this.conn.hmget(this.key('meta'), ...own) : Promise.resolve([] as (string | null)[]),
+      fields.some(f => f in TrafikeyBackend.LIMIT_FIELDS) ? this.limits() : Promise.resolve({} as Record<string, number | null>),
+    ]);
+    let i = 0;
+    return fields.map(f => {
+      if (f in TrafikeyBackend.LIMIT_FIELDS) {
+        const v = l[TrafikeyBackend.LIMIT_FIELDS[f]];
+        return v === null || v === undefined ? null : String(v);
+      }
+      return vals[i++] ?? null;
+    });
   }
 
   async getQueueMeta(): Promise<Record<string, string>> {
-    const raw = await this.conn.hgetall(this.key('meta'));
+    const [raw, l] = await Promise.all([this.conn.hgetall(this.key('meta')), this.limits()]);
     const out: Record<string, string> = {};
     for (const [k, v] of Object.entries(raw)) {
-      if (k === 'rate-max') {
-        out.max = v;
-      } else if (k === 'rate-ms') {
-        out.duration = v;
-      } else if (!TrafikeyBackend.LIMIT_STATE.includes(k)) {
+      if (!TrafikeyBackend.LIMIT_STATE.includes(k)) {
         out[k] = v;
+      }
+    }
+    for (const [f, m] of Object.entries(TrafikeyBackend.LIMIT_FIELDS)) {
+      if (l[m] !== null && l[m] !== undefined) {
+        out[f] = String(l[m]);
       }
     }
     return out;
