@@ -15,7 +15,8 @@ const PREFIX: &[u8] = b"emq:{";
 /// Longest queue name: keeps every key short and the hashtag exactly `{Q}`.
 pub const MAX_QUEUE: usize = 128;
 
-/// The role of a key inside a queue space. `Job`, `Log` and `Fails` carry a suffix (`job:<ID>`).
+/// The role of a key inside a queue space. `Job`, `Log`, `Fails` and `Dedup` carry a suffix
+/// (`job:<ID>`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
     Wait,
@@ -34,10 +35,13 @@ pub enum Role {
     Log,
     /// The queue's custom ids (`ALIAS key`): a hash, the client's key → the job's branded id.
     Alias,
+    /// One deduplication id (`DEDUP id`): a string, the branded id of the job that holds it,
+    /// with the server's own expiry when the id was given a TTL.
+    Dedup,
 }
 
 impl Role {
-    pub const ALL: [Role; 14] = [
+    pub const ALL: [Role; 15] = [
         Role::Wait,
         Role::Prio,
         Role::Active,
@@ -52,6 +56,7 @@ impl Role {
         Role::Fails,
         Role::Log,
         Role::Alias,
+        Role::Dedup,
     ];
 
     /// The role's word in the key; suffixed roles end with the `:` before the suffix.
@@ -71,11 +76,12 @@ impl Role {
             Role::Fails => "fails:",
             Role::Log => "log:",
             Role::Alias => "alias",
+            Role::Dedup => "dedup:",
         }
     }
 
     pub const fn suffixed(self) -> bool {
-        matches!(self, Role::Job | Role::Fails | Role::Log)
+        matches!(self, Role::Job | Role::Fails | Role::Log | Role::Dedup)
     }
 }
 
@@ -173,7 +179,7 @@ mod tests {
     proptest! {
         /// Within a known queue, the quick parse agrees with the full one.
         #[test]
-        fn parse_in_agrees_with_parse_as(q in "[a-z{}]{1,4}", k in "emq:\\{[a-z{}]{0,4}\\}:(wait|job:[A-Z0-9]{0,3}|prio|xx)", r in 0usize..12) {
+        fn parse_in_agrees_with_parse_as(q in "[a-z{}]{1,4}", k in "emq:\\{[a-z{}]{0,4}\\}:(wait|job:[A-Z0-9]{0,3}|prio|xx)", r in 0usize..Role::ALL.len()) {
             let role = Role::ALL[r];
             if valid_queue(q.as_bytes()) {
                 let full = parse_as(k.as_bytes(), role).filter(|p| p.queue == q.as_bytes()).map(|p| p.suffix);
@@ -217,7 +223,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn build_then_parse_round_trips(q in queue(), r in 0usize..12, s in proptest::collection::vec(any::<u8>(), 1..40)) {
+        fn build_then_parse_round_trips(q in queue(), r in 0usize..Role::ALL.len(), s in proptest::collection::vec(any::<u8>(), 1..40)) {
             let role = Role::ALL[r];
             let k = key(&q, role, &s);
             let p = parse(&k).expect("a built key parses");
@@ -227,7 +233,7 @@ mod tests {
         }
 
         #[test]
-        fn invalid_queues_are_refused(q in proptest::collection::vec(any::<u8>(), 0..200), r in 0usize..12) {
+        fn invalid_queues_are_refused(q in proptest::collection::vec(any::<u8>(), 0..200), r in 0usize..Role::ALL.len()) {
             prop_assume!(!valid_queue(&q));
             // A queue holding `}` can be cut short by the parser; it must then fail or name a
             // different (valid) queue, never the invalid one.

@@ -390,7 +390,7 @@ fn scan_step(ctx: *mut RedisModuleCtx, t0: u64) -> bool {
                         | Role::Meta
                         | Role::Events => registry::note(db, p.queue, None),
                         Role::Job => rows.push((db, name.to_vec())),
-                        Role::Bus | Role::Seen | Role::Fails | Role::Log | Role::Alias => {}
+                        Role::Bus | Role::Seen | Role::Fails | Role::Log | Role::Alias | Role::Dedup => {}
                     }
                 }
             }),

@@ -76,6 +76,7 @@ fn calls(cmd: &Command) -> Vec<Vec<Vec<u8>>> {
                 "",
                 &["job", "{}", "PRIORITY", "3", "ATTEMPTS", "2", "BACKOFF", "EXP", "10", "LIFO"],
             ),
+            with(QUEUE, &j(103), "", &["job", "{}", "DEDUP", "dx", "DEDUPTTL", "5000", "EXTEND", "REPLACE"]),
         ],
         "EMQ.CLAIM" => vec![
             with(QUEUE, "", "", &["c1", "60000", "COUNT", "2"]),
@@ -138,6 +139,7 @@ fn calls(cmd: &Command) -> Vec<Vec<Vec<u8>>> {
         "TRA.SETPROGRESS" => vec![with(QUEUE, &j(13), "", &["half", "ECHO"])],
         "TRA.ADDLOG" => vec![with(QUEUE, &j(13), "", &["a line", "KEEP", "5"])],
         "TRA.COMPLETENEXT" => vec![with(QUEUE, &j(17), "", &["t17", "ok", "60000", "COUNT", "1"])],
+        "TRA.UNDEDUP" => vec![with(QUEUE, "d2", "", &["IF", &j(2)]), with(QUEUE, "d2", "", &[])],
         "TRA.PRIORITY" => vec![with(QUEUE, &j(13), "", &["7"]), with(QUEUE, &j(13), "", &["0", "LIFO"])],
         "TRA.LIMIT" => vec![
             with(QUEUE, "", "", &["RATE", "5", "1000"]),
@@ -185,7 +187,7 @@ fn populate(c: &mut Conn) {
     for n in [5, 6] {
         assert_eq!(q.run(c, "EMQ.SCHEDULE", &jid(n), &[b"+600000", b"job", b"{}"]), Reply::Int(1));
     }
-    assert_eq!(q.enqueue(c, &jid(2), &[]), Reply::Int(1));
+    assert_eq!(q.enqueue(c, &jid(2), &[b"DEDUP", b"d2"]), Reply::Int(1));
     assert_eq!(q.enqueue(c, &jid(12), &[]), Reply::Int(1));
     q.check_invariant(c);
 }
@@ -320,6 +322,7 @@ fn unfenced_calls(cmd: &Command) -> Vec<Vec<Vec<u8>>> {
         "TRA.DROP" => vec![bare(&["1", "cache:row", "v0000000000001"])],
         "TRA.QUEUES" => vec![bare(&[]), bare(&["FROM", "0", "COUNT", "10"])],
         "TRA.JOB" | "TRA.COUNTS" | "TRA.LIMITS" => vec![with(&[])],
+        "TRA.DEDUP" => vec![keys(cmd, QUEUE, "d2", "", None)],
         "TRA.JOBS" => vec![with(&[]), with(&["FROM", "0", "COUNT", "5", "REV"])],
         other => panic!("no valid call of the unfenced command {other}: add one to unfenced_calls()"),
     }

@@ -12,7 +12,7 @@
 //! TRA.LOG, TRA.REMOVE, TRA.DRAIN, TRA.CLEAN, TRA.OBLITERATE), options included (CLAIM's BLOCK
 //! is cut to 1–3 ms, and never waits inside MULTI or a script). New options and commands
 //! join by themselves: the calls are built from the table's synopses (so EXPIRE on ENQUEUE
-//! and SCHEDULE is fuzzed too).
+//! and SCHEDULE is fuzzed too, and DEDUP with its options, from three ids so they collide).
 //!
 //! Calls go in pipelined batches of 20 over one user's connection. Each call is framed: in
 //! one batch of ten by `DEBUG DIGEST` before and after it, in the others (cheaply) by the
@@ -24,7 +24,8 @@
 //! failure too, and so is EMQHOST (a caught panic or a failed server call: not a known class).
 //! Each batch ends with a PING (the server lives), then the invariant is checked on the
 //! fuzzed queues: every job id in at most one state set, its row's `st` naming it, a row iff
-//! the job is in a set, and no `log:` key without its row. Every 200 calls and at the end a
+//! the job is in a set, no `log:` key without its row, and a DEDUP id without a TTL names an
+//! unfinished job whose row names it. Every 200 calls and at the end a
 //! replica holds the primary's keyspace (`DEBUG DIGEST`), and the queues are populated
 //! afresh (held jobs with logs and progress among them); at the end the server log shows no
 //! panic, and every command has met both values and refusals.
@@ -75,6 +76,9 @@ const CLASSES: [&str; 12] = [
 /// The queues: `fz` (populated, fuzzed), `fz2` (a second populated queue, for mixed-queue
 /// calls), `fzt` (keys of the wrong types), `fzr` (rows of the wrong type). Tokens: the
 /// holders' (`tok<N>` holds `jid(N)`, see `populate`) and two that hold nothing.
+/// The DEDUP ids producers give and TRA.DEDUP/TRA.UNDEDUP name (`populate` makes two live).
+const DEDUP_IDS: [&str; 3] = ["d1", "d2", "d3"];
+
 const TOKENS: [&str; 8] = ["tok5", "tok6", "tok7", "tok8", "tok11", "tok12", "w", "zz"];
 
 /// SplitMix64: small, fast, and the same on every machine.
@@ -210,7 +214,14 @@ fn value(rng: &mut Rng, ctx: &Ctx, cmd: &Command, placeholder: &str, id: &str) -
             2 => (ctx.now_ms + 600_000).to_string(),
             _ => "1".into(),
         },
+        // DEDUP ids: a few, so they collide (ENQUEUE's and SCHEDULE's option value).
+        "id" if matches!(cmd.name, "EMQ.ENQUEUE" | "EMQ.SCHEDULE") && rng.chance(70) => {
+            rng.pick(&DEDUP_IDS).to_string()
+        }
         "id" if job_verb => rng.pick(&ctx.ids).clone(),
+        // TRA.UNDEDUP's job.
+        "job" if rng.chance(90) => rng.pick(&ctx.ids).clone(),
+        "job" => "JOB!".into(),
         "id" => id_of(rng.pick::<&str>(&["MSG", "abc", "XYZ"]), rng.below(5) as u64),
         "version" => rng
             .pick(&[
@@ -282,6 +293,11 @@ fn valid(rng: &mut Rng, ctx: &Ctx, cmd: &Command) -> (Vec<Vec<u8>>, usize) {
                 KeyRole::Queue(Role::Fails) => {
                     role_key(queue, Role::Fails, &id_of("MSG", rng.below(3) as u64))
                 }
+                // A DEDUP id: mostly one the producers give, now and then a job id.
+                KeyRole::Queue(Role::Dedup) => {
+                    let d = if rng.chance(80) { rng.pick(&DEDUP_IDS).to_string() } else { id.clone() };
+                    role_key(queue, Role::Dedup, &d)
+                }
                 KeyRole::Queue(r) => role_key(queue, r, &id),
                 // A key that may be any of some roles: one of them, now and then another role.
                 KeyRole::OneOf(sets) => {
@@ -333,7 +349,11 @@ fn tail_call(
         v.push(value(rng, ctx, cmd, "data", id));
         let mut words: Vec<Vec<u8>> = Vec::new();
         for _ in 0..rng.below(4) {
-            let w: &[&str] = match rng.below(8) {
+            let w: &[&str] = match rng.below(12) {
+                8 => &["DEDUP", *rng.pick(&DEDUP_IDS)],
+                9 => &["DEDUPTTL", *rng.pick(&["600000", "0", "5"])],
+                10 => &["EXTEND"],
+                11 => &["REPLACE"],
                 0 => &["PRIORITY", *rng.pick(&["0", "3", "2097152"])],
                 1 => &["ATTEMPTS", *rng.pick(&["1", "3", "0"])],
                 2 => &["ALIAS", *rng.pick(&["k1", "k2", "k3", ""])],
@@ -588,10 +608,10 @@ fn populate(c: &mut Conn) -> Vec<String> {
             [b"TRA.PROGRESS", b"3", row.as_bytes(), active.as_bytes(), events.as_bytes(), b"tok7", b"50%"];
         assert_eq!(c.call(&argv), Reply::Int(1));
         run(c, &q, "EMQ.ENQUEUE", &jid(1), &["job", "{}"]);
-        run(c, &q, "EMQ.ENQUEUE", &jid(2), &["job", "{}"]);
+        run(c, &q, "EMQ.ENQUEUE", &jid(2), &["job", "{}", "DEDUP", "d2", "DEDUPTTL", "600000"]);
         run(c, &q, "EMQ.ENQUEUE", &jid(3), &["job", "{}", "PRIORITY", "5"]);
         run(c, &q, "EMQ.ENQUEUE", &jid(4), &["job", "{}", "LIFO"]);
-        run(c, &q, "EMQ.SCHEDULE", &jid(9), &["+600000", "job", "{}"]);
+        run(c, &q, "EMQ.SCHEDULE", &jid(9), &["+600000", "job", "{}", "DEDUP", "d1"]);
         run(c, &q, "EMQ.SCHEDULE", &jid(10), &["1", "job", "{}", "PRIORITY", "2"]);
         // Jobs past their EXPIRE time, one at the front of wait and one due (when the table
         // has EXPIRE): the next CLAIM fails them with `expired` instead of handing them out.
@@ -629,6 +649,8 @@ fn populate(c: &mut Conn) -> Vec<String> {
     for i in [1, 5, 11] {
         c.call(&[b"SET", t.job(&jid(i)).as_bytes(), b"x"]);
     }
+    // A DEDUP id's key of the wrong type.
+    c.call(&[b"HSET", t.k("dedup:d1").as_bytes(), b"f", b"v"]);
     c.call(&[b"ZADD", t.k("completed").as_bytes(), b"1", jid(11).as_bytes()]);
     // A log of the wrong type beside a good row (TRA.LOG answers WRONGTYPE; REMOVE, DRAIN and
     // the others delete it with its row whatever its type).
@@ -696,7 +718,7 @@ for _, q in ipairs(ARGV) do
   for _, z in ipairs({'prio', 'active', 'delayed', 'completed', 'failed'}) do
     table.insert(part, safe('ZRANGE', p .. z, 0, -1))
   end
-  local rows, logs = {}, {}
+  local rows, logs, dedups = {}, {}, {}
   local cursor = '0'
   repeat
     local r = redis.call('SCAN', cursor, 'MATCH', p .. '*', 'COUNT', 1000)
@@ -711,11 +733,22 @@ for _, q in ipairs(ARGV) do
         table.insert(rows, st)
       elseif kind == 'log:' then
         table.insert(logs, string.sub(rest, 5))
+      elseif string.sub(rest, 1, 6) == 'dedup:' then
+        local ok, v = pcall(redis.call, 'GET', k)
+        if ok and v then
+          local row = p .. 'job:' .. v
+          local st = safe('HGET', row, 'st')
+          local de = safe('HGET', row, 'de')
+          if type(st) ~= 'string' then st = '' end
+          if type(de) ~= 'string' then de = '' end
+          table.insert(dedups, { string.sub(rest, 7), v, redis.call('PTTL', k), st, de })
+        end
       end
     end
   until cursor == '0'
   table.insert(part, rows)
   table.insert(part, logs)
+  table.insert(part, dedups)
   table.insert(out, part)
 end
 return out
@@ -760,6 +793,22 @@ fn invariant(c: &mut Conn, queues: &[&str]) -> Result<(), String> {
         for log in part[7].array() {
             if !rows.contains_key(log.bytes()) {
                 return Err(format!("queue {q}: the log of {} outlived its row", show(log.bytes())));
+            }
+        }
+        // A DEDUP id without a TTL names a job that is neither finished nor gone, and that
+        // job's row names the id: every finish and every deletion released it.
+        for d in part[8].array() {
+            let f = d.array();
+            let (id, job, pttl, st, de) =
+                (f[0].bytes(), f[1].bytes(), f[2].int(), f[3].bytes(), f[4].bytes());
+            if pttl == -1 && (st.is_empty() || st == b"completed" || st == b"failed" || de != id) {
+                return Err(format!(
+                    "queue {q}: the DEDUP id {} outlived its job {} (state {}, de {})",
+                    show(id),
+                    show(job),
+                    show(st),
+                    show(de)
+                ));
             }
         }
     }

@@ -61,7 +61,7 @@ fn tra_job_shows_every_fact_in_order() {
         [
             "id", "state", "name", "data", "opts", "priority", "attempts", "backoff", "created", "started",
             "made", "stalls", "claimed", "deadline", "due", "expire", "progress", "result", "error",
-            "finished", "stack", "alias"
+            "finished", "stack", "alias", "dedup"
         ]
     );
     let get = |k: &str| p.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()).expect(k);

@@ -248,6 +248,32 @@ fn a_waiter_held_by_concurrency_is_woken_when_a_job_leaves_active() {
 }
 
 #[test]
+fn a_waiter_from_before_the_concurrency_limit_is_answered_so_that_it_waits_on_active_too() {
+    let s = Server::quiet();
+    let (mut admin, mut w) = (s.conn(), s.conn());
+    let q = Q::new("lateconc");
+    fill(&mut admin, &q, 2);
+    assert_eq!(claim(&mut admin, &q, "keep", 1), [jid(1)]);
+    assert_eq!(claim(&mut admin, &q, "a", 1), [jid(2)]);
+    // Nothing ready, no limit: the waiter waits on wait, prio and meta.
+    send_claim(&mut w, &q, "w", "0");
+    blocked(&mut admin, 1);
+    // The limit's signal wakes it; now it would wait on active too, which it does not: the
+    // empty answer, from the retry (no timeout: it waits without one).
+    limit(&mut admin, &q, &["CONCURRENCY", "2"]);
+    assert_eq!(w.read().unwrap(), Reply::Array(vec![]));
+    blocked(&mut admin, 0);
+    assert_eq!(info_field(&mut admin, "trafikey", "trafikey_timeouts"), "0");
+    // Asked again, it waits on all four, so a job leaving active lets it in.
+    assert_eq!(q.enqueue(&mut admin, &jid(3), &[]), Reply::Int(1));
+    send_claim(&mut w, &q, "w", "0");
+    blocked(&mut admin, 1);
+    assert_eq!(complete(&q, &mut admin, &jid(2), "a", &[]), Reply::Int(1));
+    assert_eq!(w.read().unwrap().array()[0].array()[0].str(), jid(3));
+    q.check_invariant(&mut admin);
+}
+
+#[test]
 fn completes_stalled_and_remove_wake_a_waiter_held_by_concurrency_too() {
     let s = Server::quiet();
     let (mut admin, mut w) = (s.conn(), s.conn());

@@ -367,7 +367,7 @@ proptest! {
 /// to compile in `parsed` below until it is listed here too.
 /// `FROM` is listed once, for TRA.JOBS' number; REPROCESS's `FROM completed|failed`
 /// (`Opt::FromSet`, a word) is parsed by the same code as OPTS' blob.
-const WORDS: [(&str, Opt); 27] = [
+const WORDS: [(&str, Opt); 31] = [
     ("PRIORITY", Opt::Priority),
     ("ATTEMPTS", Opt::Attempts),
     ("BACKOFF", Opt::Backoff),
@@ -395,6 +395,10 @@ const WORDS: [(&str, Opt); 27] = [
     ("KEEPMADE", Opt::KeepMade),
     ("KEEPSTARTED", Opt::KeepStarted),
     ("ALIAS", Opt::Alias),
+    ("DEDUP", Opt::Dedup),
+    ("DEDUPTTL", Opt::DedupTtl),
+    ("EXTEND", Opt::Extend),
+    ("REPLACE", Opt::Replace),
 ];
 
 fn is_flag(o: Opt) -> bool {
@@ -410,6 +414,8 @@ fn is_flag(o: Opt) -> bool {
             | Opt::Retry
             | Opt::KeepMade
             | Opt::KeepStarted
+            | Opt::Extend
+            | Opt::Replace
     )
 }
 
@@ -429,6 +435,7 @@ fn option_words(o: Opt, v: i64, lower: bool) -> Vec<Vec<u8>> {
             out.push(if v % 2 == 0 { format!("+{v}") } else { v.to_string() }.into_bytes())
         }
         Opt::Alias => out.push(format!("key {v}").into_bytes()),
+        Opt::Dedup => out.push(format!("id {v}").into_bytes()),
         _ => out.push(v.to_string().into_bytes()),
     }
     out
@@ -471,6 +478,10 @@ fn parsed(o: &args::Options<&[u8]>, opt: Opt) -> Option<String> {
         Opt::Stack => o.stack.map(|b| String::from_utf8_lossy(b).into_owned()),
         Opt::FromSet => o.from_set.map(|b| String::from_utf8_lossy(b).into_owned()),
         Opt::Alias => o.alias.map(|b| String::from_utf8_lossy(b).into_owned()),
+        Opt::Dedup => o.dedup.as_ref().and_then(|d| d.id).map(|b| String::from_utf8_lossy(b).into_owned()),
+        Opt::DedupTtl => n(o.dedup.as_ref().and_then(|d| d.ttl)),
+        Opt::Extend => f(o.dedup.as_ref().is_some_and(|d| d.extend)),
+        Opt::Replace => f(o.dedup.as_ref().is_some_and(|d| d.replace)),
     }
 }
 
@@ -479,6 +490,7 @@ fn expected(opt: Opt, v: i64) -> String {
         _ if is_flag(opt) => "set".into(),
         Opt::Opts | Opt::Stack => format!("blob {v}"),
         Opt::Alias => format!("key {v}"),
+        Opt::Dedup => format!("id {v}"),
         _ => v.to_string(),
     }
 }
@@ -687,6 +699,19 @@ fn add_instance(rng: &mut Rng, out: &mut Vec<Vec<u8>>) {
             }
             taken.push(o);
             words.extend(option_words(o, rng.below(1000) as i64, rng.below(2) == 0));
+        }
+        // DEDUP with its own options, as `queue::dedup::shape` takes them, now and then.
+        if rng.below(2) == 0 {
+            words.extend(option_words(Opt::Dedup, rng.below(1000) as i64, rng.below(2) == 0));
+            if rng.below(2) == 0 {
+                words.extend(option_words(Opt::DedupTtl, 1 + rng.below(1000) as i64, false));
+                if rng.below(2) == 0 {
+                    words.extend(option_words(Opt::Extend, 0, rng.below(2) == 0));
+                }
+            }
+            if rng.below(2) == 0 {
+                words.extend(option_words(Opt::Replace, 0, false));
+            }
         }
         out.push(words.len().to_string().into_bytes());
         out.extend(words);

@@ -79,6 +79,14 @@ pub enum Opt {
     Echo,
     Row,
     Alias,
+    /// `DEDUP id`: the producer's deduplication id.
+    Dedup,
+    /// `DEDUPTTL ms`: the id lives ms (a throttle), not until its job finishes.
+    DedupTtl,
+    /// `EXTEND`: a duplicate restarts the id's TTL.
+    Extend,
+    /// `REPLACE`: a duplicate replaces the id's job while that job is delayed.
+    Replace,
 }
 
 impl Opt {
@@ -112,14 +120,27 @@ impl Opt {
             Opt::Echo => "ECHO",
             Opt::Row => "ROW",
             Opt::Alias => "ALIAS",
+            Opt::Dedup => "DEDUP",
+            Opt::DedupTtl => "DEDUPTTL",
+            Opt::Extend => "EXTEND",
+            Opt::Replace => "REPLACE",
         }
     }
+}
+
+/// DEDUP and its options as a producer gave them (`queue::dedup` checks how they go together).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DedupWords<S> {
+    pub id: Option<S>,
+    pub ttl: Option<i64>,
+    pub extend: bool,
+    pub replace: bool,
 }
 
 /// What the options of one call said. Absent options are `None`/`false`. `S` is how the
 /// call's arguments arrive (byte slices here, the server's strings in the module): the OPTS
 /// blob is kept as one of them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Options<S> {
     pub priority: Option<i64>,
     pub attempts: Option<i64>,
@@ -149,6 +170,9 @@ pub struct Options<S> {
     pub echo: bool,
     pub row: bool,
     pub alias: Option<S>,
+    /// Boxed: a call without them (most producers' calls) carries a pointer's width, as
+    /// these options are moved about on the producers' path.
+    pub dedup: Option<Box<DedupWords<S>>>,
 }
 
 impl<S> Default for Options<S> {
@@ -182,8 +206,14 @@ impl<S> Default for Options<S> {
             echo: false,
             row: false,
             alias: None,
+            dedup: None,
         }
     }
+}
+
+/// The DEDUP words of `o`, made on the first of them.
+fn dedup_words<S>(o: &mut Options<S>) -> &mut DedupWords<S> {
+    o.dedup.get_or_insert_with(|| Box::new(DedupWords { id: None, ttl: None, extend: false, replace: false }))
 }
 
 /// Parse `args` as options from `allowed`: an unknown or repeated option, an option without
@@ -221,6 +251,8 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
             Opt::Retry => o.retry = true,
             Opt::KeepMade => o.keep_made = true,
             Opt::KeepStarted => o.keep_started = true,
+            Opt::Extend => dedup_words(&mut o).extend = true,
+            Opt::Replace => dedup_words(&mut o).replace = true,
             Opt::Opts | Opt::Stack | Opt::FromSet => {
                 let v = Some(value(0)?);
                 match opt {
@@ -234,8 +266,12 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
                 o.delay = Some(when(value(0)?.as_ref())?);
                 i = i.saturating_add(1);
             }
-            Opt::Alias => {
-                o.alias = Some(value(0)?);
+            Opt::Alias | Opt::Dedup => {
+                let v = Some(value(0)?);
+                match opt {
+                    Opt::Alias => o.alias = v,
+                    _ => dedup_words(&mut o).id = v,
+                }
                 i = i.saturating_add(1);
             }
             Opt::Expire => {
@@ -268,7 +304,8 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
             | Opt::Ttl
             | Opt::Block
             | Opt::From
-            | Opt::Grace => {
+            | Opt::Grace
+            | Opt::DedupTtl => {
                 let v = Some(num(0)?);
                 match opt {
                     Opt::Priority => o.priority = v,
@@ -281,6 +318,7 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
                     Opt::Block => o.block = v,
                     Opt::From => o.from = v,
                     Opt::Grace => o.grace = v,
+                    Opt::DedupTtl => dedup_words(&mut o).ttl = v,
                     _ => o.ttl = v,
                 }
                 i = i.saturating_add(1);
@@ -361,7 +399,7 @@ mod mutants_killed {
     use super::*;
 
     /// Every option, with a valid value where it takes one.
-    const EVERY: [(Opt, &[&[u8]]); 24] = [
+    const EVERY: [(Opt, &[&[u8]]); 28] = [
         (Opt::Priority, &[b"1"]),
         (Opt::Attempts, &[b"2"]),
         (Opt::Backoff, &[b"FIXED", b"3"]),
@@ -386,6 +424,10 @@ mod mutants_killed {
         (Opt::Stack, &[b"trace"]),
         (Opt::KeepMade, &[]),
         (Opt::KeepStarted, &[]),
+        (Opt::Dedup, &[b"d1"]),
+        (Opt::DedupTtl, &[b"15"]),
+        (Opt::Extend, &[]),
+        (Opt::Replace, &[]),
     ];
 
     fn call(opts: &[(Opt, &[&'static [u8]])]) -> Vec<&'static [u8]> {
@@ -420,6 +462,10 @@ mod mutants_killed {
             assert!(o.retry && o.keep_made && o.keep_started);
             assert_eq!(o.delay, Some(When::At(14)));
             assert_eq!(o.stack, Some(&b"trace"[..]));
+            let d = o.dedup.as_deref().unwrap();
+            assert_eq!(d.id, Some(&b"d1"[..]));
+            assert_eq!(d.ttl, Some(15));
+            assert!(d.extend && d.replace);
         }
     }
 

@@ -7,6 +7,10 @@
 //! wait, and a retry that finds nothing again leaves its client where it is, so the first
 //! waiter gets the first job and no job goes to two.
 //!
+//! A retry that would wait on more keys than its client waits on (the queue took a limit
+//! that makes it wait on `active` too, after the client began to wait) answers the empty
+//! array instead of waiting on too few: the client's next call waits on all of them.
+//!
 //! A retry that answers (a result or a refusal) ends the wait; the timeout and
 //! `CLIENT UNBLOCK … TIMEOUT` answer an empty array; `CLIENT UNBLOCK … ERROR`, and the node
 //! becoming a replica, answer the server's own UNBLOCKED error. Inside MULTI or a script the
@@ -48,7 +52,9 @@ pub fn block(
             timeout_ms,
             keys.as_mut_ptr(),
             n,
-            std::ptr::null_mut(),
+            // The number of keys, kept as the wait's private data (no allocation, nothing to
+            // free): a retry compares it with the keys it would wait on.
+            std::ptr::without_provenance_mut(keys.len()),
             raw::REDISMODULE_BLOCK_UNBLOCK_DELETED as c_int,
         )
     };
@@ -57,6 +63,14 @@ pub fn block(
     }
     metrics::add(&metrics::BLOCKED, 1);
     true
+}
+
+/// How many keys the client whose retry this is waits on (None outside a retry).
+pub fn waiting_on(ctx: *mut RedisModuleCtx) -> Option<usize> {
+    let get = api!(RedisModule_GetBlockedClientPrivateData)?;
+    // SAFETY: live ctx; the private data is the count `block` stored, never dereferenced.
+    let p = unsafe { get(ctx) };
+    (!p.is_null()).then(|| p.addr())
 }
 
 /// The wait ended without work: the empty array, as the call would have answered at once.

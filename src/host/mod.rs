@@ -538,7 +538,14 @@ fn serve(
         })
     }));
     match outcome {
-        Ok(Some(Served::Wait(..))) if retrying => return raw::REDISMODULE_ERR as c_int,
+        // Still nothing to do: keep waiting, unless the call now waits on more keys than its
+        // client does, which then asks again (blocking.rs).
+        Ok(Some(Served::Wait(keys, ..))) if retrying => {
+            if blocking::waiting_on(ctx).is_none_or(|n| keys.len() <= n) {
+                return raw::REDISMODULE_ERR as c_int;
+            }
+            reply::send(ctx, &Reply::Array(Vec::new()));
+        }
         Ok(Some(Served::Wait(mut keys, timeout, flags))) => {
             let waits = blocking::may_block(flags)
                 && COMMANDS

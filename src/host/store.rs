@@ -865,6 +865,14 @@ impl Key {
 
     // ---- expiry ----
 
+    /// The key's expiry, an absolute time in ms; None when it has none (or is absent).
+    pub fn expires_at(&self) -> Option<i64> {
+        let (k, f) = (self.live()?, api!(RedisModule_GetAbsExpire)?);
+        // SAFETY: live key handle.
+        let at = unsafe { f(k) };
+        (at >= 0).then_some(at)
+    }
+
     pub fn set_abs_expire(&self, at_ms: i64) -> Result<(), Refusal> {
         let k = self.live().ok_or_else(crate::errors::host_reply)?;
         if let Some(f) = api!(RedisModule_SetAbsExpire) {

@@ -77,6 +77,13 @@ pub enum Event {
     Removed {
         prev: State,
     },
+    /// A producer's DEDUP id was live: on the holder, `refused` the id the producer gave; or
+    /// REPLACE replaced a delayed holder: on the new job, `replaced` the deleted one.
+    Deduplicated {
+        dedup: *mut RedisModuleString,
+        refused: Option<*mut RedisModuleString>,
+        replaced: Option<*mut RedisModuleString>,
+    },
 }
 
 pub(crate) mod word {
@@ -111,6 +118,10 @@ pub(crate) mod word {
     pub static ATTEMPTS: Lit = Lit::new(c"attempts");
     pub static PRIORITY: Lit = Lit::new(c"priority");
     pub static ZERO: Lit = Lit::new(c"0");
+    pub static DEDUPLICATED: Lit = Lit::new(c"deduplicated");
+    pub static DEDUP: Lit = Lit::new(c"dedup");
+    pub static REFUSED: Lit = Lit::new(c"refused");
+    pub static REPLACED: Lit = Lit::new(c"replaced");
 }
 
 /// An event's facts before its alias: at most three.
@@ -193,6 +204,15 @@ impl Events {
                 (&word::REMOVED, [Some((&word::PREV, Val::Lit(prev.lit()))), None, None], None)
             }
             Event::Resumed => (&word::RESUMED, [None, None, None], None),
+            Event::Deduplicated { dedup, refused, replaced } => (
+                &word::DEDUPLICATED,
+                [
+                    Some((&word::DEDUP, Val::Str(dedup))),
+                    refused.map(|r| (&word::REFUSED, Val::Str(r))),
+                    replaced.map(|r| (&word::REPLACED, Val::Str(r))),
+                ],
+                None,
+            ),
         };
         let mut own: [Option<Str>; 3] = [None, None, None];
         let mut argv: [*mut RedisModuleString; 12] = [std::ptr::null_mut(); 12];

@@ -4,6 +4,7 @@
 //! tells upkeep's agenda. Verbs compose these, opening each key by its role.
 
 pub mod alias;
+pub mod dedup;
 pub mod events;
 pub mod holder;
 pub mod limit;
@@ -12,6 +13,7 @@ pub mod retention;
 pub mod row;
 
 pub use alias::Aliases;
+pub use dedup::{Claim, Release};
 pub use events::{Event, Events};
 pub use holder::Holder;
 pub use ready::{drains, End, Expiry, Promotion, Ready};

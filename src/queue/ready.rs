@@ -125,6 +125,8 @@ struct ExpiryPlan {
     keep: Keep,
     /// Per job: deleted at once (keep-failed 0, or beyond the cap), with its log.
     at_once: Vec<Option<Option<super::Companions>>>,
+    /// The jobs' DEDUP ids released.
+    releases: Vec<super::Release>,
 }
 
 impl<'f> Expiry<'f> {
@@ -140,10 +142,12 @@ impl<'f> Expiry<'f> {
         let ids: Vec<Option<&[u8]>> = jobs.iter().map(|j| Some(j.id.bytes())).collect();
         let gone = domain::gone_at_once(&ids, retire.drop_new, keep == Keep::None);
         let mut at_once = Vec::with_capacity(jobs.len());
+        let mut releases = Vec::with_capacity(jobs.len());
         for (job, gone) in jobs.iter().zip(gone) {
             at_once.push(if gone { Some(log_of(x, job.id.bytes())?) } else { None });
+            releases.push(super::Release::finishing(x, job.id.bytes(), &job.row)?);
         }
-        Ok(Expiry { jobs, plan: Some(ExpiryPlan { failed, retire, keep, at_once }) })
+        Ok(Expiry { jobs, plan: Some(ExpiryPlan { failed, retire, keep, at_once, releases }) })
     }
 
     /// Each job, already out of the set it waited in: failed, its `failed` event. Returns how
@@ -172,6 +176,9 @@ impl<'f> Expiry<'f> {
                 Some(job.id.ptr()),
                 Event::Failed { error: word::EXPIRED.get(), attempt: made, attempts },
             )?;
+        }
+        for r in &p.releases {
+            r.apply();
         }
         p.retire.apply(&p.failed);
         let n = self.jobs.len() as u64;

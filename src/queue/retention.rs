@@ -50,7 +50,7 @@ impl Retire {
                 take && (ids.len() as u64) < batch
             });
         }
-        let rows = doomed_rows(x, &ids)?;
+        let rows = doomed(x, &ids, false)?;
         let drop_new = by_count.saturating_sub(set.len()).min(adding);
         Ok(Retire { ids, rows, drop_new })
     }
@@ -63,16 +63,25 @@ impl Retire {
     }
 }
 
-/// The rows of jobs about to be deleted (retention, DRAIN, CLEAN, OBLITERATE), found not
-/// declared: opened as the caller for writing, each a hash or absent, before anything is
-/// written. Each row goes with its job's log, if it has one, and its alias entry, if it
-/// still names the job (neither outlives its row).
+/// The rows of jobs a client deletes (DRAIN, CLEAN, OBLITERATE), found not declared: opened
+/// as the caller for writing, each a hash or absent, before anything is written. Each row
+/// goes with its job's log, if it has one, its alias entry, if it still names the job
+/// (neither outlives its row), and its DEDUP id, if it still names the job (TTL or not).
 pub fn doomed_rows(x: &mut Exec, ids: &[Str]) -> Result<Doomed, Refusal> {
+    doomed(x, ids, true)
+}
+
+/// [`doomed_rows`]; retention (`undedup` false) leaves DEDUP ids alone: a finished job's id
+/// was released when it finished, unless it has a TTL, which it lives out.
+fn doomed(x: &mut Exec, ids: &[Str], undedup: bool) -> Result<Doomed, Refusal> {
     let mut rows = Vec::with_capacity(ids.len());
     let mut logs = Vec::new();
     for m in ids {
         let row = x.open_undeclared(Role::Job, m.bytes(), Access::Write)?;
         row.exists_as(Kind::Hash)?;
+        if undedup {
+            logs.extend(super::Release::removing(x, m.bytes(), &row)?.into_key());
+        }
         rows.push(row);
         logs.extend(x.open_undeclared_existing(Role::Log, m.bytes(), Access::Write)?);
     }

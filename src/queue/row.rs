@@ -62,6 +62,8 @@ pub mod field {
         EXPIRE = c"x";
         /// The job's custom id (`ALIAS key`), its entry in the queue's alias hash.
         ALIAS = c"k";
+        /// The job's deduplication id (`DEDUP id`): its key `emq:{Q}:dedup:<id>`.
+        DEDUP = c"de";
     }
 }
 
@@ -200,6 +202,8 @@ pub struct NewJob<'a> {
     pub expire: Option<i64>,
     /// ALIAS: the client's key for the job.
     pub alias: Option<ArgStr<'a>>,
+    /// DEDUP and its options (boxed: a job without them carries a pointer's width).
+    pub dedup: Option<Box<super::dedup::Dedup<'a>>>,
 }
 
 impl<'a> NewJob<'a> {
@@ -227,6 +231,7 @@ impl<'a> NewJob<'a> {
             opts: o.opts,
             expire: o.expire.map(|w| domain::expiry(w, now)).transpose()?,
             alias: o.alias,
+            dedup: super::dedup::Dedup::check(o)?.map(Box::new),
         })
     }
 
@@ -235,7 +240,8 @@ impl<'a> NewJob<'a> {
     pub fn create(&self, x: &Exec, row: &Key, id: &[u8], state: State, now: i64) -> Result<(), Refusal> {
         let (name, data) = (self.name.ptr(), self.data.ptr());
         let null = |a: Option<ArgStr>| a.is_some_and(|a| a.ptr().is_null());
-        if name.is_null() || data.is_null() || null(self.opts) || null(self.alias) {
+        let dedup = self.dedup.as_ref().map(|d| d.id);
+        if name.is_null() || data.is_null() || null(self.opts) || null(self.alias) || null(dedup) {
             return Err(errors::host_reply());
         }
         let created = x.int(now)?;
@@ -256,6 +262,9 @@ impl<'a> NewJob<'a> {
         pairs.extend(expire.as_ref().map(|v| (&field::EXPIRE, v.ptr())));
         if let Some(v) = self.alias {
             pairs.push((&field::ALIAS, v.ptr()));
+        }
+        if let Some(v) = dedup {
+            pairs.push((&field::DEDUP, v.ptr()));
         }
         row.hset(&pairs)?;
         if let Some(at) = self.expire {

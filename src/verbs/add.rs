@@ -1,21 +1,24 @@
 //! `TRA.ADD 4 wait prio delayed events n job:<ID1> … job:<IDn> job…` — ENQUEUE (or, with
 //! `DELAY when`, SCHEDULE) of n jobs of one queue in one call, each job
 //! `name data k option…` with k the number of option words after it: ENQUEUE's options
-//! (PRIORITY ATTEMPTS BACKOFF OPTS EXPIRE LIFO ALIAS) and `DELAY when`, which makes it a
+//! (PRIORITY ATTEMPTS BACKOFF OPTS EXPIRE LIFO ALIAS DEDUP DEDUPTTL EXTEND REPLACE) and
+//! `DELAY when`, which makes it a
 //! scheduled job (LIFO then is refused, as SCHEDULE does not take it). The rows are keys of
 //! the call, after `n` (a key spec reads the count there), so ACL and the server see each;
 //! they are `emq:{Q}:job:<ID>` of the call's queue. 1 ≤ n ≤ 250. All or nothing: every id,
 //! range, row and the alias hash is checked before the first write, and any refusal writes
 //! nothing. Replies one integer per job, in order: 1 created, 0 existed — its row exists, an
 //! earlier job of the call has its id, or its ALIAS is live (or taken by an earlier job of the
-//! call). Each created job has ENQUEUE's or SCHEDULE's event. Fenced.
+//! call). A job whose DEDUP id is live answers the holder's id instead (`deduplicated` event),
+//! as does a later job of the call giving the id an earlier one took; REPLACE replaces only
+//! a holder outside the call. Each created job has ENQUEUE's or SCHEDULE's event. Fenced.
 
 use crate::domain::{self, args::Opt, args::Options};
 use crate::errors::Refusal;
 use crate::host::command::{block, q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{self, Aliases, Event, Events, NewJob, Ready, State, End};
+use crate::queue::{self, Aliases, Claim, Event, Events, NewJob, Ready, State, End};
 
 pub const KEYS: Keys = Keys::of(&[q(Wait, Insert), q(Prio, Insert), q(Delayed, Insert), q(Events, Append)]);
 pub const ARGS: &[Arg] = &[block(
@@ -31,8 +34,31 @@ pub const ARGS: &[Arg] = &[block(
 .multiple()];
 
 /// The options a job of TRA.ADD takes.
-const OPTIONS: &[Opt] =
-    &[Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts, Opt::Expire, Opt::Lifo, Opt::Alias, Opt::Delay];
+const OPTIONS: &[Opt] = &[
+    Opt::Priority,
+    Opt::Attempts,
+    Opt::Backoff,
+    Opt::Opts,
+    Opt::Expire,
+    Opt::Lifo,
+    Opt::Alias,
+    Opt::Delay,
+    Opt::Dedup,
+    Opt::DedupTtl,
+    Opt::Extend,
+    Opt::Replace,
+];
+
+/// A job of the call as decided before the first write.
+enum Fate<'a> {
+    /// Not created: its row exists, an earlier job has its id, or its ALIAS is live.
+    Exists,
+    /// Created, holding its DEDUP id when it gives one.
+    New(Option<Box<Claim<'a>>>),
+    /// Its DEDUP id is live: the holder's id. `claim`: the id's key when this job is the
+    /// first of the call to find it live (its EXTEND restarts the TTL).
+    Dup { holder: Vec<u8>, claim: Option<Box<Claim<'a>>> },
+}
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
@@ -54,7 +80,7 @@ pub struct Job<'a> {
 
 /// `name data k option…`, repeated to the end.
 fn jobs<'a>(mut args: &[ArgStr<'a>]) -> Result<Vec<Job<'a>>, Refusal> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(args.len() / 3);
     while let [name, data, k, rest @ ..] = args {
         let k = domain::args::number(k, "k")?;
         let opts = usize::try_from(k).ok().and_then(|k| rest.get(..k)).ok_or(Refusal::Usage)?;
@@ -62,6 +88,7 @@ fn jobs<'a>(mut args: &[ArgStr<'a>]) -> Result<Vec<Job<'a>>, Refusal> {
         if o.lifo && o.delay.is_some() {
             return Err(Refusal::Shape("LIFO does not go with DELAY".into()));
         }
+        queue::dedup::shape(&o)?;
         out.push(Job { name: *name, data: *data, o });
         args = rest.get(opts.len()..).unwrap_or(&[]);
     }
@@ -110,10 +137,20 @@ impl Verb for Add {
         let aliases =
             if checked.iter().any(|(j, ..)| j.alias.is_some()) { Some(Aliases::open(x)?) } else { None };
 
-        // Decide each job before the first write: every row opened and type-checked.
+        // Decide each job before the first write: every row opened and type-checked, every
+        // DEDUP id's key opened as the caller.
+        // The call's ids, which a REPLACE leaves alone: gathered only when a job gives DEDUP.
+        let tail_ids: std::collections::HashSet<&[u8]> = if checked.iter().any(|(j, ..)| j.dedup.is_some()) {
+            rows.iter().map(|(_, id)| *id).collect()
+        } else {
+            std::collections::HashSet::new()
+        };
         let mut keys = Vec::with_capacity(rows.len());
+        let mut fates = Vec::with_capacity(rows.len());
         let mut ids: std::collections::HashSet<&[u8]> = std::collections::HashSet::with_capacity(rows.len());
         let mut named: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+        // DEDUP ids decided by an earlier job of the call: the job that holds each.
+        let mut held: std::collections::HashMap<&[u8], Vec<u8>> = std::collections::HashMap::new();
         for ((name, id), (job, ..)) in rows.iter().zip(&checked) {
             let row = x.open_tail(*name, true);
             let exists = row.exists_as(Kind::Hash)?;
@@ -122,22 +159,60 @@ impl Verb for Add {
                 _ => true,
             };
             let new = !exists && !ids.contains(id) && alias_free;
-            if new {
+            let fate = match (new, job.dedup.as_deref().copied()) {
+                (false, _) => Fate::Exists,
+                (true, None) => Fate::New(None),
+                (true, Some(d)) => match held.get(d.id.bytes()) {
+                    Some(holder) => Fate::Dup { holder: holder.clone(), claim: None },
+                    None => {
+                        let claim = Box::new(Claim::plan(x, d, Some(&delayed), &|h| tail_ids.contains(h))?);
+                        let holder = claim.duplicate().map(|h| h.bytes().to_vec());
+                        held.insert(d.id.bytes(), holder.clone().unwrap_or_else(|| id.to_vec()));
+                        match holder {
+                            Some(holder) => Fate::Dup { holder, claim: Some(claim) },
+                            None => Fate::New(Some(claim)),
+                        }
+                    }
+                },
+            };
+            if matches!(fate, Fate::New(_)) {
                 ids.insert(id);
                 named.extend(job.alias.map(|a| a.bytes()));
             }
-            keys.push(new.then_some(row));
+            keys.push(row);
+            fates.push(fate);
         }
 
         // Write.
         let mut created = false;
         let mut reply = Vec::with_capacity(rows.len());
-        for (((_, id), (job, due, lifo)), row) in rows.iter().zip(&checked).zip(&keys) {
-            let Some(row) = row else {
+        let mut replaced = Vec::new();
+        for ((((_, id), (job, due, lifo)), row), fate) in rows.iter().zip(&checked).zip(&keys).zip(fates) {
+            if matches!(fate, Fate::Exists) {
                 reply.push(Reply::Int(0));
                 continue;
-            };
+            }
             let id_s = x.string(id)?;
+            let claim = match fate {
+                Fate::Exists => continue,
+                Fate::Dup { holder, claim } => {
+                    match (claim, job.dedup.as_deref()) {
+                        (Some(c), _) => c.refuse(x, &events, &id_s)?,
+                        (None, Some(d)) => {
+                            let holder = x.string(&holder)?;
+                            let e = Event::Deduplicated { dedup: d.id.ptr(), refused: Some(id_s.ptr()), replaced: None };
+                            events.emit(x, Some(holder.ptr()), e)?;
+                        }
+                        (None, None) => {}
+                    }
+                    reply.push(Reply::Bulk(holder));
+                    continue;
+                }
+                Fate::New(claim) => claim,
+            };
+            if let Some(c) = claim {
+                replaced.extend(c.take(x, &events, &id_s, Some(&delayed))?);
+            }
             let alias = job.alias.map(|a| a.ptr());
             match due {
                 None => {
@@ -159,6 +234,10 @@ impl Verb for Add {
             }
             created = true;
             reply.push(Reply::Int(1));
+        }
+        // The replaced holders' logs and alias entries, once every alias of the call is written.
+        for c in replaced {
+            c.delete();
         }
         if created {
             queue::exists(x);

@@ -7,7 +7,7 @@
 //! also drops jobs finished before now−ms. At most `trafikey.retention-batch` per call.
 //! ECHO: the `completed` event carries the result too (for event readers that need it after
 //! retention deleted the row). A finish that leaves nothing ready or active also writes
-//! `drained`.
+//! `drained`. The job's DEDUP id, if it has one without a TTL, is released.
 
 use crate::config;
 use crate::domain::{self, args::Opt, Keep};
@@ -15,7 +15,7 @@ use crate::errors::{self, Refusal};
 use crate::host::command::{flag, opt, q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{self, field, Event, Events, Holder, Retire, Row, State};
+use crate::queue::{self, field, Event, Events, Holder, Release, Retire, Row, State};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Update), q(Active, Take), q(Completed, Update), q(Events, Append)]);
 /// KEEP and AGE, the retention options COMPLETE and FAIL share.
@@ -100,11 +100,14 @@ pub fn finish_held<'a>(x: &mut Exec<'a>, a: Finish<'a>, drained: Drained) -> Res
         return Err(errors::lease(x.id));
     }
     let now = x.now();
-    let made = Row(&job.row).int(&field::MADE, 0).saturating_add(1);
+    // Attempts made and the DEDUP id, in one read of the row.
+    let [made, dedup, ..] = job.row.hget_many(&[&field::MADE, &field::DEDUP]);
+    let made = made.and_then(|m| domain::args::int(m.bytes())).unwrap_or(0).saturating_add(1);
     let retire = Retire::plan(x, &completed, u64::from(keep != Keep::None), now, keep, age)?;
 
     let id = x.id;
     let log = if keep == Keep::None { queue::log_of(x, id)? } else { None };
+    let release = Release::finishing_of(x, id, dedup)?;
     let drains = drained == Drained::Ask && events.on() && queue::drains(x, &job.active);
     let made_s = x.int(made)?;
     let result = a.result.ptr();
@@ -116,6 +119,7 @@ pub fn finish_held<'a>(x: &mut Exec<'a>, a: Finish<'a>, drained: Drained) -> Res
     job.active.signal_ready();
     let fields = [(&field::RESULT, result), (&field::MADE, made_s.ptr())];
     queue::finish(x, &job.row, &completed, &job.id, State::Completed, keep, &fields, log)?;
+    release.apply();
     let echoed = a.echo.then_some(result);
     events.emit(x, Some(job.id.ptr()), Event::Completed { attempt: made, result: echoed })?;
     if drains {

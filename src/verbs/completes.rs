@@ -14,7 +14,7 @@ use crate::errors::Refusal;
 use crate::host::command::{block, q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{Access, ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::{self, *};
-use crate::queue::{self, field, Event, Events, Retire, Row, State};
+use crate::queue::{self, field, Event, Events, Release, Retire, Row, State};
 
 pub const KEYS: Keys = Keys::of(&[q(Active, Take), q(Completed, Update), q(Events, Append)]);
 pub const ARGS: &[Arg] =
@@ -105,8 +105,18 @@ impl Verb for Completes {
             a.jobs.iter().zip(&fates).map(|([id, ..], f)| (*f == DONE).then(|| id.bytes())).collect();
         let at_once = domain::gone_at_once(&finishing, retire.drop_new, keep == Keep::None);
         let mut logs = Vec::with_capacity(a.jobs.len());
-        for (([id, ..], fate), gone) in a.jobs.iter().zip(&fates).zip(&at_once) {
+        let mut releases = Vec::new();
+        // Per job: attempts made once it finishes, read with its DEDUP id.
+        let mut made_of = Vec::with_capacity(a.jobs.len());
+        for ((([id, ..], fate), gone), row) in a.jobs.iter().zip(&fates).zip(&at_once).zip(&rows) {
             logs.push(if *fate == DONE && *gone { queue::log_of(x, id)? } else { None });
+            if *fate == DONE {
+                let [made, dedup, ..] = row.hget_many(&[&field::MADE, &field::DEDUP]);
+                made_of.push(made.and_then(|m| domain::args::int(m.bytes())).unwrap_or(0).saturating_add(1));
+                releases.push(Release::finishing_of(x, id, dedup)?);
+            } else {
+                made_of.push(0);
+            }
         }
 
         // Write.
@@ -116,19 +126,21 @@ impl Verb for Completes {
         if !taken.is_empty() {
             active.signal_ready();
         }
-        for ((([id, _, result], row), (fate, gone)), log) in
-            a.jobs.iter().zip(&rows).zip(fates.iter().zip(&at_once)).zip(logs)
+        for (((([id, _, result], row), (fate, gone)), log), made) in
+            a.jobs.iter().zip(&rows).zip(fates.iter().zip(&at_once)).zip(logs).zip(made_of)
         {
             if *fate != DONE {
                 continue;
             }
-            let made = Row(row).int(&field::MADE, 0).saturating_add(1);
             let made_s = x.int(made)?;
             let id_s = x.string(id)?;
             let fields = [(&field::RESULT, result.ptr()), (&field::MADE, made_s.ptr())];
             let keep = if *gone { Keep::None } else { keep };
             queue::finish(x, row, &completed, &id_s, State::Completed, keep, &fields, log)?;
             events.emit(x, Some(id.ptr()), Event::Completed { attempt: made, result: None })?;
+        }
+        for r in &releases {
+            r.apply();
         }
         retire.apply(&completed);
         Ok(Reply::Array(fates.into_iter().map(Reply::Int).collect()))

@@ -1,16 +1,20 @@
 //! `EMQ.ENQUEUE 4 job wait prio events name data [PRIORITY p] [ATTEMPTS n]
-//! [BACKOFF FIXED|EXP ms] [OPTS blob] [EXPIRE when] [LIFO] [ALIAS key]`
+//! [BACKOFF FIXED|EXP ms] [OPTS blob] [EXPIRE when] [LIFO] [ALIAS key]
+//! [DEDUP id [DEDUPTTL ms [EXTEND]] [REPLACE]]`
 //!
 //! Creates the row (state and immutable fields) and makes the job ready: `wait` for priority
 //! 0 (at the back, or the front with LIFO), else `prio`. One `added` event. An existing row,
 //! in any state, makes the call a no-op answering 0: the immutable line. So does a live
 //! ALIAS: the queue's alias hash (found, opened as the caller) already holds the key.
+//! `[DEDUP id [DEDUPTTL ms] [EXTEND] [REPLACE]]` (`queue::dedup`): while the id is live the call
+//! creates nothing and answers the id of the job that holds it, with a `deduplicated` event.
 
 use crate::domain::args::{options, Opt, Options};
 use crate::errors::Refusal;
 use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::Role::*;
+use crate::queue::dedup::{self, Produced};
 use crate::queue::{Aliases, Event, Events, NewJob, Ready, State, End};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Insert), q(Wait, Insert), q(Prio, Insert), q(Events, Append)]);
@@ -29,6 +33,19 @@ pub const OPTS: Arg = opt("opts", "OPTS", "blob", Ty::Str);
 pub const EXPIRE: Arg = opt("expire", "EXPIRE", "when", Ty::Str);
 /// The client's own id for the job, unique in the queue while the job exists.
 pub const ALIAS: Arg = opt("alias", "ALIAS", "key", Ty::Str);
+/// Deduplication: the id, its TTL, a duplicate restarting the TTL, a duplicate replacing a
+/// delayed holder. Shown nested as the rules of `queue::dedup::shape` have it; parsed as
+/// options, in any order.
+pub const DEDUP: Arg = block(
+    "dedup",
+    Some("DEDUP"),
+    &[
+        val("id", Ty::Str),
+        block("dedupttl", Some("DEDUPTTL"), &[val("ms", Ty::Int), flag("extend", "EXTEND")]).optional(),
+        flag("replace", "REPLACE"),
+    ],
+)
+.optional();
 
 pub const ARGS: &[Arg] = &[
     val("name", Ty::Str),
@@ -40,6 +57,7 @@ pub const ARGS: &[Arg] = &[
     EXPIRE,
     flag("lifo", "LIFO"),
     ALIAS,
+    DEDUP,
 ];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
@@ -50,7 +68,9 @@ pub const COMMAND: Command = Command::new::<Enqueue>("EMQ.ENQUEUE")
     .args(ARGS)
     .creates()
     .fast()
-    .summary("Create a job and make it ready; 0 and nothing written when the id or its ALIAS exists.")
+    .summary(
+        "Create a job and make it ready; 0 and nothing written when the id or its ALIAS exists, the holder's id when its DEDUP id is live.",
+    )
     .complexity("O(log N) with N the jobs of its priority band");
 
 pub struct Enqueue;
@@ -67,7 +87,11 @@ pub fn job_args<'a>(
     allowed: &[Opt],
 ) -> Result<(ArgStr<'a>, ArgStr<'a>, Options<ArgStr<'a>>), Refusal> {
     match args {
-        [name, data, rest @ ..] => Ok((*name, *data, options(rest, allowed)?)),
+        [name, data, rest @ ..] => {
+            let o = options(rest, allowed)?;
+            crate::queue::dedup::shape(&o)?;
+            Ok((*name, *data, o))
+        }
         _ => Err(Refusal::Usage),
     }
 }
@@ -91,7 +115,19 @@ impl Verb for Enqueue {
     fn shape<'a>(args: &[ArgStr<'a>]) -> Result<Args<'a>, Refusal> {
         let (name, data, o) = job_args(
             args,
-            &[Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts, Opt::Expire, Opt::Lifo, Opt::Alias],
+            &[
+                Opt::Priority,
+                Opt::Attempts,
+                Opt::Backoff,
+                Opt::Opts,
+                Opt::Expire,
+                Opt::Lifo,
+                Opt::Alias,
+                Opt::Dedup,
+                Opt::DedupTtl,
+                Opt::Extend,
+                Opt::Replace,
+            ],
         )?;
         Ok(Args { name, data, o })
     }
@@ -109,11 +145,19 @@ impl Verb for Enqueue {
         }
         let ready = Ready::open(x)?;
         let events = Events::open(x)?;
+        let replaced = match job.dedup.as_deref().map(|d| dedup::produce(x, *d, &events, None)).transpose()? {
+            Some(Produced::Duplicate(holder)) => return Ok(Reply::Str(holder)),
+            Some(Produced::Holds(replaced)) => replaced,
+            None => None,
+        };
         let now = x.now();
         let id = x.string(x.id)?;
         let state = if job.priority == 0 { State::Wait } else { State::Prio };
         job.create(x, &row, x.id, state, now)?;
         name_alias(aliases.as_ref(), &job, &id)?;
+        if let Some(c) = replaced {
+            c.delete();
+        }
         ready.put(id.ptr(), job.priority, End::lifo(a.o.lifo))?;
         let alias = job.alias.map(|a| a.ptr());
         events.emit(x, Some(id.ptr()), Event::Added { name: a.name.ptr(), prio: job.priority, alias })?;

@@ -18,7 +18,7 @@ use crate::domain::args::When;
 use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Lit, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{self, field, Event, Events, Holder, Ready, Retire, Row, State, End};
+use crate::queue::{self, field, Event, Events, Holder, Ready, Release, Retire, Row, State, End};
 
 pub const KEYS: Keys = Keys::of(&[
     q(Job, Update),
@@ -125,8 +125,10 @@ impl Verb for Fail {
         job.check(&a.token)?;
         let (row, id) = (&job.row, &job.id);
         let r = Row(row);
-        let made = r.int(&field::MADE, 0).saturating_add(1);
-        let attempts = r.int(&field::ATTEMPTS, 1);
+        // Attempts made and allowed, and the DEDUP id, in one read of the row.
+        let [made, attempts, dedup, ..] = row.hget_many(&[&field::MADE, &field::ATTEMPTS, &field::DEDUP]);
+        let int = |v: Option<crate::host::Str>, d: i64| v.and_then(|v| domain::args::int(v.bytes())).unwrap_or(d);
+        let (made, attempts) = (int(made, 0).saturating_add(1), int(attempts, 1));
         let now = x.now();
         // The caller's decision wins over attempts and backoff; a delay is then its due time.
         let next = match (a.decision, chosen_due) {
@@ -142,6 +144,8 @@ impl Verb for Fail {
         let id_bytes = x.id;
         let mut log =
             if next == AfterFail::Fail && keep == Keep::None { queue::log_of(x, id_bytes)? } else { None };
+        let release =
+            if next == AfterFail::Fail { Release::finishing_of(x, id_bytes, dedup)? } else { Release::default() };
 
         job.active.zrem(id.ptr());
         job.active.signal_ready();
@@ -165,6 +169,7 @@ impl Verb for Fail {
                 if a.stack.is_none() && keep != Keep::None {
                     row.hdel(&[&field::STACK])?;
                 }
+                release.apply();
                 events.emit(x, Some(id.ptr()), Event::Failed { error, attempt: made, attempts })?;
                 c"failed"
             }

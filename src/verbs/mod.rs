@@ -94,6 +94,8 @@ table! {
     add
     limit
     limits
+    dedup
+    undedup
 }
 
 /// The capability tokens of the registered commands, in table order.
@@ -212,6 +214,8 @@ mod tests {
             (add::COMMAND, "write deny-oom", "emq write", true),
             (limit::COMMAND, "write fast", "emq write fast", true),
             (limits::COMMAND, "readonly fast", "emq read fast", false),
+            (dedup::COMMAND, "readonly fast", "emq read fast", false),
+            (undedup::COMMAND, "write fast", "emq write fast", true),
         ];
         assert_eq!(want.len(), COMMANDS.len());
         for (cmd, flags, acl, fenced) in want {
@@ -228,7 +232,7 @@ mod tests {
     fn synopsis_reads_like_the_wire() {
         assert_eq!(
             COMMANDS[0].synopsis(),
-            "EMQ.ENQUEUE 4 emq:{Q}:job:<ID> emq:{Q}:wait emq:{Q}:prio emq:{Q}:events name data [PRIORITY p] [ATTEMPTS n] [BACKOFF FIXED|EXP ms] [OPTS blob] [EXPIRE when] [LIFO] [ALIAS key]"
+            "EMQ.ENQUEUE 4 emq:{Q}:job:<ID> emq:{Q}:wait emq:{Q}:prio emq:{Q}:events name data [PRIORITY p] [ATTEMPTS n] [BACKOFF FIXED|EXP ms] [OPTS blob] [EXPIRE when] [LIFO] [ALIAS key] [DEDUP id [DEDUPTTL ms [EXTEND]] [REPLACE]]"
         );
     }
 }

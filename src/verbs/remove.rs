@@ -1,5 +1,6 @@
 //! `TRA.REMOVE 8 job wait prio active delayed completed failed events [FORCE]` — deletes one
-//! job: its row, its log, its alias entry and its entry in the state set the row names. A held job (in `active`) is
+//! job: its row, its log, its alias entry, its DEDUP id (TTL or not) and its entry in the state
+//! set the row names. A held job (in `active`) is
 //! removed only with FORCE; its holder then gets `EMQLEASE` on whatever it does next. One
 //! `removed` event (`prev`: the state it was in). Replies 1, or 0 when there is no such job.
 //! Fenced, like every write.
@@ -9,7 +10,7 @@ use crate::errors::{not_in, Refusal};
 use crate::host::command::{flag, q, Arg, Command, Keys, Spec::*};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{Event, Events, Row, State};
+use crate::queue::{Event, Events, Release, Row, State};
 
 pub const KEYS: Keys = Keys::of(&[
     q(Job, Update),
@@ -63,6 +64,7 @@ impl Verb for Remove {
         }
         let job_id = x.id;
         let log = crate::queue::companions_of(x, job_id, &row)?;
+        let release = Release::removing(x, job_id, &row)?;
         match state {
             Some(State::Wait) => {
                 wait.lrem(id.ptr())?;
@@ -81,6 +83,7 @@ impl Verb for Remove {
         if let Some(c) = log {
             c.delete();
         }
+        release.apply();
         if let Some(prev) = state {
             events.emit(x, Some(id.ptr()), Event::Removed { prev })?;
         }

@@ -1,18 +1,23 @@
 //! `EMQ.SCHEDULE 3 job delayed events when name data [PRIORITY p] [ATTEMPTS n]
-//! [BACKOFF FIXED|EXP ms] [OPTS blob] [EXPIRE when] [ALIAS key]`
+//! [BACKOFF FIXED|EXP ms] [OPTS blob] [EXPIRE when] [ALIAS key]
+//! [DEDUP id [DEDUPTTL ms [EXTEND]] [REPLACE]]`
 //!
 //! ENQUEUE for later: creates the row in state delayed with score = due (`when` is absolute
 //! ms or `+ms`; a time in the past is due now, and the next CLAIM promotes it). An existing
 //! row or a live ALIAS makes the call a no-op answering 0. LIFO is not taken: a scheduled
 //! job becomes ready in due order. Its `delayed` event carries `name` (and `alias`): a new
-//! job, where DELAY's and FAIL's put one off.
+//! job, where DELAY's and FAIL's put one off. DEDUP as ENQUEUE's (a live id answers its
+//! holder's id).
 
-use super::enqueue::{job_args, live_alias, name_alias, ALIAS, ATTEMPTS, BACKOFF, EXPIRE, OPTS, PRIORITY};
+use super::enqueue::{
+    job_args, live_alias, name_alias, ALIAS, ATTEMPTS, BACKOFF, DEDUP, EXPIRE, OPTS, PRIORITY,
+};
 use crate::domain::{self, args::Opt, args::Options, When};
 use crate::errors::Refusal;
 use crate::host::command::{q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
+use crate::queue::dedup::{self, Produced};
 use crate::queue::{Aliases, Event, Events, NewJob, State};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Insert), q(Delayed, Insert), q(Events, Append)]);
@@ -26,6 +31,7 @@ pub const ARGS: &[Arg] = &[
     OPTS,
     EXPIRE,
     ALIAS,
+    DEDUP,
 ];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
@@ -37,7 +43,7 @@ pub const COMMAND: Command = Command::new::<Schedule>("EMQ.SCHEDULE")
     .creates()
     .fast()
     .summary(
-        "Create a job that becomes ready at `when`; 0 and nothing written when the id or its ALIAS exists.",
+        "Create a job that becomes ready at `when`; 0 and nothing written when the id or its ALIAS exists, the holder's id when its DEDUP id is live.",
     )
     .complexity("O(log N)");
 
@@ -58,7 +64,18 @@ impl Verb for Schedule {
         let when = domain::args::when(when)?;
         let (name, data, o) = job_args(
             rest,
-            &[Opt::Priority, Opt::Attempts, Opt::Backoff, Opt::Opts, Opt::Expire, Opt::Alias],
+            &[
+                Opt::Priority,
+                Opt::Attempts,
+                Opt::Backoff,
+                Opt::Opts,
+                Opt::Expire,
+                Opt::Alias,
+                Opt::Dedup,
+                Opt::DedupTtl,
+                Opt::Extend,
+                Opt::Replace,
+            ],
         )?;
         Ok(Args { when, name, data, o })
     }
@@ -78,9 +95,17 @@ impl Verb for Schedule {
         }
         let delayed = x.open_as(Delayed, Kind::ZSet)?;
         let events = Events::open(x)?;
+        let replaced = match job.dedup.as_deref().map(|d| dedup::produce(x, *d, &events, Some(&delayed))).transpose()? {
+            Some(Produced::Duplicate(holder)) => return Ok(Reply::Str(holder)),
+            Some(Produced::Holds(replaced)) => replaced,
+            None => None,
+        };
         let id = x.string(x.id)?;
         job.create(x, &row, x.id, State::Delayed, now)?;
         name_alias(aliases.as_ref(), &job, &id)?;
+        if let Some(c) = replaced {
+            c.delete();
+        }
         delayed.zadd(due, id.ptr())?;
         let alias = job.alias.map(|a| a.ptr());
         events.emit(x, Some(id.ptr()), Event::Scheduled { due, name: a.name.ptr(), alias })?;

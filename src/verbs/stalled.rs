@@ -14,7 +14,7 @@ use crate::host::command::{opt, q, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{Access, ArgStr, Exec, Key, Kind, Lit, Reply, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::metrics;
-use crate::queue::{self, field, Event, Events, Ready, Retire, Row, State, End};
+use crate::queue::{self, field, Event, Events, Ready, Release, Retire, Row, State, End};
 
 pub const KEYS: Keys =
     Keys::of(&[q(Active, Take), q(Wait, Insert), q(Prio, Insert), q(Failed, Update), q(Events, Append)]);
@@ -111,10 +111,14 @@ pub fn reclaim(x: &mut Exec, max_stalls: i64, count: i64) -> Result<(Vec<Reply>,
     domain::stalled::retire_lowest(&mut fates, &ids, retire.drop_new);
     // The logs of the jobs deleted at once, opened before anything is written.
     let mut logs = Vec::with_capacity(jobs.len());
-    for ((id, _), fate) in jobs.iter().zip(&fates) {
+    let mut releases = Vec::new();
+    for ((id, row), fate) in jobs.iter().zip(&fates) {
         let deleted =
             matches!(fate, Fate::Retire { .. }) || (matches!(fate, Fate::Fail { .. }) && keep == Keep::None);
         logs.push(if deleted { queue::log_of(x, id.bytes())? } else { None });
+        if matches!(fate, Fate::Retire { .. } | Fate::Fail { .. }) {
+            releases.push(Release::finishing(x, id.bytes(), row)?);
+        }
     }
 
     let (mut requeued, mut dead) = (Vec::new(), Vec::new());
@@ -160,6 +164,9 @@ pub fn reclaim(x: &mut Exec, max_stalls: i64, count: i64) -> Result<(Vec<Reply>,
             events.emit(x, Some(id.ptr()), Event::Waiting { prev: State::Active })?;
             requeued.push(Reply::bulk(id.bytes()));
         }
+    }
+    for r in &releases {
+        r.apply();
     }
     retire.apply(&failed);
     metrics::add(&metrics::RECLAIMED, requeued.len().saturating_add(dead.len()) as u64);

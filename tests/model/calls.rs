@@ -51,6 +51,17 @@ pub struct NewJob {
     pub expire: Option<WhenArg>,
     /// ALIAS key: the client's own id for the job.
     pub alias: Option<Vec<u8>>,
+    /// DEDUP id [DEDUPTTL ms] [EXTEND] [REPLACE].
+    pub dedup: Option<DedupArg>,
+}
+
+/// A producer's deduplication options.
+#[derive(Clone, Debug)]
+pub struct DedupArg {
+    pub id: Vec<u8>,
+    pub ttl: Option<i64>,
+    pub extend: bool,
+    pub replace: bool,
 }
 
 /// One job of TRA.ADD: its row's id, the job, LIFO, `DELAY when`.
@@ -311,6 +322,18 @@ impl Call {
             }
             if let Some(k) = &j.alias {
                 a.extend([w("ALIAS"), k.clone()]);
+            }
+            if let Some(d) = &j.dedup {
+                a.extend([w("DEDUP"), d.id.clone()]);
+                if let Some(t) = d.ttl {
+                    a.extend([w("DEDUPTTL"), num(t)]);
+                }
+                if d.extend {
+                    a.push(w("EXTEND"));
+                }
+                if d.replace {
+                    a.push(w("REPLACE"));
+                }
             }
         };
         let retention = |a: &mut Vec<Vec<u8>>, keep: &Option<i64>, age: &Option<i64>| {

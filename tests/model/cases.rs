@@ -67,6 +67,7 @@ pub fn found_divergences_replay() {
         backoff: None,
         expire: None,
         alias: None,
+        dedup: None,
     };
     let enqueue = |i| Op::Enqueue { id: IdC::Pool(i), job: job(), lifo: false, lc: false };
     let cfg = Cfg {
@@ -243,6 +244,7 @@ pub fn every_path_deletes_the_log_with_its_row() {
         backoff: None,
         expire: None,
         alias: None,
+        dedup: None,
     };
     let enqueue = |i| Op::Enqueue { id: IdC::Pool(i), job: job(), lifo: false, lc: false };
     let claim =
@@ -424,6 +426,7 @@ pub fn claim_goes_past_expired_jobs() {
         backoff: None,
         expire,
         alias: None,
+        dedup: None,
     };
     let expired = || Some(WhenC::Ago(5));
     let schedule =

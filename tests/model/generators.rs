@@ -76,6 +76,18 @@ pub struct JobC {
     pub backoff: Option<Backoff>,
     pub expire: Option<WhenC>,
     pub alias: Option<B>,
+    pub dedup: Option<DedupC>,
+}
+
+/// DEDUP as generated: an id (from a few, so they collide; or out of range), a TTL (long
+/// enough never to run out during a case, or 0, out of range), EXTEND (only with a TTL, as
+/// the shape rule wants), REPLACE.
+#[derive(Clone, Debug)]
+pub struct DedupC {
+    pub id: B,
+    pub ttl: Option<i64>,
+    pub extend: bool,
+    pub replace: bool,
 }
 
 /// Which job one TRA.COMPLETES entry names.
@@ -313,6 +325,12 @@ impl Resolver<'_> {
             backoff: j.backoff,
             expire: j.expire.as_ref().map(|w| self.when(w)),
             alias: j.alias.as_ref().map(|k| k.0.clone()),
+            dedup: j.dedup.as_ref().map(|d| DedupArg {
+                id: d.id.0.clone(),
+                ttl: d.ttl,
+                extend: d.extend && d.ttl.is_some(),
+                replace: d.replace,
+            }),
         }
     }
 
@@ -656,8 +674,27 @@ pub fn job_c() -> BoxedStrategy<JobC> {
         (1, Just(Some(vec![])).boxed()),
         (1, Just(Some(vec![b'a'; ALIAS_MAX + 1])).boxed()),
     ]);
-    (name, data, priority, attempts, backoff, expire, alias)
-        .prop_map(|(name, data, priority, attempts, backoff, expire, alias)| JobC {
+    let dedup_id = weighted(vec![
+        (30, prop::sample::select(DEDUP_IDS.iter().map(|d| d.to_vec()).collect::<Vec<_>>()).boxed()),
+        (1, Just(vec![]).boxed()),
+        (1, Just(vec![b'a'; ALIAS_MAX + 1]).boxed()),
+    ]);
+    let dedup_ttl = weighted(vec![
+        (6, Just(None).boxed()),
+        (5, (600_000i64..=900_000).prop_map(Some).boxed()),
+        (1, Just(Some(0i64)).boxed()),
+    ]);
+    let dedup = weighted(vec![
+        (30, Just(None).boxed()),
+        (
+            14,
+            (dedup_id, dedup_ttl, any::<bool>(), any::<bool>())
+                .prop_map(|(id, ttl, extend, replace)| Some(DedupC { id: B(id), ttl, extend, replace }))
+                .boxed(),
+        ),
+    ]);
+    (name, data, priority, attempts, backoff, expire, alias, dedup)
+        .prop_map(|(name, data, priority, attempts, backoff, expire, alias, dedup)| JobC {
             name: B(name),
             data: B(data),
             priority,
@@ -665,6 +702,7 @@ pub fn job_c() -> BoxedStrategy<JobC> {
             backoff,
             expire,
             alias: alias.map(B),
+            dedup,
         })
         .boxed()
 }

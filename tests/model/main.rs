@@ -29,6 +29,13 @@
 //! sequence `Q::check_invariant` runs, and a replica of the server must hold the same
 //! keyspace (`DEBUG DIGEST`): the verbs replicate their effects.
 //!
+//! DEDUP. Producers (ENQUEUE, SCHEDULE, each job of TRA.ADD) give `DEDUP id` now and then, from
+//! three ids (so they collide) or out of range, with or without `DEDUPTTL` (long enough never
+//! to run out during a case, or 0), `EXTEND` and `REPLACE`: a live id answers its holder's id
+//! with a `deduplicated` event; REPLACE swaps a delayed holder for the new job; every finish
+//! releases an id without a TTL, every deletion by a client any id, retention none. The view
+//! compares each id's key (the job it names, its expiry time) and every row's `de`.
+//!
 //! Time. The model never assumes the server's clock: the test reads `TIME` before and after
 //! each step (separate round trips, so each command runs in an event-loop turn of its own)
 //! and accepts the step if the model, run at *some* instant `now` in that bracket, produces

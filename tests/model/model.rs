@@ -26,6 +26,8 @@ pub const TOKEN_MAX: usize = 128;
 pub const NAME_MAX: usize = 256;
 /// ALIAS: 1..=256 bytes.
 pub const ALIAS_MAX: usize = 256;
+/// The DEDUP ids the generator draws from (so they collide); the view reads each one's key.
+pub const DEDUP_IDS: [&[u8]; 3] = [b"d1", b"d2", b"d3"];
 /// Jobs one TRA.ADD takes (its n: 1..=250).
 pub const ADD_MAX: usize = 250;
 pub const PROGRESS_MAX: usize = 4096;
@@ -148,6 +150,8 @@ pub struct Row {
     pub spent: bool,
     /// `k`: the job's ALIAS.
     pub alias: Option<Vec<u8>>,
+    /// `de`: the job's DEDUP id.
+    pub dedup: Option<Vec<u8>>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -196,6 +200,9 @@ pub struct Model {
     pub events_exist: bool,
     /// The alias hash: each live ALIAS key → its job (deleted with the job's row, always).
     pub aliases: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// The live DEDUP ids: id → (the job holding it, its expiry when it has a TTL). No TTL a
+    /// case draws runs out during the case.
+    pub dedups: BTreeMap<Vec<u8>, (Vec<u8>, Option<i64>)>,
 }
 
 /// One event's fields, flat: `event <name> [id <ID>] facts...`.
@@ -295,6 +302,7 @@ pub struct Checked {
     pub backoff: Option<Backoff>,
     pub expire: Option<i64>,
     pub alias: Option<Vec<u8>>,
+    pub dedup: Option<DedupArg>,
 }
 
 pub fn check_new(j: &NewJob, max_payload: usize, now: i64) -> Result<Checked, Refused> {
@@ -316,7 +324,23 @@ pub fn check_new(j: &NewJob, max_payload: usize, now: i64) -> Result<Checked, Re
         return Err("EMQARG");
     }
     let alias = j.alias.clone();
-    Ok(Checked { name: j.name.clone(), data: j.data.clone(), priority, attempts, backoff, expire, alias })
+    if let Some(d) = &j.dedup {
+        if !(1..=ALIAS_MAX).contains(&d.id.len()) {
+            return Err("EMQARG");
+        }
+        d.ttl.map(|t| within(t, 1, TIME_MAX)).transpose()?;
+    }
+    let dedup = j.dedup.clone();
+    Ok(Checked {
+        name: j.name.clone(),
+        data: j.data.clone(),
+        priority,
+        attempts,
+        backoff,
+        expire,
+        alias,
+        dedup,
+    })
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -343,7 +367,53 @@ impl Model {
             logs: BTreeMap::new(),
             events_exist: false,
             aliases: BTreeMap::new(),
+            dedups: BTreeMap::new(),
         }
+    }
+
+    /// Release job `id`'s DEDUP id while it names the job: a finish (`with_ttl` false) leaves
+    /// an id with a TTL to it, a client deleting the job (`with_ttl` true) does not.
+    pub fn release(&mut self, id: &[u8], with_ttl: bool) {
+        let Some(d) = self.rows.get(id).and_then(|r| r.dedup.clone()) else { return };
+        if self.dedups.get(&d).is_some_and(|(h, ttl)| h == id && (with_ttl || ttl.is_none())) {
+            self.dedups.remove(&d);
+        }
+    }
+
+    /// A producer's DEDUP, every other check passed: None when the job is to be created (the
+    /// id taken; a delayed holder replaced under REPLACE, with its events), else the reply
+    /// (the holder's id, its `deduplicated` event written). `ours`: ids of the call, which a
+    /// REPLACE leaves alone.
+    pub fn dedup(
+        &mut self,
+        j: &Checked,
+        id: &[u8],
+        ours: &dyn Fn(&[u8]) -> bool,
+        now: i64,
+        ev: &mut Vec<Event>,
+    ) -> Option<Reply> {
+        let d = j.dedup.as_ref()?;
+        let fresh = d.ttl.map(|t| now + t);
+        let Some((holder, until)) = self.dedups.get(&d.id).cloned() else {
+            self.dedups.insert(d.id.clone(), (id.to_vec(), fresh));
+            return None;
+        };
+        if d.replace && !ours(&holder) && self.delayed.contains_key(&holder) {
+            self.delayed.remove(&holder);
+            self.drop_row(&holder);
+            ev.push(event("removed", Some(&holder), &[("prev", b"delayed".to_vec())]));
+            let until = if d.ttl.is_some() && !d.extend { until.or(fresh) } else { fresh };
+            self.dedups.insert(d.id.clone(), (id.to_vec(), until));
+            ev.push(event("deduplicated", Some(id), &[("dedup", d.id.clone()), ("replaced", holder)]));
+            return None;
+        }
+        if d.extend {
+            if let Some(e) = self.dedups.get_mut(&d.id) {
+                e.1 = fresh;
+            }
+        }
+        ev.push(event("deduplicated", Some(&holder), &[("dedup", d.id.clone()), ("refused", id.to_vec())]));
+        Some(Reply::Bulk(holder))
     }
 
     /// Delete a job's row, and its log and its alias entry with it (every path that deletes a
@@ -478,6 +548,9 @@ impl Model {
                 if self.rows.contains_key(id) || self.alias_live(&j) {
                     return Ok(Reply::Int(0));
                 }
+                if let Some(r) = self.dedup(&j, id, &|h| h == &id[..], now, ev) {
+                    return Ok(r);
+                }
                 self.create(id, &j, now);
                 self.ready(id, *lifo);
                 let mut facts = vec![("name", j.name.clone()), ("prio", n(j.priority))];
@@ -491,6 +564,9 @@ impl Model {
                 let due = due_of(*when, now)?;
                 if self.rows.contains_key(id) || self.alias_live(&j) {
                     return Ok(Reply::Int(0));
+                }
+                if let Some(r) = self.dedup(&j, id, &|h| h == &id[..], now, ev) {
+                    return Ok(r);
                 }
                 self.create(id, &j, now);
                 self.row(id).state = St::Delayed;
@@ -518,12 +594,40 @@ impl Model {
                     checked.push((c, due));
                 }
                 let mut out = Vec::new();
+                let ours: BTreeSet<Vec<u8>> = jobs.iter().map(|j| j.id.clone()).collect();
+                // ALIAS is judged before the call writes (a REPLACE deleting a holder does not
+                // free its alias for a later job of the call), and against earlier jobs.
+                let aliases_before = self.aliases.clone();
+                let mut named: BTreeSet<Vec<u8>> = BTreeSet::new();
+                // DEDUP ids an earlier job of the call decided: the job holding each.
+                let mut held: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
                 for (j, (c, due)) in jobs.iter().zip(checked) {
-                    if self.rows.contains_key(&j.id) || self.alias_live(&c) {
+                    let alias_taken =
+                        c.alias.as_ref().is_some_and(|k| aliases_before.contains_key(k) || named.contains(k));
+                    if self.rows.contains_key(&j.id) || alias_taken {
                         out.push(Reply::Int(0));
                         continue;
                     }
+                    if let Some(d) = &c.dedup {
+                        if let Some(h) = held.get(&d.id) {
+                            let facts = [("dedup", d.id.clone()), ("refused", j.id.clone())];
+                            ev.push(event("deduplicated", Some(h), &facts));
+                            out.push(Reply::Bulk(h.clone()));
+                            continue;
+                        }
+                        let r = self.dedup(&c, &j.id, &|h| ours.contains(h), now, ev);
+                        let holder = match &r {
+                            Some(Reply::Bulk(h)) => h.clone(),
+                            _ => j.id.clone(),
+                        };
+                        held.insert(d.id.clone(), holder);
+                        if let Some(r) = r {
+                            out.push(r);
+                            continue;
+                        }
+                    }
                     self.create(&j.id, &c, now);
+                    named.extend(c.alias.clone());
                     match due {
                         None => {
                             self.ready(&j.id, j.lifo);
@@ -702,6 +806,7 @@ impl Model {
                 }
                 if matches!(decision, Decision::Final) || made >= attempts {
                     let mut added = vec![];
+                    self.release(id, false);
                     if keep == 0 {
                         self.drop_row(id);
                     } else {
@@ -847,6 +952,7 @@ impl Model {
                             r.state = St::Failed;
                             (r.made, r.attempts)
                         };
+                        self.release(&id, false);
                         if keep == 0 {
                             self.drop_row(&id);
                         } else {
@@ -932,6 +1038,7 @@ impl Model {
                     return Err("EMQSTATE");
                 }
                 self.unset(id);
+                self.release(id, true);
                 self.drop_row(id);
                 ev.push(event("removed", Some(id), &[("prev", prev.word().as_bytes().to_vec())]));
                 Ok(Reply::Int(1))
@@ -946,6 +1053,7 @@ impl Model {
                 doomed.truncate(count);
                 for id in &doomed {
                     self.unset(id);
+                    self.release(id, true);
                     self.drop_row(id);
                 }
                 if !doomed.is_empty() {
@@ -964,6 +1072,7 @@ impl Model {
                 old.truncate(count);
                 for (_, id) in &old {
                     self.unset(id);
+                    self.release(id, true);
                     self.drop_row(id);
                 }
                 if !old.is_empty() {
@@ -986,6 +1095,7 @@ impl Model {
                 }
                 for id in &doomed {
                     self.unset(id);
+                    self.release(id, true);
                     self.drop_row(id);
                 }
                 let sets = [St::Wait, St::Prio, St::Active, St::Delayed, St::Completed, St::Failed];
@@ -1127,6 +1237,7 @@ impl Model {
                     }
                     self.active.remove(id);
                     let made = r.made + 1;
+                    self.release(id, false);
                     if keep == 0 {
                         self.drop_row(id);
                     } else {
@@ -1271,6 +1382,7 @@ impl Model {
         self.active.remove(id);
         let made = r.made + 1;
         let mut added = vec![];
+        self.release(id, false);
         if keep == 0 {
             self.drop_row(id);
         } else {
@@ -1371,6 +1483,7 @@ impl Model {
             ("finished", opt_int(r.finished)),
             ("stack", opt_bulk(&r.stack)),
             ("alias", opt_bulk(&r.alias)),
+            ("dedup", opt_bulk(&r.dedup)),
         ];
         Reply::Array(facts.into_iter().flat_map(|(k, v)| [Reply::Bulk(k.as_bytes().to_vec()), v]).collect())
     }
@@ -1436,6 +1549,7 @@ impl Model {
                     r.token = None;
                     (r.made, r.attempts)
                 };
+                self.release(id, false);
                 if keep == 0 {
                     self.drop_row(id);
                 } else {
@@ -1499,6 +1613,7 @@ impl Model {
                 stack: None,
                 spent: false,
                 alias: j.alias.clone(),
+                dedup: j.dedup.as_ref().map(|d| d.id.clone()),
             },
         );
         if let Some(k) = &j.alias {
@@ -1555,6 +1670,7 @@ impl Model {
                             expire: r.expire,
                             stack: r.stack.clone(),
                             alias: r.alias.clone(),
+                            dedup: r.dedup.clone(),
                         },
                     )
                 })
@@ -1568,6 +1684,7 @@ impl Model {
             meta_exists: self.meta_exists(),
             events_exist: self.events_exist,
             aliases: self.aliases.clone(),
+            dedups: self.dedups.clone(),
         }
     }
 }

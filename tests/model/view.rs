@@ -24,6 +24,8 @@ pub struct RowView {
     pub stack: Option<Vec<u8>>,
     /// `k`: the job's ALIAS.
     pub alias: Option<Vec<u8>>,
+    /// `de`: the job's DEDUP id.
+    pub dedup: Option<Vec<u8>>,
 }
 
 #[derive(Debug, PartialEq)]
@@ -45,6 +47,8 @@ pub struct View {
     pub rows: BTreeMap<Vec<u8>, RowView>,
     /// The alias hash: key → id.
     pub aliases: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// The live DEDUP ids among `DEDUP_IDS`: id → (the job, its expiry time if it has one).
+    pub dedups: BTreeMap<Vec<u8>, (Vec<u8>, Option<i64>)>,
 }
 
 pub fn cmd(parts: &[&[u8]]) -> Vec<Vec<u8>> {
@@ -112,6 +116,12 @@ pub fn read_view(
     cmds.push(cmd(&[b"EXISTS", q.k("meta").as_bytes()]));
     cmds.push(cmd(&[b"EXISTS", q.k("events").as_bytes()]));
     cmds.push(cmd(&[b"HGETALL", q.k("alias").as_bytes()]));
+    for d in DEDUP_IDS {
+        let mut k = format!("emq:{{{}}}:dedup:", q.0).into_bytes();
+        k.extend_from_slice(d);
+        cmds.push(vec![b"GET".to_vec(), k.clone()]);
+        cmds.push(vec![b"PEXPIRETIME".to_vec(), k]);
+    }
     let r = c.pipeline(&cmds);
     let mut wait: Vec<Vec<u8>> = arr(&r[0])?.iter().map(bulk).collect::<Result<_, _>>()?;
     wait.reverse();
@@ -158,6 +168,7 @@ pub fn read_view(
                 expire: opt_int("x")?,
                 stack: f.get("s").cloned(),
                 alias: f.get("k").cloned(),
+                dedup: f.get("de").cloned(),
             },
         );
     }
@@ -173,6 +184,18 @@ pub fn read_view(
     let mut aliases = BTreeMap::new();
     for p in arr(&r[10 + 2 * pool])?.chunks(2) {
         aliases.insert(bulk(&p[0])?, bulk(&p[1])?);
+    }
+    let mut dedups = BTreeMap::new();
+    for (i, d) in DEDUP_IDS.iter().enumerate() {
+        let at = 11 + 2 * pool + 2 * i;
+        if r[at].is_nil() {
+            continue;
+        }
+        let until = match &r[at + 1] {
+            Reply::Int(t) if *t >= 0 => Some(*t),
+            _ => None,
+        };
+        dedups.insert(d.to_vec(), (bulk(&r[at])?, until));
     }
     let mut events = Vec::new();
     for e in arr(&r[7 + pool])? {
@@ -199,6 +222,7 @@ pub fn read_view(
         meta_exists,
         events_exist,
         aliases,
+        dedups,
     };
     Ok((view, events))
 }
@@ -274,7 +298,14 @@ pub fn differences(
     if exp_ev != got_ev {
         let _ = writeln!(d, "  events: model {} / server {}", show_events(exp_ev), show_events(got_ev));
     }
-    let sets: [(&str, String, String); 10] = [
+    let show_dedups = |v: &View| {
+        v.dedups
+            .iter()
+            .map(|(d, (j, t))| format!("{}={}@{t:?}", show(d), show(j)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let sets: [(&str, String, String); 11] = [
         ("wait (claim order)", show_ids(&m.wait), show_ids(&s.wait)),
         ("prio", show_scored(&m.prio), show_scored(&s.prio)),
         ("active", show_scored(&m.active), show_scored(&s.active)),
@@ -285,6 +316,7 @@ pub fn differences(
         ("meta exists", m.meta_exists.to_string(), s.meta_exists.to_string()),
         ("events exist", m.events_exist.to_string(), s.events_exist.to_string()),
         ("aliases", format!("{:?}", show_pairs(&m.aliases)), format!("{:?}", show_pairs(&s.aliases))),
+        ("dedup ids", show_dedups(m), show_dedups(s)),
     ];
     for (name, a, b) in sets {
         if a != b {

@@ -1,0 +1,502 @@
+//! Deduplication against a real server, as src/CONTRACT.md and src/verbs/README.md state it:
+//! `DEDUP id [DEDUPTTL ms] [EXTEND] [REPLACE]` on ENQUEUE, SCHEDULE and TRA.ADD; a live id
+//! answers its holder's id with a `deduplicated` event and creates nothing; the id is released
+//! by every path that finishes (without a TTL) or deletes its job; a TTL is the server's own
+//! expiry; TRA.DEDUP and TRA.UNDEDUP; refusals write nothing; replicas and the AOF hold what
+//! the primary holds; ACL judges the id's key as the caller's.
+// A test may panic: that is how it fails. The module's own rules are for src/.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
+
+use trafikey_support::*;
+
+fn setup(name: &str) -> (Server, Conn, Q) {
+    let s = Server::quiet();
+    let c = s.conn();
+    (s, c, Q::new(name))
+}
+
+fn events(c: &mut Conn, q: &Q) -> Vec<Vec<String>> {
+    let r = c.call(&[b"XRANGE", q.k("events").as_bytes(), b"-", b"+"]);
+    r.array().iter().map(|e| e.array()[1].strings()).collect()
+}
+
+fn dkey(q: &Q, id: &str) -> String {
+    q.k(&format!("dedup:{id}"))
+}
+
+/// TRA.DEDUP: the holder's id, or None.
+fn holder(c: &mut Conn, q: &Q, id: &str) -> Option<String> {
+    let r = c.call(&[b"TRA.DEDUP", b"1", dkey(q, id).as_bytes()]);
+    (!r.is_nil()).then(|| r.str())
+}
+
+fn run(c: &mut Conn, v: &[Vec<u8>]) -> Reply {
+    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+    c.call(&refs)
+}
+
+/// `TRA.ADD 4 wait prio delayed events n rows… jobs…`: each job `(id, name, options)`.
+fn add_cmd(q: &Q, jobs: &[(&str, &str, &[&str])]) -> Vec<Vec<u8>> {
+    let mut v: Vec<Vec<u8>> = vec![b"TRA.ADD".to_vec(), b"4".to_vec()];
+    for r in ["wait", "prio", "delayed", "events"] {
+        v.push(q.k(r).into_bytes());
+    }
+    v.push(jobs.len().to_string().into_bytes());
+    for (id, ..) in jobs {
+        v.push(q.job(id).into_bytes());
+    }
+    for (_, name, opts) in jobs {
+        v.push(name.as_bytes().to_vec());
+        v.push(b"{}".to_vec());
+        v.push(opts.len().to_string().into_bytes());
+        v.extend(opts.iter().map(|o| o.as_bytes().to_vec()));
+    }
+    v
+}
+
+fn schedule(c: &mut Conn, q: &Q, id: &str, when: &str, opts: &[&[u8]]) -> Reply {
+    let mut a: Vec<&[u8]> = vec![when.as_bytes(), b"job", b"{}"];
+    a.extend_from_slice(opts);
+    q.run(c, "EMQ.SCHEDULE", id, &a)
+}
+
+fn claim(c: &mut Conn, q: &Q, token: &str) -> String {
+    let r = q.run(c, "EMQ.CLAIM", "", &[token.as_bytes(), b"60000"]);
+    r.array()[0].array()[0].str()
+}
+
+const REMOVE_KEYS: [&str; 8] = ["job", "wait", "prio", "active", "delayed", "completed", "failed", "events"];
+
+fn pttl(c: &mut Conn, key: &str) -> i64 {
+    c.call(&[b"PTTL", key.as_bytes()]).int()
+}
+
+fn bulk(s: &str) -> Reply {
+    Reply::Bulk(s.as_bytes().to_vec())
+}
+
+#[test]
+fn a_live_id_answers_its_holder_and_creates_nothing() {
+    let (_s, mut c, q) = setup("simple");
+    assert_eq!(q.enqueue(&mut c, &jid(1), &[b"DEDUP", b"d"]), Reply::Int(1));
+    assert_eq!(holder(&mut c, &q, "d"), Some(jid(1)));
+    assert_eq!(pttl(&mut c, &dkey(&q, "d")), -1, "without DEDUPTTL the id has no expiry");
+    // ENQUEUE, SCHEDULE and TRA.ADD giving the id: the holder's id, no row, one event each.
+    assert_eq!(q.enqueue(&mut c, &jid(2), &[b"DEDUP", b"d"]), bulk(&jid(1)));
+    assert_eq!(schedule(&mut c, &q, &jid(3), "+60000", &[b"DEDUP", b"d"]), bulk(&jid(1)));
+    let r = run(&mut c, &add_cmd(&q, &[(&jid(4), "a", &["DEDUP", "d"]), (&jid(5), "b", &[])]));
+    assert_eq!(r, Reply::Array(vec![bulk(&jid(1)), Reply::Int(1)]));
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.rows.len(), 2);
+    assert_eq!(snap.field(&jid(1), "de").as_deref(), Some("d"));
+    let ev = events(&mut c, &q);
+    for (e, refused) in ev[1..4].iter().zip([jid(2), jid(3), jid(4)]) {
+        assert_eq!(e, &["event", "deduplicated", "id", &jid(1), "dedup", "d", "refused", &refused]);
+    }
+    // TRA.JOB shows the id.
+    let m = c.call(&[b"TRA.JOB", b"1", q.job(&jid(1)).as_bytes()]).array().to_vec();
+    assert_eq!(m[m.len() - 2..], [bulk("dedup"), bulk("d")]);
+    // A job without DEDUP has none.
+    let m = c.call(&[b"TRA.JOB", b"1", q.job(&jid(5)).as_bytes()]).array().to_vec();
+    assert!(m[m.len() - 1].is_nil());
+    // The holder completes: the id is free, the next job takes it.
+    assert_eq!(claim(&mut c, &q, "t"), jid(1));
+    assert_eq!(complete(&q, &mut c, &jid(1), "t", &[]), Reply::Int(1));
+    assert_eq!(holder(&mut c, &q, "d"), None);
+    assert_eq!(q.enqueue(&mut c, &jid(6), &[b"DEDUP", b"d"]), Reply::Int(1));
+    assert_eq!(holder(&mut c, &q, "d"), Some(jid(6)));
+}
+
+#[test]
+fn the_id_goes_with_every_finish_and_every_deletion() {
+    let (_s, mut c, q) = setup("paths");
+    let live = |c: &mut Conn, d: &str| c.call(&[b"EXISTS", dkey(&q, d).as_bytes()]) == Reply::Int(1);
+    let mut n = 0;
+    let mut next = |c: &mut Conn, d: &str, opts: &[&[u8]]| {
+        n += 1;
+        let id = jid(n);
+        let mut a: Vec<&[u8]> = vec![b"DEDUP", d.as_bytes()];
+        a.extend_from_slice(opts);
+        assert_eq!(q.enqueue(c, &id, &a), Reply::Int(1));
+        assert!(live(c, d));
+        id
+    };
+    // COMPLETE under KEEP 0.
+    let a = next(&mut c, "c0", &[]);
+    claim(&mut c, &q, "t");
+    assert_eq!(complete(&q, &mut c, &a, "t", &[b"KEEP", b"0"]), Reply::Int(1));
+    assert!(!live(&mut c, "c0"));
+    // FAIL: a retry keeps the id, the final failure releases it.
+    let a = next(&mut c, "f", &[b"ATTEMPTS", b"2"]);
+    claim(&mut c, &q, "t");
+    assert_eq!(q.run(&mut c, "EMQ.FAIL", &a, &[b"t", b"no"]), Reply::Simple("retry".into()));
+    assert!(live(&mut c, "f"));
+    claim(&mut c, &q, "t");
+    assert_eq!(q.run(&mut c, "EMQ.FAIL", &a, &[b"t", b"no"]), Reply::Simple("failed".into()));
+    assert!(!live(&mut c, "f"));
+    // TRA.COMPLETES.
+    let a = next(&mut c, "cs", &[]);
+    claim(&mut c, &q, "t");
+    let r = q.run(&mut c, "TRA.COMPLETES", "", &[a.as_bytes(), b"t", b"ok"]);
+    assert_eq!(r, Reply::Array(vec![Reply::Int(1)]));
+    assert!(!live(&mut c, "cs"));
+    // TRA.COMPLETENEXT.
+    let a = next(&mut c, "cn", &[]);
+    claim(&mut c, &q, "t");
+    let r = q.run(&mut c, "TRA.COMPLETENEXT", &a, &[b"t", b"ok", b"60000"]);
+    assert_eq!(r.array()[0], Reply::Int(1));
+    assert!(!live(&mut c, "cn"));
+    // STALLED's final failure (MAXSTALLS 0), after the lease ran out.
+    let a = next(&mut c, "st", &[]);
+    let r = q.run(&mut c, "EMQ.CLAIM", "", &[b"t", b"1"]);
+    assert_eq!(r.array()[0].array()[0].str(), a);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let r = q.run(&mut c, "EMQ.STALLED", "", &[b"MAXSTALLS", b"0"]);
+    assert_eq!(r.array()[1].strings(), std::slice::from_ref(&a));
+    assert!(!live(&mut c, "st"));
+    // An expiry: the CLAIM that meets the expired job fails it.
+    let a = next(&mut c, "x", &[b"EXPIRE", b"1"]);
+    let r = q.run(&mut c, "EMQ.CLAIM", "", &[b"t", b"60000"]);
+    assert_eq!(r, Reply::Array(vec![]));
+    assert_eq!(q.snapshot(&mut c).state_of(&a).as_deref(), Some("failed"));
+    assert!(!live(&mut c, "x"));
+    // TRA.REMOVE.
+    let a = next(&mut c, "r", &[]);
+    assert_eq!(run(&mut c, &q.cmd("TRA.REMOVE", &a, &REMOVE_KEYS, &[])), Reply::Int(1));
+    assert!(!live(&mut c, "r"));
+    // TRA.DRAIN.
+    next(&mut c, "dr", &[]);
+    let drain = [
+        b"TRA.DRAIN".to_vec(),
+        b"4".to_vec(),
+        q.k("wait").into(),
+        q.k("prio").into(),
+        q.k("delayed").into(),
+        q.k("events").into(),
+    ];
+    assert_eq!(run(&mut c, &drain), Reply::Int(1));
+    assert!(!live(&mut c, "dr"));
+    // TRA.CLEAN of a completed job whose id has a TTL: a client deleting the job releases it.
+    let a = next(&mut c, "cl", &[b"DEDUPTTL", b"600000"]);
+    claim(&mut c, &q, "t");
+    complete(&q, &mut c, &a, "t", &[]);
+    assert!(live(&mut c, "cl"), "a TTL outlives the finish");
+    std::thread::sleep(std::time::Duration::from_millis(3));
+    let r =
+        c.call(&[b"TRA.CLEAN", b"2", q.k("completed").as_bytes(), q.k("events").as_bytes(), b"GRACE", b"0"]);
+    assert!(r.strings().contains(&a));
+    assert!(!live(&mut c, "cl"));
+    // TRA.OBLITERATE.
+    next(&mut c, "ob", &[]);
+    let mut ob: Vec<Vec<u8>> = vec![b"TRA.OBLITERATE".to_vec(), b"8".to_vec()];
+    for r in ["wait", "prio", "active", "delayed", "completed", "failed", "meta", "events"] {
+        ob.push(q.k(r).into_bytes());
+    }
+    assert_eq!(run(&mut c, &ob), Reply::Int(0));
+    assert!(!live(&mut c, "ob"));
+    assert_eq!(c.call(&[b"KEYS", b"emq:{paths}:*"]), Reply::Array(vec![]));
+}
+
+/// An id that names another job (rewritten by a client) is left alone when a job with it goes.
+#[test]
+fn only_an_id_that_still_names_the_job_is_released() {
+    let (_s, mut c, q) = setup("other");
+    q.enqueue(&mut c, &jid(1), &[b"DEDUP", b"d"]);
+    c.call(&[b"SET", dkey(&q, "d").as_bytes(), jid(9).as_bytes()]);
+    assert_eq!(run(&mut c, &q.cmd("TRA.REMOVE", &jid(1), &REMOVE_KEYS, &[])), Reply::Int(1));
+    assert_eq!(holder(&mut c, &q, "d"), Some(jid(9)));
+}
+
+#[test]
+fn a_ttl_is_the_servers_expiry_and_outlives_the_finish() {
+    let (_s, mut c, q) = setup("ttl");
+    assert_eq!(q.enqueue(&mut c, &jid(1), &[b"DEDUP", b"t", b"DEDUPTTL", b"300"]), Reply::Int(1));
+    let t = pttl(&mut c, &dkey(&q, "t"));
+    assert!(t > 0 && t <= 300, "{t}");
+    claim(&mut c, &q, "w");
+    complete(&q, &mut c, &jid(1), "w", &[]);
+    assert_eq!(holder(&mut c, &q, "t"), Some(jid(1)), "a throttle: the id lives its TTL");
+    assert_eq!(q.enqueue(&mut c, &jid(2), &[b"DEDUP", b"t", b"DEDUPTTL", b"300"]), bulk(&jid(1)));
+    // Past the TTL the server has dropped the key, and the id is free.
+    wait_for(|| c.call(&[b"EXISTS", dkey(&q, "t").as_bytes()]) == Reply::Int(0), "the id to expire");
+    assert_eq!(holder(&mut c, &q, "t"), None);
+    assert_eq!(q.enqueue(&mut c, &jid(3), &[b"DEDUP", b"t", b"DEDUPTTL", b"300"]), Reply::Int(1));
+    assert_eq!(q.snapshot(&mut c).rows.len(), 2);
+}
+
+#[test]
+fn extend_restarts_the_ttl_on_each_duplicate() {
+    let (_s, mut c, q) = setup("ext");
+    let key = dkey(&q, "e");
+    let expiretime = |c: &mut Conn| c.call(&[b"PEXPIRETIME", key.as_bytes()]).int();
+    let now = |c: &mut Conn| {
+        let t = c.call(&[b"TIME"]).strings();
+        t[0].parse::<i64>().unwrap() * 1000 + t[1].parse::<i64>().unwrap() / 1000
+    };
+    q.enqueue(&mut c, &jid(1), &[b"DEDUP", b"e", b"DEDUPTTL", b"1000"]);
+    let first = expiretime(&mut c);
+    // A duplicate without EXTEND leaves the TTL as it was.
+    q.enqueue(&mut c, &jid(2), &[b"DEDUP", b"e", b"DEDUPTTL", b"500000"]);
+    assert_eq!(expiretime(&mut c), first);
+    // With EXTEND: now + its DEDUPTTL.
+    let before = now(&mut c);
+    assert_eq!(
+        q.enqueue(&mut c, &jid(3), &[b"DEDUP", b"e", b"DEDUPTTL", b"500000", b"EXTEND"]),
+        bulk(&jid(1))
+    );
+    let after = now(&mut c);
+    let t = expiretime(&mut c);
+    assert!(t >= before + 500000 && t <= after + 500000, "{before} {t} {after}");
+    assert_eq!(holder(&mut c, &q, "e"), Some(jid(1)));
+    let ev = events(&mut c, &q);
+    assert_eq!(ev[2], ["event", "deduplicated", "id", &jid(1), "dedup", "e", "refused", &jid(3)]);
+}
+
+#[test]
+fn replace_swaps_a_delayed_holder_for_the_new_job() {
+    let (_s, mut c, q) = setup("rep");
+    assert_eq!(schedule(&mut c, &q, &jid(1), "+600000", &[b"DEDUP", b"r", b"ALIAS", b"a1"]), Reply::Int(1));
+    log_line_any(&mut c, &q, &jid(1));
+    // ENQUEUE … REPLACE: the delayed holder is deleted with its log and alias, the new job holds the id.
+    assert_eq!(q.enqueue(&mut c, &jid(2), &[b"DEDUP", b"r", b"REPLACE"]), Reply::Int(1));
+    let snap = q.check_invariant(&mut c);
+    assert!(!snap.rows.contains_key(&jid(1)));
+    assert_eq!(snap.sets["wait"], [jid(2)]);
+    assert!(snap.sets["delayed"].is_empty());
+    assert_eq!(holder(&mut c, &q, "r"), Some(jid(2)));
+    assert_eq!(c.call(&[b"EXISTS", format!("emq:{{rep}}:log:{}", jid(1)).as_bytes()]), Reply::Int(0));
+    assert_eq!(c.call(&[b"HEXISTS", q.k("alias").as_bytes(), b"a1"]), Reply::Int(0));
+    let ev = events(&mut c, &q);
+    let n = ev.len();
+    assert_eq!(ev[n - 3], ["event", "removed", "id", &jid(1), "prev", "delayed"]);
+    assert_eq!(ev[n - 2], ["event", "deduplicated", "id", &jid(2), "dedup", "r", "replaced", &jid(1)]);
+    assert_eq!(ev[n - 1][..4], ["event", "added", "id", &jid(2)]);
+    // A holder that is not delayed is not replaced: a plain duplicate.
+    assert_eq!(schedule(&mut c, &q, &jid(3), "+600000", &[b"DEDUP", b"r", b"REPLACE"]), bulk(&jid(2)));
+    // SCHEDULE … REPLACE of a delayed holder, a TTL given without EXTEND: the holder's TTL kept.
+    schedule(&mut c, &q, &jid(4), "+600000", &[b"DEDUP", b"s", b"DEDUPTTL", b"900000"]);
+    let until = c.call(&[b"PEXPIRETIME", dkey(&q, "s").as_bytes()]).int();
+    let r = schedule(&mut c, &q, &jid(5), "+700000", &[b"DEDUP", b"s", b"DEDUPTTL", b"5000000", b"REPLACE"]);
+    assert_eq!(r, Reply::Int(1));
+    assert_eq!(c.call(&[b"PEXPIRETIME", dkey(&q, "s").as_bytes()]).int(), until);
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.sets["delayed"], [jid(5)]);
+    // With EXTEND the new job's TTL starts afresh.
+    let r = run(
+        &mut c,
+        &add_cmd(
+            &q,
+            &[(&jid(6), "x", &["DELAY", "+5", "DEDUP", "s", "DEDUPTTL", "5000000", "EXTEND", "REPLACE"])],
+        ),
+    );
+    assert_eq!(r, Reply::Array(vec![Reply::Int(1)]));
+    assert!(c.call(&[b"PEXPIRETIME", dkey(&q, "s").as_bytes()]).int() > until + 1_000_000);
+    assert_eq!(holder(&mut c, &q, "s"), Some(jid(6)));
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.sets["delayed"], [jid(6)]);
+    assert!(!snap.rows.contains_key(&jid(5)));
+}
+
+/// A holder's log, written with TRA.ADDLOG (no lease needed).
+fn log_line_any(c: &mut Conn, q: &Q, id: &str) {
+    let log = format!("emq:{{{}}}:log:{id}", q.0);
+    let r = c.call(&[b"TRA.ADDLOG", b"2", q.job(id).as_bytes(), log.as_bytes(), b"line"]);
+    assert_eq!(r, Reply::Int(1));
+}
+
+#[test]
+fn the_bulk_add_dedups_against_the_queue_and_within_the_call() {
+    let (_s, mut c, q) = setup("bulk");
+    q.enqueue(&mut c, &jid(1), &[b"DEDUP", b"old"]);
+    let (j2, j3, j4, j5) = (jid(2), jid(3), jid(4), jid(5));
+    let r = run(
+        &mut c,
+        &add_cmd(
+            &q,
+            &[
+                (&j2, "a", &["DEDUP", "old"]),
+                (&j3, "b", &["DEDUP", "new"]),
+                (&j4, "c", &["DEDUP", "new", "DELAY", "+5000"]),
+                (&j5, "d", &["DEDUP", "old", "REPLACE"]),
+            ],
+        ),
+    );
+    assert_eq!(r, Reply::Array(vec![bulk(&jid(1)), Reply::Int(1), bulk(&j3), bulk(&jid(1))]));
+    assert_eq!(holder(&mut c, &q, "new"), Some(j3.clone()));
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.rows.len(), 2);
+    let ev = events(&mut c, &q);
+    assert_eq!(ev[1], ["event", "deduplicated", "id", &jid(1), "dedup", "old", "refused", &j2]);
+    assert_eq!(ev[2][..4], ["event", "added", "id", &j3]);
+    assert_eq!(ev[3], ["event", "deduplicated", "id", &j3, "dedup", "new", "refused", &j4]);
+    assert_eq!(ev[4], ["event", "deduplicated", "id", &jid(1), "dedup", "old", "refused", &j5]);
+}
+
+#[test]
+fn the_id_is_read_and_released_by_its_commands() {
+    let (_s, mut c, q) = setup("cmds");
+    assert_eq!(holder(&mut c, &q, "d"), None);
+    let undedup = |c: &mut Conn, job: &[&[u8]]| {
+        let key = dkey(&q, "d");
+        let mut a: Vec<&[u8]> = vec![b"TRA.UNDEDUP", b"1", key.as_bytes()];
+        if !job.is_empty() {
+            a.push(b"IF");
+        }
+        a.extend_from_slice(job);
+        c.call(&a)
+    };
+    assert_eq!(undedup(&mut c, &[]), Reply::Int(0));
+    q.enqueue(&mut c, &jid(1), &[b"DEDUP", b"d"]);
+    assert_eq!(undedup(&mut c, &[jid(2).as_bytes()]), Reply::Int(0), "names another job");
+    assert_eq!(holder(&mut c, &q, "d"), Some(jid(1)));
+    assert_eq!(undedup(&mut c, &[jid(1).as_bytes()]), Reply::Int(1));
+    assert_eq!(holder(&mut c, &q, "d"), None);
+    assert_eq!(q.enqueue(&mut c, &jid(2), &[b"DEDUP", b"d"]), Reply::Int(1), "free again");
+    assert_eq!(undedup(&mut c, &[]), Reply::Int(1));
+    assert_eq!(holder(&mut c, &q, "d"), None);
+    // The job stays; its later finish finds the id gone and leaves the key a new job took.
+    q.enqueue(&mut c, &jid(3), &[b"DEDUP", b"d"]);
+    assert_eq!(claim(&mut c, &q, "t"), jid(1));
+    assert_eq!(claim(&mut c, &q, "t"), jid(2));
+    complete(&q, &mut c, &jid(2), "t", &[]);
+    assert_eq!(holder(&mut c, &q, "d"), Some(jid(3)));
+}
+
+#[test]
+fn dedup_refusals_write_nothing() {
+    let (_s, mut c, q) = setup("refuse");
+    q.enqueue(&mut c, &jid(1), &[b"DEDUP", b"k"]);
+    let long = vec![b'a'; 257];
+    unchanged(&mut c, |c| {
+        let cases: Vec<(Vec<&[u8]>, &str)> = vec![
+            (vec![b"DEDUP", b""], "EMQARG DEDUP must be 1..=256 bytes"),
+            (vec![b"DEDUP", &long], "EMQARG DEDUP must be 1..=256 bytes"),
+            (vec![b"DEDUP"], "EMQSHAPE option DEDUP needs a value"),
+            (vec![b"DEDUP", b"a", b"DEDUPTTL", b"0"], "EMQARG DEDUPTTL must be 1..="),
+            (vec![b"DEDUP", b"a", b"DEDUPTTL", b"x"], "EMQSHAPE DEDUPTTL is not an integer"),
+            (vec![b"DEDUPTTL", b"5"], "EMQSHAPE DEDUPTTL, EXTEND and REPLACE go with DEDUP"),
+            (vec![b"REPLACE"], "EMQSHAPE DEDUPTTL, EXTEND and REPLACE go with DEDUP"),
+            (vec![b"DEDUP", b"a", b"EXTEND"], "EMQSHAPE EXTEND goes with DEDUPTTL"),
+            (vec![b"DEDUP", b"a", b"DEDUP", b"b"], "EMQSHAPE option DEDUP given twice"),
+        ];
+        for (opts, want) in &cases {
+            let r = q.enqueue(c, &jid(2), opts);
+            assert!(r.error().starts_with(want), "{want}: {r:?}");
+            let mut a: Vec<&[u8]> = vec![b"+5", b"n", b"{}"];
+            a.extend_from_slice(opts);
+            let r = q.run(c, "EMQ.SCHEDULE", &jid(2), &a);
+            assert!(r.error().starts_with(want), "{want}: {r:?}");
+            let o: Vec<String> = opts.iter().map(|o| String::from_utf8_lossy(o).into_owned()).collect();
+            let o: Vec<&str> = o.iter().map(String::as_str).collect();
+            let r = run(c, &add_cmd(&q, &[(&jid(3), "n", &[]), (&jid(2), "n", &o)]));
+            assert!(r.error().starts_with(want), "{want}: {r:?}");
+        }
+        // The commands: an id out of range, a malformed job id, a wrong-typed key.
+        let r = c.call(&[b"TRA.UNDEDUP", b"1", dkey(&q, "k").as_bytes(), b"IF", b"JOB!"]);
+        assert!(r.error().starts_with("EMQID"), "{r:?}");
+        let big = dkey(&q, &"a".repeat(257));
+        assert!(c.call(&[b"TRA.UNDEDUP", b"1", big.as_bytes()]).error().starts_with("EMQARG DEDUP"));
+        assert!(c.call(&[b"TRA.DEDUP", b"1", big.as_bytes()]).error().starts_with("EMQARG DEDUP"));
+        for extra in [&[&b"a"[..], b"b"][..], &[b"IF"], &[b"IF", b"a", b"b"], &[b"JOB00000000001"]] {
+            let key = dkey(&q, "k");
+            let mut a: Vec<&[u8]> = vec![b"TRA.UNDEDUP", b"1", key.as_bytes()];
+            a.extend_from_slice(extra);
+            let r = c.call(&a);
+            assert!(r.error().starts_with("EMQSHAPE"), "{extra:?}: {r:?}");
+        }
+        let r = c.call(&[b"TRA.DEDUP", b"1", q.k("wait").as_bytes()]);
+        assert!(r.error().starts_with("EMQLAYOUT"), "{r:?}");
+    });
+    // The id's key of another type: WRONGTYPE, before anything is written.
+    c.call(&[b"HSET", dkey(&q, "h").as_bytes(), b"x", b"y"]);
+    unchanged(&mut c, |c| {
+        let r = q.enqueue(c, &jid(4), &[b"DEDUP", b"h"]);
+        assert!(r.error().starts_with("WRONGTYPE"), "{r:?}");
+        let r = run(c, &add_cmd(&q, &[(&jid(4), "n", &[]), (&jid(5), "n", &["DEDUP", "h"])]));
+        assert!(r.error().starts_with("WRONGTYPE"), "{r:?}");
+        assert!(c.call(&[b"TRA.DEDUP", b"1", dkey(&q, "h").as_bytes()]).error().starts_with("WRONGTYPE"));
+        assert!(c.call(&[b"TRA.UNDEDUP", b"1", dkey(&q, "h").as_bytes()]).error().starts_with("WRONGTYPE"));
+    });
+    assert_eq!(q.enqueue(&mut c, &jid(4), &[]), Reply::Int(1), "without DEDUP no key is opened");
+}
+
+#[test]
+fn replicas_and_the_aof_hold_what_the_primary_holds() {
+    let primary = Server::start(Opts {
+        server_args: vec!["--appendonly".into(), "yes".into()],
+        module_args: vec!["upkeep".into(), "no".into()],
+        ..Opts::default()
+    });
+    let replica = Server::quiet();
+    let mut p = primary.conn();
+    p.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]);
+    let mut r = replica.follow(&primary);
+    let q = Q::new("repl");
+    q.enqueue(&mut p, &jid(1), &[b"DEDUP", b"a"]);
+    q.enqueue(&mut p, &jid(2), &[b"DEDUP", b"b", b"DEDUPTTL", b"100000"]);
+    q.enqueue(&mut p, &jid(3), &[b"DEDUP", b"b", b"DEDUPTTL", b"200000", b"EXTEND"]);
+    schedule(&mut p, &q, &jid(4), "+100000", &[b"DEDUP", b"c", b"DEDUPTTL", b"300000"]);
+    schedule(&mut p, &q, &jid(5), "+100000", &[b"DEDUP", b"c", b"DEDUPTTL", b"300000", b"REPLACE"]);
+    run(&mut p, &add_cmd(&q, &[(&jid(6), "x", &["DEDUP", "d"]), (&jid(7), "y", &["DEDUP", "a"])]));
+    assert_eq!(claim(&mut p, &q, "t"), jid(1));
+    complete(&q, &mut p, &jid(1), "t", &[]);
+    p.call(&[b"TRA.UNDEDUP", b"1", dkey(&q, "d").as_bytes()]);
+    assert_eq!(p.call(&[b"WAIT", b"1", b"5000"]), Reply::Int(1));
+    let d = digest(&mut p);
+    assert_eq!(d, digest(&mut r), "rows, ids and their expiry times agree");
+    assert_eq!(holder(&mut r, &q, "c"), Some(jid(5)));
+    // The AOF replays to the same keyspace, expiry times included.
+    let primary = primary.restart();
+    let mut p = primary.conn();
+    assert_eq!(digest(&mut p), d);
+}
+
+#[test]
+fn acl_judges_the_ids_key_as_the_callers() {
+    let s = Server::quiet();
+    let mut admin = s.conn();
+    let q = Q::new("acl");
+    let r = admin.call(&[
+        b"ACL",
+        b"SETUSER",
+        b"w",
+        b"on",
+        b">pw",
+        b"-@all",
+        b"+@emq",
+        b"resetkeys",
+        b"%R~{emq}:*",
+        b"~emq:{acl}:wait",
+        b"~emq:{acl}:prio",
+        b"~emq:{acl}:active",
+        b"~emq:{acl}:completed",
+        b"~emq:{acl}:delayed",
+        b"~emq:{acl}:events",
+        b"~emq:{acl}:job:*",
+        b"~emq:{acl}:dedup:mine",
+    ]);
+    assert_eq!(r, Reply::Simple("OK".into()));
+    let mut w = s.conn();
+    assert_eq!(w.call(&[b"AUTH", b"w", b"pw"]), Reply::Simple("OK".into()));
+    unchanged(&mut admin, |_| {
+        assert!(q.enqueue(&mut w, &jid(1), &[b"DEDUP", b"theirs"]).error().starts_with("NOPERM"));
+        let r = run(&mut w, &add_cmd(&q, &[(&jid(1), "n", &[]), (&jid(2), "n", &["DEDUP", "theirs"])]));
+        assert!(r.error().starts_with("NOPERM"), "{r:?}");
+    });
+    assert_eq!(q.enqueue(&mut w, &jid(1), &[b"DEDUP", b"mine"]), Reply::Int(1));
+    assert_eq!(q.enqueue(&mut w, &jid(2), &[]), Reply::Int(1));
+    // Finishing a job whose id the caller may not touch: NOPERM, nothing written.
+    q.enqueue(&mut admin, &jid(3), &[b"DEDUP", b"theirs"]);
+    for _ in 0..3 {
+        claim(&mut admin, &q, "t");
+    }
+    unchanged(&mut admin, |_| assert!(complete(&q, &mut w, &jid(3), "t", &[]).error().starts_with("NOPERM")));
+    assert_eq!(complete(&q, &mut w, &jid(1), "t", &[]), Reply::Int(1));
+    assert_eq!(complete(&q, &mut w, &jid(2), "t", &[]), Reply::Int(1), "a job without DEDUP opens no id");
+}
