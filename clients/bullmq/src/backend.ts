@@ -1693,14 +1693,14 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     throw new NotSupportedError('flows (child dependencies)');
   }
 
-  /** TRA.UNDEDUP … job: releases the id only while that job holds it. */
+  /** TRA.UNDEDUP … IF job: releases the id only while that job holds it. */
   async removeDeduplicationKey(deduplicationId: string, jobId: string): Promise<number> {
     await this.needDedup();
     const id = await this.resolve(jobId);
     if (!id || !isBranded(id)) {
       return 0;
     }
-    return Number(await this.conn.call('TRA.UNDEDUP', 1, this.dedupKey(deduplicationId), id));
+    return Number(await this.conn.call('TRA.UNDEDUP', 1, this.dedupKey(deduplicationId), 'IF', id));
   }
 
   /** TRA.UNDEDUP: releases the id whatever job holds it. */
