@@ -855,7 +855,11 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     }
     const name = opts.name ?? id;
     const { data, extra } = this.templateParts(name, templateData, templateOpts, opts);
-    await this.dropReadyIteration(id);
+    if (opts.pattern) {
+      await this.dropReadyIteration(id);
+    } else {
+      await this.restartEvery(id, rule);
+    }
     const res = (await this.conn
       .pipeline()
       .call('TRA.SCHEDULER', 4, ...this.schedKeys(id), 'SET', ...rule, 'JOB', ...this.jobName(name), data, ...extra)
@@ -883,26 +887,65 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   }
 
   /**
-   * BullMQ's upsert replaces a scheduler's iteration that became ready but has not run (in
-   * wait, or prioritized; a paused queue's is left); the module leaves such a job to run, so
-   * it is removed first.
+   * BullMQ's upsert of a cron scheduler replaces its iteration that became ready but has not
+   * run (in wait, or prioritized; a paused queue's is left) with one at the next time; the
+   * module leaves such a job to run, so it is removed first. (An `every` scheduler's ready
+   * iteration stays ready in BullMQ too: recreated at its time, or at once for a new
+   * interval.)
    */
-  private async dropReadyIteration(id: string): Promise<void> {
-    const m = await this.schedulerRow(id);
+  private async dropReadyIteration(id: string, known?: Record<string, any>): Promise<void> {
+    const m = known ?? (await this.schedulerRow(id));
     if (!m?.job) {
       return;
     }
-    const [st, paused] = (await this.conn.pipeline().hget(this.jobKey(String(m.job)), 'st').hget(this.key('meta'), 'paused').exec()) ?? [];
-    const state = st?.[1] as string | null;
-    if (state === 'prio' || (state === 'wait' && !paused?.[1])) {
-      try {
-        await this.conn.call('TRA.REMOVE', 8, this.jobKey(String(m.job)), ...this.setKeys(), this.key('events'));
-      } catch (err) {
-        if (errCode(err) !== 'EMQSTATE') {
-          throw err;
+    // The pending iteration, and for `every` the one before it: made when the pending one
+    // was, so it may still be waiting where BullMQ would have made no successor yet.
+    const ids = [String(m.job)];
+    if (m.every && m.next) {
+      const prev = await this.resolve(`repeat:${id}:${Number(m.next) - Number(m.every)}`);
+      if (prev) {
+        ids.push(prev);
+      }
+    }
+    const p = this.conn.pipeline().hget(this.key('meta'), 'paused');
+    for (const j of ids) {
+      p.hget(this.jobKey(j), 'st');
+    }
+    const res = (await p.exec()) ?? [];
+    const paused = !!res[0]?.[1];
+    for (let i = 0; i < ids.length; i++) {
+      const state = res[i + 1]?.[1] as string | null;
+      if (state === 'prio' || (state === 'wait' && !paused)) {
+        try {
+          await this.conn.call('TRA.REMOVE', 8, this.jobKey(ids[i]), ...this.setKeys(), this.key('events'));
+        } catch (err) {
+          if (errCode(err) !== 'EMQSTATE') {
+            throw err;
+          }
         }
       }
     }
+  }
+
+  /**
+   * BullMQ's upsert of an `every` scheduler with a new interval or phase starts it afresh: its
+   * iteration not yet run is replaced by one due now. The module keeps the scheduler's count
+   * and times from the old rule, so the scheduler is deleted (its pending job with it) and
+   * made anew. With the same rule nothing is replaced: the module keeps the pending time, as
+   * BullMQ does.
+   */
+  private async restartEvery(id: string, rule: Cmd): Promise<void> {
+    const m = await this.schedulerRow(id);
+    if (!m) {
+      return;
+    }
+    const every = Number(rule[1]);
+    const offset = rule[2] === 'OFFSET' ? Number(rule[3]) : 0;
+    if (Number(m.every) === every && Number(m.offset ?? 0) === offset) {
+      return;
+    }
+    await this.dropReadyIteration(id, m);
+    await this.conn.call('TRA.SCHEDULER', 4, ...this.schedKeys(id), 'DEL');
   }
 
   private async needSched(): Promise<void> {
