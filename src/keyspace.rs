@@ -38,10 +38,14 @@ pub enum Role {
     /// One deduplication id (`DEDUP id`): a string, the branded id of the job that holds it,
     /// with the server's own expiry when the id was given a TTL.
     Dedup,
+    /// The queue's job schedulers: a zset, scheduler id → the time of its pending iteration.
+    Scheds,
+    /// One job scheduler (`sched:<id>`): a hash, its rule, its job template and its state.
+    Sched,
 }
 
 impl Role {
-    pub const ALL: [Role; 15] = [
+    pub const ALL: [Role; 17] = [
         Role::Wait,
         Role::Prio,
         Role::Active,
@@ -57,6 +61,8 @@ impl Role {
         Role::Log,
         Role::Alias,
         Role::Dedup,
+        Role::Scheds,
+        Role::Sched,
     ];
 
     /// The role's word in the key; suffixed roles end with the `:` before the suffix.
@@ -77,11 +83,13 @@ impl Role {
             Role::Log => "log:",
             Role::Alias => "alias",
             Role::Dedup => "dedup:",
+            Role::Scheds => "scheds",
+            Role::Sched => "sched:",
         }
     }
 
     pub const fn suffixed(self) -> bool {
-        matches!(self, Role::Job | Role::Fails | Role::Log | Role::Dedup)
+        matches!(self, Role::Job | Role::Fails | Role::Log | Role::Dedup | Role::Sched)
     }
 }
 

@@ -149,6 +149,10 @@ fn calls(cmd: &Command) -> Vec<Vec<Vec<u8>>> {
             with(QUEUE, "", "", &["FOR", "1000"]),
             with(QUEUE, "", "", &["CLEAR"]),
         ],
+        "TRA.SCHEDULER" => vec![
+            with(QUEUE, "fvs", "", &["SET", "EVERY", "60000", "JOB", "j", "{}"]),
+            with(QUEUE, "fvs", "", &["DEL"]),
+        ],
         other => panic!("no valid call of the fenced command {other}: add one to calls()"),
     }
 }
@@ -324,6 +328,14 @@ fn unfenced_calls(cmd: &Command) -> Vec<Vec<Vec<u8>>> {
         "TRA.JOB" | "TRA.COUNTS" | "TRA.LIMITS" => vec![with(&[])],
         "TRA.DEDUP" => vec![keys(cmd, QUEUE, "d2", "", None)],
         "TRA.JOBS" => vec![with(&[]), with(&["FROM", "0", "COUNT", "5", "REV"])],
+        "TRA.SCHEDULERS" => {
+            vec![
+                with(&["COUNT"]),
+                with(&["GET", "fvs"]),
+                with(&["LIST", "0", "-1"]),
+                with(&["LIST", "0", "9", "DESC"]),
+            ]
+        }
         other => panic!("no valid call of the unfenced command {other}: add one to unfenced_calls()"),
     }
 }

@@ -9,7 +9,8 @@
 //!
 //! Every command means every one: the job verbs, the bus, the controls, and the inspection
 //! and administration commands (TRA.JOB, TRA.COUNTS, TRA.JOBS, TRA.QUEUES, TRA.PROGRESS,
-//! TRA.LOG, TRA.REMOVE, TRA.DRAIN, TRA.CLEAN, TRA.OBLITERATE), options included (CLAIM's BLOCK
+//! TRA.LOG, TRA.REMOVE, TRA.DRAIN, TRA.CLEAN, TRA.OBLITERATE, the job schedulers'
+//! TRA.SCHEDULER and TRA.SCHEDULERS with their `sched:<id>` and `scheds` keys), options included (CLAIM's BLOCK
 //! is cut to 1–3 ms, and never waits inside MULTI or a script). New options and commands
 //! join by themselves: the calls are built from the table's synopses (so EXPIRE on ENQUEUE
 //! and SCHEDULE is fuzzed too, and DEDUP with its options, from three ids so they collide).

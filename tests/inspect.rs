@@ -59,9 +59,31 @@ fn tra_job_shows_every_fact_in_order() {
     assert_eq!(
         names,
         [
-            "id", "state", "name", "data", "opts", "priority", "attempts", "backoff", "created", "started",
-            "made", "stalls", "claimed", "deadline", "due", "expire", "progress", "result", "error",
-            "finished", "stack", "alias", "dedup"
+            "id",
+            "state",
+            "name",
+            "data",
+            "opts",
+            "priority",
+            "attempts",
+            "backoff",
+            "created",
+            "started",
+            "made",
+            "stalls",
+            "claimed",
+            "deadline",
+            "due",
+            "expire",
+            "progress",
+            "result",
+            "error",
+            "finished",
+            "stack",
+            "alias",
+            "dedup",
+            "scheduler",
+            "iteration"
         ]
     );
     let get = |k: &str| p.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()).expect(k);

@@ -7,6 +7,7 @@ pub mod claim;
 pub mod coherence;
 pub mod id;
 pub mod limit;
+pub mod sched;
 pub mod stalled;
 
 use crate::errors::{self, Refusal};

@@ -119,6 +119,11 @@ fn arm(ctx: *mut RedisModuleCtx, in_ms: i64) {
 /// Brings the timer forward to `at_ms` (absolute) if it would fire later. Verbs call this
 /// when something falls due before upkeep would look again: a job scheduled or delayed.
 pub fn wake_by(ctx: *mut RedisModuleCtx, at_ms: i64) {
+    // Inside a tick the timer is not armed yet: the tick's own answer arms it, from the
+    // agenda the tick's writes noted. Arming here too would leave a second timer running.
+    if TICKING.load(Ordering::Relaxed) {
+        return;
+    }
     let fires_at = FIRES_AT.load(Ordering::Relaxed);
     if !READY.load(Ordering::Relaxed) || at_ms >= fires_at {
         return;
@@ -135,10 +140,15 @@ pub fn wake_by(ctx: *mut RedisModuleCtx, at_ms: i64) {
     arm(ctx, at_ms.saturating_sub(now_ms()));
 }
 
+/// A tick is running (upkeep's writes may note new due times; the tick's answer covers them).
+static TICKING: AtomicBool = AtomicBool::new(false);
+
 extern "C" fn fire(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
     FIRES_AT.store(i64::MAX, Ordering::Relaxed);
+    TICKING.store(true, Ordering::Relaxed);
     let next =
         std::panic::catch_unwind(|| HOOKS.get().map_or(Next::Idle, |h| (h.tick)(ctx))).unwrap_or(Next::Idle);
+    TICKING.store(false, Ordering::Relaxed);
     let tick = TICK_MS.load(Ordering::Relaxed);
     match next {
         Next::Off => {}

@@ -37,6 +37,11 @@ impl Aliases {
         self.key.hget_at(alias).is_some()
     }
 
+    /// The job the key names now, if any.
+    pub fn holder(&self, alias: *mut RedisModuleString) -> Option<Str> {
+        self.key.hget_at(alias)
+    }
+
     pub fn set(&self, alias: *mut RedisModuleString, id: *mut RedisModuleString) -> Result<(), Refusal> {
         self.key.hset_at(alias, id)
     }

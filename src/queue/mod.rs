@@ -11,6 +11,7 @@ pub mod limit;
 pub mod ready;
 pub mod retention;
 pub mod row;
+pub mod sched;
 
 pub use alias::Aliases;
 pub use dedup::{Claim, Release};

@@ -64,6 +64,10 @@ pub mod field {
         ALIAS = c"k";
         /// The job's deduplication id (`DEDUP id`): its key `emq:{Q}:dedup:<id>`.
         DEDUP = c"de";
+        /// The job scheduler that made the job (an iteration of it).
+        SCHEDULER = c"rs";
+        /// The iteration's time, ms: when its scheduler was due.
+        ITERATION = c"rt";
     }
 }
 

@@ -1,12 +1,13 @@
 //! `TRA.JOB 1 job` — one job as a map (RESP2: flat pairs), in this order: `id state name data
 //! opts priority attempts backoff created started made stalls claimed deadline due expire
-//! progress result error finished stack alias dedup`; nil when the row is absent. A fact not set is null;
+//! progress result error finished stack alias dedup scheduler iteration`; nil when the row is absent. A fact not set is null;
 //! `priority`, `attempts`, `started`, `made` and `stalls` are integers with their defaults (0,
 //! 1, 0, 0, 0); `backoff` is `FIXED <ms>` or `EXP <ms>`; `deadline` is the job's score in
 //! `active` (its lease) and `due` its score in `delayed` — those sets are read as the caller,
 //! undeclared. `progress` is the holder's last TRA.PROGRESS report; `expire` the job's EXPIRE time
 //! (null without one); `stack` the last FAIL's STACK; `dedup` the DEDUP id the job was created
-//! with (whether or not it still holds it). Read-only, no fence.
+//! with (whether or not it still holds it); `scheduler` and `iteration` the job scheduler
+//! that made the job and the iteration's time (null for other jobs). Read-only, no fence.
 
 use crate::domain::{self, Backoff};
 use crate::errors::Refusal;
@@ -135,5 +136,7 @@ fn facts(get: &mut impl FnMut(&Lit) -> Option<Str>, deadline: Reply, due: Reply)
         ("stack", text(get(&field::STACK))),
         ("alias", text(get(&field::ALIAS))),
         ("dedup", text(get(&field::DEDUP))),
+        ("scheduler", text(get(&field::SCHEDULER))),
+        ("iteration", int(get(&field::ITERATION), None)),
     ]
 }

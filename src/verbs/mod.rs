@@ -96,6 +96,8 @@ table! {
     limits
     dedup
     undedup
+    scheduler
+    schedulers
 }
 
 /// The capability tokens of the registered commands, in table order.
@@ -216,6 +218,8 @@ mod tests {
             (limits::COMMAND, "readonly fast", "emq read fast", false),
             (dedup::COMMAND, "readonly fast", "emq read fast", false),
             (undedup::COMMAND, "write fast", "emq write fast", true),
+            (scheduler::COMMAND, "write deny-oom", "emq write", true),
+            (schedulers::COMMAND, "readonly", "emq read", false),
         ];
         assert_eq!(want.len(), COMMANDS.len());
         for (cmd, flags, acl, fenced) in want {

@@ -59,6 +59,7 @@ mod load;
 mod queue;
 mod report;
 mod scale;
+mod sched;
 mod server;
 mod waiting;
 
@@ -122,6 +123,9 @@ struct Opts {
     /// Only the rows of the BullMQ forms (`forms.rs`: TRA.ADD, finish-and-fetch, CLAIM … ROW;
     /// BullMQ on trafikey beside BullMQ on Valkey) and the rows they are held to.
     only_forms: bool,
+    /// Job schedulers at scale (`sched.rs`), before the passes; with `only_sched`, nothing else.
+    sched: bool,
+    only_sched: bool,
 }
 
 impl Opts {
@@ -154,6 +158,8 @@ fn parse_args() -> Result<Opts, String> {
         caps: false,
         only_caps: false,
         only_forms: false,
+        sched: false,
+        only_sched: false,
     };
     let mut n = None;
     let mut mem = None;
@@ -183,6 +189,8 @@ fn parse_args() -> Result<Opts, String> {
             "--caps" => o.caps = true,
             "--only-caps" => (o.caps, o.only_caps) = (true, true),
             "--only-forms" => o.only_forms = true,
+            "--sched" => o.sched = true,
+            "--only-sched" => (o.sched, o.only_sched) = (true, true),
             "--only" => {
                 for w in args.next().ok_or("--only needs a list")?.split(',') {
                     o.only.push(match w {
@@ -203,13 +211,13 @@ fn parse_args() -> Result<Opts, String> {
             // cargo bench passes --bench to harness = false targets.
             "--bench" => {}
             "-h" | "--help" => {
-                println!("usage: scripts/bench [--short] [--n N] [--mem M] [--no-bullmq] [--no-chasquimq] [--no-modes] [--no-notebook] [--phase-limit SECONDS] [--quiet-wait SECONDS] [--repeat R] [--only trafikey,lua,bullmq,floor,set] [--only-waiting] [--scale] [--scale-huge] [--only-scale] [--caps] [--only-caps] [--only-forms]");
+                println!("usage: scripts/bench [--short] [--n N] [--mem M] [--no-bullmq] [--no-chasquimq] [--no-modes] [--no-notebook] [--phase-limit SECONDS] [--quiet-wait SECONDS] [--repeat R] [--only trafikey,lua,bullmq,floor,set] [--only-waiting] [--scale] [--scale-huge] [--only-scale] [--caps] [--only-caps] [--only-forms] [--sched] [--only-sched]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other}")),
         }
     }
-    if o.only_scale || o.only_caps {
+    if o.only_scale || o.only_caps || o.only_sched {
         o.only = vec![Who::Trafikey];
     }
     if !o.only.is_empty() || o.only_waiting || o.only_forms {
@@ -1569,6 +1577,30 @@ fn round_caps(o: &Opts, bin: &Path, module: &Path, scratch: &Path) -> Result<(),
     Ok(())
 }
 
+/// Job schedulers at scale (`sched.rs`): the table on stdout and in target/bench/sched.md
+/// (`sched-short.md` in the short mode).
+fn round_sched(o: &Opts, bin: &Path, module: &Path, scratch: &Path) -> Result<(), String> {
+    let f = sched::run(bin, module, scratch, o.short)?;
+    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let commit = sh("git", &["-C", &root().display().to_string(), "describe", "--always", "--dirty"])
+        .unwrap_or_else(|| "?".into());
+    let machine = format!(
+        "nproc {nproc}; module {} at {commit}; {}",
+        module.display(),
+        sh("date", &["-u", "+%Y-%m-%d %H:%M UTC"]).unwrap_or_else(|| "?".into())
+    );
+    let md = sched::markdown(&f, &machine);
+    println!("{md}");
+    let dir = root().join("target/bench");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let stem = if o.short { "sched-short" } else { "sched" };
+    std::fs::write(dir.join(format!("{stem}.md")), &md).map_err(|e| format!("{stem}.md: {e}"))?;
+    if f.late_ms.is_empty() {
+        return Err("job schedulers: no iteration reached a worker".into());
+    }
+    Ok(())
+}
+
 fn sh(cmd: &str, args: &[&str]) -> Option<String> {
     let out = Command::new(cmd).args(args).output().ok()?;
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
@@ -1625,6 +1657,12 @@ fn run(o: &Opts) -> Result<bool, String> {
     std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
     let bull_dir = std::env::var("BENCH_BULLMQ_DIR").map_or_else(|_| scratch.join("bullmq"), PathBuf::from);
 
+    if o.sched {
+        round_sched(o, &bin, &module, &scratch)?;
+        if o.only_sched {
+            return Ok(true);
+        }
+    }
     if o.caps || o.short {
         round_caps(o, &bin, &module, &scratch)?;
         if o.only_caps {

@@ -75,6 +75,19 @@ pub struct AddJob {
 
 #[derive(Clone, Debug)]
 pub enum Call {
+    /// `TRA.SCHEDULER … SET EVERY ms [OFFSET ms] [LIMIT n] JOB name data`.
+    SchedSet {
+        sid: Vec<u8>,
+        every: i64,
+        offset: Option<i64>,
+        limit: Option<i64>,
+        name: Vec<u8>,
+        data: Vec<u8>,
+    },
+    /// `TRA.SCHEDULER … DEL`.
+    SchedDel {
+        sid: Vec<u8>,
+    },
     Enqueue {
         id: Vec<u8>,
         job: NewJob,
@@ -272,6 +285,7 @@ impl Call {
             Call::Add { .. } => "TRA.ADD",
             Call::Limit(_) => "TRA.LIMIT",
             Call::Limits => "TRA.LIMITS",
+            Call::SchedSet { .. } | Call::SchedDel { .. } => "TRA.SCHEDULER",
         }
     }
 
@@ -345,6 +359,17 @@ impl Call {
             }
         };
         match self {
+            Call::SchedSet { every, offset, limit, name, data, .. } => {
+                a.extend([w("SET"), w("EVERY"), num(*every)]);
+                if let Some(o) = offset {
+                    a.extend([w("OFFSET"), num(*o)]);
+                }
+                if let Some(l) = limit {
+                    a.extend([w("LIMIT"), num(*l)]);
+                }
+                a.extend([w("JOB"), name.clone(), data.clone()]);
+            }
+            Call::SchedDel { .. } => a.push(w("DEL")),
             Call::Enqueue { job, lifo, .. } => {
                 a.extend([job.name.clone(), job.data.clone()]);
                 job_opts(&mut a, job);
@@ -542,6 +567,15 @@ impl Call {
                 vec![self.verb().as_bytes().to_vec(), q.k("meta").into_bytes(), b"max-stalls".to_vec()];
             argv.extend(v.clone());
             return argv;
+        }
+        if let Call::SchedSet { sid, .. } | Call::SchedDel { sid } = self {
+            let mut v = vec![self.verb().as_bytes().to_vec(), b"4".to_vec()];
+            let mut k = format!("emq:{{{}}}:sched:", q.0).into_bytes();
+            k.extend_from_slice(sid);
+            v.push(k);
+            v.extend(["scheds", "delayed", "events"].iter().map(|r| q.k(r).into_bytes()));
+            v.extend(self.args(lc));
+            return v;
         }
         let roles: Vec<&str> = match self {
             Call::Priority { .. } => vec!["job", "wait", "prio", "events"],

@@ -108,6 +108,18 @@ pub type AddC = (IdC, JobC, bool, Option<WhenC>);
 
 #[derive(Clone, Debug)]
 pub enum Op {
+    SchedSet {
+        sid: u8,
+        every: i64,
+        offset: Option<i64>,
+        limit: Option<i64>,
+        named: bool,
+        lc: bool,
+    },
+    SchedDel {
+        sid: u8,
+        lc: bool,
+    },
     Add {
         jobs: Vec<AddC>,
         lc: bool,
@@ -337,6 +349,18 @@ impl Resolver<'_> {
     /// The concrete call, and whether option words go in lower case.
     pub fn call(&mut self, op: &Op) -> (Call, bool) {
         match op {
+            Op::SchedSet { sid, every, offset, limit, named, lc } => (
+                Call::SchedSet {
+                    sid: sched_id(*sid),
+                    every: *every,
+                    offset: *offset,
+                    limit: *limit,
+                    name: if *named { b"tick".to_vec() } else { Vec::new() },
+                    data: b"{}".to_vec(),
+                },
+                *lc,
+            ),
+            Op::SchedDel { sid, lc } => (Call::SchedDel { sid: sched_id(*sid) }, *lc),
             Op::Enqueue { id, job, lifo, lc } => {
                 (Call::Enqueue { id: self.id(id), job: self.job(job), lifo: *lifo }, *lc)
             }
@@ -540,6 +564,15 @@ impl Resolver<'_> {
             }
             Op::Sleep(_) => unreachable!("sleeps are not calls"),
         }
+    }
+}
+
+/// A job scheduler's id: three short ones, and one a byte too long (refused).
+pub fn sched_id(n: u8) -> Vec<u8> {
+    if n == 3 {
+        vec![b'x'; 201]
+    } else {
+        format!("s{n}").into_bytes()
     }
 }
 
@@ -785,7 +818,37 @@ pub fn op(crashy: bool) -> BoxedStrategy<Op> {
         (1, Just(Some(0i64)).boxed()),
         (1, Just(Some(STALLED_COUNT_MAX + 1)).boxed()),
     ]);
+    let every = weighted(vec![
+        (4, Just(5i64).boxed()),
+        (3, Just(1000i64).boxed()),
+        (3, Just(60_000i64).boxed()),
+        (1, Just(0i64).boxed()),
+    ]);
+    let sched_offset = weighted(vec![
+        (6, Just(None).boxed()),
+        (2, (0i64..=4).prop_map(Some).boxed()),
+        (1, Just(Some(1_000_000i64)).boxed()),
+    ]);
+    let sched_limit = weighted(vec![
+        (6, Just(None).boxed()),
+        (2, (1i64..=2).prop_map(Some).boxed()),
+        (1, Just(Some(0i64)).boxed()),
+    ]);
     weighted(vec![
+        (
+            3,
+            (0u8..=3, every, sched_offset, sched_limit, prop::bool::weighted(0.95), lc())
+                .prop_map(|(sid, every, offset, limit, named, lc)| Op::SchedSet {
+                    sid,
+                    every,
+                    offset,
+                    limit,
+                    named,
+                    lc,
+                })
+                .boxed(),
+        ),
+        (1, (0u8..=3, lc()).prop_map(|(sid, lc)| Op::SchedDel { sid, lc }).boxed()),
         (
             16,
             (id_c(), job_c(), prop::bool::weighted(0.2), lc())

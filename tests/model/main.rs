@@ -9,7 +9,10 @@
 //! TRA.PROGRESS with ECHO, TRA.SETPROGRESS, TRA.LOG, TRA.ADDLOG, TRA.REMOVE with and without FORCE,
 //! TRA.DRAIN with and without DELAYED, TRA.CLEAN of either finished set, TRA.OBLITERATE with
 //! and without FORCE, and the reads TRA.JOB, TRA.COUNTS, TRA.JOBS, whose replies are checked
-//! against the model's own view), written from the contract (src/CONTRACT.md), the reference
+//! against the model's own view; job schedulers' TRA.SCHEDULER SET (EVERY, OFFSET, LIMIT) and
+//! DEL, whose pending iterations — delayed jobs with the module's own ids, custom ids
+//! `repeat:<id>:<ms>` — the model makes, replaces and deletes as the contract says, and which
+//! CLAIM then promotes and hands out like any job), written from the contract (src/CONTRACT.md), the reference
 //! page (src/verbs/README.md) and the verbs' doc comments — not from the module's code — run
 //! side by side with a live server on random sequences of verbs.
 //!

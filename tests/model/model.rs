@@ -152,6 +152,8 @@ pub struct Row {
     pub alias: Option<Vec<u8>>,
     /// `de`: the job's DEDUP id.
     pub dedup: Option<Vec<u8>>,
+    /// `rs` and `rt`: the job scheduler that made the job, and the iteration's time.
+    pub made_by: Option<(Vec<u8>, i64)>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -203,6 +205,47 @@ pub struct Model {
     /// The live DEDUP ids: id → (the job holding it, its expiry when it has a TTL). No TTL a
     /// case draws runs out during the case.
     pub dedups: BTreeMap<Vec<u8>, (Vec<u8>, Option<i64>)>,
+    /// Job schedulers (EVERY only), by id. Upkeep is off: only SET and DEL change them.
+    pub scheds: BTreeMap<Vec<u8>, Sched>,
+}
+
+/// A job scheduler as the contract describes it ("Job schedulers").
+#[derive(Clone, Debug)]
+pub struct Sched {
+    pub every: i64,
+    pub offset: i64,
+    /// Iterations made, the pending one included.
+    pub count: i64,
+    /// The pending iteration's time and job.
+    pub next: i64,
+    pub job: Vec<u8>,
+}
+
+/// EVERY's next slot k·every + offset after now.
+fn slot_after(now: i64, every: i64, offset: i64) -> i64 {
+    let s = now / every * every + offset;
+    if s <= now {
+        s + every
+    } else {
+        s
+    }
+}
+
+/// The time after an iteration at `prev`: one interval on, or the next slot after now.
+fn every_after(prev: i64, every: i64, offset: i64, now: i64) -> i64 {
+    if prev + every > now {
+        prev + every
+    } else {
+        slot_after(now, every, offset)
+    }
+}
+
+/// The module's id for an iteration (CONTRACT, "Branded ids"): the time's low 42 bits, then
+/// 22 bits of the scheduler id's FNV-1a plus the probe.
+pub fn iteration_id(sid: &[u8], at: i64, probe: u64) -> Vec<u8> {
+    let h = sid.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &c| (h ^ c as u64).wrapping_mul(0x0100_0000_01b3));
+    let n = ((at as u64 & ((1 << 42) - 1)) << 22) | (h.wrapping_add(probe) & ((1 << 22) - 1));
+    id_of("JOB", n).into_bytes()
 }
 
 /// One event's fields, flat: `event <name> [id <ID>] facts...`.
@@ -368,6 +411,7 @@ impl Model {
             events_exist: false,
             aliases: BTreeMap::new(),
             dedups: BTreeMap::new(),
+            scheds: BTreeMap::new(),
         }
     }
 
@@ -542,6 +586,99 @@ impl Model {
     /// refusal writes nothing), so the arms may check as they go.
     pub fn apply(&mut self, call: &Call, now: i64, ev: &mut Vec<Event>) -> Result<Reply, Refused> {
         match call {
+            Call::SchedSet { sid, every, offset, limit, name, data } => {
+                within(sid.len() as i64, 1, 200)?;
+                let every = within(*every, 1, TIME_MAX)?;
+                if let Some(o) = offset {
+                    within(*o, 0, every - 1)?;
+                }
+                if let Some(l) = limit {
+                    within(*l, 1, TIME_MAX)?;
+                }
+                if !(1..=NAME_MAX).contains(&name.len()) || data.len() > self.cfg.max_payload {
+                    return Err("EMQARG");
+                }
+                let old = self.scheds.get(sid).cloned();
+                let pending = old.as_ref().map(|o| o.job.clone()).filter(|j| {
+                    self.rows.get(j).is_some_and(|r| r.state == St::Delayed) && self.delayed.contains_key(j)
+                });
+                let kept = old.as_ref().filter(|o| o.every == every && offset.is_none_or(|x| x == o.offset));
+                let mut off = kept.map_or(offset.unwrap_or(0), |o| o.offset);
+                let mut at = match (&pending, &old) {
+                    (Some(_), Some(o)) if kept.is_some() => o.next,
+                    (None, Some(o)) => every_after(o.next, every, off, now),
+                    _ => {
+                        let t = if off > 0 { slot_after(now, every, off) } else { now };
+                        if kept.is_none() && off == 0 {
+                            off = t % every;
+                        }
+                        t
+                    }
+                };
+                let made = old.as_ref().map_or(0, |o| o.count) - i64::from(pending.is_some());
+                if limit.is_some_and(|l| made >= l) {
+                    return Err("EMQARG");
+                }
+                // A custom id naming another live job moves the time on; then the first free id.
+                let mut tries = 0;
+                while self
+                    .aliases
+                    .get(&format!("repeat:{}:{at}", String::from_utf8_lossy(sid)).into_bytes())
+                    .is_some_and(|j| Some(j) != pending.as_ref())
+                {
+                    tries += 1;
+                    if tries == 8 {
+                        return Err("EMQSTATE");
+                    }
+                    at = every_after(at, every, off, now);
+                }
+                let id = (0..8u64)
+                    .map(|p| iteration_id(sid, at, p))
+                    .find(|i| Some(i) != pending.as_ref() && !self.rows.contains_key(i))
+                    .ok_or("EMQSTATE")?;
+                if let Some(p) = &pending {
+                    self.unset(p);
+                    self.drop_row(p);
+                    ev.push(event("removed", Some(p), &[("prev", b"delayed".to_vec())]));
+                }
+                let alias = format!("repeat:{}:{at}", String::from_utf8_lossy(sid)).into_bytes();
+                let j = Checked {
+                    name: name.clone(),
+                    data: data.clone(),
+                    priority: 0,
+                    attempts: 1,
+                    backoff: None,
+                    expire: None,
+                    alias: Some(alias.clone()),
+                    dedup: None,
+                };
+                self.create(&id, &j, now);
+                self.row(&id).state = St::Delayed;
+                self.row(&id).made_by = Some((sid.clone(), at));
+                self.delayed.insert(id.clone(), at);
+                ev.push(event(
+                    "delayed",
+                    Some(&id),
+                    &[("due", n(at)), ("name", name.clone()), ("alias", alias)],
+                ));
+                self.scheds.insert(
+                    sid.clone(),
+                    Sched { every, offset: off, count: made + 1, next: at, job: id.clone() },
+                );
+                Ok(Reply::Array(vec![Reply::Bulk(id), Reply::Int(at)]))
+            }
+            Call::SchedDel { sid } => {
+                within(sid.len() as i64, 1, 200)?;
+                let Some(old) = self.scheds.remove(sid) else { return Ok(Reply::Int(0)) };
+                let j = old.job;
+                if self.rows.get(&j).is_some_and(|r| r.state == St::Delayed) && self.delayed.contains_key(&j)
+                {
+                    self.unset(&j);
+                    self.drop_row(&j);
+                    ev.push(event("removed", Some(&j), &[("prev", b"delayed".to_vec())]));
+                }
+                Ok(Reply::Int(1))
+            }
             Call::Enqueue { id, job, lifo } => {
                 gate(id)?;
                 let j = check_new(job, self.cfg.max_payload, now)?;
@@ -1484,6 +1621,8 @@ impl Model {
             ("stack", opt_bulk(&r.stack)),
             ("alias", opt_bulk(&r.alias)),
             ("dedup", opt_bulk(&r.dedup)),
+            ("scheduler", opt_bulk(&r.made_by.as_ref().map(|m| m.0.clone()))),
+            ("iteration", opt_int(r.made_by.as_ref().map(|m| m.1))),
         ];
         Reply::Array(facts.into_iter().flat_map(|(k, v)| [Reply::Bulk(k.as_bytes().to_vec()), v]).collect())
     }
@@ -1614,6 +1753,7 @@ impl Model {
                 spent: false,
                 alias: j.alias.clone(),
                 dedup: j.dedup.as_ref().map(|d| d.id.clone()),
+                made_by: None,
             },
         );
         if let Some(k) = &j.alias {

@@ -136,41 +136,41 @@ pub fn read_view(
     }
     let paused = r[6] == Reply::Int(1);
     let mut rows = BTreeMap::new();
-    for i in 0..pool {
-        let flat = arr(&r[7 + i])?;
-        if flat.is_empty() {
-            continue;
-        }
+    let row_of = |flat: &[Reply]| -> Result<RowView, String> {
         let mut f: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         for p in flat.chunks(2) {
             f.insert(String::from_utf8_lossy(&bulk(&p[0])?).into_owned(), bulk(&p[1])?);
         }
         let int = |k: &str, d: i64| -> Result<i64, String> { f.get(k).map_or(Ok(d), |v| int_of(v)) };
         let opt_int = |k: &str| -> Result<Option<i64>, String> { f.get(k).map(|v| int_of(v)).transpose() };
-        rows.insert(
-            pool_id(i),
-            RowView {
-                st: f.get("st").cloned().unwrap_or_default(),
-                name: f.get("n").cloned().unwrap_or_default(),
-                data: f.get("d").cloned().unwrap_or_default(),
-                priority: int("p", 0)?,
-                attempts: int("a", 1)?,
-                created: int("c", -1)?,
-                token: f.get("tk").cloned(),
-                started: int("as", 0)?,
-                made: int("am", 0)?,
-                stalls: int("sc", 0)?,
-                claimed: opt_int("ca")?,
-                result: f.get("r").cloned(),
-                error: f.get("e").cloned(),
-                finished: opt_int("f")?,
-                progress: f.get("g").cloned(),
-                expire: opt_int("x")?,
-                stack: f.get("s").cloned(),
-                alias: f.get("k").cloned(),
-                dedup: f.get("de").cloned(),
-            },
-        );
+        Ok(RowView {
+            st: f.get("st").cloned().unwrap_or_default(),
+            name: f.get("n").cloned().unwrap_or_default(),
+            data: f.get("d").cloned().unwrap_or_default(),
+            priority: int("p", 0)?,
+            attempts: int("a", 1)?,
+            created: int("c", -1)?,
+            token: f.get("tk").cloned(),
+            started: int("as", 0)?,
+            made: int("am", 0)?,
+            stalls: int("sc", 0)?,
+            claimed: opt_int("ca")?,
+            result: f.get("r").cloned(),
+            error: f.get("e").cloned(),
+            finished: opt_int("f")?,
+            progress: f.get("g").cloned(),
+            expire: opt_int("x")?,
+            stack: f.get("s").cloned(),
+            alias: f.get("k").cloned(),
+            dedup: f.get("de").cloned(),
+        })
+    };
+    for i in 0..pool {
+        let flat = arr(&r[7 + i])?;
+        if flat.is_empty() {
+            continue;
+        }
+        rows.insert(pool_id(i), row_of(flat)?);
     }
     let mut logs = BTreeMap::new();
     for i in 0..pool {
@@ -206,6 +206,37 @@ pub fn read_view(
     if !events_exist {
         // OBLITERATE deleted the stream: the next one starts afresh (its ids may be lower).
         *last_event = b"0-0".to_vec();
+    }
+    // Jobs outside the pool (a job scheduler's iterations, ids the module made): their rows
+    // and logs, read for every id a state set holds.
+    let pooled: BTreeSet<Vec<u8>> = (0..pool).map(pool_id).collect();
+    let extra: BTreeSet<Vec<u8>> = wait
+        .iter()
+        .cloned()
+        .chain(zs.iter().flat_map(|z| z.iter().map(|(id, _)| id.clone())))
+        .filter(|id| !pooled.contains(id))
+        .collect();
+    if !extra.is_empty() {
+        let mut more = Vec::new();
+        for id in &extra {
+            let mut k = format!("emq:{{{}}}:job:", q.0).into_bytes();
+            k.extend_from_slice(id);
+            more.push(vec![b"HGETALL".to_vec(), k]);
+            let mut l = format!("emq:{{{}}}:log:", q.0).into_bytes();
+            l.extend_from_slice(id);
+            more.push(vec![b"LRANGE".to_vec(), l, b"0".to_vec(), b"-1".to_vec()]);
+        }
+        let got = c.pipeline(&more);
+        for (id, pair) in extra.iter().zip(got.chunks(2)) {
+            let flat = arr(&pair[0])?;
+            if !flat.is_empty() {
+                rows.insert(id.clone(), row_of(flat)?);
+            }
+            let lines: Vec<Vec<u8>> = arr(&pair[1])?.iter().map(bulk).collect::<Result<_, _>>()?;
+            if !lines.is_empty() {
+                logs.insert(id.clone(), lines);
+            }
+        }
     }
     let mut zs = zs.into_iter();
     let mut next = || zs.next().unwrap_or_default();

@@ -1,0 +1,546 @@
+//! Job schedulers against a real server, as src/CONTRACT.md ("Job schedulers") and the
+//! reference (TRA.SCHEDULER, TRA.SCHEDULERS) state them: SET creates or replaces a scheduler
+//! and its one pending iteration (a delayed job `repeat:<id>:<ms>`), upkeep makes each next
+//! iteration at its time — with no client doing anything but wait in `CLAIM … BLOCK` — once,
+//! and after downtime one late iteration then the present, never a burst; LIMIT, END, START,
+//! OFFSET, cron patterns in a time zone, IMMEDIATELY; GET, LIST, COUNT and DEL; a failover and
+//! an AOF replay carry a scheduler on with nothing doubled or missed, replica and AOF digests
+//! equal to the primary's; every refusal writes nothing.
+// A test may panic: that is how it fails. The module's own rules are for src/.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::thread::sleep;
+use std::time::Duration;
+
+use trafikey_support::reliability::server_ms;
+use trafikey_support::*;
+
+const SCHED_KEYS: [&str; 3] = ["scheds", "delayed", "events"];
+
+fn set_cmd(q: &Q, id: &str, args: &[&str]) -> Vec<Vec<u8>> {
+    let mut v: Vec<Vec<u8>> = vec![b"TRA.SCHEDULER".to_vec(), b"4".to_vec()];
+    v.push(format!("emq:{{{}}}:sched:{id}", q.0).into_bytes());
+    v.extend(SCHED_KEYS.iter().map(|r| q.k(r).into_bytes()));
+    v.extend(args.iter().map(|a| a.as_bytes().to_vec()));
+    v
+}
+
+fn run(c: &mut Conn, v: &[Vec<u8>]) -> Reply {
+    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+    c.call(&refs)
+}
+
+/// `TRA.SCHEDULER … SET args…`: the pending job's id and time.
+fn set(c: &mut Conn, q: &Q, id: &str, args: &[&str]) -> (String, i64) {
+    let mut a = vec!["SET"];
+    a.extend_from_slice(args);
+    let r = run(c, &set_cmd(q, id, &a));
+    assert!(r.err().is_none(), "SET {id} {args:?}: {r:?}");
+    (r.array()[0].str(), r.array()[1].int())
+}
+
+fn sched(c: &mut Conn, q: &Q, id: &str, args: &[&str]) -> Reply {
+    run(c, &set_cmd(q, id, args))
+}
+
+fn reads(c: &mut Conn, q: &Q, args: &[&str]) -> Reply {
+    let mut v: Vec<&[u8]> = vec![b"TRA.SCHEDULERS", b"1"];
+    let k = q.k("scheds");
+    v.push(k.as_bytes());
+    v.extend(args.iter().map(|a| a.as_bytes()));
+    c.call(&v)
+}
+
+/// A scheduler as GET shows it, its facts as text (`nil` for null); None when absent.
+fn get(c: &mut Conn, q: &Q, id: &str) -> Option<BTreeMap<String, String>> {
+    let r = reads(c, q, &["GET", id]);
+    if r.is_nil() {
+        return None;
+    }
+    Some(pairs(&r))
+}
+
+fn pairs(r: &Reply) -> BTreeMap<String, String> {
+    r.array()
+        .chunks(2)
+        .map(|p| {
+            let v = match &p[1] {
+                Reply::Int(i) => i.to_string(),
+                v if v.is_nil() => "nil".into(),
+                v => v.str(),
+            };
+            (p[0].str(), v)
+        })
+        .collect()
+}
+
+fn num(m: &BTreeMap<String, String>, f: &str) -> i64 {
+    m[f].parse().unwrap_or_else(|_| panic!("{f} = {}", m[f]))
+}
+
+/// Every iteration job of the queue: (scheduler, iteration time) → (id, state), read in one
+/// script (upkeep cannot land between two reads).
+fn iterations(c: &mut Conn, q: &Q) -> BTreeMap<(String, i64), (String, String)> {
+    const SCRIPT: &[u8] = br#"
+local out = {}
+for _, k in ipairs(redis.call('KEYS', 'emq:{' .. ARGV[1] .. '}:job:*')) do
+  local f = redis.call('HMGET', k, 'rs', 'rt', 'st')
+  if f[1] then table.insert(out, {string.sub(k, #ARGV[1] + 12), f[1], f[2], f[3]}) end
+end
+return out"#;
+    let r = c.call(&[b"EVAL", SCRIPT, b"0", q.0.as_bytes()]);
+    let mut out = BTreeMap::new();
+    for e in r.array() {
+        let s = e.strings();
+        let key = (s[1].clone(), s[2].parse::<i64>().unwrap());
+        assert!(out.insert(key.clone(), (s[0].clone(), s[3].clone())).is_none(), "iteration {key:?} twice");
+    }
+    out
+}
+
+fn job_field(c: &mut Conn, q: &Q, id: &str, f: &str) -> Option<String> {
+    let r = c.call(&[b"HGET", q.job(id).as_bytes(), f.as_bytes()]);
+    (!r.is_nil()).then(|| r.str())
+}
+
+/// `EMQ.CLAIM … token 60000 BLOCK ms`: the ids handed out.
+fn claim_block(c: &mut Conn, q: &Q, token: &str, ms: &str) -> Vec<String> {
+    let r = q.run(c, "EMQ.CLAIM", "", &[token.as_bytes(), b"60000", b"BLOCK", ms.as_bytes()]);
+    r.array().iter().map(|j| j.array()[0].str()).collect()
+}
+
+fn alias_of(c: &mut Conn, q: &Q, alias: &str) -> Option<String> {
+    let r = c.call(&[b"HGET", q.k("alias").as_bytes(), alias.as_bytes()]);
+    (!r.is_nil()).then(|| r.str())
+}
+
+#[test]
+fn set_makes_one_pending_iteration_and_upkeep_hands_each_to_a_waiting_worker() {
+    let s = Server::installed();
+    let mut c = s.conn();
+    let q = Q::new("every");
+    let now = server_ms(&mut c);
+    let start = now + 400;
+    let (id, at) = set(
+        &mut c,
+        &q,
+        "s1",
+        &[
+            "EVERY",
+            "300",
+            "START",
+            &start.to_string(),
+            "JOB",
+            "tick",
+            "{\"n\":1}",
+            "PRIORITY",
+            "2",
+            "ATTEMPTS",
+            "3",
+        ],
+    );
+    assert_eq!(at, start, "START is the first time");
+    // The pending iteration: a delayed job at its time, its custom id, naming its scheduler.
+    let job = c.call(&[b"TRA.JOB", b"1", q.job(&id).as_bytes()]);
+    let m = pairs(&job);
+    assert_eq!(m["state"], "delayed");
+    assert_eq!(m["due"], at.to_string());
+    assert_eq!(m["alias"], format!("repeat:s1:{at}"));
+    assert_eq!((m["scheduler"].as_str(), m["iteration"].as_str()), ("s1", at.to_string().as_str()));
+    assert_eq!((m["name"].as_str(), m["data"].as_str(), m["priority"].as_str()), ("tick", "{\"n\":1}", "2"));
+    assert_eq!(m["attempts"], "3");
+    assert_eq!(alias_of(&mut c, &q, &format!("repeat:s1:{at}")), Some(id.clone()));
+    let g = get(&mut c, &q, "s1").unwrap();
+    assert_eq!(
+        (num(&g, "every"), num(&g, "offset"), num(&g, "count"), num(&g, "next")),
+        (300, start % 300, 1, at)
+    );
+    assert_eq!(g["job"], id);
+
+    // A worker waits; nothing else talks to the server. Each iteration reaches it at its time,
+    // and the one after is made at that time.
+    let mut w = s.conn();
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let got = claim_block(&mut w, &q, "w", "10000");
+        assert_eq!(got.len(), 1, "an iteration reached the waiting worker");
+        let rt: i64 = job_field(&mut c, &q, &got[0], "rt").unwrap().parse().unwrap();
+        assert!(server_ms(&mut c) >= rt, "not before its time");
+        seen.push(rt);
+    }
+    // In order, in the scheduler's phase (a window missed while the machine stalled is skipped,
+    // never made late twice).
+    assert_eq!(seen[0], at);
+    assert!(seen.windows(2).all(|w| w[1] > w[0] && (w[1] - w[0]) % 300 == 0), "{seen:?}");
+    let g = get(&mut c, &q, "s1").unwrap();
+    assert!(num(&g, "count") >= 4 && num(&g, "next") >= at + 900);
+    assert!(info_field(&mut c, "trafikey", "trafikey_upkeep_iterations").parse::<i64>().unwrap() >= 3);
+}
+
+#[test]
+fn limit_end_offset_and_immediately() {
+    let s = Server::installed();
+    let mut c = s.conn();
+    let q = Q::new("bounds");
+    // LIMIT 3: three iterations, then the scheduler is gone.
+    set(&mut c, &q, "lim", &["EVERY", "50", "LIMIT", "3", "JOB", "j", "{}"]);
+    wait_for(|| get(&mut c, &q, "lim").is_none(), "the limited scheduler to end");
+    let its = iterations(&mut c, &q);
+    let times: Vec<i64> = its.keys().filter(|(s, _)| s == "lim").map(|(_, t)| *t).collect();
+    assert_eq!(times.len(), 3, "{times:?}");
+    assert!(times.windows(2).all(|w| w[1] > w[0] && (w[1] - w[0]) % 50 == 0), "{times:?}");
+
+    // END: iterations up to END, none after.
+    let now = server_ms(&mut c);
+    let end = now + 400;
+    set(&mut c, &q, "end", &["EVERY", "100", "END", &end.to_string(), "JOB", "j", "{}"]);
+    wait_for(|| get(&mut c, &q, "end").is_none(), "the ended scheduler to go");
+    let times: Vec<i64> =
+        iterations(&mut c, &q).keys().filter(|(s, _)| s == "end").map(|(_, t)| *t).collect();
+    assert!(!times.is_empty() && times.iter().all(|t| *t <= end), "{times:?} within {end}");
+
+    // OFFSET: times k·every + offset, after now.
+    let now = server_ms(&mut c);
+    let (_, at) = set(&mut c, &q, "off", &["EVERY", "60000", "OFFSET", "1234", "JOB", "j", "{}"]);
+    assert_eq!(at % 60000, 1234);
+    assert!(at > now && at <= now + 60000);
+
+    // A pattern with IMMEDIATELY: the first iteration now, the next at the pattern's time.
+    let now = server_ms(&mut c);
+    let (_, at) = set(&mut c, &q, "imm", &["PATTERN", "0 0 1 1 *", "IMMEDIATELY", "JOB", "j", "{}"]);
+    assert!(at >= now && at <= server_ms(&mut c));
+    wait_for(|| get(&mut c, &q, "imm").is_some_and(|g| num(&g, "count") == 2), "the next iteration");
+    let g = get(&mut c, &q, "imm").unwrap();
+    assert!(num(&g, "next") > now + 1000, "the next is New Year's, not now");
+    assert_eq!(g["immediately"], "1");
+}
+
+#[test]
+fn cron_patterns_take_seconds_and_a_time_zone() {
+    use chrono::{Datelike, TimeZone, Timelike};
+    let s = Server::installed();
+    let mut c = s.conn();
+    let q = Q::new("cron");
+    let now = server_ms(&mut c);
+    let (_, at) =
+        set(&mut c, &q, "paris", &["PATTERN", "0 30 9 * * *", "TZ", "Europe/Paris", "JOB", "j", "{}"]);
+    let local = chrono_tz::Europe::Paris.timestamp_millis_opt(at).unwrap();
+    assert_eq!((local.hour(), local.minute(), local.second()), (9, 30, 0));
+    assert!(at > now && at - now <= 25 * 3600 * 1000);
+    let g = get(&mut c, &q, "paris").unwrap();
+    assert_eq!(
+        (g["pattern"].as_str(), g["tz"].as_str(), g["every"].as_str()),
+        ("0 30 9 * * *", "Europe/Paris", "nil")
+    );
+    // Last day of the month and the n-th weekday parse and land on their days.
+    let (_, at) = set(&mut c, &q, "last", &["PATTERN", "0 0 L * *", "JOB", "j", "{}"]);
+    let d = chrono::Utc.timestamp_millis_opt(at).unwrap();
+    let next_day = d + chrono::Duration::days(1);
+    assert_eq!((next_day.day(), d.hour()), (1, 0), "{d}");
+    let (_, at) = set(&mut c, &q, "third-friday", &["PATTERN", "0 0 * * 5#3", "JOB", "j", "{}"]);
+    let d = chrono::Utc.timestamp_millis_opt(at).unwrap();
+    assert_eq!((d.format("%a").to_string(), (d.day() - 1) / 7), ("Fri".to_string(), 2), "{d}");
+    // Every second, with the seconds field: iterations on whole seconds, one a second.
+    set(&mut c, &q, "sec", &["PATTERN", "*/1 * * * * *", "JOB", "j", "{}"]);
+    wait_for(|| get(&mut c, &q, "sec").is_some_and(|g| num(&g, "count") >= 4), "four iterations");
+    let times: Vec<i64> =
+        iterations(&mut c, &q).keys().filter(|(s, _)| s == "sec").map(|(_, t)| *t).collect();
+    assert!(times.iter().all(|t| t % 1000 == 0), "{times:?}");
+    assert!(times.windows(2).all(|w| w[1] > w[0] && (w[1] - w[0]) % 1000 == 0), "{times:?}");
+}
+
+#[test]
+fn upsert_replaces_the_pending_iteration_and_del_removes_it() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("upsert");
+    let (a, ta) = set(&mut c, &q, "s", &["EVERY", "60000", "OFFSET", "5", "JOB", "old", "{}"]);
+    // Same interval and phase: the same time, a new job with the new template, the count kept.
+    let (b, tb) = set(&mut c, &q, "s", &["EVERY", "60000", "JOB", "new", "{\"v\":2}", "OPTS", "o"]);
+    assert_eq!(tb, ta);
+    assert_ne!(a, b);
+    assert!(c.call(&[b"EXISTS", q.job(&a).as_bytes()]) == Reply::Int(0), "the replaced job is gone");
+    assert_eq!(alias_of(&mut c, &q, &format!("repeat:s:{ta}")), Some(b.clone()));
+    assert_eq!(job_field(&mut c, &q, &b, "n").as_deref(), Some("new"));
+    let g = get(&mut c, &q, "s").unwrap();
+    assert_eq!(
+        (num(&g, "count"), num(&g, "offset"), g["name"].as_str(), g["opts"].as_str()),
+        (1, 5, "new", "o")
+    );
+    // Another interval: a new time, still one pending job.
+    let (d, td) = set(&mut c, &q, "s", &["EVERY", "7000", "JOB", "new", "{}"]);
+    assert!(td != ta || d != b);
+    let its = iterations(&mut c, &q);
+    assert_eq!(its.len(), 1, "one pending iteration: {its:?}");
+    assert_eq!(c.call(&[b"ZCARD", q.k("delayed").as_bytes()]), Reply::Int(1));
+    // A pattern replaces the rule whole.
+    let now = server_ms(&mut c);
+    let (e, te) = set(&mut c, &q, "s", &["PATTERN", "0 0 * * *", "JOB", "new", "{}"]);
+    assert!(te > now && te % 86_400_000 == 0);
+    let g = get(&mut c, &q, "s").unwrap();
+    assert_eq!((g["every"].as_str(), g["offset"].as_str(), g["job"].as_str()), ("nil", "nil", e.as_str()));
+    assert_eq!(iterations(&mut c, &q).len(), 1);
+    // DEL: the scheduler and its pending job; a second DEL finds nothing.
+    assert_eq!(sched(&mut c, &q, "s", &["DEL"]), Reply::Int(1));
+    assert_eq!(sched(&mut c, &q, "s", &["DEL"]), Reply::Int(0));
+    assert!(get(&mut c, &q, "s").is_none());
+    assert!(iterations(&mut c, &q).is_empty());
+    assert_eq!(c.call(&[b"HLEN", q.k("alias").as_bytes()]), Reply::Int(0));
+    let removed = c.call(&[b"XRANGE", q.k("events").as_bytes(), b"-", b"+"]);
+    let last = removed.array().last().unwrap().array()[1].strings();
+    assert_eq!(last[..4], ["event", "removed", "id", e.as_str()]);
+    // A pending job that already became ready stays when its scheduler goes.
+    let (f, _) = set(&mut c, &q, "t", &["EVERY", "1000", "JOB", "x", "{}"]);
+    assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &f, &[]), Reply::Int(1));
+    assert_eq!(sched(&mut c, &q, "t", &["DEL"]), Reply::Int(1));
+    assert_eq!(job_field(&mut c, &q, &f, "st").as_deref(), Some("wait"));
+}
+
+#[test]
+fn list_pages_by_next_time_and_count_counts() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("list");
+    let now = server_ms(&mut c);
+    for i in [3, 1, 4, 2, 5] {
+        let start = (now + 100_000 * i).to_string();
+        set(&mut c, &q, &format!("s{i}"), &["EVERY", "1000", "START", &start, "JOB", "j", "{}"]);
+    }
+    let ids = |r: &Reply| -> Vec<String> { r.array().iter().map(|m| pairs(m)["id"].clone()).collect() };
+    assert_eq!(ids(&reads(&mut c, &q, &["LIST", "0", "-1"])), ["s1", "s2", "s3", "s4", "s5"]);
+    assert_eq!(ids(&reads(&mut c, &q, &["LIST", "0", "-1", "DESC"])), ["s5", "s4", "s3", "s2", "s1"]);
+    assert_eq!(ids(&reads(&mut c, &q, &["LIST", "1", "2"])), ["s2", "s3"]);
+    assert_eq!(ids(&reads(&mut c, &q, &["LIST", "-2", "-1"])), ["s4", "s5"]);
+    assert!(reads(&mut c, &q, &["LIST", "7", "9"]).array().is_empty());
+    assert_eq!(reads(&mut c, &q, &["COUNT"]), Reply::Int(5));
+    assert_eq!(sched(&mut c, &q, "s3", &["DEL"]), Reply::Int(1));
+    assert_eq!(reads(&mut c, &q, &["COUNT"]), Reply::Int(4));
+    assert!(reads(&mut c, &q, &["GET", "s3"]).is_nil());
+    assert_eq!(reads(&mut c, &Q::new("none"), &["COUNT"]), Reply::Int(0));
+}
+
+#[test]
+fn refusals_write_nothing() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("refuse");
+    set(&mut c, &q, "kept", &["EVERY", "1000", "JOB", "j", "{}"]);
+    let now = server_ms(&mut c);
+    let past = (now - 1000).to_string();
+    let later = (now + 100_000).to_string();
+    let long = "x".repeat(201);
+    let sooner = (now + 50_000).to_string();
+    let cases: Vec<(&str, Vec<&str>, &str)> = vec![
+        ("kept", vec!["SET", "PATTERN", "61 * * * * *", "JOB", "j", "{}"], "EMQARG"),
+        ("kept", vec!["SET", "PATTERN", "* * *", "JOB", "j", "{}"], "EMQARG"),
+        ("kept", vec!["SET", "PATTERN", "0 0 30 2 *", "JOB", "j", "{}"], "EMQARG"),
+        ("kept", vec!["SET", "PATTERN", "0 * * * *", "TZ", "Mars/Olympus", "JOB", "j", "{}"], "EMQARG"),
+        ("kept", vec!["SET", "EVERY", "0", "JOB", "j", "{}"], "EMQARG"),
+        ("kept", vec!["SET", "EVERY", "100", "OFFSET", "100", "JOB", "j", "{}"], "EMQARG"),
+        ("kept", vec!["SET", "EVERY", "100", "END", &past, "JOB", "j", "{}"], "EMQARG"),
+        ("kept", vec!["SET", "EVERY", "100", "START", &later, "END", &sooner, "JOB", "j", "{}"], "EMQARG"),
+        ("kept", vec!["SET", "EVERY", "100", "LIMIT", "0", "JOB", "j", "{}"], "EMQARG"),
+        ("kept", vec!["SET", "EVERY", "100", "JOB", "", "{}"], "EMQARG"),
+        ("kept", vec!["SET", "EVERY", "100", "JOB", "j", "{}", "PRIORITY", "99999999"], "EMQARG"),
+        ("kept", vec!["SET", "EVERY", "100", "PATTERN", "* * * * *", "JOB", "j", "{}"], "EMQSHAPE"),
+        ("kept", vec!["SET", "JOB", "j", "{}"], "EMQSHAPE"),
+        ("kept", vec!["SET", "EVERY", "100", "TZ", "UTC", "JOB", "j", "{}"], "EMQSHAPE"),
+        ("kept", vec!["SET", "PATTERN", "* * * * *", "OFFSET", "1", "JOB", "j", "{}"], "EMQSHAPE"),
+        ("kept", vec!["SET", "EVERY", "100", "IMMEDIATELY", "START", &later, "JOB", "j", "{}"], "EMQARG"),
+        ("kept", vec!["SET", "EVERY", "100"], "EMQSHAPE"),
+        ("kept", vec!["SET", "EVERY", "x", "JOB", "j", "{}"], "EMQSHAPE"),
+        ("kept", vec!["SET", "EVERY", "100", "EVERY", "100", "JOB", "j", "{}"], "EMQSHAPE"),
+        ("kept", vec!["SET", "EVERY", "100", "JOB", "j", "{}", "LIFO"], "EMQSHAPE"),
+        ("kept", vec!["SET", "EVERY", "100", "JOB", "j"], "EMQSHAPE"),
+        ("kept", vec!["PUT"], "EMQSHAPE"),
+        ("kept", vec!["DEL", "x"], "EMQSHAPE"),
+        (&long, vec!["SET", "EVERY", "100", "JOB", "j", "{}"], "EMQARG"),
+        (&long, vec!["DEL"], "EMQARG"),
+    ];
+    for (id, args, class) in cases {
+        let r = unchanged(&mut c, |c| sched(c, &q, id, &args));
+        assert!(r.err().is_some_and(|e| e.starts_with(class)), "{args:?}: {r:?}, want {class}");
+    }
+    // Layout, numkeys and the read command's shape.
+    let mut bad = set_cmd(&q, "kept", &["DEL"]);
+    bad[3] = b"emq:{refuse}:wait".to_vec();
+    let r = unchanged(&mut c, |c| run(c, &bad));
+    assert!(r.error().starts_with("EMQLAYOUT"), "{r:?}");
+    let r = reads(&mut c, &q, &["LIST", "0"]);
+    assert!(r.error().starts_with("EMQSHAPE"), "{r:?}");
+    // A wrong type under a declared key: WRONGTYPE, nothing written.
+    c.call(&[b"SET", q.k("scheds").as_bytes(), b"x"]);
+    let r = unchanged(&mut c, |c| sched(c, &q, "other", &["SET", "EVERY", "100", "JOB", "j", "{}"]));
+    assert!(r.error().starts_with("WRONGTYPE"), "{r:?}");
+}
+
+/// After downtime a scheduler makes its one late iteration, then goes on from the present:
+/// never one job per missed window.
+#[test]
+fn after_downtime_one_late_iteration_not_a_burst() {
+    let s = Server::start(Opts { server_args: vec!["--appendonly".into(), "yes".into()], ..Opts::default() });
+    let mut c = s.conn();
+    assert_eq!(c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
+    let q = Q::new("down");
+    set(&mut c, &q, "s", &["EVERY", "100", "JOB", "j", "{}"]);
+    wait_for(|| get(&mut c, &q, "s").is_some_and(|g| num(&g, "count") >= 3), "three iterations");
+    // Down: upkeep off, then the server killed and started again from its AOF.
+    c.call(&[b"CONFIG", b"SET", b"trafikey.upkeep", b"no"]);
+    let before = iterations(&mut c, &q);
+    let pending = num(&get(&mut c, &q, "s").unwrap(), "next");
+    sleep(Duration::from_millis(1000));
+    let s = s.restart();
+    let mut c = s.conn();
+    wait_for(|| info_field(&mut c, "persistence", "loading") == "0", "aof load");
+    let back = server_ms(&mut c);
+    wait_for(|| iterations(&mut c, &q).len() > before.len(), "the next iteration");
+    let after = iterations(&mut c, &q);
+    // The pending one ran late; the one made after it is in the present, not in the gap.
+    let made: Vec<i64> = after.keys().filter(|k| !before.contains_key(*k)).map(|(_, t)| *t).collect();
+    assert!(made.iter().all(|t| *t > back - 100), "no iteration in the downtime: {made:?} (back at {back})");
+    assert!(made[0] > pending + 500, "{made:?} after the pending {pending}");
+    let pend = before.iter().find(|((_, t), _)| *t == pending).unwrap();
+    assert_ne!(job_field(&mut c, &q, &pend.1 .0, "st").as_deref(), Some("delayed"), "the late one is ready");
+}
+
+/// A scheduler firing across a failover: the replica holds the primary's keyspace (digests
+/// equal), the promoted replica goes on from the pending iteration it holds — nothing made
+/// twice, nothing missed — and its AOF replays to the same digest.
+#[test]
+fn a_failover_carries_a_scheduler_on_with_nothing_doubled_or_missed() {
+    let primary = Server::installed();
+    let mut p = primary.conn();
+    let replica =
+        Server::start(Opts { server_args: vec!["--appendonly".into(), "yes".into()], ..Opts::default() });
+    let mut r = replica.follow(&primary);
+    let q = Q::new("fo");
+    set(&mut p, &q, "a", &["EVERY", "100", "JOB", "j", "{}"]);
+    set(&mut p, &q, "b", &["PATTERN", "* * * * * *", "JOB", "k", "{}"]);
+    wait_for(|| get(&mut p, &q, "a").is_some_and(|g| num(&g, "count") >= 5), "iterations on the primary");
+    // Freeze the primary's upkeep so that the two can be compared at one point.
+    p.call(&[b"CONFIG", b"SET", b"trafikey.upkeep", b"no"]);
+    assert_eq!(p.call(&[b"WAIT", b"1", b"2000"]), Reply::Int(1));
+    wait_for(|| digest(&mut p) == digest(&mut r), "the replica's digest");
+    let on_primary = iterations(&mut p, &q);
+    let pending: Vec<i64> = ["a", "b"].iter().map(|s| num(&get(&mut p, &q, s).unwrap(), "next")).collect();
+    drop(p);
+    drop(primary);
+    assert_eq!(r.call(&[b"REPLICAOF", b"NO", b"ONE"]), Reply::Simple("OK".into()));
+    wait_for(
+        || get(&mut r, &q, "a").is_some_and(|g| num(&g, "count") as usize >= on_primary.len() + 3),
+        "iterations on the new primary",
+    );
+    r.call(&[b"CONFIG", b"SET", b"trafikey.upkeep", b"no"]);
+    let on_new = iterations(&mut r, &q);
+    for (k, v) in &on_primary {
+        assert_eq!(on_new.get(k).map(|v| &v.0), Some(&v.0), "iteration {k:?} kept with its job");
+    }
+    for (s, pend) in ["a", "b"].iter().zip(&pending) {
+        let times: Vec<i64> = on_new.keys().filter(|(x, _)| x == s).map(|(_, t)| *t).collect();
+        let g = get(&mut r, &q, s).unwrap();
+        assert_eq!(times.len() as i64, num(&g, "count"), "{s}: one job per iteration made: {times:?}");
+        assert!(times.contains(pend), "{s}: the pending iteration at the failover ran: {times:?}");
+        let step = if *s == "a" { 100 } else { 1000 };
+        assert!(times.windows(2).all(|w| w[1] > w[0] && (w[1] - w[0]) % step == 0), "{s}: {times:?}");
+    }
+    // The new primary's AOF replays to the same keyspace.
+    let want = digest(&mut r);
+    drop(r);
+    let replica = replica.restart();
+    let mut c = replica.conn();
+    wait_for(|| info_field(&mut c, "persistence", "loading") == "0", "aof load");
+    c.call(&[b"CONFIG", b"SET", b"trafikey.upkeep", b"no"]);
+    assert_eq!(digest(&mut c), want, "AOF replay");
+}
+
+/// Many schedulers, workers taking their iterations: each iteration is made once (one job per
+/// (scheduler, time), as many as each scheduler counts), and its custom id names its job.
+#[test]
+fn many_schedulers_make_each_iteration_exactly_once() {
+    let s = Server::installed();
+    let mut c = s.conn();
+    let q = Q::new("many");
+    for i in 0..40 {
+        let every = (50 + 7 * i).to_string();
+        set(&mut c, &q, &format!("s{i}"), &["EVERY", &every, "JOB", "j", "{}"]);
+    }
+    let mut w = s.conn();
+    let mut taken = BTreeSet::new();
+    while taken.len() < 300 {
+        for id in claim_block(&mut w, &q, "w", "5000") {
+            assert!(taken.insert(id.clone()), "{id} handed out twice");
+            complete(&q, &mut w, &id, "w", &[b"KEEP", b"-1"]);
+        }
+    }
+    c.call(&[b"CONFIG", b"SET", b"trafikey.upkeep", b"no"]);
+    let its = iterations(&mut c, &q);
+    for i in 0..40 {
+        let sid = format!("s{i}");
+        let g = get(&mut c, &q, &sid).unwrap();
+        let mine: Vec<_> = its.iter().filter(|((x, _), _)| *x == sid).collect();
+        assert_eq!(mine.len() as i64, num(&g, "count"), "{sid}");
+        for ((_, t), (id, _)) in mine {
+            assert_eq!(alias_of(&mut c, &q, &format!("repeat:{sid}:{t}")).as_deref(), Some(id.as_str()));
+        }
+    }
+    q.check_invariant(&mut c);
+}
+
+/// Upkeep's timer stays one timer: making an iteration inside a tick notes its time for the
+/// tick's own answer, and arms nothing more (a second timer per iteration would make the
+/// ticks grow with the iterations made).
+#[test]
+fn iterations_do_not_multiply_upkeeps_ticks() {
+    let s = Server::installed();
+    let mut c = s.conn();
+    let q = Q::new("ticks");
+    let ticks = |c: &mut Conn| info_field(c, "trafikey", "trafikey_upkeep_ticks").parse::<i64>().unwrap();
+    let made = |c: &mut Conn| info_field(c, "trafikey", "trafikey_upkeep_iterations").parse::<i64>().unwrap();
+    set(&mut c, &q, "s", &["EVERY", "20", "JOB", "j", "{}"]);
+    wait_for(|| made(&mut c) >= 5, "five iterations");
+    let (t0, m0) = (ticks(&mut c), made(&mut c));
+    wait_for(|| made(&mut c) >= m0 + 60, "sixty more");
+    let (t1, m1) = (ticks(&mut c), made(&mut c));
+    assert!(t1 - t0 <= 3 * (m1 - m0) + 20, "{} ticks for {} iterations", t1 - t0, m1 - m0);
+}
+
+/// The keys TRA.SCHEDULER finds (the pending job's row, the alias hash) and TRA.SCHEDULERS
+/// finds (the scheduler hashes) are judged as the caller's: a user granted only the declared
+/// keys gets NOPERM and nothing is written; granted the rows and the alias hash too, it works.
+#[test]
+fn found_keys_are_judged_as_the_callers() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("acl");
+    let user = |c: &mut Conn, keys: &[&str]| {
+        let mut v: Vec<&[u8]> =
+            vec![b"ACL", b"SETUSER", b"u", b"on", b">pw", b"-@all", b"+@emq", b"resetkeys"];
+        v.push(b"%R~{emq}:*");
+        v.extend(keys.iter().map(|k| k.as_bytes()));
+        assert!(c.call(&v).err().is_none());
+    };
+    let declared = ["~emq:{acl}:sched:*", "~emq:{acl}:scheds", "~emq:{acl}:delayed", "~emq:{acl}:events"];
+    user(&mut c, &declared);
+    let mut u = s.conn();
+    assert_eq!(u.call(&[b"AUTH", b"u", b"pw"]), Reply::Simple("OK".into()));
+    let r = unchanged(&mut c, |_| sched(&mut u, &q, "s", &["SET", "EVERY", "1000", "JOB", "j", "{}"]));
+    assert_eq!(r.error(), "NOPERM No permissions to access a key");
+    // The read command finds the hash only when the zset names it: set one up as the admin.
+    set(&mut c, &q, "s", &["EVERY", "1000", "JOB", "j", "{}"]);
+    user(&mut c, &["~emq:{acl}:scheds"]);
+    assert_eq!(reads(&mut u, &q, &["COUNT"]), Reply::Int(1));
+    assert_eq!(reads(&mut u, &q, &["GET", "s"]).error(), "NOPERM No permissions to access a key");
+    let mut all = declared.to_vec();
+    all.extend(["~emq:{acl}:job:*", "~emq:{acl}:alias", "~emq:{acl}:log:*"]);
+    user(&mut c, &all);
+    let r = sched(&mut u, &q, "s", &["SET", "EVERY", "2000", "JOB", "j", "{}"]);
+    assert!(r.err().is_none(), "{r:?}");
+    assert_eq!(num(&get(&mut u, &q, "s").unwrap(), "every"), 2000);
+}
