@@ -53,7 +53,7 @@ const EXTEND_BATCH = 250;
 
 const ROLES = ['wait', 'prio', 'active', 'delayed', 'completed', 'failed', 'meta', 'events'];
 /** Keys the adapter keeps beside the module's; OBLITERATE does not know them. */
-const ADAPTER_KEYS = ['alias', 'rev', 'progress', 'stack', 'pb', 'am', 'as', 'err', 'stalled-check', 'stalled-seen'];
+const ADAPTER_KEYS = ['alias', 'rev', 'progress', 'stack', 'pb', 'am', 'as', 'err', 'stalled-check', 'stalled-seen', 'dn'];
 
 interface Claimed {
   id: string;
@@ -213,6 +213,12 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
    */
   private native = false;
   private hasPriority = false;
+  /** TRA.LIMIT/TRA.LIMITS: a queue's rate limit, global concurrency and manual limit (FOR). */
+  private hasLimits = false;
+  /** DEDUP on the producers, TRA.DEDUP and TRA.UNDEDUP. */
+  private hasDedup = false;
+  /** TRA.SCHEDULER/TRA.SCHEDULERS: job schedulers kept by the server. */
+  private hasSched = false;
   /** Aliases named by events this backend read (module id → custom id), the newest 10 000. */
   private readonly aliases = new Map<string, string>();
 
@@ -236,9 +242,6 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     this.prefix = (o.opts as any).prefix ?? 'bull';
     this.q = escapeQueueName(`${this.prefix}:${this.name}`);
     this.base = `emq:{${this.q}}`;
-    if ((this.opts as any).limiter) {
-      throw new NotSupportedError('a worker rate limiter (limiter option)');
-    }
     if (shared) {
       this.conn = shared.conn;
       this.blockingConn = shared.blockingConn;
@@ -377,11 +380,24 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (fence !== WIRE) {
       throw new Error(`trafikey-bullmq: ${FENCE} holds ${fence}, not ${WIRE}`);
     }
-    const probe = (await this.conn.call('COMMAND', 'INFO', 'TRA.SETPROGRESS', 'TRA.ADDLOG', 'TRA.COMPLETENEXT', 'TRA.ADD', 'TRA.PRIORITY')) as unknown[];
+    const probe = (await this.conn.call('COMMAND', 'INFO', 'TRA.SETPROGRESS', 'TRA.ADDLOG', 'TRA.COMPLETENEXT', 'TRA.ADD', 'TRA.PRIORITY', 'TRA.LIMIT', 'TRA.DEDUP', 'TRA.SCHEDULER')) as unknown[];
     this.anyReporter = !!probe[0] && !!probe[1];
     this.moduleDrains = !!probe[2];
     this.native = !!probe[3];
     this.hasPriority = !!probe[4];
+    this.hasLimits = !!probe[5];
+    this.hasDedup = !!probe[6];
+    this.hasSched = !!probe[7];
+    const limiter = (this.opts as any).limiter as { max?: number; duration?: number } | undefined;
+    if (limiter && this.blockingConn) {
+      // A worker's limiter becomes its queue's rate limit, obeyed by every claim of the queue
+      // (BullMQ's limiter is per queue too: one counter all workers share); the last worker
+      // started wins, and the limit stays when the worker stops.
+      if (!this.hasLimits) {
+        throw new NotSupportedError('a worker rate limiter (limiter option; this module has no TRA.LIMIT: upgrade)');
+      }
+      await this.conn.call('TRA.LIMIT', 1, this.key('meta'), 'RATE', ...this.rateArgs(limiter.max, limiter.duration));
+    }
     const maxStalled = (this.opts as any).maxStalledCount;
     if (this.native && this.blockingConn && typeof maxStalled === 'number') {
       // A worker's maxStalledCount becomes its queue's `max-stalls`, which upkeep honours: the
@@ -507,18 +523,41 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   // ---------------------------------------------------------------- adding
 
+  /**
+   * BACKOFF of a retried job. The server computes fixed and exponential backoff itself;
+   * jitter and custom strategies have no server form (the client decides those retries).
+   */
+  private backoffWords(backoff: JobsOptions['backoff']): Cmd {
+    const b = backoff as { type?: string; delay?: number; jitter?: number } | number | undefined;
+    const bo = typeof b === 'number' ? { type: 'fixed', delay: b } : b;
+    if (bo && !bo.jitter && typeof bo.delay === 'number' && bo.delay > 0) {
+      if (bo.type === 'fixed') {
+        return ['BACKOFF', 'FIXED', Math.floor(bo.delay)];
+      }
+      if (bo.type === 'exponential') {
+        return ['BACKOFF', 'EXP', Math.floor(bo.delay)];
+      }
+    }
+    return [];
+  }
+
   /** A job's name, data and option words, shared by ENQUEUE/SCHEDULE and TRA.ADD. */
   private addParts(job: JobJson, alias?: string): { name: string; data: string; extra: Cmd; delay: number } {
     const opts: JobsOptions = job.opts ?? {};
     for (const [opt, feature] of [
       ['parent', 'flows (the parent option)'],
-      ['deduplication', 'deduplication'],
-      ['debounce', 'deduplication (debounce)'],
+      ['debounce', 'deduplication (debounce: use the deduplication option)'],
       ['repeat', 'job schedulers (the repeat option)'],
     ] as const) {
       if ((opts as any)[opt]) {
         throw new NotSupportedError(feature);
       }
+    }
+    const dedup = opts.deduplication as
+      | { id?: string; ttl?: number; extend?: boolean; replace?: boolean; keepLastIfActive?: boolean }
+      | undefined;
+    if (dedup && !this.hasDedup) {
+      throw new NotSupportedError('deduplication (this module has no DEDUP: upgrade)');
     }
     const name = job.name && Buffer.byteLength(job.name) <= 256 ? job.name : '_';
     const blob: Record<string, unknown> = { o: opts, ts: job.timestamp };
@@ -531,21 +570,27 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     }
     if (opts.attempts && opts.attempts > 1) {
       extra.push('ATTEMPTS', opts.attempts);
-      const b = opts.backoff as { type?: string; delay?: number; jitter?: number } | number | undefined;
-      const bo = typeof b === 'number' ? { type: 'fixed', delay: b } : b;
-      // The server computes fixed and exponential backoff itself; jitter and custom
-      // strategies have no server form, so those retries are immediate.
-      if (bo && !bo.jitter && typeof bo.delay === 'number' && bo.delay > 0) {
-        if (bo.type === 'fixed') {
-          extra.push('BACKOFF', 'FIXED', Math.floor(bo.delay));
-        } else if (bo.type === 'exponential') {
-          extra.push('BACKOFF', 'EXP', Math.floor(bo.delay));
-        }
-      }
+      extra.push(...this.backoffWords(opts.backoff));
     }
     extra.push('OPTS', JSON.stringify(blob));
     if (alias !== undefined) {
       extra.push('ALIAS', alias);
+    }
+    if (dedup?.id !== undefined && dedup.id !== '') {
+      // BullMQ's deduplication is the module's DEDUP: live until the job finishes, or for a
+      // TTL (EXTEND restarts it on a duplicate); REPLACE replaces a delayed holder.
+      extra.push('DEDUP', String(dedup.id));
+      // keepLastIfActive: the id lives until its job finishes whatever the TTL, as BullMQ's.
+      const ttl = dedup.keepLastIfActive ? 0 : Math.floor(Number(dedup.ttl ?? 0));
+      if (ttl > 0) {
+        extra.push('DEDUPTTL', ttl);
+        if (dedup.extend) {
+          extra.push('EXTEND');
+        }
+      }
+      if (dedup.replace) {
+        extra.push('REPLACE');
+      }
     }
     const delay = Math.max(0, Math.floor(opts.delay ?? 0));
     if (delay === 0 && opts.lifo) {
@@ -670,9 +715,11 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       const custom = !!e.jobId && !isBranded(e.jobId);
       return { job: e.job, id: custom || !e.jobId ? mintJobId() : e.jobId, alias: custom ? e.jobId : undefined, jobId: e.jobId };
     });
-    let created: number[];
+    // Each job's reply: 1 created, 0 its custom id is taken, or the id of the job holding its
+    // deduplication id (nothing created).
+    let created: unknown[];
     if (jobs.length === 1) {
-      created = [Number(await this.conn.call(...(this.addCmd(jobs[0].job, jobs[0].id, jobs[0].alias) as [string, ...any[]])))];
+      created = [await this.conn.call(...(this.addCmd(jobs[0].job, jobs[0].id, jobs[0].alias) as [string, ...any[]]))];
     } else {
       const m = this.conn.multi();
       for (let i = 0; i < jobs.length; i += ADD_BATCH) {
@@ -696,9 +743,9 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         await undo.exec();
         throw refused;
       }
-      created = res.flatMap(([, reply]) => (reply as unknown[]).map(Number));
+      created = res.flatMap(([, reply]) => reply as unknown[]);
     }
-    const dup = jobs.filter((_, i) => created[i] !== 1);
+    const dup = jobs.filter((_, i) => Number(created[i]) === 0);
     if (dup.length > 0) {
       const p = this.conn.pipeline();
       for (const j of dup) {
@@ -706,21 +753,254 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       }
       await p.exec();
     }
-    return jobs.map(j => j.alias ?? j.id);
+    // A deduplicated job answers with the holder's id, as BullMQ's does (its custom id if any).
+    const holders = created.map(r => (typeof r === 'string' || Buffer.isBuffer(r) ? String(r) : null));
+    for (let i = 0; i < jobs.length; i++) {
+      const h = holders[i];
+      if (h !== null) {
+        await this.keepLastIfActive(jobs[i].job, jobs[i].alias, h);
+      }
+    }
+    const known = await this.external(holders.filter((h): h is string => h !== null));
+    let k = 0;
+    return jobs.map((j, i) => (holders[i] !== null ? known[k++] : (j.alias ?? j.id)));
+  }
+
+  /** A job's deduplication id when it asks for keepLastIfActive. */
+  private keepLastId(opts: JobsOptions | undefined): string | undefined {
+    const d = opts?.deduplication as { id?: string; keepLastIfActive?: boolean } | undefined;
+    return d?.keepLastIfActive && d.id ? String(d.id) : undefined;
+  }
+
+  /**
+   * keepLastIfActive, kept by the adapter (the module has no such form): a job deduplicated
+   * while its id's holder is active is stored in `<Q>:b:dn` (one entry per deduplication id,
+   * the latest wins) and added, holding the id, once the holder finishes (see requeueNext).
+   * Not atomic with the module's calls: the holder's state is read again after the store,
+   * and a holder that finished meanwhile brings the stored job in at once.
+   */
+  private async keepLastIfActive(job: JobJson, alias: string | undefined, holder: string): Promise<void> {
+    const dedupId = this.keepLastId(job.opts);
+    if (dedupId === undefined || (await this.stateOf(holder)) !== 'active') {
+      return;
+    }
+    const proto = JSON.stringify({ name: job.name, data: job.data, opts: job.opts, jid: alias });
+    await this.conn.hset(this.key('b:dn'), dedupId, proto);
+    if ((await this.stateOf(holder)) !== 'active') {
+      await this.requeueNext(dedupId);
+    }
+  }
+
+  /** A finished job of keepLastIfActive: the job stored for its deduplication id, added now. */
+  private async requeueNext(dedupId: string | undefined): Promise<void> {
+    if (dedupId === undefined) {
+      return;
+    }
+    const res = (await this.conn.multi().hget(this.key('b:dn'), dedupId).hdel(this.key('b:dn'), dedupId).exec()) ?? [];
+    const raw = res[0]?.[1] as string | null;
+    if (!raw || Number(res[1]?.[1]) !== 1) {
+      return;
+    }
+    const p = JSON.parse(raw) as { name: string; data: string; opts: JobsOptions; jid?: string };
+    await this.addJobs([{ job: { name: p.name, data: p.data, opts: p.opts, timestamp: Date.now() } as JobJson, jobId: p.jid ?? '' }]);
   }
 
   async addFlow(): Promise<[Error | null, string | number][]> {
     throw new NotSupportedError('flows');
   }
 
+  /**
+   * TRA.SCHEDULER SET: the server keeps the scheduler and makes its iterations by its own
+   * clock (the pending one a delayed job `repeat:<id>:<ms>`), whether or not a worker runs.
+   * BullMQ's client-side time (`nextMillis`) is not sent: the server computes the first time
+   * from the rule; only a pattern's `immediately` shows in it (the client's strategy answers
+   * now for it), and becomes IMMEDIATELY.
+   */
   async addJobScheduler(
-    _id: string,
-    _next: number,
-    _data: string,
-    _templateOpts: JobsOptions,
-    _opts: RepeatableOptions,
+    id: string,
+    nextMillis: number,
+    templateData: string,
+    templateOpts: JobsOptions,
+    opts: RepeatableOptions,
   ): Promise<[string, number]> {
-    throw new NotSupportedError('job schedulers');
+    await this.needSched();
+    if ((this.opts as any).settings?.repeatStrategy) {
+      throw new NotSupportedError('a custom repeatStrategy (the server computes the iteration times)');
+    }
+    const rule: Cmd = [];
+    if (opts.every) {
+      const every = Math.max(1, Math.floor(Number(opts.every)));
+      rule.push('EVERY', every);
+      const offset = Math.floor(Number(opts.offset ?? 0)) % every;
+      if (offset > 0) {
+        rule.push('OFFSET', offset);
+      }
+    } else if (opts.pattern) {
+      rule.push('PATTERN', opts.pattern);
+      if (opts.tz) {
+        rule.push('TZ', opts.tz);
+      }
+      if (!opts.startDate && nextMillis <= Date.now()) {
+        rule.push('IMMEDIATELY');
+      }
+    }
+    if (opts.startDate) {
+      rule.push('START', Math.floor(Number(opts.startDate)));
+    }
+    if (opts.endDate) {
+      rule.push('END', Math.floor(Number(opts.endDate)));
+    }
+    if (opts.limit) {
+      rule.push('LIMIT', Math.floor(Number(opts.limit)));
+    }
+    const name = opts.name ?? id;
+    const { data, extra } = this.templateParts(name, templateData, templateOpts, opts);
+    if (opts.pattern) {
+      await this.dropReadyIteration(id);
+    } else {
+      await this.restartEvery(id, rule);
+    }
+    const res = (await this.conn
+      .pipeline()
+      .call('TRA.SCHEDULER', 4, ...this.schedKeys(id), 'SET', ...rule, 'JOB', ...this.jobName(name), data, ...extra)
+      .time()
+      .exec()) ?? [];
+    if (res[0]?.[0]) {
+      throw new Error(`${res[0][0].message}. addJobScheduler`);
+    }
+    const [jobId, time] = res[0][1] as [string, number];
+    const at = Number(time);
+    const [sec, usec] = (res[1]?.[1] as [string, string] | undefined) ?? ['0', '0'];
+    const now = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
+    if (at <= now) {
+      // An iteration due now is ready at once, as BullMQ adds it to wait (the server makes it
+      // delayed and promotes it at its next pass).
+      try {
+        await this.conn.call('EMQ.PROMOTE', 5, this.jobKey(String(jobId)), this.key('delayed'), this.key('wait'), this.key('prio'), this.key('events'));
+      } catch (err) {
+        if (errCode(err) !== 'EMQSTATE' && errCode(err) !== 'EMQNOJOB') {
+          throw err;
+        }
+      }
+    }
+    return [`repeat:${id}:${at}`, Math.max(0, at - now)];
+  }
+
+  /**
+   * BullMQ's upsert of a cron scheduler replaces its iteration that became ready but has not
+   * run (in wait, or prioritized; a paused queue's is left) with one at the next time; the
+   * module leaves such a job to run, so it is removed first. (An `every` scheduler's ready
+   * iteration stays ready in BullMQ too: recreated at its time, or at once for a new
+   * interval.)
+   */
+  private async dropReadyIteration(id: string, known?: Record<string, any>): Promise<void> {
+    const m = known ?? (await this.schedulerRow(id));
+    if (!m?.job) {
+      return;
+    }
+    // The pending iteration, and for `every` the one before it: made when the pending one
+    // was, so it may still be waiting where BullMQ would have made no successor yet.
+    const ids = [String(m.job)];
+    if (m.every && m.next) {
+      const prev = await this.resolve(`repeat:${id}:${Number(m.next) - Number(m.every)}`);
+      if (prev) {
+        ids.push(prev);
+      }
+    }
+    const p = this.conn.pipeline().hget(this.key('meta'), 'paused');
+    for (const j of ids) {
+      p.hget(this.jobKey(j), 'st');
+    }
+    const res = (await p.exec()) ?? [];
+    const paused = !!res[0]?.[1];
+    for (let i = 0; i < ids.length; i++) {
+      const state = res[i + 1]?.[1] as string | null;
+      if (state === 'prio' || (state === 'wait' && !paused)) {
+        try {
+          await this.conn.call('TRA.REMOVE', 8, this.jobKey(ids[i]), ...this.setKeys(), this.key('events'));
+        } catch (err) {
+          if (errCode(err) !== 'EMQSTATE') {
+            throw err;
+          }
+        }
+      }
+    }
+  }
+
+  /**
+   * BullMQ's upsert of an `every` scheduler with a new interval or phase starts it afresh: its
+   * iteration not yet run is replaced by one due now. The module keeps the scheduler's count
+   * and times from the old rule, so the scheduler is deleted (its pending job with it) and
+   * made anew. With the same rule nothing is replaced: the module keeps the pending time, as
+   * BullMQ does.
+   */
+  private async restartEvery(id: string, rule: Cmd): Promise<void> {
+    const m = await this.schedulerRow(id);
+    if (!m) {
+      return;
+    }
+    const every = Number(rule[1]);
+    const offset = rule[2] === 'OFFSET' ? Number(rule[3]) : 0;
+    if (Number(m.every) === every && Number(m.offset ?? 0) === offset) {
+      return;
+    }
+    await this.dropReadyIteration(id, m);
+    await this.conn.call('TRA.SCHEDULER', 4, ...this.schedKeys(id), 'DEL');
+  }
+
+  private async needSched(): Promise<void> {
+    await this.waitUntilReady();
+    if (!this.hasSched) {
+      throw new NotSupportedError('job schedulers (this module has no TRA.SCHEDULER: upgrade)');
+    }
+  }
+
+  /** TRA.SCHEDULER's keys: the scheduler's hash, the queue's schedulers, delayed and events. */
+  private schedKeys(id: string): string[] {
+    return [this.key(`sched:${id}`), this.key('scheds'), this.key('delayed'), this.key('events')];
+  }
+
+  /** A job name within the module's 256 bytes (a longer one is kept in the options blob). */
+  private jobName(name: string): [string] {
+    return [Buffer.byteLength(name) <= 256 ? name : '_'];
+  }
+
+  /**
+   * A scheduler's job template: data, and ENQUEUE's words from the template's options; the
+   * blob keeps the options and the repeat rule, from which each iteration's BullMQ options
+   * are made when it is read.
+   */
+  private templateParts(name: string, data: string, templateOpts: JobsOptions, opts: RepeatableOptions): { data: string; extra: Cmd } {
+    for (const [opt, feature] of [
+      ['parent', 'flows (the parent option)'],
+      ['deduplication', 'deduplication in a job scheduler template'],
+    ] as const) {
+      if ((templateOpts as any)?.[opt]) {
+        throw new NotSupportedError(feature);
+      }
+    }
+    const o = { ...(templateOpts ?? {}) };
+    const extra: Cmd = [];
+    if (o.priority) {
+      extra.push('PRIORITY', o.priority);
+    }
+    if (o.attempts && o.attempts > 1) {
+      extra.push('ATTEMPTS', o.attempts);
+      extra.push(...this.backoffWords(o.backoff));
+    }
+    const r: Record<string, unknown> = {};
+    for (const k of ['every', 'pattern', 'tz', 'limit', 'startDate', 'endDate'] as const) {
+      if (opts[k] !== undefined && opts[k] !== null) {
+        r[k] = opts[k];
+      }
+    }
+    r.offset = opts.every ? Math.floor(Number(opts.offset ?? 0)) % Math.max(1, Math.floor(Number(opts.every))) : 0;
+    const blob: Record<string, unknown> = { o, r };
+    if (this.jobName(name)[0] !== name) {
+      blob.n = name;
+    }
+    extra.push('OPTS', JSON.stringify(blob));
+    return { data: data ?? '{}', extra };
   }
 
   // ---------------------------------------------------------------- fetching
@@ -894,7 +1174,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     const id = await this.mustResolve(jobId, 'moveToFinished');
     const keep = removeOnComplete ?? (this.opts as any).removeOnComplete;
     const rv = JSON.stringify(returnValue === undefined ? null : returnValue);
-    if (fetchNext && this.moduleDrains && this.stash.length === 0) {
+    const keepLast = this.keepLastId(job.opts);
+    if (fetchNext && this.moduleDrains && this.stash.length === 0 && keepLast === undefined) {
       // Finish and fetch in one atomic call; the next job is claimed with the same token.
       const claimToken = this.tokenFor(id, token);
       let reply: unknown[];
@@ -918,6 +1199,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     }
     const finishedOn = Date.now();
     held.delete(this.heldKey(id));
+    await this.requeueNext(keepLast);
     return { result: await this.next(token, fetchNext, true), finishedOn };
   }
 
@@ -963,6 +1245,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     const keep = removeOnFail ?? (this.opts as any).removeOnFail;
     await this.fail(job.id as string, token, failedReason, [...keepArgs(keep), 'FINAL'], fieldsToUpdate?.stacktrace, 'moveToFinished');
     const finishedOn = Date.now();
+    await this.requeueNext(this.keepLastId(job.opts));
     // BullMQ's retries-exhausted: the last attempt failed (not an early UnrecoverableError).
     if (job.attemptsMade + 1 >= (job.opts?.attempts ?? 1)) {
       await this.conn.xadd(this.key('events'), 'MAXLEN', '~', 10000, '*', 'event', 'retries-exhausted', 'jobId', job.id as string, 'attemptsMade', job.attemptsMade + 1);
@@ -1037,7 +1320,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       throw this.finishError(err, jobId, await this.stateOf(id), 'moveJobFromActiveToWait');
     }
     held.delete(this.heldKey(id));
-    return 0;
+    // BullMQ answers with the time its limiter still holds the queue: the worker waits that long.
+    return this.hasLimits ? Math.max(0, (await this.limits()).ttl ?? 0) : 0;
   }
 
   /** BullMQ's immediate retry; on module 0.3.0 FAIL RETRY [LIFO], ready now whatever the backoff. */
@@ -1424,6 +1708,14 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (!id) {
       return 0;
     }
+    if (this.hasSched) {
+      // BullMQ keeps a scheduler's iteration that has not run yet from a direct removal (the
+      // module allows it: that iteration is skipped); remove the scheduler instead.
+      const [sched, st] = await this.conn.hmget(this.jobKey(id), 'rs', 'st');
+      if (sched && (st === 'wait' || st === 'prio' || st === 'delayed') && (await this.conn.exists(this.key(`sched:${sched}`)))) {
+        throw new Error(`Job ${jobId} belongs to a job scheduler and cannot be removed directly. remove`);
+      }
+    }
     try {
       const n = Number(await this.conn.call('TRA.REMOVE', 8, this.jobKey(id), ...this.setKeys(), this.key('events')));
       await this.forget([id]);
@@ -1444,37 +1736,108 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     throw new NotSupportedError('flows (child dependencies)');
   }
 
-  async removeDeduplicationKey(): Promise<number> {
-    throw new NotSupportedError('deduplication');
+  /** TRA.UNDEDUP … IF job: releases the id only while that job holds it. */
+  async removeDeduplicationKey(deduplicationId: string, jobId: string): Promise<number> {
+    await this.needDedup();
+    const id = await this.resolve(jobId);
+    if (!id || !isBranded(id)) {
+      return 0;
+    }
+    return Number(await this.conn.call('TRA.UNDEDUP', 1, this.dedupKey(deduplicationId), 'IF', id));
   }
 
-  async deleteDeduplicationKey(): Promise<number> {
-    throw new NotSupportedError('deduplication');
+  /** TRA.UNDEDUP: releases the id whatever job holds it. */
+  async deleteDeduplicationKey(deduplicationId: string): Promise<number> {
+    await this.needDedup();
+    return Number(await this.conn.call('TRA.UNDEDUP', 1, this.dedupKey(deduplicationId)));
   }
 
   // ---------------------------------------------------------------- job schedulers
 
+  /**
+   * A worker's step after it took an iteration: BullMQ's client makes the next one here. The
+   * server made it already (when the iteration's time came), so this writes nothing.
+   */
   async updateJobSchedulerNextMillis(): Promise<string | null> {
-    throw new NotSupportedError('job schedulers');
+    return null;
   }
-  async removeJobScheduler(): Promise<number> {
-    throw new NotSupportedError('job schedulers');
+
+  /** TRA.SCHEDULER DEL; BullMQ's code: 0 removed, 1 there was none. */
+  async removeJobScheduler(id: string): Promise<number> {
+    await this.needSched();
+    return Number(await this.conn.call('TRA.SCHEDULER', 4, ...this.schedKeys(id), 'DEL')) === 1 ? 0 : 1;
   }
-  async getJobScheduler(): Promise<[any, string | null]> {
-    throw new NotSupportedError('job schedulers');
+
+  /** One scheduler as TRA.SCHEDULERS GET answers it (null when there is none). */
+  private async schedulerRow(id: string): Promise<Record<string, any> | null> {
+    await this.waitUntilReady();
+    if (!this.hasSched) {
+      return null;
+    }
+    const reply = await this.conn.call('TRA.SCHEDULERS', 1, this.key('scheds'), 'GET', id);
+    return reply ? pairs(reply) : null;
   }
-  async isJobScheduler(): Promise<boolean> {
-    return false;
+
+  /** A scheduler in the fields of BullMQ's scheduler hash, as its JobScheduler reads them. */
+  private schedulerHash(m: Record<string, any>): Record<string, string> {
+    let blob: { o?: JobsOptions; n?: string } = {};
+    try {
+      blob = JSON.parse(m.opts ?? '{}');
+    } catch {
+      blob = {};
+    }
+    const out: Record<string, string> = { name: blob.n ?? String(m.name), ic: String(m.count ?? 1), offset: String(m.offset ?? 0) };
+    const copy: [string, string][] = [['limit', 'limit'], ['start', 'startDate'], ['end', 'endDate'], ['tz', 'tz'], ['pattern', 'pattern'], ['every', 'every']];
+    for (const [from, to] of copy) {
+      if (m[from] !== null && m[from] !== undefined) {
+        out[to] = String(m[from]);
+      }
+    }
+    if (m.data && m.data !== '{}') {
+      out.data = String(m.data);
+    }
+    if (blob.o && Object.keys(blob.o).length > 0) {
+      out.opts = JSON.stringify(blob.o);
+    }
+    return out;
   }
-  async getJobSchedulerData(): Promise<Record<string, string>> {
-    throw new NotSupportedError('job schedulers');
+
+  async getJobScheduler(id: string): Promise<[any, string | null]> {
+    const m = await this.schedulerRow(id);
+    if (!m) {
+      return [null, null];
+    }
+    return [Object.entries(this.schedulerHash(m)).flat(), m.next === null || m.next === undefined ? null : String(m.next)];
   }
-  /** No scheduler can be made on trafikey, so the reads answer truly: none (bull-board reads them). */
-  async getJobSchedulersRange(): Promise<string[]> {
-    return [];
+
+  async isJobScheduler(id: string): Promise<boolean> {
+    return (await this.schedulerRow(id)) !== null;
   }
+
+  async getJobSchedulerData(key: string): Promise<Record<string, string>> {
+    const m = await this.schedulerRow(key);
+    return m ? this.schedulerHash(m) : {};
+  }
+
+  /** TRA.SCHEDULERS LIST by next time, as BullMQ's `[id, next, …]` (at most 1000 a call). */
+  async getJobSchedulersRange(start: number, end: number, asc: boolean): Promise<string[]> {
+    await this.waitUntilReady();
+    if (!this.hasSched) {
+      return [];
+    }
+    const list = (await this.conn.call('TRA.SCHEDULERS', 1, this.key('scheds'), 'LIST', start, end, ...(asc ? [] : ['DESC']))) as unknown[];
+    return (list ?? []).flatMap(r => {
+      const m = pairs(r);
+      return [String(m.id), String(m.next)];
+    });
+  }
+
   async getJobSchedulersCount(): Promise<number> {
-    return 0;
+    await this.waitUntilReady();
+    if (!this.hasSched) {
+      return 0;
+    }
+    return Number(await this.conn.call('TRA.SCHEDULERS', 1, this.key('scheds'), 'COUNT'));
   }
 
   // ---------------------------------------------------------------- queries
@@ -1510,8 +1873,10 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     return returnValue ? out : out[0];
   }
 
+  /** Whether the queue's global concurrency is reached (leases run out but not yet reclaimed count). */
   async isMaxed(): Promise<boolean> {
-    return false;
+    const l = await this.limits();
+    return l.concurrency !== null && l.concurrency !== undefined && (l.active ?? 0) >= l.concurrency;
   }
 
   async isJobInState(state: string, jobId: string): Promise<boolean> {
@@ -1631,11 +1996,42 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (res[4][1]) {
       json.processedBy = res[4][1] as string;
     }
+    if (row.dedup) {
+      json.deduplicationId = String(row.dedup);
+    }
+    if (row.scheduler) {
+      // An iteration a scheduler made: BullMQ's options of one, from the template's blob and
+      // the row's scheduler and time.
+      const at = num(row.iteration) ?? 0;
+      const createdAt = num(row.created) ?? at;
+      const r = (blob as { r?: Record<string, unknown> }).r ?? {};
+      const iterationDelay = Math.max(0, at - createdAt);
+      json.opts = { ...opts, jobId: `repeat:${row.scheduler}:${at}`, repeatJobKey: String(row.scheduler), prevMillis: at, delay: iterationDelay, repeat: { ...r } } as JobsOptions;
+      json.repeatJobKey = String(row.scheduler);
+      if (state === 'delayed' && made === 0) {
+        json.delay = iterationDelay;
+      }
+    }
     return json;
   }
 
-  async getDeduplicationJobId(): Promise<string | null> {
-    throw new NotSupportedError('deduplication');
+  /** The key of a deduplication id (`DEDUP id`): a string naming the job that holds it. */
+  private dedupKey(id: string): string {
+    return this.key(`dedup:${id}`);
+  }
+
+  private async needDedup(): Promise<void> {
+    await this.waitUntilReady();
+    if (!this.hasDedup) {
+      throw new NotSupportedError('deduplication (this module has no TRA.DEDUP: upgrade)');
+    }
+  }
+
+  /** TRA.DEDUP: the job holding a deduplication id, by the id BullMQ knows it by. */
+  async getDeduplicationJobId(deduplicationId: string): Promise<string | null> {
+    await this.needDedup();
+    const holder = (await this.conn.call('TRA.DEDUP', 1, this.dedupKey(deduplicationId))) as string | null;
+    return holder === null ? null : (await this.external([String(holder)]))[0];
   }
 
   async getJobLogs(jobId: string, start = 0, end = -1, asc = true): Promise<{ logs: string[]; count: number }> {
@@ -1656,8 +2052,21 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     return { logs, count: Number(res![1][1]) };
   }
 
-  async getRateLimitTtl(): Promise<number> {
-    return 0;
+  /**
+   * BullMQ's rule on TRA.LIMITS: a manual limit's time while one runs; else, with `maxJobs`
+   * or a rate limit set, the window's time once it holds that many jobs (0 before); with
+   * neither, the window's time (-2 when none is open, as PTTL of a missing key).
+   */
+  async getRateLimitTtl(maxJobs?: number): Promise<number> {
+    const l = await this.limits();
+    if ((l.hold ?? -2) > 0) {
+      return l.hold as number;
+    }
+    const max = maxJobs || l['rate-max'];
+    if (max) {
+      return (l.count ?? 0) >= max && (l.window ?? -2) > 0 ? (l.window as number) : 0;
+    }
+    return l.window ?? -2;
   }
 
   private async counts(): Promise<Record<string, number>> {
@@ -1789,51 +2198,141 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   // ---------------------------------------------------------------- meta and events
 
+  // BullMQ's global concurrency (`concurrency`) and global rate limit (`max`, `duration`) are
+  // the module's limits of the queue, set with TRA.LIMIT and kept in `meta` in the module's
+  // own form: the reads below take them from TRA.LIMITS.
+
+  private async needLimits(): Promise<void> {
+    await this.waitUntilReady();
+    if (!this.hasLimits) {
+      throw new NotSupportedError('rate limits and global concurrency (this module has no TRA.LIMIT: upgrade)');
+    }
+  }
+
+  private async limit(...args: (string | number)[]): Promise<number> {
+    await this.needLimits();
+    return Number(await this.conn.call('TRA.LIMIT', 1, this.key('meta'), ...args));
+  }
+
+  /** BullMQ's max and duration as RATE's arguments, within the module's ranges. */
+  private rateArgs(max: unknown, duration: unknown): [number, number] {
+    const clamp = (v: unknown, hi: number) => Math.min(hi, Math.max(1, Math.floor(Number(v) || 1)));
+    return [clamp(max, 2 ** 31 - 1), clamp(duration, 2 ** 31)];
+  }
+
+  /** TRA.LIMITS: the queue's limits and where they stand now. */
+  private async limits(): Promise<Record<string, number | null>> {
+    await this.waitUntilReady();
+    if (!this.hasLimits) {
+      return { 'rate-max': null, 'rate-ms': null, concurrency: null, count: 0, window: -2, hold: -2, ttl: 0, active: 0 };
+    }
+    const m = pairs(await this.conn.call('TRA.LIMITS', 2, this.key('meta'), this.key('active')));
+    const out: Record<string, number | null> = {};
+    for (const [k, v] of Object.entries(m)) {
+      out[k] = v === null || v === undefined ? null : Number(v);
+    }
+    return out;
+  }
+
+  /** BullMQ's meta fields that are the module's limits, by TRA.LIMITS's names. */
+  private static LIMIT_FIELDS: Record<string, string> = { concurrency: 'concurrency', max: 'rate-max', duration: 'rate-ms' };
+  /** The module's limit fields of `meta` (in its own form), not shown as BullMQ's meta. */
+  private static LIMIT_STATE = ['rate', 'concurrency', 'hold-until'];
+
   async setQueueMeta(values: Record<string, string | number>): Promise<number> {
-    for (const [field, feature] of [
-      ['concurrency', 'global concurrency'],
-      ['max', 'a global rate limit'],
-      ['duration', 'a global rate limit'],
-    ]) {
-      if (field in values) {
-        throw new NotSupportedError(feature);
-      }
-    }
     // `paused` is the module's own field of meta; a client never writes it directly.
-    const { paused: _p, ...rest } = values;
-    if (Object.keys(rest).length === 0) {
-      return 0;
+    const { paused: _p, concurrency, max, duration, ...rest } = values;
+    let n = 0;
+    if (concurrency !== undefined) {
+      n += await this.limit('CONCURRENCY', Math.min(2 ** 31 - 1, Math.max(1, Math.floor(Number(concurrency) || 1))));
     }
-    return this.conn.hset(this.key('meta'), rest);
+    if (max !== undefined || duration !== undefined) {
+      const l = await this.limits();
+      n += await this.limit('RATE', ...this.rateArgs(max ?? l['rate-max'] ?? 1, duration ?? l['rate-ms'] ?? 1));
+    }
+    if (Object.keys(rest).length > 0) {
+      n += await this.conn.hset(this.key('meta'), rest);
+    }
+    return n;
   }
 
   async getQueueMetaField(field: string): Promise<string | null> {
-    return this.conn.hget(this.key('meta'), field);
+    return (await this.getQueueMetaFields([field]))[0];
   }
 
   async getQueueMetaFields(fields: string[]): Promise<(string | null)[]> {
-    return fields.length ? this.conn.hmget(this.key('meta'), ...fields) : [];
+    if (fields.length === 0) {
+      return [];
+    }
+    await this.waitUntilReady();
+    const own = fields.filter(f => !(f in TrafikeyBackend.LIMIT_FIELDS));
+    const [vals, l] = await Promise.all([
+      own.length ? this.conn.hmget(this.key('meta'), ...own) : Promise.resolve([] as (string | null)[]),
+      fields.some(f => f in TrafikeyBackend.LIMIT_FIELDS) ? this.limits() : Promise.resolve({} as Record<string, number | null>),
+    ]);
+    let i = 0;
+    return fields.map(f => {
+      if (f in TrafikeyBackend.LIMIT_FIELDS) {
+        const v = l[TrafikeyBackend.LIMIT_FIELDS[f]];
+        return v === null || v === undefined ? null : String(v);
+      }
+      return vals[i++] ?? null;
+    });
   }
 
   async getQueueMeta(): Promise<Record<string, string>> {
-    return this.conn.hgetall(this.key('meta'));
+    const [raw, l] = await Promise.all([this.conn.hgetall(this.key('meta')), this.limits()]);
+    const out: Record<string, string> = {};
+    for (const [k, v] of Object.entries(raw)) {
+      if (!TrafikeyBackend.LIMIT_STATE.includes(k)) {
+        out[k] = v;
+      }
+    }
+    for (const [f, m] of Object.entries(TrafikeyBackend.LIMIT_FIELDS)) {
+      if (l[m] !== null && l[m] !== undefined) {
+        out[f] = String(l[m]);
+      }
+    }
+    return out;
   }
 
   async removeQueueMetaFields(fields: string[]): Promise<number> {
-    const f = fields.filter(x => x !== 'paused');
-    return f.length ? this.conn.hdel(this.key('meta'), ...f) : 0;
+    const f = fields.filter(x => x !== 'paused' && !(x in TrafikeyBackend.LIMIT_FIELDS));
+    let n = 0;
+    if (fields.includes('concurrency')) {
+      n += await this.limit('CONCURRENCY', 'OFF');
+    }
+    if (fields.includes('max') || fields.includes('duration')) {
+      n += await this.limit('RATE', 'OFF');
+    }
+    return n + (f.length ? await this.conn.hdel(this.key('meta'), ...f) : 0);
   }
 
   async hasQueueMetaField(field: string): Promise<boolean> {
     return (await this.conn.hexists(this.key('meta'), field)) === 1;
   }
 
-  async setRateLimit(_expireTimeMs: number): Promise<void> {
-    throw new NotSupportedError('rate limits');
+  /**
+   * BullMQ's manual rate limit (`queue.rateLimit`, `worker.rateLimit`): no claim of the queue
+   * for ms. It replaces the window in force, as BullMQ's overwrites its limiter key: CLEAR,
+   * then FOR, in one transaction.
+   */
+  async setRateLimit(expireTimeMs: number): Promise<void> {
+    await this.needLimits();
+    const res = await this.conn
+      .multi()
+      .call('TRA.LIMIT', 1, this.key('meta'), 'CLEAR')
+      .call('TRA.LIMIT', 1, this.key('meta'), 'FOR', Math.min(2 ** 31, Math.max(1, Math.floor(expireTimeMs))))
+      .exec();
+    const refused = res?.find(([err]) => err)?.[0];
+    if (refused) {
+      throw refused;
+    }
   }
 
+  /** Ends the rate window and a manual limit now (BullMQ deletes its limiter key). */
   async removeRateLimitKey(): Promise<number> {
-    return 0;
+    return this.limit('CLEAR');
   }
 
   async removeDeprecatedPriorityKey(): Promise<number> {
@@ -1956,6 +2455,12 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
           break;
         case 'progress':
           f.push('data', jsonOr(o.progress ?? payload.get(`g:${o.id}`), '0'));
+          break;
+        case 'deduplicated':
+          // BullMQ's: the job holding the id, the id, and the job that was not added (or, with
+          // REPLACE, the delayed job replaced).
+          f.push('deduplicationId', o.dedup ?? '');
+          f.push('deduplicatedJobId', rev.get(o.refused ?? o.replaced ?? '') ?? o.refused ?? o.replaced ?? '');
           break;
         default:
           for (const [k, v] of Object.entries(o)) {

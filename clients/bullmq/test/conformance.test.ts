@@ -438,20 +438,14 @@ describe('getters and administration', () => {
 });
 
 describe('unsupported features say so', () => {
-  it('updateData, flows, schedulers, dedup, rate limits, global concurrency, metrics', async () => {
+  it('updateData, flows, metrics', async () => {
     const job = await queue.add('u', {});
     await expect(job.updateData({ x: 1 })).rejects.toThrow(/updateData.*not supported/);
-    // Scheduler reads answer truly (none can be made): bull-board reads them on every refresh.
+    // A queue without schedulers reads none (bull-board reads them on every refresh).
     expect(await queue.getJobSchedulersCount()).toBe(0);
     expect(await queue.getJobSchedulers()).toEqual([]);
-    await expect(queue.add('d', {}, { deduplication: { id: 'k' } })).rejects.toThrow(/deduplication.*not supported/);
-    await expect(queue.upsertJobScheduler('s', { every: 1000 })).rejects.toThrow(/job schedulers.*not supported/);
-    await expect(queue.setGlobalConcurrency(2)).rejects.toThrow(/global concurrency.*not supported/);
-    await expect(queue.setGlobalRateLimit(1, 1000)).rejects.toThrow(/rate limit.*not supported/);
-    await expect(queue.rateLimit(1000)).rejects.toThrow(/rate limits.*not supported/);
     await expect(queue.getMetrics('completed')).rejects.toThrow(/metrics.*not supported/);
     const flow = track(new FlowProducer({ connection }));
     await expect(flow.add({ name: 'p', queueName: name, children: [{ name: 'c', queueName: name }] })).rejects.toThrow(/flows.*not supported/);
-    expect(() => new Worker(name, async () => 1, { connection, limiter: { max: 1, duration: 1000 } })).toThrow(/rate limiter.*not supported/);
   });
 });

@@ -1,0 +1,130 @@
+// Deduplication through BullMQ's API, kept by the module (DEDUP on the producers, TRA.DEDUP,
+// TRA.UNDEDUP), and keepLastIfActive kept by the adapter, on a real Valkey.
+import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
+import { withBackend, type Job } from 'bullmq';
+import { Redis } from 'ioredis';
+import { withTrafikey } from '../src/index.js';
+
+const port = inject('port');
+const connection = { host: '127.0.0.1', port };
+const { Queue, Worker, QueueEvents } = withTrafikey(withBackend);
+
+const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
+
+async function until(check: () => Promise<boolean> | boolean, ms = 10000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) {
+      throw new Error('condition not met in time');
+    }
+    await sleep(20);
+  }
+}
+
+let name: string;
+let queue: InstanceType<typeof Queue>;
+let raw: Redis;
+const closers: { close(): Promise<void> }[] = [];
+
+function track<T extends { close(): Promise<void> }>(x: T): T {
+  closers.push(x);
+  return x;
+}
+
+const dedupKey = (id: string) => `emq:{bull:${name}}:dedup:${id}`;
+
+beforeEach(async () => {
+  name = `dedup-${randomUUID()}`;
+  queue = track(new Queue(name, { connection }));
+  raw = new Redis(connection);
+  await queue.waitUntilReady();
+});
+
+afterEach(async () => {
+  await queue.obliterate({ force: true }).catch(() => undefined);
+  for (const c of closers.splice(0).reverse()) {
+    await c.close().catch(() => undefined);
+  }
+  raw.disconnect();
+});
+
+describe('deduplication', () => {
+  it('a duplicate creates nothing, answers the holder and emits deduplicated in BullMQ fields', async () => {
+    const events = track(new QueueEvents(name, { connection }));
+    await events.waitUntilReady();
+    const seen: Record<string, string>[] = [];
+    events.on('deduplicated', (e: Record<string, string>) => void seen.push(e));
+    const a = await queue.add('x', { n: 1 }, { jobId: 'a1', deduplication: { id: 'd1' } });
+    const b = await queue.add('x', { n: 2 }, { jobId: 'a2', deduplication: { id: 'd1' } });
+    expect(a.id).toBe('a1');
+    expect(b.id).toBe('a1');
+    expect(await queue.count()).toBe(1);
+    expect(await queue.getJob('a2')).toBeUndefined();
+    expect(await queue.getDeduplicationJobId('d1')).toBe('a1');
+    expect((await queue.getJob('a1'))!.deduplicationId).toBe('d1');
+    await until(() => seen.length === 1);
+    expect(seen[0]).toMatchObject({ jobId: 'a1', deduplicationId: 'd1' });
+    // The module's key holds the holder's module id (the custom id is its ALIAS).
+    expect(await raw.get(dedupKey('d1'))).toMatch(/^JOB/);
+  });
+
+  it('the id is released when its job finishes (no ttl), kept for its ttl otherwise', async () => {
+    await queue.add('x', {}, { deduplication: { id: 'run' } });
+    await queue.add('x', {}, { deduplication: { id: 'ttl', ttl: 60000 } });
+    track(new Worker(name, async () => 1, { connection }));
+    await until(async () => (await queue.getCompletedCount()) === 2);
+    expect(await queue.getDeduplicationJobId('run')).toBeNull();
+    expect(await queue.getDeduplicationJobId('ttl')).not.toBeNull();
+    await queue.add('x', {}, { deduplication: { id: 'run' } });
+    await queue.add('x', {}, { deduplication: { id: 'ttl', ttl: 60000 } });
+    await until(async () => (await queue.getCompletedCount()) === 3);
+    await sleep(100);
+    expect(await queue.getJobCounts('completed', 'waiting')).toEqual({ completed: 3, waiting: 0 });
+  });
+
+  it('removeDeduplicationKey releases the id; a job removes it only while it holds it', async () => {
+    const a = await queue.add('x', {}, { deduplication: { id: 'k' } });
+    expect(await queue.removeDeduplicationKey('k')).toBe(1);
+    const b = await queue.add('x', {}, { deduplication: { id: 'k' } });
+    expect(b.id).not.toBe(a.id);
+    expect(await a.removeDeduplicationKey()).toBe(false);
+    expect(await b.removeDeduplicationKey()).toBe(true);
+    expect(await queue.getDeduplicationJobId('k')).toBeNull();
+  });
+
+  it('replace swaps a delayed holder for the new job', async () => {
+    const a = await queue.add('x', { v: 1 }, { delay: 60000, deduplication: { id: 'r', replace: true } });
+    const b = await queue.add('x', { v: 2 }, { delay: 60000, deduplication: { id: 'r', replace: true } });
+    expect(b.id).not.toBe(a.id);
+    expect(await queue.getJob(a.id!)).toBeUndefined();
+    expect(await queue.getDeduplicationJobId('r')).toBe(b.id);
+    expect(await queue.getDelayedCount()).toBe(1);
+  });
+
+  it('keepLastIfActive: the latest duplicate while the holder is active runs after it, once', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>(ok => (release = ok));
+    const seen: unknown[] = [];
+    track(
+      new Worker(name, async (job: Job) => {
+        seen.push(job.data);
+        if (seen.length === 1) {
+          await gate;
+        }
+      }, { connection, concurrency: 5 }),
+    );
+    const first = await queue.add('x', { seq: 1 }, { deduplication: { id: 'kl', keepLastIfActive: true } });
+    await until(() => seen.length === 1);
+    for (const seq of [2, 3, 4]) {
+      const j = await queue.add('x', { seq }, { deduplication: { id: 'kl', keepLastIfActive: true } });
+      expect(j.id).toBe(first.id);
+    }
+    expect(await queue.count()).toBe(0);
+    release();
+    await until(async () => (await queue.getCompletedCount()) === 2);
+    await sleep(100);
+    expect(seen).toEqual([{ seq: 1 }, { seq: 4 }]);
+    expect(await raw.hlen(`emq:{bull:${name}}:b:dn`)).toBe(0);
+  });
+});
