@@ -3,32 +3,15 @@ import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { withBackend, UnrecoverableError, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
+import { closeTracked, sleep, track, until } from './helpers.js';
 import { withTrafikey, createTrafikeyBackend, isBranded } from '../src/index.js';
 
 const port = inject('port');
 const connection = { host: '127.0.0.1', port };
 const { Queue, Worker, QueueEvents, FlowProducer } = withTrafikey(withBackend);
 
-const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
-
-async function until(check: () => Promise<boolean> | boolean, ms = 10000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) {
-      throw new Error('condition not met in time');
-    }
-    await sleep(20);
-  }
-}
-
 let name: string;
 let queue: InstanceType<typeof Queue>;
-const closers: { close(): Promise<void> }[] = [];
-
-function track<T extends { close(): Promise<void> }>(x: T): T {
-  closers.push(x);
-  return x;
-}
 
 beforeEach(async () => {
   name = `conf-${randomUUID()}`;
@@ -38,9 +21,7 @@ beforeEach(async () => {
 
 afterEach(async () => {
   await queue.obliterate({ force: true }).catch(() => undefined);
-  for (const c of closers.splice(0).reverse()) {
-    await c.close().catch(() => undefined);
-  }
+  await closeTracked();
 });
 
 describe('connecting', () => {

@@ -4,33 +4,16 @@ import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { withBackend, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
+import { closeTracked, sleep, track, until } from './helpers.js';
 import { withTrafikey } from '../src/index.js';
 
 const port = inject('port');
 const connection = { host: '127.0.0.1', port };
 const { Queue, Worker } = withTrafikey(withBackend);
 
-const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
-
-async function until(check: () => Promise<boolean> | boolean, ms = 10000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) {
-      throw new Error('condition not met in time');
-    }
-    await sleep(20);
-  }
-}
-
 let name: string;
 let queue: InstanceType<typeof Queue>;
 let raw: Redis;
-const closers: { close(): Promise<void> }[] = [];
-
-function track<T extends { close(): Promise<void> }>(x: T): T {
-  closers.push(x);
-  return x;
-}
 
 /** The module's own view: TRA.LIMITS of the queue, as an object. */
 async function limits(): Promise<Record<string, unknown>> {
@@ -52,9 +35,7 @@ beforeEach(async () => {
 
 afterEach(async () => {
   await queue.obliterate({ force: true }).catch(() => undefined);
-  for (const c of closers.splice(0).reverse()) {
-    await c.close().catch(() => undefined);
-  }
+  await closeTracked();
   raw.disconnect();
 });
 

@@ -3,32 +3,15 @@
 import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { withBackend, type Job } from 'bullmq';
+import { closeTracked, track, until } from './helpers.js';
 import { withTrafikey } from '../src/index.js';
 
 const port = inject('port');
 const connection = { host: '127.0.0.1', port };
 const { Queue, Worker } = withTrafikey(withBackend);
 
-const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
-
-async function until(check: () => Promise<boolean> | boolean, ms = 10000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) {
-      throw new Error('condition not met in time');
-    }
-    await sleep(20);
-  }
-}
-
 let name: string;
 let queue: InstanceType<typeof Queue>;
-const closers: { close(): Promise<void> }[] = [];
-
-function track<T extends { close(): Promise<void> }>(x: T): T {
-  closers.push(x);
-  return x;
-}
 
 beforeEach(async () => {
   name = `sched-${randomUUID()}`;
@@ -41,9 +24,7 @@ afterEach(async () => {
     await queue.removeJobScheduler(id).catch(() => undefined);
   }
   await queue.obliterate({ force: true }).catch(() => undefined);
-  for (const c of closers.splice(0).reverse()) {
-    await c.close().catch(() => undefined);
-  }
+  await closeTracked();
 });
 
 describe('job schedulers', () => {
