@@ -3,13 +3,11 @@
 //! through the `emq:{T}:seen` window (id → first-append time, trimmed as it goes). APPEND and
 //! PUBLISH compose these; both declare `bus` then `seen` and take `id payload [MAXLEN n]`.
 
-use valkey_module::raw::RedisModuleString;
-
 use crate::config;
 use crate::domain::{self, args::Opt, bus};
 use crate::errors::{self, Refusal};
 use crate::host::command::{opt, q, val, Arg, Keys, Spec::*, Ty};
-use crate::host::{ArgStr, Exec, Key, Kind, Lit, Str};
+use crate::host::{ArgStr, Exec, Key, Kind, Lit, Str, StrRef};
 use crate::keyspace::Role::*;
 use crate::metrics;
 
@@ -50,21 +48,21 @@ impl<'a> Message<'a> {
 }
 
 /// A new message, checked against the keyspace; nothing written yet.
-pub struct Append {
+pub struct Append<'a> {
     bus: Key,
     seen: Key,
     cap: i64,
     now: i64,
     /// `seen` entries already outside the window, at most `SEEN_TRIM_BATCH`.
     stale: Vec<Str>,
-    id: *mut RedisModuleString,
-    payload: *mut RedisModuleString,
+    id: StrRef<'a>,
+    payload: StrRef<'a>,
 }
 
 /// Opens `bus` and `seen`, type-checks them and reads the window: `None` for
 /// a duplicate — an id whose first append is less than `trafikey.bus-window-ms` old, whether
 /// or not a trim has run — which writes nothing.
-pub fn plan(x: &Exec, m: &Message, cap: i64) -> Result<Option<Append>, Refusal> {
+pub fn plan<'a>(x: &Exec, m: &Message<'a>, cap: i64) -> Result<Option<Append<'a>>, Refusal> {
     let stream = x.open_as(Bus, Kind::Stream)?;
     let seen = x.open_as(Seen, Kind::ZSet)?;
     let now = x.now();
@@ -85,19 +83,19 @@ pub fn plan(x: &Exec, m: &Message, cap: i64) -> Result<Option<Append>, Refusal> 
     Ok(Some(Append { bus: stream, seen, cap, now, stale, id: m.id.ptr(), payload: m.payload.ptr() }))
 }
 
-impl Append {
+impl Append<'_> {
     /// The writes, XADD first (the only one the server could refuse): the entry with the id
     /// the server picks, the stream's trim, the window's trim, then the id's first-append
     /// time. Each replicates itself as its exact effect. Returns the entry id.
     pub fn write(self) -> Result<Str, Refusal> {
         let id = self.id;
-        let fields: [*mut RedisModuleString; 4] = [ID.get(), id, PAYLOAD.get(), self.payload];
-        if fields.iter().any(|p| p.is_null()) {
+        let fields: [StrRef; 4] = [ID.get(), id, PAYLOAD.get(), self.payload];
+        if fields.iter().any(|p| p.is_missing()) {
             return Err(errors::host_reply());
         }
         let entry = self.bus.xadd(&fields)?;
         self.bus.xtrim_approx(self.cap)?;
-        let stale: Vec<*mut RedisModuleString> = self.stale.iter().map(Str::ptr).collect();
+        let stale: Vec<StrRef> = self.stale.iter().map(Str::ptr).collect();
         let trimmed = self.seen.zrem_many(&stale);
         self.seen.zadd(self.now, id)?;
         metrics::add(&metrics::BUS_APPENDED, 1);

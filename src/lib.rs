@@ -69,9 +69,9 @@ fn preload(ctx: &Context, _args: &[ValkeyString]) -> Status {
 fn init(ctx: &Context, args: &[ValkeyString]) -> Status {
     let started = host::register::configs(ctx, args, upkeep::settings_changed)
         .and_then(|()| host::register::all(ctx, &verbs::COMMANDS, &verbs::ENTRIES))
-        .and_then(|()| host::effects::init(ctx.ctx))
-        .and_then(|()| upkeep::start(ctx.ctx))
-        .and_then(|()| host::events::subscribe(ctx.ctx));
+        .and_then(|()| host::effects::init(ctx.into()))
+        .and_then(|()| upkeep::start(ctx.into()))
+        .and_then(|()| host::events::subscribe(ctx.into()));
     match started {
         Ok(()) => Status::Ok,
         Err(e) => {

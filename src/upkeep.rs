@@ -27,13 +27,11 @@ use std::os::raw::c_int;
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
-use valkey_module::raw::RedisModuleCtx;
-
 use crate::config;
 use crate::domain::{self, args::Opt};
 use crate::errors::Refusal;
 use crate::host::command::{opt, q, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{self, timer, ArgStr, Exec, Kind, Reply, Str, Verb};
+use crate::host::{self, timer, ArgStr, Ctx, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::{self, Role, Role::*};
 use crate::metrics;
 use crate::queue::{Events, Expiry, Found, Promotion, Ready, Row, State};
@@ -95,7 +93,7 @@ impl Verb for Upkeep {
                 if promotion.jobs.iter().any(|p| p.id.bytes() == id.as_slice()) {
                     continue;
                 }
-                let Some(s) = Str::new(x.ctx(), &id) else { continue };
+                let Some(s) = x.ctx().string(&id) else { continue };
                 let job = Found::taken(x, s)?;
                 let state = Row(&job.row).state();
                 match state {
@@ -230,7 +228,7 @@ const SCAN_BUDGET_US: u64 = 400;
 pub const STEP_JOBS: usize = 32;
 
 /// Load time: start the timer and look for queues.
-pub fn start(ctx: *mut RedisModuleCtx) -> Result<(), String> {
+pub fn start(ctx: Ctx<'_>) -> Result<(), String> {
     rescan(-1);
     timer::start(ctx, timer::Hooks { tick, on, rescan })
 }
@@ -267,7 +265,7 @@ pub fn settings_changed() {
 
 /// One tick: a scan step, then the queues whose time has come, earliest first. Returns when
 /// to look again.
-fn tick(ctx: *mut RedisModuleCtx) -> timer::Next {
+fn tick(ctx: Ctx<'_>) -> timer::Next {
     timer::TICK_MS.store(config::get(&config::UPKEEP_TICK_MS), Ordering::Relaxed);
     if !on() {
         return timer::Next::Off;
@@ -332,12 +330,12 @@ struct Visit {
 
 /// One visit of upkeep to a queue; None when upkeep cannot serve it (not installed, wrong
 /// types).
-fn visit(ctx: *mut RedisModuleCtx, (db, name): &Queue, budget: usize) -> Option<Visit> {
+fn visit(ctx: Ctx<'_>, (db, name): &Queue, budget: usize) -> Option<Visit> {
     if !timer::select(ctx, *db) {
         return None;
     }
     let mut argv: Vec<Str> = Vec::with_capacity(10);
-    let mut text = |b: &[u8]| Str::new(ctx, b).map(|s| argv.push(s));
+    let mut text = |b: &[u8]| ctx.string(b).map(|s| argv.push(s));
     text(UPKEEP.name.as_bytes())?;
     text(UPKEEP.keys.len().to_string().as_bytes())?;
     for slot in UPKEEP.keys.iter() {
@@ -346,8 +344,7 @@ fn visit(ctx: *mut RedisModuleCtx, (db, name): &Queue, budget: usize) -> Option<
     }
     text(b"COUNT")?;
     text(budget.to_string().as_bytes())?;
-    let ptrs: Vec<_> = argv.iter().map(Str::ptr).collect();
-    match host::run_internal(ctx, &UPKEEP, &ptrs) {
+    match host::run_internal(ctx, &UPKEEP, &argv) {
         Ok(Reply::Array(r)) => {
             let int = |i: usize| match r.get(i) {
                 Some(Reply::Int(v)) => *v,
@@ -382,7 +379,7 @@ fn visit(ctx: *mut RedisModuleCtx, (db, name): &Queue, budget: usize) -> Option<
 /// `emq:{Q}:active` found notes its queue. At least one step, then more while the tick
 /// (begun at `t0`, µs) is within the scan's share of its budget; the rows a step finds are
 /// read before the next step, so their cost counts too. True while the scan is not over.
-fn scan_step(ctx: *mut RedisModuleCtx, t0: u64) -> bool {
+fn scan_step(ctx: Ctx<'_>, t0: u64) -> bool {
     let now = timer::now_ms();
     let mut s = search();
     if s.scan_all {
@@ -442,11 +439,11 @@ fn scan_step(ctx: *mut RedisModuleCtx, t0: u64) -> bool {
 }
 
 /// The EXPIRE time of the row named `name` in database `db`, if it has one and still waits.
-fn expiry_of(ctx: *mut RedisModuleCtx, db: c_int, name: &[u8]) -> Option<i64> {
+fn expiry_of(ctx: Ctx<'_>, db: c_int, name: &[u8]) -> Option<i64> {
     if !timer::select(ctx, db) {
         return None;
     }
-    let key = host::Key::open(ctx, host::Name::Own(Str::new(ctx, name)?), false);
+    let key = host::Key::open_named(ctx, ctx.string(name)?, false);
     let [st, at, ..] = key.hget_many(&[&crate::queue::field::STATE, &crate::queue::field::EXPIRE]);
     let waiting =
         matches!(st.and_then(|s| State::of(s.bytes())), Some(State::Wait | State::Prio | State::Delayed));

@@ -21,7 +21,7 @@ use std::ptr::NonNull;
 
 use valkey_module::raw::{self, RedisModuleCtx, RedisModuleString, RedisModuleUser};
 
-use super::strings::{Lit, Str};
+use super::strings::{Lit, Str, StrRef};
 use crate::errors::{Refusal, NOPERM_KEY};
 
 /// The marker words, one per access; no client sends them (each begins with a control byte),
@@ -96,7 +96,7 @@ impl Caller {
         let Some(name) = Str::adopt(ctx, unsafe { name_of(ctx) }) else { return Ok(Caller::server()) };
         let lookup = api!(RedisModule_GetModuleUserFromUserName).ok_or_else(crate::errors::host_reply)?;
         // SAFETY: a live name string.
-        let user = NonNull::new(unsafe { lookup(name.ptr()) });
+        let user = NonNull::new(unsafe { lookup(name.raw()) });
         match user {
             Some(u) => {
                 let mut copy = Vec::with_capacity(head.len().saturating_add(2));
@@ -110,17 +110,17 @@ impl Caller {
 
     /// Whether the call may touch `key`, found by the verb, with `access`: judged with the
     /// command and its declared keys, by one selector at a time.
-    pub fn key(&self, key: *mut RedisModuleString, access: Access) -> Result<(), Refusal> {
+    pub fn key(&self, key: StrRef<'_>, access: Access) -> Result<(), Refusal> {
         let Some(u) = self.user else { return Ok(()) };
         let check = api!(RedisModule_ACLCheckCommandPermissions).ok_or_else(crate::errors::host_reply)?;
-        let mark = access.mark().get();
+        let mark = access.mark().raw();
         if mark.is_null() {
             return Err(crate::errors::host_reply());
         }
         let mut argv = self.argv.borrow_mut();
         let base = argv.len();
         argv.push(mark);
-        argv.push(key);
+        argv.push(key.raw());
         let argc = c_int::try_from(argv.len()).unwrap_or(c_int::MAX);
         // SAFETY: live user handle; argv holds the call's own live strings, the marker (kept
         // for the process) and the key name; the server only reads them.

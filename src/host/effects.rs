@@ -50,7 +50,8 @@ const ALWAYS_FLAGS: u32 = raw::REDISMODULE_CTX_FLAGS_AOF
     | raw::REDISMODULE_CTX_FLAGS_REPLICATED;
 
 /// Load time: the command filter (the server events come through `events`).
-pub fn init(ctx: *mut RedisModuleCtx) -> Result<(), String> {
+pub fn init(ctx: super::Ctx<'_>) -> Result<(), String> {
+    let ctx = ctx.raw();
     let filter = api!(RedisModule_RegisterCommandFilter).ok_or("no RegisterCommandFilter")?;
     // SAFETY: load-time registration on the module's context with a callback that lives for
     // the process.

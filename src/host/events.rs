@@ -21,7 +21,8 @@ const EVENTS: [u64; 4] = [
 ];
 
 /// Load time, once the parts are set up: one subscription to each event.
-pub fn subscribe(ctx: *mut RedisModuleCtx) -> Result<(), String> {
+pub fn subscribe(ctx: super::Ctx<'_>) -> Result<(), String> {
+    let ctx = ctx.raw();
     let subscribe = api!(RedisModule_SubscribeToServerEvent).ok_or("no SubscribeToServerEvent")?;
     for id in EVENTS {
         // SAFETY: load-time subscription with a callback that lives for the process.

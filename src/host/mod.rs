@@ -38,8 +38,10 @@ use valkey_module::raw::{self, RedisModuleCtx, RedisModuleString};
 
 pub use caller::{Access, Caller};
 pub use reply::Reply;
-pub use store::{publish, Key, Kind, Name};
-pub use strings::{bytes_of, one, Lit, Str};
+use store::Name;
+pub use store::{publish, Key, Kind};
+use strings::bytes_of;
+pub use strings::{one, Lit, Str, StrRef};
 
 use crate::domain::{self, Stored};
 use crate::errors::{self, Refusal};
@@ -81,26 +83,68 @@ pub fn drive<'a, V: Verb>(x: &mut Exec<'a>, cmd: &'static Command) -> Result<Rep
     V::run(x, args)
 }
 
+/// The server's context of a call (or of the module's timer), borrowed for `'a`: what the
+/// host's calls outside a verb's `Exec` take. Only the host reads the pointer inside.
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+pub struct Ctx<'a> {
+    ptr: *mut RedisModuleCtx,
+    call: std::marker::PhantomData<&'a RedisModuleCtx>,
+}
+
+impl<'a> Ctx<'a> {
+    /// The caller vouches that `ptr` is live for `'a`.
+    #[inline(always)]
+    pub(in crate::host) fn of(ptr: *mut RedisModuleCtx) -> Ctx<'a> {
+        Ctx { ptr, call: std::marker::PhantomData }
+    }
+
+    #[inline(always)]
+    pub(in crate::host) fn raw(self) -> *mut RedisModuleCtx {
+        self.ptr
+    }
+
+    /// A new server string holding `bytes`, owned by the module (None only if the server
+    /// could not make it).
+    pub fn string(self, bytes: &[u8]) -> Option<Str> {
+        Str::new(self.ptr, bytes)
+    }
+}
+
+impl<'a> From<&'a valkey_module::Context> for Ctx<'a> {
+    fn from(ctx: &'a valkey_module::Context) -> Ctx<'a> {
+        Ctx::of(ctx.ctx)
+    }
+}
+
 /// An argument after the keys, as it arrived: its bytes, and the server string that holds
 /// them, so a verb stores a name or a payload without copying it.
 #[derive(Clone, Copy, Debug)]
 pub struct ArgStr<'a> {
     bytes: &'a [u8],
-    ptr: *mut RedisModuleString,
+    string: StrRef<'a>,
 }
 
 impl<'a> ArgStr<'a> {
     /// Bytes with no server string behind them (shape tests): every write of one refuses.
     pub const fn detached(bytes: &'a [u8]) -> ArgStr<'a> {
-        ArgStr { bytes, ptr: std::ptr::null_mut() }
+        ArgStr { bytes, string: StrRef::MISSING }
     }
 
     pub fn bytes(&self) -> &'a [u8] {
         self.bytes
     }
 
-    pub fn ptr(&self) -> *mut RedisModuleString {
-        self.ptr
+    /// The server string it arrived in, borrowed for the call (`StrRef::MISSING` when
+    /// detached).
+    #[inline(always)]
+    pub fn str_ref(&self) -> StrRef<'a> {
+        self.string
+    }
+
+    #[inline(always)]
+    pub fn ptr(&self) -> StrRef<'a> {
+        self.string
     }
 }
 
@@ -159,8 +203,9 @@ impl<'a> Exec<'a> {
         }
     }
 
-    pub fn ctx(&self) -> *mut RedisModuleCtx {
-        self.ctx
+    /// The call's context.
+    pub fn ctx(&self) -> Ctx<'a> {
+        Ctx::of(self.ctx)
     }
 
     fn arg(&self, i: usize) -> &'a [u8] {
@@ -169,25 +214,34 @@ impl<'a> Exec<'a> {
 
     /// The arguments after the declared keys (a handful: on the stack).
     fn rest(&self) -> smallvec::SmallVec<[ArgStr<'a>; 12]> {
-        self.argv.iter().skip(self.first_arg).map(|&p| ArgStr { bytes: bytes_of(p), ptr: p }).collect()
+        self.argv
+            .iter()
+            .skip(self.first_arg)
+            .map(|&p| ArgStr { bytes: bytes_of(p), string: StrRef::of(p) })
+            .collect()
     }
 
     /// The declared key with this role, as the server string it arrived in. A role the
     /// command does not declare is a bug in its verb, answered as a host failure.
     #[inline]
-    pub fn key_name(&self, role: impl Into<KeyRole>) -> Result<*mut RedisModuleString, Refusal> {
-        let i = self.cmd.position(role.into()).ok_or_else(errors::host_reply)?;
+    pub fn key_name(&self, role: impl Into<KeyRole>) -> Result<StrRef<'a>, Refusal> {
+        self.key_arg(role.into()).map(StrRef::of)
+    }
+
+    #[inline]
+    fn key_arg(&self, role: KeyRole) -> Result<*mut RedisModuleString, Refusal> {
+        let i = self.cmd.position(role).ok_or_else(errors::host_reply)?;
         self.argv.get(i.saturating_add(2)).copied().ok_or_else(errors::host_reply)
     }
 
     /// Opens the declared key with this role for reading.
     pub fn read(&self, role: impl Into<KeyRole>) -> Result<Key, Refusal> {
-        Ok(Key::open(self.ctx, Name::Arg(self.key_name(role)?), false))
+        Ok(Key::open(self.ctx, Name::Arg(self.key_arg(role.into())?), false))
     }
 
     /// Opens the declared key with this role for writing.
     pub fn write(&self, role: impl Into<KeyRole>) -> Result<Key, Refusal> {
-        Ok(Key::open(self.ctx, Name::Arg(self.key_name(role)?), true))
+        Ok(Key::open(self.ctx, Name::Arg(self.key_arg(role.into())?), true))
     }
 
     /// Opens the declared key with this role for writing; it must be absent or of `kind`.
@@ -200,7 +254,7 @@ impl<'a> Exec<'a> {
     /// A key of this queue the caller did not declare: ACL-checked as the caller, then opened.
     pub fn open_undeclared(&mut self, role: Role, suffix: &[u8], access: Access) -> Result<Key, Refusal> {
         let name = self.string(&keyspace::key(self.queue, role, suffix))?;
-        self.caller()?.key(name.ptr(), access)?;
+        self.caller()?.key(name.str_ref(), access)?;
         Ok(Key::open(self.ctx, Name::Own(name), access != Access::Read))
     }
 
@@ -213,10 +267,10 @@ impl<'a> Exec<'a> {
         access: Access,
     ) -> Result<Option<Key>, Refusal> {
         let name = self.string(&keyspace::key(self.queue, role, suffix))?;
-        if Key::open(self.ctx, Name::Arg(name.ptr()), false).kind() == Kind::Empty {
+        if Key::open(self.ctx, Name::Arg(name.raw()), false).kind() == Kind::Empty {
             return Ok(None);
         }
-        self.caller()?.key(name.ptr(), access)?;
+        self.caller()?.key(name.str_ref(), access)?;
         Ok(Some(Key::open(self.ctx, Name::Own(name), access != Access::Read)))
     }
 
@@ -224,23 +278,23 @@ impl<'a> Exec<'a> {
     /// it is read or answered), so a verb opens it as the caller only when there is work.
     pub fn undeclared_exists(&self, role: Role, suffix: &[u8]) -> Result<bool, Refusal> {
         let name = self.string(&keyspace::key(self.queue, role, suffix))?;
-        Ok(Key::open(self.ctx, Name::Arg(name.ptr()), false).kind() != Kind::Empty)
+        Ok(Key::open(self.ctx, Name::Arg(name.raw()), false).kind() != Kind::Empty)
     }
 
     /// The tail's keys (`Command::tail`), each with its suffix (a row's id), as layout
     /// checked them.
-    pub fn tail(&self) -> impl Iterator<Item = (*mut RedisModuleString, &'a [u8])> + '_ {
+    pub fn tail(&self) -> impl Iterator<Item = (StrRef<'a>, &'a [u8])> + '_ {
         let role = self.cmd.tail.map(|t| t.role);
         self.argv
             .iter()
             .skip(self.tail_at)
             .take(self.tail_len)
-            .filter_map(move |&p| Some((p, keyspace::parse_in(bytes_of(p), self.queue, role?)?)))
+            .filter_map(move |&p| Some((StrRef::of(p), keyspace::parse_in(bytes_of(p), self.queue, role?)?)))
     }
 
     /// Opens a key of the tail (declared: the server checked it with the command).
-    pub fn open_tail(&self, name: *mut RedisModuleString, write: bool) -> Key {
-        Key::open(self.ctx, Name::Arg(name), write)
+    pub fn open_tail(&self, name: StrRef<'a>, write: bool) -> Key {
+        Key::open(self.ctx, Name::Arg(name.raw()), write)
     }
 
     pub fn string(&self, b: &[u8]) -> Result<Str, Refusal> {
@@ -292,12 +346,12 @@ impl<'a> Exec<'a> {
     /// INSTALL, which writes it, declares it.
     fn version_key(&mut self) -> Result<Key, Refusal> {
         static VERSION_KEY: Lit = Lit::new(keyspace::VERSION_KEY_C);
-        let name = VERSION_KEY.get();
-        if name.is_null() {
+        let name = VERSION_KEY.str_ref();
+        if name.is_missing() {
             return Err(errors::host_reply());
         }
         self.caller()?.key(name, Access::Read)?;
-        Ok(Key::open(self.ctx, Name::Arg(name), false))
+        Ok(Key::open(self.ctx, Name::Arg(name.raw()), false))
     }
 
     /// The fence: standalone, one read of `{emq}:version` as the caller, only
@@ -436,13 +490,10 @@ pub fn stored(key: &Key) -> Result<Stored<'_>, Refusal> {
 /// Runs `cmd` for the module itself (upkeep), not for a client: the same order of checks —
 /// so the fence too — and the same effects, as the server: no ACL applies. `argv` as a
 /// client would send it.
-pub fn run_internal(
-    ctx: *mut RedisModuleCtx,
-    cmd: &'static Command,
-    argv: &[*mut RedisModuleString],
-) -> Result<Reply, Refusal> {
+pub fn run_internal(ctx: Ctx<'_>, cmd: &'static Command, argv: &[Str]) -> Result<Reply, Refusal> {
+    let argv: smallvec::SmallVec<[*mut RedisModuleString; 16]> = argv.iter().map(Str::raw).collect();
     catch_unwind(AssertUnwindSafe(|| {
-        let mut x = Exec::new(ctx, argv, cmd);
+        let mut x = Exec::new(ctx.raw(), &argv, cmd);
         x.caller = Some(Caller::server());
         (cmd.run)(&mut x, cmd)
     }))
@@ -530,7 +581,7 @@ fn serve(
         let mut x = Exec::new(ctx, argv, cmd);
         Some(match (cmd.run)(&mut x, cmd) {
             Ok(Reply::Block { timeout_ms, roles }) => {
-                let keys = roles.iter().filter_map(|r| x.key_name(*r).ok()).collect();
+                let keys = roles.iter().filter_map(|r| x.key_arg((*r).into()).ok()).collect();
                 Served::Wait(keys, timeout_ms, x.flags)
             }
             Ok(r) => Served::Reply(r),

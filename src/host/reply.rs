@@ -60,7 +60,7 @@ pub fn send(ctx: *mut RedisModuleCtx, r: &Reply) {
             }
             Reply::Str(s) => {
                 if let Some(f) = api!(RedisModule_ReplyWithString) {
-                    f(ctx, s.ptr());
+                    f(ctx, s.raw());
                 }
             }
             Reply::Null => {

@@ -9,7 +9,8 @@ use std::ptr;
 
 use valkey_module::raw::{self, RedisModuleCtx, RedisModuleKey, RedisModuleStreamID, RedisModuleString};
 
-use super::strings::{one, Lit, Str};
+use super::strings::{one, Lit, Str, StrRef};
+use super::Ctx;
 use crate::errors::Refusal;
 
 /// A stream entry id, `ms-seq`, written out on the stack (every event pays for it, and the
@@ -43,7 +44,7 @@ type Effect = smallvec::SmallVec<[*mut RedisModuleString; 16]>;
 /// Propagate one command to replicas and AOF. All effects of one call are wrapped in
 /// MULTI/EXEC by the server. When nothing could receive it, the write is only counted
 /// (`effects`); callers that must make strings for an effect ask `effects::build()` first.
-pub fn replicate(ctx: *mut RedisModuleCtx, cmd: &CStr, args: &[*mut RedisModuleString]) {
+pub(in crate::host) fn replicate(ctx: *mut RedisModuleCtx, cmd: &CStr, args: &[*mut RedisModuleString]) {
     if !super::effects::build() {
         super::effects::skip(ctx);
         return;
@@ -112,7 +113,7 @@ pub fn delete_all(keys: &[Key]) {
 
 /// A key's name: a string that outlives the key (a call argument, a constant), or one the
 /// module made for it.
-pub enum Name {
+pub(in crate::host) enum Name {
     Arg(*mut RedisModuleString),
     Own(Str),
 }
@@ -121,7 +122,7 @@ impl Name {
     fn ptr(&self) -> *mut RedisModuleString {
         match self {
             Name::Arg(p) => *p,
-            Name::Own(s) => s.ptr(),
+            Name::Own(s) => s.raw(),
         }
     }
 }
@@ -149,7 +150,7 @@ fn s(ctx: *mut RedisModuleCtx, b: &[u8]) -> Result<Str, Refusal> {
 // A key's emptiness is its kind (`Kind::Empty`); `len` is a count, not a test of it.
 #[allow(clippy::len_without_is_empty)]
 impl Key {
-    pub fn open(ctx: *mut RedisModuleCtx, name: Name, write: bool) -> Key {
+    pub(in crate::host) fn open(ctx: *mut RedisModuleCtx, name: Name, write: bool) -> Key {
         let mode = if write { raw::KeyMode::READ | raw::KeyMode::WRITE } else { raw::KeyMode::READ };
         let ptr = match api!(RedisModule_OpenKey) {
             // SAFETY: live ctx and name; a missing key opened for read gives NULL, handled below.
@@ -159,7 +160,12 @@ impl Key {
         Key { ctx, name, ptr }
     }
 
-    pub fn name(&self) -> *mut RedisModuleString {
+    /// Opens the key named by a string the module made (it lives as long as the key).
+    pub fn open_named(ctx: Ctx<'_>, name: Str, write: bool) -> Key {
+        Key::open(ctx.raw(), Name::Own(name), write)
+    }
+
+    pub(in crate::host) fn name(&self) -> *mut RedisModuleString {
         self.name.ptr()
     }
 
@@ -222,9 +228,9 @@ impl Key {
         let v = s(self.ctx, value)?;
         if let Some(f) = f {
             // SAFETY: writable key, live string.
-            unsafe { f(k, v.ptr()) };
+            unsafe { f(k, v.raw()) };
         }
-        replicate(self.ctx, c"SET", &[self.name(), v.ptr()]);
+        replicate(self.ctx, c"SET", &[self.name(), v.raw()]);
         Ok(())
     }
 
@@ -246,7 +252,7 @@ impl Key {
             return [None, None, None, None];
         };
         // A NULL field ends the list, so unused slots are NULL.
-        let name = |i: usize| fields.get(i).map_or(ptr::null_mut(), |l| l.get());
+        let name = |i: usize| fields.get(i).map_or(ptr::null_mut(), |l| l.raw());
         let [o0, o1, o2, o3] = &mut out;
         // SAFETY: field/out-pointer pairs, ended by the first NULL field; the server writes
         // only the out pointers of the fields it was given.
@@ -269,7 +275,7 @@ impl Key {
     }
 
     /// HSET of several fields, one effect.
-    pub fn hset(&self, pairs: &[(&Lit, *mut RedisModuleString)]) -> Result<(), Refusal> {
+    pub fn hset(&self, pairs: &[(&Lit, StrRef<'_>)]) -> Result<(), Refusal> {
         let k = self.live().ok_or_else(crate::errors::host_reply)?;
         let Some(f) = api!(RedisModule_HashSet) else { return Err(crate::errors::host_reply()) };
         let mut effect = Effect::new();
@@ -278,9 +284,9 @@ impl Key {
         for chunk in pairs.chunks(6) {
             let mut slot = [(ptr::null_mut::<RedisModuleString>(), ptr::null_mut::<RedisModuleString>()); 6];
             for (s, (field, value)) in slot.iter_mut().zip(chunk) {
-                *s = (field.get(), *value);
-                effect.push(field.get());
-                effect.push(*value);
+                *s = (field.raw(), value.raw());
+                effect.push(field.raw());
+                effect.push(value.raw());
             }
             let [(f0, v0), (f1, v1), (f2, v2), (f3, v3), (f4, v4), (f5, v5)] = slot;
             // SAFETY: field/value pairs, ended by the first NULL field (or the final NULL).
@@ -319,13 +325,13 @@ impl Key {
                 f(
                     k,
                     raw::REDISMODULE_HASH_NONE as c_int,
-                    field.get(),
+                    field.raw(),
                     raw::REDISMODULE_HASH_DELETE,
                     ptr::null_mut::<c_char>(),
                 )
             };
             if n > 0 {
-                effect.push(field.get());
+                effect.push(field.raw());
             }
         }
         if effect.len() > 1 {
@@ -337,7 +343,7 @@ impl Key {
     // ---- hashes keyed by the client's strings (the alias hash) ----
 
     /// The value of field `field`, a server string (not a constant name).
-    pub fn hget_at(&self, field: *mut RedisModuleString) -> Option<Str> {
+    pub fn hget_at(&self, field: StrRef<'_>) -> Option<Str> {
         let (k, f) = (self.live()?, api!(RedisModule_HashGet)?);
         let mut out: *mut RedisModuleString = ptr::null_mut();
         // SAFETY: one field/out-pointer pair, ended by NULL.
@@ -345,7 +351,7 @@ impl Key {
             f(
                 k,
                 raw::REDISMODULE_HASH_NONE as c_int,
-                field,
+                field.raw(),
                 &mut out as *mut *mut RedisModuleString,
                 ptr::null_mut::<c_char>(),
             )
@@ -354,11 +360,8 @@ impl Key {
     }
 
     /// HSET of one field named by a server string; one effect.
-    pub fn hset_at(
-        &self,
-        field: *mut RedisModuleString,
-        value: *mut RedisModuleString,
-    ) -> Result<(), Refusal> {
+    pub fn hset_at(&self, field: StrRef<'_>, value: StrRef<'_>) -> Result<(), Refusal> {
+        let (field, value) = (field.raw(), value.raw());
         let k = self.live().ok_or_else(crate::errors::host_reply)?;
         let Some(f) = api!(RedisModule_HashSet) else { return Err(crate::errors::host_reply()) };
         // SAFETY: one field/value pair, ended by NULL.
@@ -368,11 +371,11 @@ impl Key {
     }
 
     /// HDEL of fields named by server strings; one effect for those that were there.
-    pub fn hdel_at(&self, fields: &[*mut RedisModuleString]) {
+    pub fn hdel_at(&self, fields: &[StrRef<'_>]) {
         let (Some(k), Some(f)) = (self.live(), api!(RedisModule_HashSet)) else { return };
         let mut effect = Effect::new();
         effect.push(self.name());
-        for &field in fields {
+        for field in fields.iter().map(|f| f.raw()) {
             // SAFETY: REDISMODULE_HASH_DELETE as the value deletes the field.
             let n = unsafe {
                 f(
@@ -441,7 +444,8 @@ impl Key {
 
     // ---- lists: the head is the left ----
 
-    fn push(&self, head: bool, v: *mut RedisModuleString) -> Result<(), Refusal> {
+    fn push(&self, head: bool, v: StrRef<'_>) -> Result<(), Refusal> {
+        let v = v.raw();
         let (k, f) = (self.live().ok_or_else(crate::errors::host_reply)?, api!(RedisModule_ListPush));
         let side = if head { raw::REDISMODULE_LIST_HEAD } else { raw::REDISMODULE_LIST_TAIL };
         if let Some(f) = f {
@@ -529,11 +533,11 @@ impl Key {
         }
     }
 
-    pub fn lpush(&self, v: *mut RedisModuleString) -> Result<(), Refusal> {
+    pub fn lpush(&self, v: StrRef<'_>) -> Result<(), Refusal> {
         self.push(true, v)
     }
 
-    pub fn rpush(&self, v: *mut RedisModuleString) -> Result<(), Refusal> {
+    pub fn rpush(&self, v: StrRef<'_>) -> Result<(), Refusal> {
         self.push(false, v)
     }
 
@@ -561,7 +565,7 @@ impl Key {
         }
         if popped > 0 {
             if let Ok(count) = Str::int(self.ctx, popped as i64).ok_or(()) {
-                replicate(self.ctx, if head { c"LPOP" } else { c"RPOP" }, &[self.name(), count.ptr()]);
+                replicate(self.ctx, if head { c"LPOP" } else { c"RPOP" }, &[self.name(), count.raw()]);
             }
         }
         popped
@@ -569,14 +573,15 @@ impl Key {
 
     // ---- sorted sets: every score the module writes is an integer (ms or priority) ----
 
-    pub fn zscore(&self, member: *mut RedisModuleString) -> Option<f64> {
+    pub fn zscore(&self, member: StrRef<'_>) -> Option<f64> {
+        let member = member.raw();
         let (k, f) = (self.live()?, api!(RedisModule_ZsetScore)?);
         let mut score = 0f64;
         // SAFETY: live zset key, live member.
         (unsafe { f(k, member, &mut score) } == raw::REDISMODULE_OK as c_int).then_some(score)
     }
 
-    pub fn zadd(&self, score: i64, member: *mut RedisModuleString) -> Result<(), Refusal> {
+    pub fn zadd(&self, score: i64, member: StrRef<'_>) -> Result<(), Refusal> {
         if !super::effects::build() {
             self.zset_add(score, member)?;
             super::effects::skip(self.ctx);
@@ -588,7 +593,8 @@ impl Key {
 
     /// ZADD XX: moves the score of a member that is there, and says whether it was; a member
     /// that is not is left out (nothing written, nothing replicated).
-    pub fn zadd_existing(&self, score: i64, member: *mut RedisModuleString) -> Result<bool, Refusal> {
+    pub fn zadd_existing(&self, score: i64, member: StrRef<'_>) -> Result<bool, Refusal> {
+        let member = member.raw();
         // On an absent key the server's ZsetAdd makes the set before it looks at XX, and an
         // empty set left in the keyspace breaks the server's own commands (DEBUG DIGEST
         // asserts): an absent set has no member to move.
@@ -606,14 +612,15 @@ impl Key {
         }
         if super::effects::build() {
             let sc = Str::int(self.ctx, score).ok_or_else(crate::errors::host_reply)?;
-            replicate(self.ctx, c"ZADD", &[self.name(), sc.ptr(), member]);
+            replicate(self.ctx, c"ZADD", &[self.name(), sc.raw(), member]);
         } else {
             super::effects::skip(self.ctx);
         }
         Ok(true)
     }
 
-    fn zset_add(&self, score: i64, member: *mut RedisModuleString) -> Result<(), Refusal> {
+    fn zset_add(&self, score: i64, member: StrRef<'_>) -> Result<(), Refusal> {
+        let member = member.raw();
         let (k, f) = (self.live().ok_or_else(crate::errors::host_reply)?, api!(RedisModule_ZsetAdd));
         if let Some(f) = f {
             let mut flags: c_int = 0;
@@ -624,14 +631,14 @@ impl Key {
     }
 
     /// ZADD with the score's string already made (`text` is `score` written out).
-    pub fn zadd_as(&self, score: i64, text: &Str, member: *mut RedisModuleString) -> Result<(), Refusal> {
+    pub fn zadd_as(&self, score: i64, text: &Str, member: StrRef<'_>) -> Result<(), Refusal> {
         self.zset_add(score, member)?;
-        replicate(self.ctx, c"ZADD", &[self.name(), text.ptr(), member]);
+        replicate(self.ctx, c"ZADD", &[self.name(), text.raw(), member.raw()]);
         Ok(())
     }
 
     /// Several members at one score, one effect `ZADD key s m s m ...`.
-    pub fn zadd_many(&self, score: i64, members: &[*mut RedisModuleString]) -> Result<(), Refusal> {
+    pub fn zadd_many(&self, score: i64, members: &[StrRef<'_>]) -> Result<(), Refusal> {
         if members.is_empty() {
             return Ok(());
         }
@@ -647,23 +654,23 @@ impl Key {
         effect.push(self.name());
         for &m in members {
             self.zset_add(score, m)?;
-            effect.push(sc.ptr());
-            effect.push(m);
+            effect.push(sc.raw());
+            effect.push(m.raw());
         }
         replicate(self.ctx, c"ZADD", &effect);
         Ok(())
     }
 
-    pub fn zrem(&self, member: *mut RedisModuleString) -> bool {
+    pub fn zrem(&self, member: StrRef<'_>) -> bool {
         self.zrem_many(&[member]) == 1
     }
 
     /// Remove members; one effect `ZREM key m ...` naming those that were there.
-    pub fn zrem_many(&self, members: &[*mut RedisModuleString]) -> usize {
+    pub fn zrem_many(&self, members: &[StrRef<'_>]) -> usize {
         let (Some(k), Some(f)) = (self.live(), api!(RedisModule_ZsetRem)) else { return 0 };
         let mut effect = Effect::with_capacity(members.len().saturating_add(1));
         effect.push(self.name());
-        for &m in members {
+        for m in members.iter().map(|m| m.raw()) {
             let mut deleted: c_int = 0;
             // SAFETY: writable zset key, live member.
             unsafe { f(k, m, &mut deleted) };
@@ -722,20 +729,21 @@ impl Key {
     /// Removes `member` from this list (its first occurrence from the head), one effect `LREM
     /// key 1 member`: the key API has no such call, so the server's own LREM runs it (O(N),
     /// as LREM is); replicated only when it removed one.
-    pub fn lrem(&self, member: *mut RedisModuleString) -> Result<(), Refusal> {
+    pub fn lrem(&self, member: StrRef<'_>) -> Result<(), Refusal> {
         self.lrem_counting(one(), member)
     }
 
     /// Removes `member`'s occurrence nearest the tail, one effect `LREM key -1 member`: it
     /// stops where it finds it (after `near_tail`, within the window).
-    pub fn lrem_from_tail(&self, member: *mut RedisModuleString) -> Result<(), Refusal> {
+    pub fn lrem_from_tail(&self, member: StrRef<'_>) -> Result<(), Refusal> {
         static MINUS_ONE: Lit = Lit::new(c"-1");
         self.lrem_counting(&MINUS_ONE, member)
     }
 
     /// `LREM key count member` through the server's own command; its effect only when it
     /// removed one.
-    fn lrem_counting(&self, count: &Lit, member: *mut RedisModuleString) -> Result<(), Refusal> {
+    fn lrem_counting(&self, count: &Lit, member: StrRef<'_>) -> Result<(), Refusal> {
+        let (count, member) = (count.raw(), member.raw());
         let (Some(call), Some(int), Some(free)) =
             (api!(RedisModule_Call), api!(RedisModule_CallReplyInteger), api!(RedisModule_FreeCallReply))
         else {
@@ -743,7 +751,7 @@ impl Key {
         };
         // SAFETY: live ctx, key name and member; the reply is freed once.
         let removed = unsafe {
-            let r = call(self.ctx, c"LREM".as_ptr(), c"sss".as_ptr(), self.name(), count.get(), member);
+            let r = call(self.ctx, c"LREM".as_ptr(), c"sss".as_ptr(), self.name(), count, member);
             if r.is_null() {
                 return Err(crate::errors::host_reply());
             }
@@ -752,14 +760,15 @@ impl Key {
             n
         };
         if removed > 0 {
-            replicate(self.ctx, c"LREM", &[self.name(), count.get(), member]);
+            replicate(self.ctx, c"LREM", &[self.name(), count, member]);
         }
         Ok(())
     }
 
     /// Whether `member` is among the `window` elements nearest the tail (where CLAIM takes
     /// from): `LPOS … RANK -1 MAXLEN window`, work bounded by the window, not the list.
-    pub fn near_tail(&self, member: *mut RedisModuleString, window: i64) -> Result<bool, Refusal> {
+    pub fn near_tail(&self, member: StrRef<'_>, window: i64) -> Result<bool, Refusal> {
+        let member = member.raw();
         let (Some(call), Some(kind), Some(free)) =
             (api!(RedisModule_Call), api!(RedisModule_CallReplyType), api!(RedisModule_FreeCallReply))
         else {
@@ -799,7 +808,7 @@ impl Key {
 
     /// XADD with an id the server picks; the effect carries that id, so a replica holds the
     /// same entry. Returns the id as `ms-seq`.
-    pub fn xadd(&self, fields: &[*mut RedisModuleString]) -> Result<Str, Refusal> {
+    pub fn xadd(&self, fields: &[StrRef<'_>]) -> Result<Str, Refusal> {
         let (ms, seq) = self.stream_add(fields)?;
         let id = s(self.ctx, &stream_id(ms, seq))?;
         self.replicate_xadd(&id, fields);
@@ -807,7 +816,7 @@ impl Key {
     }
 
     /// XADD when the caller needs no id: with no receiver of effects, no id string is made.
-    pub fn xadd_quiet(&self, fields: &[*mut RedisModuleString]) -> Result<(), Refusal> {
+    pub fn xadd_quiet(&self, fields: &[StrRef<'_>]) -> Result<(), Refusal> {
         let (ms, seq) = self.stream_add(fields)?;
         if super::effects::build() {
             let id = s(self.ctx, &stream_id(ms, seq))?;
@@ -818,11 +827,11 @@ impl Key {
         Ok(())
     }
 
-    fn stream_add(&self, fields: &[*mut RedisModuleString]) -> Result<(u64, u64), Refusal> {
+    fn stream_add(&self, fields: &[StrRef<'_>]) -> Result<(u64, u64), Refusal> {
         let k = self.live().ok_or_else(crate::errors::host_reply)?;
         let Some(f) = api!(RedisModule_StreamAdd) else { return Err(crate::errors::host_reply()) };
         let mut id = RedisModuleStreamID { ms: 0, seq: 0 };
-        let mut argv: Effect = fields.iter().copied().collect();
+        let mut argv: Effect = fields.iter().map(|f| f.raw()).collect();
         // SAFETY: writable stream (or empty) key; argv holds field/value pairs.
         let rc = unsafe {
             f(
@@ -839,11 +848,11 @@ impl Key {
         Ok((id.ms, id.seq))
     }
 
-    fn replicate_xadd(&self, id: &Str, fields: &[*mut RedisModuleString]) {
+    fn replicate_xadd(&self, id: &Str, fields: &[StrRef<'_>]) {
         let mut effect = Effect::new();
         effect.push(self.name());
-        effect.push(id.ptr());
-        effect.extend_from_slice(fields);
+        effect.push(id.raw());
+        effect.extend(fields.iter().map(|f| f.raw()));
         replicate(self.ctx, c"XADD", &effect);
     }
 
@@ -858,7 +867,7 @@ impl Key {
             static MAXLEN: Lit = Lit::new(c"MAXLEN");
             static EXACT: Lit = Lit::new(c"=");
             let left = Str::int(self.ctx, self.len() as i64).ok_or_else(crate::errors::host_reply)?;
-            replicate(self.ctx, c"XTRIM", &[self.name(), MAXLEN.get(), EXACT.get(), left.ptr()]);
+            replicate(self.ctx, c"XTRIM", &[self.name(), MAXLEN.raw(), EXACT.raw(), left.raw()]);
         }
         Ok(())
     }
@@ -880,7 +889,7 @@ impl Key {
             unsafe { f(k, at_ms) };
         }
         let at = Str::int(self.ctx, at_ms).ok_or_else(crate::errors::host_reply)?;
-        replicate(self.ctx, c"PEXPIREAT", &[self.name(), at.ptr()]);
+        replicate(self.ctx, c"PEXPIREAT", &[self.name(), at.raw()]);
         Ok(())
     }
 }
@@ -890,11 +899,8 @@ impl Key {
 /// `PUBLISH` effect: a replica's subscribers get it, an AOF replay delivers it to no one.
 /// The caller's channel permission is the verb's to check first (`Caller::publish`): the
 /// API skips it. Returns the receivers on this server.
-pub fn publish(
-    ctx: *mut RedisModuleCtx,
-    channel: *mut RedisModuleString,
-    message: *mut RedisModuleString,
-) -> Result<i64, Refusal> {
+pub fn publish(ctx: Ctx<'_>, channel: StrRef<'_>, message: StrRef<'_>) -> Result<i64, Refusal> {
+    let (ctx, channel, message) = (ctx.raw(), channel.raw(), message.raw());
     let f = api!(RedisModule_PublishMessage).ok_or_else(crate::errors::host_reply)?;
     // SAFETY: live ctx and strings; the server copies what it keeps.
     let receivers = unsafe { f(ctx, channel, message) };

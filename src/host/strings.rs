@@ -1,9 +1,46 @@
-//! Server strings: borrowed views of the call's arguments and owned strings the module makes.
+//! Server strings: borrowed views of the call's arguments and owned strings the module makes,
+//! and `StrRef`, the borrowed handle the key API takes: code above the host never holds the
+//! server's pointer itself.
 
+use std::marker::PhantomData;
 use std::os::raw::c_char;
 use std::ptr::NonNull;
 
 use valkey_module::raw::{RedisModuleCtx, RedisModuleString};
+
+/// A server string owned by something else — a call's argument (`ArgStr`), a `Str`, a `Lit`
+/// — borrowed for `'a`, so it cannot outlive its owner. Only the host reads the pointer
+/// inside; it is the pointer and nothing more, so passing one costs what passing the
+/// pointer did.
+#[derive(Clone, Copy, Debug)]
+#[repr(transparent)]
+pub struct StrRef<'a> {
+    ptr: *mut RedisModuleString,
+    owner: PhantomData<&'a RedisModuleString>,
+}
+
+impl StrRef<'_> {
+    /// No server string behind it (a detached argument's, a constant the server could not
+    /// make): a write of one refuses.
+    pub const MISSING: StrRef<'static> = StrRef { ptr: std::ptr::null_mut(), owner: PhantomData };
+
+    /// The caller vouches that `ptr` lives for `'a` (or is NULL).
+    #[inline(always)]
+    pub(in crate::host) const fn of<'a>(ptr: *mut RedisModuleString) -> StrRef<'a> {
+        StrRef { ptr, owner: PhantomData }
+    }
+
+    #[inline(always)]
+    pub(in crate::host) fn raw(self) -> *mut RedisModuleString {
+        self.ptr
+    }
+
+    /// Whether there is no server string behind it (`MISSING`).
+    #[inline(always)]
+    pub fn is_missing(self) -> bool {
+        self.ptr.is_null()
+    }
+}
 
 /// A server string: owned (freed on drop), or one of the shared constants for small numbers.
 pub struct Str {
@@ -40,16 +77,16 @@ pub fn one() -> &'static Lit {
 }
 
 impl Str {
-    pub fn new(ctx: *mut RedisModuleCtx, bytes: &[u8]) -> Option<Str> {
+    pub(in crate::host) fn new(ctx: *mut RedisModuleCtx, bytes: &[u8]) -> Option<Str> {
         let create = api!(RedisModule_CreateString)?;
         // SAFETY: bytes is a live slice; the server copies it.
         let p = unsafe { create(ctx, bytes.as_ptr().cast::<c_char>(), bytes.len()) };
         Str::adopt(ctx, p)
     }
 
-    pub fn int(ctx: *mut RedisModuleCtx, v: i64) -> Option<Str> {
+    pub(in crate::host) fn int(ctx: *mut RedisModuleCtx, v: i64) -> Option<Str> {
         if let Some(lit) = usize::try_from(v).ok().and_then(|i| SMALL.get(i)) {
-            return NonNull::new(lit.get()).map(|ptr| Str { ctx, ptr, owned: false });
+            return NonNull::new(lit.raw()).map(|ptr| Str { ctx, ptr, owned: false });
         }
         let create = api!(RedisModule_CreateStringFromLongLong)?;
         // SAFETY: plain value in, new string out.
@@ -58,7 +95,7 @@ impl Str {
     }
 
     /// Take ownership of a string the server handed out (e.g. a hash value or list element).
-    pub fn adopt(ctx: *mut RedisModuleCtx, p: *mut RedisModuleString) -> Option<Str> {
+    pub(in crate::host) fn adopt(ctx: *mut RedisModuleCtx, p: *mut RedisModuleString) -> Option<Str> {
         NonNull::new(p).map(|ptr| Str { ctx, ptr, owned: true })
     }
 
@@ -73,7 +110,19 @@ impl Str {
         Some(Str { ctx: self.ctx, ptr: self.ptr, owned: self.owned })
     }
 
-    pub fn ptr(&self) -> *mut RedisModuleString {
+    /// This string, borrowed.
+    #[inline(always)]
+    pub fn str_ref(&self) -> StrRef<'_> {
+        StrRef::of(self.ptr.as_ptr())
+    }
+
+    #[inline(always)]
+    pub fn ptr(&self) -> StrRef<'_> {
+        self.str_ref()
+    }
+
+    #[inline(always)]
+    pub(in crate::host) fn raw(&self) -> *mut RedisModuleString {
         self.ptr.as_ptr()
     }
 
@@ -92,7 +141,7 @@ impl Drop for Str {
 }
 
 /// The bytes of a server string, valid while the string lives.
-pub fn bytes_of<'a>(s: *mut RedisModuleString) -> &'a [u8] {
+pub(in crate::host) fn bytes_of<'a>(s: *mut RedisModuleString) -> &'a [u8] {
     let Some(ptr_len) = api!(RedisModule_StringPtrLen) else { return &[] };
     if s.is_null() {
         return &[];
@@ -131,9 +180,20 @@ impl Lit {
         self.text
     }
 
-    /// The server string (NULL only if the server could not make it, which callers treat as
-    /// a host failure).
-    pub fn get(&self) -> *mut RedisModuleString {
+    /// The server string, borrowed (`StrRef::MISSING` only if the server could not make it,
+    /// which callers treat as a host failure).
+    #[inline(always)]
+    pub fn str_ref(&self) -> StrRef<'_> {
+        StrRef::of(self.raw())
+    }
+
+    #[inline(always)]
+    pub fn get(&self) -> StrRef<'_> {
+        self.str_ref()
+    }
+
+    /// The server string (NULL only if the server could not make it).
+    pub(in crate::host) fn raw(&self) -> *mut RedisModuleString {
         use std::sync::atomic::Ordering;
         let p = self.ptr.load(Ordering::Relaxed);
         if !p.is_null() {

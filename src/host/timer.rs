@@ -13,6 +13,7 @@ use std::sync::OnceLock;
 use valkey_module::raw::{self, RedisModuleCtx, RedisModuleKey, RedisModuleString};
 
 use super::strings::bytes_of;
+use super::Ctx;
 
 /// When the timer should fire next, as a tick decides.
 pub enum Next {
@@ -27,7 +28,7 @@ pub enum Next {
 /// What upkeep asks the host to run, once at load.
 pub struct Hooks {
     /// One tick of upkeep.
-    pub tick: fn(*mut RedisModuleCtx) -> Next,
+    pub tick: fn(Ctx<'_>) -> Next,
     /// Whether upkeep is on (a disarmed timer is armed again only then).
     pub on: fn() -> bool,
     /// The dataset of this database (or all, -1) was replaced or is new to upkeep.
@@ -87,7 +88,8 @@ pub fn thread_cpu_us() -> u64 {
 }
 
 /// Load time: remember the hooks, arm the timer (the server events come through `events`).
-pub fn start(ctx: *mut RedisModuleCtx, hooks: Hooks) -> Result<(), String> {
+pub fn start(ctx: Ctx<'_>, hooks: Hooks) -> Result<(), String> {
+    let ctx = ctx.raw();
     HOOKS.set(hooks).map_err(|_| "upkeep started twice".to_owned())?;
     let detached = api!(RedisModule_GetDetachedThreadSafeContext).ok_or("no GetDetachedThreadSafeContext")?;
     // SAFETY: load-time ctx; the detached context lives for the process.
@@ -103,7 +105,7 @@ pub fn settings_changed(tick_ms: i64) {
     TICK_MS.store(tick_ms.max(1), Ordering::Relaxed);
     let ctx = MODULE_CTX.load(Ordering::Relaxed);
     if !ctx.is_null() {
-        wake_by(ctx, now_ms().saturating_add(tick_ms.max(1)));
+        wake_by(Ctx::of(ctx), now_ms().saturating_add(tick_ms.max(1)));
     }
 }
 
@@ -118,7 +120,8 @@ fn arm(ctx: *mut RedisModuleCtx, in_ms: i64) {
 
 /// Brings the timer forward to `at_ms` (absolute) if it would fire later. Verbs call this
 /// when something falls due before upkeep would look again: a job scheduled or delayed.
-pub fn wake_by(ctx: *mut RedisModuleCtx, at_ms: i64) {
+pub fn wake_by(ctx: Ctx<'_>, at_ms: i64) {
+    let ctx = ctx.raw();
     // Inside a tick the timer is not armed yet: the tick's own answer arms it, from the
     // agenda the tick's writes noted. Arming here too would leave a second timer running.
     if TICKING.load(Ordering::Relaxed) {
@@ -146,8 +149,8 @@ static TICKING: AtomicBool = AtomicBool::new(false);
 extern "C" fn fire(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
     FIRES_AT.store(i64::MAX, Ordering::Relaxed);
     TICKING.store(true, Ordering::Relaxed);
-    let next =
-        std::panic::catch_unwind(|| HOOKS.get().map_or(Next::Idle, |h| (h.tick)(ctx))).unwrap_or(Next::Idle);
+    let next = std::panic::catch_unwind(|| HOOKS.get().map_or(Next::Idle, |h| (h.tick)(Ctx::of(ctx))))
+        .unwrap_or(Next::Idle);
     TICKING.store(false, Ordering::Relaxed);
     let tick = TICK_MS.load(Ordering::Relaxed);
     match next {
@@ -185,7 +188,8 @@ fn flushed_db(data: *mut c_void) -> c_int {
 }
 
 /// Whether this node is a primary that is not loading: the only state upkeep acts in.
-pub fn may_act(ctx: *mut RedisModuleCtx) -> bool {
+pub fn may_act(ctx: Ctx<'_>) -> bool {
+    let ctx = ctx.raw();
     // SAFETY: live ctx.
     let flags = api!(RedisModule_GetContextFlags).map_or(0, |f| unsafe { f(ctx) }) as u32;
     flags & raw::REDISMODULE_CTX_FLAGS_MASTER != 0
@@ -193,13 +197,15 @@ pub fn may_act(ctx: *mut RedisModuleCtx) -> bool {
 }
 
 /// Selects database `db` on `ctx`; false if the server refuses (no such database).
-pub fn select(ctx: *mut RedisModuleCtx, db: c_int) -> bool {
+pub fn select(ctx: Ctx<'_>, db: c_int) -> bool {
+    let ctx = ctx.raw();
     // SAFETY: live ctx.
     api!(RedisModule_SelectDb).is_some_and(|f| unsafe { f(ctx, db) } == raw::REDISMODULE_OK as c_int)
 }
 
 /// The database the call runs in.
-pub fn selected(ctx: *mut RedisModuleCtx) -> c_int {
+pub fn selected(ctx: Ctx<'_>) -> c_int {
+    let ctx = ctx.raw();
     // SAFETY: live ctx.
     api!(RedisModule_GetSelectedDb).map_or(0, |f| unsafe { f(ctx) })
 }
@@ -221,7 +227,8 @@ impl Scan {
 
     /// One step over `ctx`'s selected database (a handful of keys), each name handed to
     /// `f`; false once the database has been covered.
-    pub fn step(&mut self, ctx: *mut RedisModuleCtx, f: &mut dyn FnMut(&[u8])) -> bool {
+    pub fn step(&mut self, ctx: Ctx<'_>, f: &mut dyn FnMut(&[u8])) -> bool {
+        let ctx = ctx.raw();
         let Some(scan) = api!(RedisModule_Scan) else { return false };
         extern "C" fn each(
             _ctx: *mut RedisModuleCtx,

@@ -3,11 +3,9 @@
 //! declared: opened as the caller. An entry lives exactly as long as its job's row (field
 //! `k` holds the key): every path that deletes a row deletes the entry that still names it.
 
-use valkey_module::raw::RedisModuleString;
-
 use crate::domain;
 use crate::errors::Refusal;
-use crate::host::{Access, Exec, Key, Kind, Str};
+use crate::host::{Access, Exec, Key, Kind, Str, StrRef};
 use crate::keyspace::Role;
 
 use super::field;
@@ -33,16 +31,16 @@ impl Aliases {
     }
 
     /// The key names a job now: a producer giving it creates nothing (as an existing id).
-    pub fn live(&self, alias: *mut RedisModuleString) -> bool {
+    pub fn live(&self, alias: StrRef<'_>) -> bool {
         self.key.hget_at(alias).is_some()
     }
 
     /// The job the key names now, if any.
-    pub fn holder(&self, alias: *mut RedisModuleString) -> Option<Str> {
+    pub fn holder(&self, alias: StrRef<'_>) -> Option<Str> {
         self.key.hget_at(alias)
     }
 
-    pub fn set(&self, alias: *mut RedisModuleString, id: *mut RedisModuleString) -> Result<(), Refusal> {
+    pub fn set(&self, alias: StrRef<'_>, id: StrRef<'_>) -> Result<(), Refusal> {
         self.key.hset_at(alias, id)
     }
 }

@@ -1,10 +1,8 @@
 //! The queue's events stream: one entry per transition, its name and its facts.
 
-use valkey_module::raw::RedisModuleString;
-
 use crate::config;
 use crate::errors::{self, Refusal};
-use crate::host::{Exec, Key, Kind, Lit, Str};
+use crate::host::{Exec, Key, Kind, Lit, Str, StrRef};
 use crate::keyspace::Role;
 
 use super::State;
@@ -17,20 +15,20 @@ pub struct Events {
 }
 
 /// One transition's event: its name and its facts (the reference page's events table).
-pub enum Event {
+pub enum Event<'s> {
     /// `name` is the call's own argument string: no copy.
     Added {
-        name: *mut RedisModuleString,
+        name: StrRef<'s>,
         prio: i64,
         /// The job's ALIAS, when it has one.
-        alias: Option<*mut RedisModuleString>,
+        alias: Option<StrRef<'s>>,
     },
     /// SCHEDULE (and TRA.ADD's DELAY) created a delayed job: a `delayed` event that also
     /// names the job, so a consumer tells a new job from one put off.
     Scheduled {
         due: i64,
-        name: *mut RedisModuleString,
-        alias: Option<*mut RedisModuleString>,
+        name: StrRef<'s>,
+        alias: Option<StrRef<'s>>,
     },
     Delayed {
         due: i64,
@@ -44,12 +42,12 @@ pub enum Event {
     /// `result`: the job's result when the call asked for it (`ECHO`), else none.
     Completed {
         attempt: i64,
-        result: Option<*mut RedisModuleString>,
+        result: Option<StrRef<'s>>,
     },
     /// `attempts` is the job's max attempts (`a`, 1 by default): beside `attempt` it tells a
     /// consumer whether retries were exhausted.
     Failed {
-        error: *mut RedisModuleString,
+        error: StrRef<'s>,
         attempt: i64,
         attempts: i64,
     },
@@ -65,7 +63,7 @@ pub enum Event {
     /// Progress was reported; `value` the report when the call asked for it (`ECHO`),
     /// else none (the report is in the row).
     Progress {
-        value: Option<*mut RedisModuleString>,
+        value: Option<StrRef<'s>>,
     },
     /// A finish left nothing ready or active in the queue (no id).
     Drained,
@@ -80,9 +78,9 @@ pub enum Event {
     /// A producer's DEDUP id was live: on the holder, `refused` the id the producer gave; or
     /// REPLACE replaced a delayed holder: on the new job, `replaced` the deleted one.
     Deduplicated {
-        dedup: *mut RedisModuleString,
-        refused: Option<*mut RedisModuleString>,
-        replaced: Option<*mut RedisModuleString>,
+        dedup: StrRef<'s>,
+        refused: Option<StrRef<'s>>,
+        replaced: Option<StrRef<'s>>,
     },
 }
 
@@ -125,11 +123,11 @@ pub(crate) mod word {
 }
 
 /// An event's facts before its alias: at most three.
-type Facts<'l> = [Option<(&'l Lit, Val)>; 3];
+type Facts<'l, 's> = [Option<(&'l Lit, Val<'s>)>; 3];
 
-enum Val {
+enum Val<'s> {
     Lit(&'static Lit),
-    Str(*mut RedisModuleString),
+    Str(StrRef<'s>),
     Int(i64),
 }
 
@@ -147,10 +145,10 @@ impl Events {
     }
 
     /// Append `e` for job `id` (no id for queue-wide events), then trim to the cap.
-    pub fn emit(&self, x: &Exec, id: Option<*mut RedisModuleString>, e: Event) -> Result<(), Refusal> {
+    pub fn emit(&self, x: &Exec, id: Option<StrRef<'_>>, e: Event<'_>) -> Result<(), Refusal> {
         let Some(key) = &self.key else { return Ok(()) };
         // Up to three facts, and an alias (a string) after them.
-        let (name, facts, alias): (&Lit, Facts, Option<*mut RedisModuleString>) = match e {
+        let (name, facts, alias): (&Lit, Facts, Option<StrRef>) = match e {
             Event::Added { name, prio, alias } => (
                 &word::ADDED,
                 [Some((&word::NAME, Val::Str(name))), Some((&word::PRIO, Val::Int(prio))), None],
@@ -215,9 +213,9 @@ impl Events {
             ),
         };
         let mut own: [Option<Str>; 3] = [None, None, None];
-        let mut argv: [*mut RedisModuleString; 12] = [std::ptr::null_mut(); 12];
+        let mut argv: [StrRef; 12] = [StrRef::MISSING; 12];
         let mut n = 0;
-        let mut push = |p: *mut RedisModuleString| {
+        let mut push = |p| {
             if let Some(slot) = argv.get_mut(n) {
                 *slot = p;
                 n = n.saturating_add(1);
@@ -245,7 +243,7 @@ impl Events {
             push(a);
         }
         let fields = argv.get(..n).unwrap_or(&[]);
-        if fields.iter().any(|p| p.is_null()) {
+        if fields.iter().any(|p| p.is_missing()) {
             return Err(errors::host_reply());
         }
         key.xadd_quiet(fields)?;

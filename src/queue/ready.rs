@@ -1,12 +1,10 @@
 //! Making jobs ready: the two ready sets, promotion of due delayed jobs, and the jobs found
 //! past their EXPIRE time, failed instead of being promoted or handed out.
 
-use valkey_module::raw::RedisModuleString;
-
 use crate::config;
 use crate::domain::{self, Keep};
 use crate::errors::Refusal;
-use crate::host::{Access, Exec, Key, Kind};
+use crate::host::{Access, Exec, Key, Kind, StrRef};
 use crate::keyspace::Role;
 use crate::metrics;
 
@@ -28,7 +26,7 @@ impl Ready {
     /// Make a job ready by its priority: wait (at `end`: the back, or the front for requeues
     /// and LIFO) for priority 0, else prio (priority, then id; `end` changes nothing there),
     /// and wake a claimer waiting on that set. Returns the state the job now has.
-    pub fn put(&self, id: *mut RedisModuleString, priority: i64, end: End) -> Result<State, Refusal> {
+    pub fn put(&self, id: StrRef<'_>, priority: i64, end: End) -> Result<State, Refusal> {
         if priority == 0 {
             if end == End::Front {
                 self.wait.rpush(id)?;

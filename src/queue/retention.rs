@@ -1,12 +1,10 @@
 //! Finishing a job for good and retention of the finished sets: KEEP, AGE, the rows and logs
 //! deleted with them.
 
-use valkey_module::raw::RedisModuleString;
-
 use crate::config;
 use crate::domain::{self, Keep};
 use crate::errors::Refusal;
-use crate::host::{Access, Exec, Key, Kind, Lit, Str};
+use crate::host::{Access, Exec, Key, Kind, Lit, Str, StrRef};
 use crate::keyspace::Role;
 use crate::metrics;
 
@@ -149,7 +147,7 @@ pub fn finish(
     id: &Str,
     state: State,
     keep: Keep,
-    fields: &[(&Lit, *mut RedisModuleString)],
+    fields: &[(&Lit, StrRef<'_>)],
     log: Option<Companions>,
 ) -> Result<(), Refusal> {
     let now = x.now();

@@ -2,12 +2,10 @@
 
 use std::ffi::CStr;
 
-use valkey_module::raw::RedisModuleString;
-
 use crate::config;
 use crate::domain::{self, args::Options, Backoff};
 use crate::errors::{self, no_job, Refusal};
-use crate::host::{Access, ArgStr, Exec, Key, Kind, Lit, Str};
+use crate::host::{Access, ArgStr, Exec, Key, Kind, Lit, Str, StrRef};
 use crate::keyspace::Role;
 
 use super::expiring;
@@ -192,7 +190,7 @@ pub fn existing_row(x: &Exec) -> Result<Key, Refusal> {
 }
 
 /// Fields and values of one row write.
-pub(crate) type Pairs<'l> = smallvec::SmallVec<[(&'l Lit, *mut RedisModuleString); 8]>;
+pub(crate) type Pairs<'l> = smallvec::SmallVec<[(&'l Lit, StrRef<'l>); 8]>;
 
 /// A new job as ENQUEUE and SCHEDULE take it, range-checked.
 pub struct NewJob<'a> {
@@ -243,15 +241,16 @@ impl<'a> NewJob<'a> {
     /// ALIAS go in as the server strings they arrived in, uncopied.
     pub fn create(&self, x: &Exec, row: &Key, id: &[u8], state: State, now: i64) -> Result<(), Refusal> {
         let (name, data) = (self.name.ptr(), self.data.ptr());
-        let null = |a: Option<ArgStr>| a.is_some_and(|a| a.ptr().is_null());
+        let null = |a: Option<ArgStr>| a.is_some_and(|a| a.ptr().is_missing());
         let dedup = self.dedup.as_ref().map(|d| d.id);
-        if name.is_null() || data.is_null() || null(self.opts) || null(self.alias) || null(dedup) {
+        if name.is_missing() || data.is_missing() || null(self.opts) || null(self.alias) || null(dedup) {
             return Err(errors::host_reply());
         }
         let created = x.int(now)?;
         let prio = (self.priority != 0).then(|| x.int(self.priority)).transpose()?;
         let attempts = (self.attempts != 1).then(|| x.int(self.attempts)).transpose()?;
         let backoff = self.backoff.map(|b| x.string(domain::backoff_encode(b).as_bytes())).transpose()?;
+        let expire = self.expire.map(|t| x.int(t)).transpose()?;
         let mut pairs: Pairs = smallvec::smallvec![
             (&field::STATE, state.lit().get()),
             (&field::NAME, name),
@@ -262,7 +261,6 @@ impl<'a> NewJob<'a> {
         pairs.extend(attempts.as_ref().map(|v| (&field::ATTEMPTS, v.ptr())));
         pairs.extend(backoff.as_ref().map(|v| (&field::BACKOFF, v.ptr())));
         pairs.extend(self.opts.map(|v| (&field::OPTS, v.ptr())));
-        let expire = self.expire.map(|t| x.int(t)).transpose()?;
         pairs.extend(expire.as_ref().map(|v| (&field::EXPIRE, v.ptr())));
         if let Some(v) = self.alias {
             pairs.push((&field::ALIAS, v.ptr()));

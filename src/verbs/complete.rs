@@ -111,7 +111,7 @@ pub fn finish_held<'a>(x: &mut Exec<'a>, a: Finish<'a>, drained: Drained) -> Res
     let drains = drained == Drained::Ask && events.on() && queue::drains(x, &job.active);
     let made_s = x.int(made)?;
     let result = a.result.ptr();
-    if result.is_null() {
+    if result.is_missing() {
         return Err(errors::host_reply());
     }
 

@@ -68,7 +68,7 @@ pub fn checked<'a>(x: &Exec<'a>, line: &ArgStr<'a>, keep: Option<i64>) -> Result
 
 /// Appends `line` to `log`, keeping its newest `keep` lines; replies the log's length.
 pub fn append(log: &Key, line: ArgStr, keep: i64) -> Result<Reply, Refusal> {
-    if line.ptr().is_null() {
+    if line.ptr().is_missing() {
         return Err(crate::errors::host_reply());
     }
     log.rpush(line.ptr())?;

@@ -50,7 +50,7 @@ impl<'a> Report<'a> {
     /// Stores the report in `row` and writes its event.
     pub fn write(&self, x: &Exec, row: &Key, id: &crate::host::Str, events: &Events) -> Result<(), Refusal> {
         let value = self.value.ptr();
-        if value.is_null() {
+        if value.is_missing() {
             return Err(crate::errors::host_reply());
         }
         row.hset(&[(&field::PROGRESS, value)])?;

@@ -17,8 +17,7 @@ use crate::domain::sched::{self, Repeat, Spec};
 use crate::domain::{self, args::Opt, args::Options};
 use crate::errors::{printable, Refusal};
 use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{Access, ArgStr, Exec, Key, Kind, Lit, Reply, Str, Verb};
-use valkey_module::raw::RedisModuleString;
+use crate::host::{Access, ArgStr, Exec, Key, Kind, Lit, Reply, Str, StrRef, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::sched::{self as qs, sfield, Template};
 use crate::queue::{companions_of, field, Aliases, Companions, Event, Events, NewJob, Row, State};
@@ -277,7 +276,7 @@ fn set(x: &mut Exec, s: SetArgs) -> Result<Reply, Refusal> {
     h.delete();
     drop(h);
     let h = x.open_as(Sched, Kind::Hash)?;
-    let mut pairs: Vec<(&Lit, *mut RedisModuleString)> = fields.iter().map(|(f, v)| (*f, v.ptr())).collect();
+    let mut pairs: Vec<(&Lit, StrRef)> = fields.iter().map(|(f, v)| (*f, v.ptr())).collect();
     pairs.extend(tpl_pairs(&tpl));
     h.hset(&pairs)?;
     qs::advance(x, &h, made.saturating_add(1), &it)?;
@@ -304,7 +303,7 @@ fn template(x: &Exec, job: &NewJob) -> Result<Template, Refusal> {
 }
 
 /// The template's fields under the scheduler hash's names.
-fn tpl_pairs(tpl: &Template) -> Vec<(&'static Lit, *mut RedisModuleString)> {
+fn tpl_pairs(tpl: &Template) -> Vec<(&'static Lit, StrRef<'_>)> {
     tpl.fields
         .iter()
         .filter_map(|(rf, v)| {
