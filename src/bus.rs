@@ -67,7 +67,7 @@ pub fn plan<'a>(x: &Exec, m: &Message<'a>, cap: i64) -> Result<Option<Append<'a>
     let seen = x.open_as(Seen, Kind::ZSet)?;
     let now = x.now();
     let window = config::get(&config::BUS_WINDOW_MS);
-    if bus::duplicate(seen.zscore(m.id.ptr()), now, window) {
+    if bus::duplicate(seen.zscore(m.id.str_ref()), now, window) {
         metrics::add(&metrics::BUS_DUPLICATES, 1);
         return Ok(None);
     }
@@ -80,7 +80,7 @@ pub fn plan<'a>(x: &Exec, m: &Message<'a>, cap: i64) -> Result<Option<Append<'a>
         .filter(|s| s.bytes() != m.id.bytes())
         .take(bus::SEEN_TRIM_BATCH)
         .collect();
-    Ok(Some(Append { bus: stream, seen, cap, now, stale, id: m.id.ptr(), payload: m.payload.ptr() }))
+    Ok(Some(Append { bus: stream, seen, cap, now, stale, id: m.id.str_ref(), payload: m.payload.str_ref() }))
 }
 
 impl Append<'_> {
@@ -89,13 +89,13 @@ impl Append<'_> {
     /// time. Each replicates itself as its exact effect. Returns the entry id.
     pub fn write(self) -> Result<Str, Refusal> {
         let id = self.id;
-        let fields: [StrRef; 4] = [ID.get(), id, PAYLOAD.get(), self.payload];
+        let fields: [StrRef; 4] = [ID.str_ref(), id, PAYLOAD.str_ref(), self.payload];
         if fields.iter().any(|p| p.is_missing()) {
             return Err(errors::host_reply());
         }
         let entry = self.bus.xadd(&fields)?;
         self.bus.xtrim_approx(self.cap)?;
-        let stale: Vec<StrRef> = self.stale.iter().map(Str::ptr).collect();
+        let stale: Vec<StrRef> = self.stale.iter().map(Str::str_ref).collect();
         let trimmed = self.seen.zrem_many(&stale);
         self.seen.zadd(self.now, id)?;
         metrics::add(&metrics::BUS_APPENDED, 1);

@@ -99,7 +99,7 @@ impl Verb for Upkeep {
                 match state {
                     Some(st @ (State::Wait | State::Prio | State::Delayed)) if job.expired && !job.orphan => {
                         // Deep in a long wait list it is left for the CLAIM that reaches it.
-                        if st == State::Wait && !ready.wait.near_tail(job.id.ptr(), WAIT_WINDOW)? {
+                        if st == State::Wait && !ready.wait.near_tail(job.id.str_ref(), WAIT_WINDOW)? {
                             registry::note_expiry(queue.0, x.queue, &id, now.saturating_add(RETRY_MS));
                             continue;
                         }
@@ -114,13 +114,13 @@ impl Verb for Upkeep {
             for (job, st) in &expiring {
                 match st {
                     State::Wait => {
-                        ready.wait.lrem_from_tail(job.id.ptr())?;
+                        ready.wait.lrem_from_tail(job.id.str_ref())?;
                     }
                     State::Prio => {
-                        ready.prio.zrem_many(&[job.id.ptr()]);
+                        ready.prio.zrem_many(&[job.id.str_ref()]);
                     }
                     _ => {
-                        delayed.zrem_many(&[job.id.ptr()]);
+                        delayed.zrem_many(&[job.id.str_ref()]);
                     }
                 }
             }

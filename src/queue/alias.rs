@@ -91,7 +91,7 @@ impl Unalias {
         }
         let fields = named
             .into_iter()
-            .filter(|(id, k)| key.hget_at(k.ptr()).is_some_and(|v| v.bytes() == *id))
+            .filter(|(id, k)| key.hget_at(k.str_ref()).is_some_and(|v| v.bytes() == *id))
             .map(|(_, k)| k)
             .collect();
         Ok(Unalias { key: Some(key), fields })
@@ -104,7 +104,7 @@ impl Unalias {
     /// Delete the planned entries (one HDEL effect).
     pub fn apply(&self) {
         if let (Some(key), false) = (&self.key, self.fields.is_empty()) {
-            key.hdel_at(&self.fields.iter().map(Str::ptr).collect::<Vec<_>>());
+            key.hdel_at(&self.fields.iter().map(Str::str_ref).collect::<Vec<_>>());
         }
     }
 }

@@ -108,7 +108,7 @@ impl<'a> Claim<'a> {
             }
         };
         let set = delayed.or(own.as_ref());
-        if set.and_then(|s| s.zscore(holder.ptr())).is_none() {
+        if set.and_then(|s| s.zscore(holder.str_ref())).is_none() {
             return Ok(Claim { d, key, verdict: Verdict::Duplicate(holder), delayed: None });
         }
         let row = x.open_undeclared(Role::Job, holder.bytes(), Access::Write)?;
@@ -134,11 +134,11 @@ impl<'a> Claim<'a> {
         if let (true, Some(ttl)) = (self.d.extend, self.d.ttl) {
             self.key.set_abs_expire(x.now().saturating_add(ttl))?;
         }
-        let dedup = self.d.id.ptr();
+        let dedup = self.d.id.str_ref();
         events.emit(
             x,
-            Some(holder.ptr()),
-            Event::Deduplicated { dedup, refused: Some(refused.ptr()), replaced: None },
+            Some(holder.str_ref()),
+            Event::Deduplicated { dedup, refused: Some(refused.str_ref()), replaced: None },
         )
     }
 
@@ -159,10 +159,10 @@ impl<'a> Claim<'a> {
             Verdict::Fresh => self.d.ttl.map(|t| now.saturating_add(t)),
             Verdict::Replace { old, row, companions: _, until } => {
                 if let Some(set) = delayed.or(self.delayed.as_ref()) {
-                    set.zrem(old.ptr());
+                    set.zrem(old.str_ref());
                 }
                 row.delete();
-                events.emit(x, Some(old.ptr()), Event::Removed { prev: State::Delayed })?;
+                events.emit(x, Some(old.str_ref()), Event::Removed { prev: State::Delayed })?;
                 match (self.d.ttl, self.d.extend) {
                     (Some(_), false) => until.or(self.d.ttl.map(|t| now.saturating_add(t))),
                     (ttl, _) => ttl.map(|t| now.saturating_add(t)),
@@ -175,9 +175,9 @@ impl<'a> Claim<'a> {
         }
         match self.verdict {
             Verdict::Replace { old, companions, .. } => {
-                let dedup = self.d.id.ptr();
-                let e = Event::Deduplicated { dedup, refused: None, replaced: Some(old.ptr()) };
-                events.emit(x, Some(id.ptr()), e)?;
+                let dedup = self.d.id.str_ref();
+                let e = Event::Deduplicated { dedup, refused: None, replaced: Some(old.str_ref()) };
+                events.emit(x, Some(id.str_ref()), e)?;
                 Ok(companions)
             }
             _ => Ok(None),

@@ -221,25 +221,25 @@ impl Events {
                 n = n.saturating_add(1);
             }
         };
-        push(word::EVENT.get());
-        push(name.get());
+        push(word::EVENT.str_ref());
+        push(name.str_ref());
         if let Some(id) = id {
-            push(word::ID.get());
+            push(word::ID.str_ref());
             push(id);
         }
         for (fact, slot) in facts.into_iter().zip(own.iter_mut()) {
             let Some((k, v)) = fact else { continue };
-            push(k.get());
+            push(k.str_ref());
             let p = match v {
-                Val::Lit(l) => l.get(),
+                Val::Lit(l) => l.str_ref(),
                 Val::Str(p) => p,
-                Val::Int(0) => word::ZERO.get(),
-                Val::Int(i) => slot.insert(x.int(i)?).ptr(),
+                Val::Int(0) => word::ZERO.str_ref(),
+                Val::Int(i) => slot.insert(x.int(i)?).str_ref(),
             };
             push(p);
         }
         if let Some(a) = alias {
-            push(word::ALIAS.get());
+            push(word::ALIAS.str_ref());
             push(a);
         }
         let fields = argv.get(..n).unwrap_or(&[]);

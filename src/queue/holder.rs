@@ -25,7 +25,7 @@ impl Holder {
 
     /// Held by `token`: the row says active with this token, and the active set agrees.
     pub fn holds(&self, token: &[u8]) -> bool {
-        Row(&self.row).held_by(token) && self.active.zscore(self.id.ptr()).is_some()
+        Row(&self.row).held_by(token) && self.active.zscore(self.id.str_ref()).is_some()
     }
 
     /// `EMQLEASE` unless held by `token`: a wrong token, a reclaimed lease and a finished job

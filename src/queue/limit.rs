@@ -63,5 +63,5 @@ pub fn record(x: &Exec, limits: &Limits, now: i64, taken: usize) -> Result<(), R
     let (Some(rate), Some(window)) = (limits.rate, limits.record(now, taken as u64)) else { return Ok(()) };
     let meta = x.write(crate::keyspace::Role::Meta)?;
     let text = rate_text(x, rate, Some(window))?;
-    meta.hset(&[(&meta::RATE, text.ptr())])
+    meta.hset(&[(&meta::RATE, text.str_ref())])
 }

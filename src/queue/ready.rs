@@ -86,7 +86,7 @@ impl Promotion {
     /// its row's state set, one `waiting` event (`prev delayed`); an orphan id is dropped and
     /// counted. Returns how many were promoted.
     pub fn apply(&self, x: &Exec, ready: &Ready, delayed: &Key, events: &Events) -> Result<u64, Refusal> {
-        let due: Vec<_> = self.jobs.iter().map(|p| p.id.ptr()).collect();
+        let due: Vec<_> = self.jobs.iter().map(|p| p.id.str_ref()).collect();
         delayed.zrem_many(&due);
         let mut promoted = 0u64;
         for p in &self.jobs {
@@ -98,9 +98,9 @@ impl Promotion {
                 // Failed by the caller's `Expiry`, not promoted.
                 continue;
             }
-            let state = ready.put(p.id.ptr(), p.priority, End::Back)?;
-            p.row.hset(&[(&field::STATE, state.lit().get())])?;
-            events.emit(x, Some(p.id.ptr()), Event::Waiting { prev: State::Delayed })?;
+            let state = ready.put(p.id.str_ref(), p.priority, End::Back)?;
+            p.row.hset(&[(&field::STATE, state.lit().str_ref())])?;
+            events.emit(x, Some(p.id.str_ref()), Event::Waiting { prev: State::Delayed })?;
             promoted = promoted.saturating_add(1);
         }
         metrics::add(&metrics::PROMOTED, promoted);
@@ -166,13 +166,13 @@ impl<'f> Expiry<'f> {
                 &job.id,
                 State::Failed,
                 keep,
-                &[(&field::ERROR, word::EXPIRED.get())],
+                &[(&field::ERROR, word::EXPIRED.str_ref())],
                 log,
             )?;
             events.emit(
                 x,
-                Some(job.id.ptr()),
-                Event::Failed { error: word::EXPIRED.get(), attempt: made, attempts },
+                Some(job.id.str_ref()),
+                Event::Failed { error: word::EXPIRED.str_ref(), attempt: made, attempts },
             )?;
         }
         for r in &p.releases {

@@ -54,7 +54,7 @@ impl Retire {
     }
 
     pub fn apply(self, set: &Key) {
-        let members: Vec<_> = self.ids.iter().map(Str::ptr).collect();
+        let members: Vec<_> = self.ids.iter().map(Str::str_ref).collect();
         set.zrem_many(&members);
         self.rows.delete();
         metrics::add(&metrics::RETIRED, (self.ids.len() as u64).saturating_add(self.drop_new));
@@ -159,9 +159,9 @@ pub fn finish(
         return Ok(());
     }
     let finished = x.int(now)?;
-    set.zadd_as(now, &finished, id.ptr())?;
+    set.zadd_as(now, &finished, id.str_ref())?;
     let mut pairs: Pairs =
-        smallvec::smallvec![(&field::STATE, state.lit().get()), (&field::FINISHED, finished.ptr())];
+        smallvec::smallvec![(&field::STATE, state.lit().str_ref()), (&field::FINISHED, finished.str_ref())];
     pairs.extend_from_slice(fields);
     row.hset(&pairs)?;
     if state != State::Completed {

@@ -240,8 +240,8 @@ impl<'a> NewJob<'a> {
     /// Write job `id`'s row: its state and the immutable fields. The name, data, OPTS and
     /// ALIAS go in as the server strings they arrived in, uncopied.
     pub fn create(&self, x: &Exec, row: &Key, id: &[u8], state: State, now: i64) -> Result<(), Refusal> {
-        let (name, data) = (self.name.ptr(), self.data.ptr());
-        let null = |a: Option<ArgStr>| a.is_some_and(|a| a.ptr().is_missing());
+        let (name, data) = (self.name.str_ref(), self.data.str_ref());
+        let null = |a: Option<ArgStr>| a.is_some_and(|a| a.str_ref().is_missing());
         let dedup = self.dedup.as_ref().map(|d| d.id);
         if name.is_missing() || data.is_missing() || null(self.opts) || null(self.alias) || null(dedup) {
             return Err(errors::host_reply());
@@ -252,21 +252,21 @@ impl<'a> NewJob<'a> {
         let backoff = self.backoff.map(|b| x.string(domain::backoff_encode(b).as_bytes())).transpose()?;
         let expire = self.expire.map(|t| x.int(t)).transpose()?;
         let mut pairs: Pairs = smallvec::smallvec![
-            (&field::STATE, state.lit().get()),
+            (&field::STATE, state.lit().str_ref()),
             (&field::NAME, name),
             (&field::DATA, data),
-            (&field::CREATED, created.ptr())
+            (&field::CREATED, created.str_ref())
         ];
-        pairs.extend(prio.as_ref().map(|v| (&field::PRIORITY, v.ptr())));
-        pairs.extend(attempts.as_ref().map(|v| (&field::ATTEMPTS, v.ptr())));
-        pairs.extend(backoff.as_ref().map(|v| (&field::BACKOFF, v.ptr())));
-        pairs.extend(self.opts.map(|v| (&field::OPTS, v.ptr())));
-        pairs.extend(expire.as_ref().map(|v| (&field::EXPIRE, v.ptr())));
+        pairs.extend(prio.as_ref().map(|v| (&field::PRIORITY, v.str_ref())));
+        pairs.extend(attempts.as_ref().map(|v| (&field::ATTEMPTS, v.str_ref())));
+        pairs.extend(backoff.as_ref().map(|v| (&field::BACKOFF, v.str_ref())));
+        pairs.extend(self.opts.map(|v| (&field::OPTS, v.str_ref())));
+        pairs.extend(expire.as_ref().map(|v| (&field::EXPIRE, v.str_ref())));
         if let Some(v) = self.alias {
-            pairs.push((&field::ALIAS, v.ptr()));
+            pairs.push((&field::ALIAS, v.str_ref()));
         }
         if let Some(v) = dedup {
-            pairs.push((&field::DEDUP, v.ptr()));
+            pairs.push((&field::DEDUP, v.str_ref()));
         }
         row.hset(&pairs)?;
         if let Some(at) = self.expire {

@@ -128,7 +128,7 @@ pub fn plan(
     let now = x.now();
     for _ in 0..sched::TRIES {
         let alias = x.string(&sched::alias(sid, at))?;
-        let held = aliases.holder(alias.ptr()).is_some_and(|j| Some(j.bytes()) != replacing);
+        let held = aliases.holder(alias.str_ref()).is_some_and(|j| Some(j.bytes()) != replacing);
         if held {
             match spec.after(at, now) {
                 Some(t) => {
@@ -167,22 +167,22 @@ impl Iteration {
         events: &Events,
     ) -> Result<(), Refusal> {
         let (created, at) = (x.int(x.now())?, x.int(self.at)?);
-        let mut pairs: Pairs = smallvec::smallvec![(&field::STATE, State::Delayed.lit().get())];
-        pairs.extend(tpl.fields.iter().map(|(f, v)| (*f, v.ptr())));
+        let mut pairs: Pairs = smallvec::smallvec![(&field::STATE, State::Delayed.lit().str_ref())];
+        pairs.extend(tpl.fields.iter().map(|(f, v)| (*f, v.str_ref())));
         pairs.extend([
-            (&field::CREATED, created.ptr()),
-            (&field::ALIAS, self.alias.ptr()),
-            (&field::SCHEDULER, sid.ptr()),
-            (&field::ITERATION, at.ptr()),
+            (&field::CREATED, created.str_ref()),
+            (&field::ALIAS, self.alias.str_ref()),
+            (&field::SCHEDULER, sid.str_ref()),
+            (&field::ITERATION, at.str_ref()),
         ]);
         self.row.hset(&pairs)?;
-        aliases.set(self.alias.ptr(), self.id.ptr())?;
-        delayed.zadd(self.at, self.id.ptr())?;
-        let name = tpl.name().map(Str::ptr).ok_or_else(crate::errors::host_reply)?;
+        aliases.set(self.alias.str_ref(), self.id.str_ref())?;
+        delayed.zadd(self.at, self.id.str_ref())?;
+        let name = tpl.name().map(Str::str_ref).ok_or_else(crate::errors::host_reply)?;
         events.emit(
             x,
-            Some(self.id.ptr()),
-            Event::Scheduled { due: self.at, name, alias: Some(self.alias.ptr()) },
+            Some(self.id.str_ref()),
+            Event::Scheduled { due: self.at, name, alias: Some(self.alias.str_ref()) },
         )?;
         super::due_at(x, self.at);
         Ok(())
@@ -192,7 +192,11 @@ impl Iteration {
 /// The scheduler's state after an iteration is made: its count, time and pending job.
 pub fn advance(x: &Exec, h: &Key, count: i64, it: &Iteration) -> Result<(), Refusal> {
     let (count, next) = (x.int(count)?, x.int(it.at)?);
-    h.hset(&[(&sfield::COUNT, count.ptr()), (&sfield::NEXT, next.ptr()), (&sfield::JOB, it.id.ptr())])
+    h.hset(&[
+        (&sfield::COUNT, count.str_ref()),
+        (&sfield::NEXT, next.str_ref()),
+        (&sfield::JOB, it.id.str_ref()),
+    ])
 }
 
 /// What upkeep does with one scheduler whose time has come.
@@ -249,17 +253,17 @@ pub fn fire(
     for p in plans {
         match p {
             Due::Orphan(sid) => {
-                scheds.zrem(sid.ptr());
+                scheds.zrem(sid.str_ref());
                 metrics::add(&metrics::ORPHANS, 1);
             }
             Due::Ended(sid, h) => {
-                scheds.zrem(sid.ptr());
+                scheds.zrem(sid.str_ref());
                 h.delete();
             }
             Due::Next { sid, h, count, it, tpl } => {
                 it.make(x, &sid, &tpl, delayed, &aliases, events)?;
                 advance(x, &h, count, &it)?;
-                scheds.zadd(it.at, sid.ptr())?;
+                scheds.zadd(it.at, sid.str_ref())?;
                 metrics::add(&metrics::UPKEEP_ITERATIONS, 1);
             }
         }
