@@ -155,7 +155,7 @@ impl Verb for Add {
             let row = x.open_tail(*name, true);
             let exists = row.exists_as(Kind::Hash)?;
             let alias_free = match (job.alias, &aliases) {
-                (Some(a), Some(h)) => !named.contains(a.bytes()) && !h.live(a.ptr()),
+                (Some(a), Some(h)) => !named.contains(a.bytes()) && !h.live(a.str_ref()),
                 _ => true,
             };
             let new = !exists && !ids.contains(id) && alias_free;
@@ -200,8 +200,8 @@ impl Verb for Add {
                         (Some(c), _) => c.refuse(x, &events, &id_s)?,
                         (None, Some(d)) => {
                             let holder = x.string(&holder)?;
-                            let e = Event::Deduplicated { dedup: d.id.ptr(), refused: Some(id_s.ptr()), replaced: None };
-                            events.emit(x, Some(holder.ptr()), e)?;
+                            let e = Event::Deduplicated { dedup: d.id.str_ref(), refused: Some(id_s.str_ref()), replaced: None };
+                            events.emit(x, Some(holder.str_ref()), e)?;
                         }
                         (None, None) => {}
                     }
@@ -213,22 +213,22 @@ impl Verb for Add {
             if let Some(c) = claim {
                 replaced.extend(c.take(x, &events, &id_s, Some(&delayed))?);
             }
-            let alias = job.alias.map(|a| a.ptr());
+            let alias = job.alias.map(|a| a.str_ref());
             match due {
                 None => {
                     let state = if job.priority == 0 { State::Wait } else { State::Prio };
                     job.create(x, row, id, state, now)?;
                     super::enqueue::name_alias(aliases.as_ref(), job, &id_s)?;
-                    ready.put(id_s.ptr(), job.priority, End::lifo(*lifo))?;
-                    let name = job.name.ptr();
-                    events.emit(x, Some(id_s.ptr()), Event::Added { name, prio: job.priority, alias })?;
+                    ready.put(id_s.str_ref(), job.priority, End::lifo(*lifo))?;
+                    let name = job.name.str_ref();
+                    events.emit(x, Some(id_s.str_ref()), Event::Added { name, prio: job.priority, alias })?;
                 }
                 Some(due) => {
                     job.create(x, row, id, State::Delayed, now)?;
                     super::enqueue::name_alias(aliases.as_ref(), job, &id_s)?;
-                    delayed.zadd(*due, id_s.ptr())?;
-                    let name = job.name.ptr();
-                    events.emit(x, Some(id_s.ptr()), Event::Scheduled { due: *due, name, alias })?;
+                    delayed.zadd(*due, id_s.str_ref())?;
+                    let name = job.name.str_ref();
+                    events.emit(x, Some(id_s.str_ref()), Event::Scheduled { due: *due, name, alias })?;
                     queue::due_at(x, *due);
                 }
             }

@@ -216,7 +216,7 @@ fn pause(x: &mut Exec, on: bool) -> Result<Reply, Refusal> {
         return Ok(Reply::Int(0));
     }
     if on {
-        meta.hset(&[(&meta::PAUSED, one().get())])?;
+        meta.hset(&[(&meta::PAUSED, one().str_ref())])?;
     } else {
         meta.hdel(&[&meta::PAUSED])?;
         meta.signal_ready();
@@ -363,12 +363,12 @@ fn take(
     );
     ready.wait.rpop_drop(ordered.iter().filter(|(_, s)| *s == Src::Wait).count());
     let from_prio =
-        sized(ordered.len(), ordered.iter().filter(|(_, s)| *s == Src::Prio).map(|(j, _)| j.id.ptr()));
+        sized(ordered.len(), ordered.iter().filter(|(_, s)| *s == Src::Prio).map(|(j, _)| j.id.str_ref()));
     ready.prio.zrem_many(&from_prio);
     let live: Few<&Found> = sized(ordered.len(), ordered.iter().map(|(j, _)| *j).filter(|j| j.live()));
     metrics::add(&metrics::ORPHANS, ordered.iter().filter(|(j, _)| j.orphan).count() as u64);
     let expired = expiry.apply(x, &events)?;
-    let ids: Few<_> = live.iter().map(|j| j.id.ptr()).collect();
+    let ids: Few<_> = live.iter().map(|j| j.id.str_ref()).collect();
     let deadline = domain::deadline(now, lease);
     active.zadd_many(deadline, &ids)?;
     if !live.is_empty() {
@@ -384,16 +384,16 @@ fn take(
             |s: Option<Str>| s.and_then(|s| domain::args::int(s.bytes())).unwrap_or(0).saturating_add(1);
         let (started, attempt) = (count(started), count(made));
         job.row.hset(&[
-            (&field::STATE, State::Active.lit().get()),
-            (&field::TOKEN, tok.ptr()),
-            (&field::STARTED, x.int(started)?.ptr()),
-            (&field::CLAIMED, at.ptr()),
+            (&field::STATE, State::Active.lit().str_ref()),
+            (&field::TOKEN, tok.str_ref()),
+            (&field::STARTED, x.int(started)?.str_ref()),
+            (&field::CLAIMED, at.str_ref()),
         ])?;
         if job.expires {
             // Taken in time: its EXPIRE is spent.
             job.row.hdel(&[&field::EXPIRE])?;
         }
-        events.emit(x, Some(job.id.ptr()), Event::Active { attempt })?;
+        events.emit(x, Some(job.id.str_ref()), Event::Active { attempt })?;
         if let Some(rows) = &mut rows {
             let state = Reply::bulk(State::Active.word().as_bytes());
             rows.push(super::job::claimed_view(&job.row, state, Reply::Int(deadline)));

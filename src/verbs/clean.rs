@@ -51,7 +51,7 @@ impl Verb for Clean {
             .take(count)
             .collect();
         let rows = doomed_rows(x, &old)?;
-        set.zrem_many(&old.iter().map(Str::ptr).collect::<Vec<_>>());
+        set.zrem_many(&old.iter().map(Str::str_ref).collect::<Vec<_>>());
         rows.delete();
         if !old.is_empty() {
             events.emit(x, None, Event::Cleaned { count: old.len() as i64 })?;

@@ -110,18 +110,18 @@ pub fn finish_held<'a>(x: &mut Exec<'a>, a: Finish<'a>, drained: Drained) -> Res
     let release = Release::finishing_of(x, id, dedup)?;
     let drains = drained == Drained::Ask && events.on() && queue::drains(x, &job.active);
     let made_s = x.int(made)?;
-    let result = a.result.ptr();
+    let result = a.result.str_ref();
     if result.is_missing() {
         return Err(errors::host_reply());
     }
 
-    job.active.zrem(job.id.ptr());
+    job.active.zrem(job.id.str_ref());
     job.active.signal_ready();
-    let fields = [(&field::RESULT, result), (&field::MADE, made_s.ptr())];
+    let fields = [(&field::RESULT, result), (&field::MADE, made_s.str_ref())];
     queue::finish(x, &job.row, &completed, &job.id, State::Completed, keep, &fields, log)?;
     release.apply();
     let echoed = a.echo.then_some(result);
-    events.emit(x, Some(job.id.ptr()), Event::Completed { attempt: made, result: echoed })?;
+    events.emit(x, Some(job.id.str_ref()), Event::Completed { attempt: made, result: echoed })?;
     if drains {
         events.emit(x, None, Event::Drained)?;
     }

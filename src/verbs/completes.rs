@@ -83,7 +83,7 @@ impl Verb for Completes {
             let row = x.open_undeclared(Role::Job, id, Access::Update)?;
             let fate = if !row.exists_as(Kind::Hash)? {
                 NO_JOB
-            } else if Row(&row).held_by(token) && active.zscore(id.ptr()).is_some() {
+            } else if Row(&row).held_by(token) && active.zscore(id.str_ref()).is_some() {
                 DONE
             } else if Row(&row).completed_by(token) {
                 REPEAT
@@ -121,7 +121,7 @@ impl Verb for Completes {
 
         // Write.
         let taken: Vec<_> =
-            a.jobs.iter().zip(&fates).filter(|(_, f)| **f == DONE).map(|([id, ..], _)| id.ptr()).collect();
+            a.jobs.iter().zip(&fates).filter(|(_, f)| **f == DONE).map(|([id, ..], _)| id.str_ref()).collect();
         active.zrem_many(&taken);
         if !taken.is_empty() {
             active.signal_ready();
@@ -134,10 +134,10 @@ impl Verb for Completes {
             }
             let made_s = x.int(made)?;
             let id_s = x.string(id)?;
-            let fields = [(&field::RESULT, result.ptr()), (&field::MADE, made_s.ptr())];
+            let fields = [(&field::RESULT, result.str_ref()), (&field::MADE, made_s.str_ref())];
             let keep = if *gone { Keep::None } else { keep };
             queue::finish(x, row, &completed, &id_s, State::Completed, keep, &fields, log)?;
-            events.emit(x, Some(id.ptr()), Event::Completed { attempt: made, result: None })?;
+            events.emit(x, Some(id.str_ref()), Event::Completed { attempt: made, result: None })?;
         }
         for r in &releases {
             r.apply();

@@ -47,12 +47,12 @@ impl Verb for Delay {
         let delayed = x.open_as(Delayed, Kind::ZSet)?;
         let events = Events::open(x)?;
         job.check(&a.token)?;
-        job.active.zrem(job.id.ptr());
+        job.active.zrem(job.id.str_ref());
         job.active.signal_ready();
-        delayed.zadd(due, job.id.ptr())?;
-        job.row.hset(&[(&field::STATE, State::Delayed.lit().get())])?;
+        delayed.zadd(due, job.id.str_ref())?;
+        job.row.hset(&[(&field::STATE, State::Delayed.lit().str_ref())])?;
         job.row.hdel(&[&field::TOKEN])?;
-        events.emit(x, Some(job.id.ptr()), Event::Delayed { due })?;
+        events.emit(x, Some(job.id.str_ref()), Event::Delayed { due })?;
         crate::queue::due_at(x, due);
         Ok(Reply::Int(due))
     }

@@ -62,8 +62,8 @@ impl Verb for Drain {
         let rows = doomed_rows(x, &owned)?;
         // Then the writes.
         wait.rpop_drop(from_wait.len());
-        prio.zrem_many(&prio_ids.iter().map(Str::ptr).collect::<Vec<_>>());
-        delayed.zrem_many(&delayed_ids.iter().map(Str::ptr).collect::<Vec<_>>());
+        prio.zrem_many(&prio_ids.iter().map(Str::str_ref).collect::<Vec<_>>());
+        delayed.zrem_many(&delayed_ids.iter().map(Str::str_ref).collect::<Vec<_>>());
         rows.delete();
         let n = owned.len() as i64;
         if n > 0 {

@@ -98,13 +98,13 @@ pub fn job_args<'a>(
 
 /// The job's ALIAS already names a job of the queue.
 pub fn live_alias(aliases: Option<&Aliases>, job: &NewJob) -> bool {
-    matches!((aliases, job.alias), (Some(h), Some(a)) if h.live(a.ptr()))
+    matches!((aliases, job.alias), (Some(h), Some(a)) if h.live(a.str_ref()))
 }
 
 /// Record the job's ALIAS (when it has one) as naming `id`.
 pub fn name_alias(aliases: Option<&Aliases>, job: &NewJob, id: &Str) -> Result<(), Refusal> {
     match (aliases, job.alias) {
-        (Some(h), Some(a)) => h.set(a.ptr(), id.ptr()),
+        (Some(h), Some(a)) => h.set(a.str_ref(), id.str_ref()),
         _ => Ok(()),
     }
 }
@@ -158,9 +158,9 @@ impl Verb for Enqueue {
         if let Some(c) = replaced {
             c.delete();
         }
-        ready.put(id.ptr(), job.priority, End::lifo(a.o.lifo))?;
-        let alias = job.alias.map(|a| a.ptr());
-        events.emit(x, Some(id.ptr()), Event::Added { name: a.name.ptr(), prio: job.priority, alias })?;
+        ready.put(id.str_ref(), job.priority, End::lifo(a.o.lifo))?;
+        let alias = job.alias.map(|a| a.str_ref());
+        events.emit(x, Some(id.str_ref()), Event::Added { name: a.name.str_ref(), prio: job.priority, alias })?;
         crate::queue::exists(x);
         Ok(Reply::Int(1))
     }

@@ -47,7 +47,7 @@ impl Verb for Extend {
         let job = Holder::open(x)?;
         job.check(&a.token)?;
         let deadline = domain::deadline(x.now(), ms);
-        job.active.zadd(deadline, job.id.ptr())?;
+        job.active.zadd(deadline, job.id.str_ref())?;
         Ok(Reply::Int(deadline))
     }
 }

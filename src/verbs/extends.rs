@@ -66,7 +66,7 @@ impl Verb for Extends {
         for (row, (id, token)) in rows.iter().zip(&a.pairs) {
             // Held: the row carries the token and the job is in active (ZADD XX moves only
             // a member that is there).
-            if Row(row).held_by(token) && active.zadd_existing(deadline, id.ptr())? {
+            if Row(row).held_by(token) && active.zadd_existing(deadline, id.str_ref())? {
                 out.push(Reply::Int(deadline));
             } else {
                 out.push(Reply::Int(0));

@@ -147,11 +147,11 @@ impl Verb for Fail {
         let release =
             if next == AfterFail::Fail { Release::finishing_of(x, id_bytes, dedup)? } else { Release::default() };
 
-        job.active.zrem(id.ptr());
+        job.active.zrem(id.str_ref());
         job.active.signal_ready();
-        let (error, made_s) = (a.error.ptr(), x.int(made)?);
-        let mut fields: queue::Pairs = smallvec::smallvec![(&field::ERROR, error), (&field::MADE, made_s.ptr())];
-        fields.extend(a.stack.map(|s| (&field::STACK, s.ptr())));
+        let (error, made_s) = (a.error.str_ref(), x.int(made)?);
+        let mut fields: queue::Pairs = smallvec::smallvec![(&field::ERROR, error), (&field::MADE, made_s.str_ref())];
+        fields.extend(a.stack.map(|s| (&field::STACK, s.str_ref())));
         // Leaving active clears the token, and the stack of an earlier failure without STACK.
         let cleared: &[&Lit] = if a.stack.is_some() { &[&field::TOKEN] } else { &[&field::TOKEN, &field::STACK] };
         let reply = match next {
@@ -170,24 +170,24 @@ impl Verb for Fail {
                     row.hdel(&[&field::STACK])?;
                 }
                 release.apply();
-                events.emit(x, Some(id.ptr()), Event::Failed { error, attempt: made, attempts })?;
+                events.emit(x, Some(id.str_ref()), Event::Failed { error, attempt: made, attempts })?;
                 c"failed"
             }
             AfterFail::Retry => {
-                let state = ready.put(id.ptr(), r.priority(), End::lifo(lifo))?;
-                fields.push((&field::STATE, state.lit().get()));
+                let state = ready.put(id.str_ref(), r.priority(), End::lifo(lifo))?;
+                fields.push((&field::STATE, state.lit().str_ref()));
                 row.hset(&fields)?;
                 row.hdel(cleared)?;
-                events.emit(x, Some(id.ptr()), Event::Waiting { prev: State::Active })?;
+                events.emit(x, Some(id.str_ref()), Event::Waiting { prev: State::Active })?;
                 c"retry"
             }
             AfterFail::Delay(d) => {
                 let due = now.saturating_add(d).min(domain::TIME_MAX);
-                delayed.zadd(due, id.ptr())?;
-                fields.push((&field::STATE, State::Delayed.lit().get()));
+                delayed.zadd(due, id.str_ref())?;
+                fields.push((&field::STATE, State::Delayed.lit().str_ref()));
                 row.hset(&fields)?;
                 row.hdel(cleared)?;
-                events.emit(x, Some(id.ptr()), Event::Delayed { due })?;
+                events.emit(x, Some(id.str_ref()), Event::Delayed { due })?;
                 queue::due_at(x, due);
                 c"delayed"
             }

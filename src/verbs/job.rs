@@ -63,7 +63,7 @@ impl Verb for Inspect {
             let id = x.string(x.id)?;
             let set = x.open_undeclared(role, b"", Access::Read)?;
             set.exists_as(Kind::ZSet)?;
-            Ok(set.zscore(id.ptr()).map_or(Reply::Null, |s| Reply::Int(s as i64)))
+            Ok(set.zscore(id.str_ref()).map_or(Reply::Null, |s| Reply::Int(s as i64)))
         };
         let deadline = score_in(Active, State::Active)?;
         let due = score_in(Delayed, State::Delayed)?;

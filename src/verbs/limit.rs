@@ -81,17 +81,17 @@ impl Verb for Limit {
         let changed = match a {
             Args::Rate(Some(rate)) => {
                 let text = limit::rate_text(x, rate, window)?;
-                meta.hset(&[(&meta::RATE, text.ptr())])?;
+                meta.hset(&[(&meta::RATE, text.str_ref())])?;
                 true
             }
             Args::Concurrency(Some(c)) => {
                 let c = x.int(c)?;
-                meta.hset(&[(&meta::CONCURRENCY, c.ptr())])?;
+                meta.hset(&[(&meta::CONCURRENCY, c.str_ref())])?;
                 true
             }
             Args::For(ms) => {
                 let until = x.int(x.now().saturating_add(ms))?;
-                meta.hset(&[(&meta::HOLD_UNTIL, until.ptr())])?;
+                meta.hset(&[(&meta::HOLD_UNTIL, until.str_ref())])?;
                 // Nothing more may be claimed: no waiter to wake.
                 return Ok(Reply::Int(1));
             }
@@ -110,7 +110,7 @@ impl Verb for Limit {
                 meta.hdel(&[&meta::HOLD_UNTIL])?;
                 if let (Some(rate), Some(_)) = (now_limits.rate, window) {
                     let text = limit::rate_text(x, rate, None)?;
-                    meta.hset(&[(&meta::RATE, text.ptr())])?;
+                    meta.hset(&[(&meta::RATE, text.str_ref())])?;
                 }
                 held || window.is_some()
             }

@@ -68,10 +68,10 @@ pub fn checked<'a>(x: &Exec<'a>, line: &ArgStr<'a>, keep: Option<i64>) -> Result
 
 /// Appends `line` to `log`, keeping its newest `keep` lines; replies the log's length.
 pub fn append(log: &Key, line: ArgStr, keep: i64) -> Result<Reply, Refusal> {
-    if line.ptr().is_missing() {
+    if line.str_ref().is_missing() {
         return Err(crate::errors::host_reply());
     }
-    log.rpush(line.ptr())?;
+    log.rpush(line.str_ref())?;
     let over = log.len().saturating_sub(u64::try_from(keep).unwrap_or(u64::MAX));
     log.lpop_drop(usize::try_from(over).unwrap_or(usize::MAX));
     Ok(Reply::Int(i64::try_from(log.len()).unwrap_or(i64::MAX)))

@@ -88,7 +88,7 @@ impl Verb for Obliterate {
         // Write: the rows and their entries; the queue's own keys once no job is left.
         wait.rpop_drop(from_wait.len());
         for ((_, set), taken) in zsets.iter().zip(&from_sets) {
-            set.zrem_many(&taken.iter().map(Str::ptr).collect::<Vec<_>>());
+            set.zrem_many(&taken.iter().map(Str::str_ref).collect::<Vec<_>>());
         }
         rows.delete();
         let alias = x.open_undeclared_existing(Alias, b"", Access::Write)?;

@@ -57,29 +57,29 @@ impl Verb for Priority {
         let moved = match (state, p) {
             (Some(State::Wait), 0) => None,
             (Some(State::Wait), _) => {
-                ready.wait.lrem(id.ptr())?;
-                Some(ready.put(id.ptr(), p, End::Back)?)
+                ready.wait.lrem(id.str_ref())?;
+                Some(ready.put(id.str_ref(), p, End::Back)?)
             }
             (Some(State::Prio), 0) => {
-                ready.prio.zrem(id.ptr());
-                Some(ready.put(id.ptr(), 0, End::lifo(a.lifo))?)
+                ready.prio.zrem(id.str_ref());
+                Some(ready.put(id.str_ref(), 0, End::lifo(a.lifo))?)
             }
             (Some(State::Prio), _) => {
-                ready.prio.zadd(p, id.ptr())?;
+                ready.prio.zadd(p, id.str_ref())?;
                 None
             }
             _ => None,
         };
         match (&value, moved) {
-            (Some(v), Some(st)) => row.hset(&[(&field::PRIORITY, v.ptr()), (&field::STATE, st.lit().get())])?,
-            (Some(v), None) => row.hset(&[(&field::PRIORITY, v.ptr())])?,
+            (Some(v), Some(st)) => row.hset(&[(&field::PRIORITY, v.str_ref()), (&field::STATE, st.lit().str_ref())])?,
+            (Some(v), None) => row.hset(&[(&field::PRIORITY, v.str_ref())])?,
             (None, Some(st)) => {
-                row.hset(&[(&field::STATE, st.lit().get())])?;
+                row.hset(&[(&field::STATE, st.lit().str_ref())])?;
                 row.hdel(&[&field::PRIORITY])?;
             }
             (None, None) => row.hdel(&[&field::PRIORITY])?,
         }
-        events.emit(x, Some(id.ptr()), Event::Priority { priority: p })?;
+        events.emit(x, Some(id.str_ref()), Event::Priority { priority: p })?;
         Ok(Reply::Int(1))
     }
 }

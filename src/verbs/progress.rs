@@ -49,12 +49,12 @@ impl<'a> Report<'a> {
 
     /// Stores the report in `row` and writes its event.
     pub fn write(&self, x: &Exec, row: &Key, id: &crate::host::Str, events: &Events) -> Result<(), Refusal> {
-        let value = self.value.ptr();
+        let value = self.value.str_ref();
         if value.is_missing() {
             return Err(crate::errors::host_reply());
         }
         row.hset(&[(&field::PROGRESS, value)])?;
-        events.emit(x, Some(id.ptr()), Event::Progress { value: self.echo.then_some(value) })
+        events.emit(x, Some(id.str_ref()), Event::Progress { value: self.echo.then_some(value) })
     }
 }
 

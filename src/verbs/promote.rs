@@ -39,13 +39,13 @@ impl Verb for Promote {
         let ready = Ready::open(x)?;
         let events = Events::open(x)?;
         let id = x.string(x.id)?;
-        if Row(&row).state() != Some(State::Delayed) || delayed.zscore(id.ptr()).is_none() {
+        if Row(&row).state() != Some(State::Delayed) || delayed.zscore(id.str_ref()).is_none() {
             return Err(not_in(x.id, "delayed"));
         }
-        delayed.zrem(id.ptr());
-        let state = ready.put(id.ptr(), Row(&row).priority(), End::Back)?;
-        row.hset(&[(&field::STATE, state.lit().get())])?;
-        events.emit(x, Some(id.ptr()), Event::Waiting { prev: State::Delayed })?;
+        delayed.zrem(id.str_ref());
+        let state = ready.put(id.str_ref(), Row(&row).priority(), End::Back)?;
+        row.hset(&[(&field::STATE, state.lit().str_ref())])?;
+        events.emit(x, Some(id.str_ref()), Event::Waiting { prev: State::Delayed })?;
         Ok(Reply::Int(1))
     }
 }

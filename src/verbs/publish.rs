@@ -45,7 +45,7 @@ impl Verb for Publish {
         let channel = x.key_name(Role::Bus)?;
         let Some(append) = plan(x, &m, cap)? else { return Ok(Reply::Null) };
         let entry = append.write()?;
-        let receivers = publish(x.ctx(), channel, m.payload.ptr())?;
+        let receivers = publish(x.ctx(), channel, m.payload.str_ref())?;
         metrics::add(&metrics::PUBLISHED, 1);
         metrics::add(&metrics::RECEIVERS, receivers.unsigned_abs());
         Ok(Reply::Array(vec![Reply::Str(entry), Reply::Int(receivers)]))

@@ -67,11 +67,11 @@ impl Verb for Remove {
         let release = Release::removing(x, job_id, &row)?;
         match state {
             Some(State::Wait) => {
-                wait.lrem(id.ptr())?;
+                wait.lrem(id.str_ref())?;
             }
             Some(s) => {
                 if let Some((_, set)) = sets.iter().find(|(st, _)| *st == s) {
-                    set.zrem(id.ptr());
+                    set.zrem(id.str_ref());
                     if s == State::Active {
                         set.signal_ready();
                     }
@@ -85,7 +85,7 @@ impl Verb for Remove {
         }
         release.apply();
         if let Some(prev) = state {
-            events.emit(x, Some(id.ptr()), Event::Removed { prev })?;
+            events.emit(x, Some(id.str_ref()), Event::Removed { prev })?;
         }
         Ok(Reply::Int(1))
     }

@@ -81,11 +81,11 @@ impl Verb for Reprocess {
             Some(State::Failed) if a.from != Some(State::Completed) => (State::Failed, &failed),
             _ => return Err(not_in(x.id, expected)),
         };
-        if !set.zrem(id.ptr()) {
+        if !set.zrem(id.str_ref()) {
             return Err(not_in(x.id, expected));
         }
-        let state = ready.put(id.ptr(), r.priority(), End::lifo(a.lifo))?;
-        row.hset(&[(&field::STATE, state.lit().get())])?;
+        let state = ready.put(id.str_ref(), r.priority(), End::lifo(a.lifo))?;
+        row.hset(&[(&field::STATE, state.lit().str_ref())])?;
         let mut cleared: smallvec::SmallVec<[&Lit; 9]> = smallvec::smallvec![
             &field::RESULT,
             &field::ERROR,
@@ -102,7 +102,7 @@ impl Verb for Reprocess {
             cleared.push(&field::MADE);
         }
         row.hdel(&cleared)?;
-        events.emit(x, Some(id.ptr()), Event::Waiting { prev })?;
+        events.emit(x, Some(id.str_ref()), Event::Waiting { prev })?;
         Ok(Reply::Int(1))
     }
 }

@@ -43,12 +43,12 @@ impl Verb for Requeue {
         let ready = Ready::open(x)?;
         let events = Events::open(x)?;
         job.check(&token)?;
-        job.active.zrem(job.id.ptr());
+        job.active.zrem(job.id.str_ref());
         job.active.signal_ready();
-        let state = ready.put(job.id.ptr(), Row(&job.row).priority(), End::Front)?;
-        job.row.hset(&[(&field::STATE, state.lit().get())])?;
+        let state = ready.put(job.id.str_ref(), Row(&job.row).priority(), End::Front)?;
+        job.row.hset(&[(&field::STATE, state.lit().str_ref())])?;
         job.row.hdel(&[&field::TOKEN])?;
-        events.emit(x, Some(job.id.ptr()), Event::Waiting { prev: State::Active })?;
+        events.emit(x, Some(job.id.str_ref()), Event::Waiting { prev: State::Active })?;
         Ok(Reply::Int(1))
     }
 }

@@ -41,11 +41,11 @@ impl Verb for Reschedule {
         let delayed = x.open_as(Delayed, Kind::ZSet)?;
         let events = Events::open(x)?;
         let id = x.string(x.id)?;
-        if Row(&row).state() != Some(State::Delayed) || delayed.zscore(id.ptr()).is_none() {
+        if Row(&row).state() != Some(State::Delayed) || delayed.zscore(id.str_ref()).is_none() {
             return Err(not_in(x.id, "delayed"));
         }
-        delayed.zadd(due, id.ptr())?;
-        events.emit(x, Some(id.ptr()), Event::Delayed { due })?;
+        delayed.zadd(due, id.str_ref())?;
+        events.emit(x, Some(id.str_ref()), Event::Delayed { due })?;
         crate::queue::due_at(x, due);
         Ok(Reply::Int(due))
     }

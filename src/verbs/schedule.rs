@@ -106,9 +106,9 @@ impl Verb for Schedule {
         if let Some(c) = replaced {
             c.delete();
         }
-        delayed.zadd(due, id.ptr())?;
-        let alias = job.alias.map(|a| a.ptr());
-        events.emit(x, Some(id.ptr()), Event::Scheduled { due, name: a.name.ptr(), alias })?;
+        delayed.zadd(due, id.str_ref())?;
+        let alias = job.alias.map(|a| a.str_ref());
+        events.emit(x, Some(id.str_ref()), Event::Scheduled { due, name: a.name.str_ref(), alias })?;
         crate::queue::due_at(x, due);
         Ok(Reply::Int(1))
     }

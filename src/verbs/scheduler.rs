@@ -173,7 +173,7 @@ impl Pending {
             return Ok(None);
         }
         let ours = Row(&row).get(&field::SCHEDULER).is_some_and(|s| s.bytes() == x.id);
-        let waiting = Row(&row).state() == Some(State::Delayed) && delayed.zscore(id.ptr()).is_some();
+        let waiting = Row(&row).state() == Some(State::Delayed) && delayed.zscore(id.str_ref()).is_some();
         if !(ours && waiting) {
             return Ok(None);
         }
@@ -183,12 +183,12 @@ impl Pending {
 
     /// Its row, log, alias entry and `delayed` entry deleted; event `removed`.
     fn remove(self, x: &Exec, delayed: &Key, events: &Events) -> Result<(), Refusal> {
-        delayed.zrem(self.id.ptr());
+        delayed.zrem(self.id.str_ref());
         self.row.delete();
         if let Some(c) = self.companions {
             c.delete();
         }
-        events.emit(x, Some(self.id.ptr()), Event::Removed { prev: State::Delayed })
+        events.emit(x, Some(self.id.str_ref()), Event::Removed { prev: State::Delayed })
     }
 }
 
@@ -220,7 +220,7 @@ fn set(x: &mut Exec, s: SetArgs) -> Result<Reply, Refusal> {
     let delayed = x.open_as(Delayed, Kind::ZSet)?;
     let events = Events::open(x)?;
     let sid = x.string(x.id)?;
-    let old_next = scheds.zscore(sid.ptr()).map(|t| t as i64);
+    let old_next = scheds.zscore(sid.str_ref()).map(|t| t as i64);
     let exists = h.kind() == Kind::Hash;
     let old = if exists { qs::spec_of(&h) } else { None };
     let count = if exists { qs::count_of(&h) } else { 0 };
@@ -276,11 +276,11 @@ fn set(x: &mut Exec, s: SetArgs) -> Result<Reply, Refusal> {
     h.delete();
     drop(h);
     let h = x.open_as(Sched, Kind::Hash)?;
-    let mut pairs: Vec<(&Lit, StrRef)> = fields.iter().map(|(f, v)| (*f, v.ptr())).collect();
+    let mut pairs: Vec<(&Lit, StrRef)> = fields.iter().map(|(f, v)| (*f, v.str_ref())).collect();
     pairs.extend(tpl_pairs(&tpl));
     h.hset(&pairs)?;
     qs::advance(x, &h, made.saturating_add(1), &it)?;
-    scheds.zadd(it.at, sid.ptr())?;
+    scheds.zadd(it.at, sid.str_ref())?;
     Ok(Reply::Array(vec![Reply::Str(it.id), Reply::Int(it.at)]))
 }
 
@@ -307,7 +307,7 @@ fn tpl_pairs(tpl: &Template) -> Vec<(&'static Lit, StrRef<'_>)> {
     tpl.fields
         .iter()
         .filter_map(|(rf, v)| {
-            qs::template_fields().into_iter().find(|(_, r)| std::ptr::eq(*r, *rf)).map(|(s, _)| (s, v.ptr()))
+            qs::template_fields().into_iter().find(|(_, r)| std::ptr::eq(*r, *rf)).map(|(s, _)| (s, v.str_ref()))
         })
         .collect()
 }
@@ -351,7 +351,7 @@ fn del(x: &mut Exec) -> Result<Reply, Refusal> {
     let delayed = x.open_as(Delayed, Kind::ZSet)?;
     let events = Events::open(x)?;
     let sid = x.string(x.id)?;
-    let listed = scheds.zscore(sid.ptr()).is_some();
+    let listed = scheds.zscore(sid.str_ref()).is_some();
     if h.kind() == Kind::Empty && !listed {
         return Ok(Reply::Int(0));
     }
@@ -359,7 +359,7 @@ fn del(x: &mut Exec) -> Result<Reply, Refusal> {
     if let Some(p) = pending {
         p.remove(x, &delayed, &events)?;
     }
-    scheds.zrem(sid.ptr());
+    scheds.zrem(sid.str_ref());
     h.delete();
     Ok(Reply::Int(1))
 }

@@ -74,7 +74,7 @@ impl Verb for Schedulers {
             Args::Get(id) => {
                 domain::sched::scheduler_id(&id)?;
                 let sid = x.string(&id)?;
-                if scheds.zscore(sid.ptr()).is_none() {
+                if scheds.zscore(sid.str_ref()).is_none() {
                     return Ok(Reply::Null);
                 }
                 view(x, &id)

@@ -122,7 +122,7 @@ pub fn reclaim(x: &mut Exec, max_stalls: i64, count: i64) -> Result<(Vec<Reply>,
     }
 
     let (mut requeued, mut dead) = (Vec::new(), Vec::new());
-    let taken: Vec<_> = jobs.iter().map(|(id, _)| id.ptr()).collect();
+    let taken: Vec<_> = jobs.iter().map(|(id, _)| id.str_ref()).collect();
     active.zrem_many(&taken);
     if !taken.is_empty() {
         active.signal_ready();
@@ -138,7 +138,7 @@ pub fn reclaim(x: &mut Exec, max_stalls: i64, count: i64) -> Result<(Vec<Reply>,
             Fate::Retire { stalls } => (stalls, Some(Keep::None)),
         };
         let r = Row(row);
-        events.emit(x, Some(id.ptr()), Event::Stalled { stalls })?;
+        events.emit(x, Some(id.str_ref()), Event::Stalled { stalls })?;
         let sc = x.int(stalls)?;
         if let Some(keep) = keep {
             let made = r.int(&field::MADE, 0).saturating_add(1);
@@ -152,16 +152,16 @@ pub fn reclaim(x: &mut Exec, max_stalls: i64, count: i64) -> Result<(Vec<Reply>,
                 id,
                 State::Failed,
                 keep,
-                &[(&field::STALLS, sc.ptr()), (&field::MADE, made_s.ptr()), (&field::ERROR, STALLED.get())],
+                &[(&field::STALLS, sc.str_ref()), (&field::MADE, made_s.str_ref()), (&field::ERROR, STALLED.str_ref())],
                 log,
             )?;
-            events.emit(x, Some(id.ptr()), Event::Failed { error: STALLED.get(), attempt: made, attempts })?;
+            events.emit(x, Some(id.str_ref()), Event::Failed { error: STALLED.str_ref(), attempt: made, attempts })?;
             dead.push(Reply::bulk(id.bytes()));
         } else {
-            let state = ready.put(id.ptr(), r.priority(), End::Front)?;
-            row.hset(&[(&field::STATE, state.lit().get()), (&field::STALLS, sc.ptr())])?;
+            let state = ready.put(id.str_ref(), r.priority(), End::Front)?;
+            row.hset(&[(&field::STATE, state.lit().str_ref()), (&field::STALLS, sc.str_ref())])?;
             row.hdel(&[&field::TOKEN])?;
-            events.emit(x, Some(id.ptr()), Event::Waiting { prev: State::Active })?;
+            events.emit(x, Some(id.str_ref()), Event::Waiting { prev: State::Active })?;
             requeued.push(Reply::bulk(id.bytes()));
         }
     }
