@@ -3,6 +3,8 @@
 //! through the `emq:{T}:seen` window (id → first-append time, trimmed as it goes). APPEND and
 //! PUBLISH compose these; both declare `bus` then `seen` and take `id payload [MAXLEN n]`.
 
+#![forbid(unsafe_code)]
+
 use crate::config;
 use crate::domain::{self, args::Opt, bus};
 use crate::errors::{self, Refusal};

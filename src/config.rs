@@ -4,6 +4,8 @@
 //! declarations (`tests/reference.rs` checks the page against them); the server validates
 //! every value against the range. Verbs read them with `get`.
 
+#![forbid(unsafe_code)]
+
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 use crate::domain;

@@ -2,6 +2,8 @@
 //! first word of the text is the class, and every text is ASCII (the crate's reply path
 //! mangles other characters, and a NUL would abort the server).
 
+#![forbid(unsafe_code)]
+
 use std::fmt::Write;
 
 /// The fence read found no `{emq}:version`.

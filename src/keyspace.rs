@@ -2,6 +2,8 @@
 //! the queue space `emq:{Q}:<role>`. Builders and a strict parser; nothing else in the module
 //! spells a key.
 
+#![forbid(unsafe_code)]
+
 /// The core's reserved space: cross-queue keys, first-byte-disjoint from every queue's keys.
 pub const RESERVE: &[u8] = b"{emq}:";
 /// The fence key, as `Keyspace.version_key/0` builds it.

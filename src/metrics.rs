@@ -1,5 +1,7 @@
 //! `INFO trafikey`: calls per verb, refusals per error class, and what the sweeps did.
 
+#![forbid(unsafe_code)]
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use valkey_module::{InfoContext, ValkeyResult};

@@ -11,6 +11,8 @@
 //! every queue again. Upkeep visits only the queues whose time has come; a queue leaves the
 //! list when upkeep finds none of its keys left.
 
+#![forbid(unsafe_code)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::raw::c_int;
 use std::sync::{Mutex, MutexGuard};

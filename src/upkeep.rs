@@ -23,6 +23,8 @@
 //! verb's, each tick one transaction. A lease is reclaimed once: reclaiming takes it out of
 //! `active`.
 
+#![forbid(unsafe_code)]
+
 use std::os::raw::c_int;
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;

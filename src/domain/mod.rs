@@ -1,6 +1,8 @@
 //! Pure decisions: no server types, each a plain function with its unit tests. The verbs ask
 //! these; the host carries out what they decide.
 
+#![forbid(unsafe_code)]
+
 pub mod args;
 pub mod bus;
 pub mod claim;

@@ -117,11 +117,6 @@ impl Str {
     }
 
     #[inline(always)]
-    pub fn ptr(&self) -> StrRef<'_> {
-        self.str_ref()
-    }
-
-    #[inline(always)]
     pub(in crate::host) fn raw(&self) -> *mut RedisModuleString {
         self.ptr.as_ptr()
     }
@@ -185,11 +180,6 @@ impl Lit {
     #[inline(always)]
     pub fn str_ref(&self) -> StrRef<'_> {
         StrRef::of(self.raw())
-    }
-
-    #[inline(always)]
-    pub fn get(&self) -> StrRef<'_> {
-        self.str_ref()
     }
 
     /// The server string (NULL only if the server could not make it).

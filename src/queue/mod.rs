@@ -3,6 +3,8 @@
 //! and retention (`retention`), the holder's lease (`holder`); and below, what the queue
 //! tells upkeep's agenda. Verbs compose these, opening each key by its role.
 
+#![forbid(unsafe_code)]
+
 pub mod alias;
 pub mod dedup;
 pub mod events;

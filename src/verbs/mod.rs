@@ -10,6 +10,8 @@
 //! and the reference page's synopses all come from it. Adding a command: its file here, its
 //! line in the list, its section on the reference page (README.md beside this file).
 
+#![forbid(unsafe_code)]
+
 use crate::errors::Refusal;
 use crate::host::command::Command;
 use crate::host::ArgStr;
