@@ -250,7 +250,8 @@ impl<'a> NewJob<'a> {
         let prio = (self.priority != 0).then(|| x.int(self.priority)).transpose()?;
         let attempts = (self.attempts != 1).then(|| x.int(self.attempts)).transpose()?;
         let backoff = self.backoff.map(|b| x.string(domain::backoff_encode(b).as_bytes())).transpose()?;
-        let expire = self.expire.map(|t| x.int(t)).transpose()?;
+        // Declared before `pairs`, which borrows it, so that it outlives it.
+        let expire;
         let mut pairs: Pairs = smallvec::smallvec![
             (&field::STATE, state.lit().str_ref()),
             (&field::NAME, name),
@@ -261,6 +262,7 @@ impl<'a> NewJob<'a> {
         pairs.extend(attempts.as_ref().map(|v| (&field::ATTEMPTS, v.str_ref())));
         pairs.extend(backoff.as_ref().map(|v| (&field::BACKOFF, v.str_ref())));
         pairs.extend(self.opts.map(|v| (&field::OPTS, v.str_ref())));
+        expire = self.expire.map(|t| x.int(t)).transpose()?;
         pairs.extend(expire.as_ref().map(|v| (&field::EXPIRE, v.str_ref())));
         if let Some(v) = self.alias {
             pairs.push((&field::ALIAS, v.str_ref()));
