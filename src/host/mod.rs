@@ -225,6 +225,7 @@ impl<'a> Exec<'a> {
         self.key_arg(role.into()).map(StrRef::of)
     }
 
+    /// `key_name`'s pointer, for the host's own calls.
     #[inline]
     fn key_arg(&self, role: KeyRole) -> Result<*mut RedisModuleString, Refusal> {
         let i = self.cmd.position(role).ok_or_else(errors::host_reply)?;

@@ -19,14 +19,16 @@ pub struct StrRef<'a> {
     owner: PhantomData<&'a RedisModuleString>,
 }
 
-impl StrRef<'_> {
+impl StrRef<'static> {
     /// No server string behind it (a detached argument's, a constant the server could not
     /// make): a write of one refuses.
-    pub const MISSING: StrRef<'static> = StrRef { ptr: std::ptr::null_mut(), owner: PhantomData };
+    pub const MISSING: StrRef<'static> = StrRef::of(std::ptr::null_mut());
+}
 
+impl<'a> StrRef<'a> {
     /// The caller vouches that `ptr` lives for `'a` (or is NULL).
     #[inline(always)]
-    pub(in crate::host) const fn of<'a>(ptr: *mut RedisModuleString) -> StrRef<'a> {
+    pub(in crate::host) const fn of(ptr: *mut RedisModuleString) -> StrRef<'a> {
         StrRef { ptr, owner: PhantomData }
     }
 
