@@ -1825,6 +1825,7 @@ impl Model {
             events_exist: self.events_exist,
             aliases: self.aliases.clone(),
             dedups: self.dedups.clone(),
+            limit_times: (self.lim.hold, self.lim.count, self.lim.until),
         }
     }
 }

@@ -49,6 +49,10 @@ pub struct View {
     pub aliases: BTreeMap<Vec<u8>, Vec<u8>>,
     /// The live DEDUP ids among `DEDUP_IDS`: id → (the job, its expiry time if it has one).
     pub dedups: BTreeMap<Vec<u8>, (Vec<u8>, Option<i64>)>,
+    /// The times `meta` keeps for the limits: FOR's end and the rate window (jobs claimed in
+    /// it, its end), 0 when absent. In the view so that a step whose reply does not show the
+    /// instant it ran at (TRA.LIMIT FOR, a rate-limited CLAIM) pins it by what it wrote.
+    pub limit_times: (i64, i64, i64),
 }
 
 pub fn cmd(parts: &[&[u8]]) -> Vec<Vec<u8>> {
@@ -122,6 +126,7 @@ pub fn read_view(
         cmds.push(vec![b"GET".to_vec(), k.clone()]);
         cmds.push(vec![b"PEXPIRETIME".to_vec(), k]);
     }
+    cmds.push(cmd(&[b"HMGET", q.k("meta").as_bytes(), b"hold-until", b"rate"]));
     let r = c.pipeline(&cmds);
     let mut wait: Vec<Vec<u8>> = arr(&r[0])?.iter().map(bulk).collect::<Result<_, _>>()?;
     wait.reverse();
@@ -197,6 +202,17 @@ pub fn read_view(
         };
         dedups.insert(d.to_vec(), (bulk(&r[at])?, until));
     }
+    let limit_times = {
+        let at = 11 + 2 * pool + 2 * DEDUP_IDS.len();
+        let got = arr(&r[at])?;
+        let hold = if got[0].is_nil() { 0 } else { int_of(&bulk(&got[0])?)? };
+        let rate = if got[1].is_nil() { Vec::new() } else { bulk(&got[1])? };
+        let words: Vec<i64> = rate.split(|b| *b == b' ').filter_map(|w| int_of(w).ok()).collect();
+        match words.as_slice() {
+            [_, _, count, until] => (hold, *count, *until),
+            _ => (hold, 0, 0),
+        }
+    };
     let mut events = Vec::new();
     for e in arr(&r[7 + pool])? {
         let e = arr(e)?;
@@ -254,6 +270,7 @@ pub fn read_view(
         events_exist,
         aliases,
         dedups,
+        limit_times,
     };
     Ok((view, events))
 }
@@ -336,7 +353,7 @@ pub fn differences(
             .collect::<Vec<_>>()
             .join(" ")
     };
-    let sets: [(&str, String, String); 11] = [
+    let sets: [(&str, String, String); 12] = [
         ("wait (claim order)", show_ids(&m.wait), show_ids(&s.wait)),
         ("prio", show_scored(&m.prio), show_scored(&s.prio)),
         ("active", show_scored(&m.active), show_scored(&s.active)),
@@ -348,6 +365,7 @@ pub fn differences(
         ("events exist", m.events_exist.to_string(), s.events_exist.to_string()),
         ("aliases", format!("{:?}", show_pairs(&m.aliases)), format!("{:?}", show_pairs(&s.aliases))),
         ("dedup ids", show_dedups(m), show_dedups(s)),
+        ("limit times (hold, count, until)", format!("{:?}", m.limit_times), format!("{:?}", s.limit_times)),
     ];
     for (name, a, b) in sets {
         if a != b {
