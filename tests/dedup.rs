@@ -303,6 +303,28 @@ fn replace_swaps_a_delayed_holder_for_the_new_job() {
     assert!(!snap.rows.contains_key(&jid(5)));
 }
 
+#[test]
+fn without_replace_a_delayed_holder_is_kept() {
+    let (_s, mut c, q) = setup("keep");
+    assert_eq!(schedule(&mut c, &q, &jid(1), "+600000", &[b"DEDUP", b"k"]), Reply::Int(1));
+    // A delayed holder, and each producer verb without REPLACE: a duplicate, nothing replaced.
+    assert_eq!(q.enqueue(&mut c, &jid(2), &[b"DEDUP", b"k"]), bulk(&jid(1)));
+    assert_eq!(schedule(&mut c, &q, &jid(3), "+5", &[b"DEDUP", b"k"]), bulk(&jid(1)));
+    let r = run(
+        &mut c,
+        &add_cmd(&q, &[(&jid(4), "x", &["DEDUP", "k"]), (&jid(5), "x", &["DELAY", "+5", "DEDUP", "k"])]),
+    );
+    assert_eq!(r, Reply::Array(vec![bulk(&jid(1)), bulk(&jid(1))]));
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.sets["delayed"], [jid(1)]);
+    assert!(snap.sets["wait"].is_empty());
+    assert_eq!(snap.rows.keys().collect::<Vec<_>>(), [&jid(1)]);
+    assert_eq!(holder(&mut c, &q, "k"), Some(jid(1)));
+    let refused: Vec<_> = events(&mut c, &q).into_iter().filter(|e| e[1] == "deduplicated").collect();
+    assert_eq!(refused.len(), 4);
+    assert!(refused.iter().all(|e| e[3] == jid(1) && e[6] == "refused"));
+}
+
 /// A holder's log, written with TRA.ADDLOG (no lease needed).
 fn log_line_any(c: &mut Conn, q: &Q, id: &str) {
     let log = format!("emq:{{{}}}:log:{id}", q.0);
