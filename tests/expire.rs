@@ -104,6 +104,25 @@ fn upkeep_fails_what_expires_waiting_by_itself() {
     assert_eq!(q.run(&mut c, "EMQ.COMPLETE", &jid(1), &[b"w", b"ok"]), Reply::Int(1));
 }
 
+/// One upkeep step that both promotes a due job and meets another that expired waiting fails
+/// the second: the promotion set aside only its own jobs.
+#[test]
+fn upkeep_fails_an_expired_job_in_the_step_that_promotes_another() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("both");
+    let at = (server_ms(&mut c) + 50).to_string();
+    assert_eq!(q.run(&mut c, "EMQ.SCHEDULE", &jid(1), &[at.as_bytes(), b"n", b"d"]), Reply::Int(1));
+    assert_eq!(q.enqueue(&mut c, &jid(2), &[b"EXPIRE", at.as_bytes()]), Reply::Int(1));
+    let at: i64 = at.parse().unwrap();
+    wait_for(|| server_ms(&mut c) > at, "both times pass with upkeep off");
+    assert_eq!(c.call(&[b"CONFIG", b"SET", b"trafikey.upkeep", b"yes"]), Reply::Simple("OK".into()));
+    wait_for(|| expired(&q.snapshot(&mut c), &jid(2)), "upkeep fails the expired job");
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.state_of(&jid(1)).as_deref(), Some("wait"), "and promotes the due one");
+    assert_eq!(info_field(&mut c, "trafikey", "trafikey_upkeep_expired"), "1");
+}
+
 /// Upkeep's work a call is bounded by a window at the tail of `wait` (where CLAIM takes from):
 /// a job that expires deeper in a long list is left for the CLAIM that reaches it, whose
 /// search for it is bounded too; one as old near the tail is failed by upkeep.

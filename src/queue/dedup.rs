@@ -250,10 +250,6 @@ impl Release {
         Ok(Release { key: held.then_some(key) })
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.key.is_none()
-    }
-
     /// The key to delete, for a caller that deletes its keys together.
     pub fn into_key(self) -> Option<Key> {
         self.key
