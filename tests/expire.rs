@@ -123,6 +123,27 @@ fn upkeep_fails_an_expired_job_in_the_step_that_promotes_another() {
     assert_eq!(info_field(&mut c, "trafikey", "trafikey_upkeep_expired"), "1");
 }
 
+/// The index of EXPIRE times is kept in memory and not told of deletions: a job removed and
+/// made again under its id without EXPIRE still has its old entry, which upkeep meets at that
+/// time and must leave be (the row, not the index, says whether the job expired).
+#[test]
+fn upkeep_leaves_a_job_made_again_without_its_old_expire() {
+    let s = Server::installed();
+    let mut c = s.conn();
+    let q = Q::new("again");
+    let now = server_ms(&mut c);
+    let (at, later) = ((now + 150).to_string(), (now + 151).to_string());
+    assert_eq!(q.enqueue(&mut c, &jid(1), &[b"EXPIRE", at.as_bytes()]), Reply::Int(1));
+    assert_eq!(q.run(&mut c, "TRA.REMOVE", &jid(1), &[]), Reply::Int(1));
+    assert_eq!(q.enqueue(&mut c, &jid(1), &[]), Reply::Int(1));
+    // A job expiring just after: once it is failed, upkeep has met the old entry too.
+    assert_eq!(q.enqueue(&mut c, &jid(2), &[b"EXPIRE", later.as_bytes()]), Reply::Int(1));
+    wait_for(|| expired(&q.snapshot(&mut c), &jid(2)), "upkeep fails the job that expired");
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.state_of(&jid(1)).as_deref(), Some("wait"));
+    assert_eq!(info_field(&mut c, "trafikey", "trafikey_upkeep_expired"), "1");
+}
+
 /// Upkeep's work a call is bounded by a window at the tail of `wait` (where CLAIM takes from):
 /// a job that expires deeper in a long list is left for the CLAIM that reaches it, whose
 /// search for it is bounded too; one as old near the tail is failed by upkeep.
