@@ -231,6 +231,23 @@ fn a_queue_in_another_database_is_kept_in_its_own() {
     wait_for(|| state(&mut c, &q, &jid(1)).as_deref() == Some("wait"), "upkeep promotes in database 2");
 }
 
+/// A queue whose keys were all deleted behind upkeep's back (not by a flush, which upkeep
+/// hears of) is forgotten at its next visit, which finds none of them.
+#[test]
+fn a_queue_whose_keys_are_gone_is_forgotten_at_its_next_visit() {
+    let s = Server::installed();
+    let mut c = s.conn();
+    let q = Q::new("gone");
+    schedule(&mut c, &q, &jid(1), "+150");
+    assert_eq!(c.call(&[b"TRA.QUEUES"]).array()[1].strings(), ["gone"]);
+    let keys = [q.k("delayed"), q.k("events"), q.job(&jid(1))];
+    let mut del: Vec<&[u8]> = vec![b"DEL"];
+    del.extend(keys.iter().map(|k| k.as_bytes()));
+    assert_eq!(c.call(&del), Reply::Int(3));
+    assert_eq!(c.call(&[b"KEYS", b"emq:{gone}:*"]).array().len(), 0);
+    wait_for(|| c.call(&[b"TRA.QUEUES"]).array()[1].array().is_empty(), "the visit forgets the queue");
+}
+
 #[test]
 fn a_flush_forgets_and_an_uninstalled_database_is_left_alone() {
     let s = Server::installed();
