@@ -155,18 +155,20 @@ pub fn plan(
 
 impl Iteration {
     /// Create the iteration's job in `delayed` at its time: the template's fields, its
-    /// creation time, its custom id, its scheduler and time; one `delayed` event (as
-    /// SCHEDULE's).
+    /// creation time, its custom id, its scheduler, time and number (`round`, 1 for the
+    /// first); one `delayed` event (as SCHEDULE's).
+    #[allow(clippy::too_many_arguments)]
     pub fn make(
         &self,
         x: &Exec,
         sid: &Str,
         tpl: &Template,
+        round: i64,
         delayed: &Key,
         aliases: &Aliases,
         events: &Events,
     ) -> Result<(), Refusal> {
-        let (created, at) = (x.int(x.now())?, x.int(self.at)?);
+        let (created, at, round) = (x.int(x.now())?, x.int(self.at)?, x.int(round)?);
         let mut pairs: Pairs = smallvec::smallvec![(&field::STATE, State::Delayed.lit().get())];
         pairs.extend(tpl.fields.iter().map(|(f, v)| (*f, v.ptr())));
         pairs.extend([
@@ -174,6 +176,7 @@ impl Iteration {
             (&field::ALIAS, self.alias.ptr()),
             (&field::SCHEDULER, sid.ptr()),
             (&field::ITERATION, at.ptr()),
+            (&field::ROUND, round.ptr()),
         ]);
         self.row.hset(&pairs)?;
         aliases.set(self.alias.ptr(), self.id.ptr())?;
@@ -195,9 +198,10 @@ pub fn advance(x: &Exec, h: &Key, count: i64, it: &Iteration) -> Result<(), Refu
     h.hset(&[(&sfield::COUNT, count.ptr()), (&sfield::NEXT, next.ptr()), (&sfield::JOB, it.id.ptr())])
 }
 
-/// What upkeep does with one scheduler whose time has come.
-enum Due {
-    /// The zset names a scheduler without a (valid) hash: dropped.
+/// What a call that takes a scheduler's pending iteration does with the scheduler.
+enum Step {
+    /// The hash names the job but holds no rule the module can read (a client wrote it): the
+    /// scheduler leaves `scheds`, counted as an orphan.
     Orphan(Str),
     /// No iteration after this one (LIMIT, END, no time left): the scheduler is deleted.
     Ended(Str, Key),
@@ -205,66 +209,103 @@ enum Due {
     Next { sid: Str, h: Key, count: i64, it: Iteration, tpl: Template },
 }
 
-/// Upkeep's step for a queue's schedulers: for each whose pending iteration's time has come
-/// (at most `budget`, earliest first), make the next iteration, or end the scheduler. Checked
-/// whole before anything is written. Returns how many schedulers it handled.
-pub fn fire(
-    x: &mut Exec,
-    scheds: &Key,
-    delayed: &Key,
-    events: &Events,
-    budget: usize,
-) -> Result<usize, Refusal> {
-    let now = x.now();
-    let due = scheds.zrange(f64::NEG_INFINITY, now as f64, budget);
-    if due.is_empty() {
-        return Ok(0);
-    }
-    let aliases = Aliases::open(x)?;
-    let mut plans = Vec::with_capacity(due.len());
-    let mut ids: Vec<Vec<u8>> = Vec::new();
-    for (sid, score) in due {
-        let h = x.open_undeclared(Role::Sched, sid.bytes(), Access::Update)?;
-        let spec = if h.exists_as(Kind::Hash)? { spec_of(&h) } else { None };
-        let (Some(spec), Some(tpl)) = (spec, Template::of(&h)) else {
-            plans.push(Due::Orphan(sid));
-            continue;
-        };
-        let count = count_of(&h);
-        let next = spec.after(score as i64, now).filter(|_| spec.may_make(count));
-        let taken: Vec<&[u8]> = ids.iter().map(Vec::as_slice).collect();
-        let it = match next {
-            Some(t) => plan(x, &aliases, sid.bytes(), &spec, t, &taken, None)?,
-            None => None,
-        };
-        match it {
-            Some(it) => {
-                ids.push(it.id.bytes().to_vec());
-                plans.push(Due::Next { sid, h, count: count.saturating_add(1), it, tpl });
+/// The successors a call makes for the pending iterations it takes (to `active`, or out of
+/// the queue): planned and checked whole before the call's first write, made after its own.
+#[derive(Default)]
+pub struct Succession {
+    steps: Vec<Step>,
+    scheds: Option<Key>,
+}
+
+impl Succession {
+    /// For the jobs a call takes, each with its row's `rs`: those its scheduler's hash names
+    /// as pending (`job`). An old iteration (retried, reprocessed) or one of a deleted
+    /// scheduler makes none. The next time is after now (`Spec::after`), by the server's clock.
+    pub fn plan<'j>(
+        x: &mut Exec,
+        taken: impl Iterator<Item = (&'j Str, &'j Str)>,
+    ) -> Result<Succession, Refusal> {
+        let now = x.now();
+        let mut steps = Vec::new();
+        let mut aliases: Option<Aliases> = None;
+        let mut ids: Vec<Vec<u8>> = Vec::new();
+        for (jid, sid) in taken {
+            if sched::scheduler_id(sid.bytes()).is_err() {
+                continue;
             }
-            None => plans.push(Due::Ended(sid, h)),
+            let h = x.open_undeclared(Role::Sched, sid.bytes(), Access::Update)?;
+            if !h.exists_as(Kind::Hash)? || h.hget(&sfield::JOB).is_none_or(|j| j.bytes() != jid.bytes()) {
+                continue;
+            }
+            let sid = x.string(sid.bytes())?;
+            let (Some(spec), Some(tpl)) = (spec_of(&h), Template::of(&h)) else {
+                steps.push(Step::Orphan(sid));
+                continue;
+            };
+            let count = count_of(&h);
+            let prev = int(&h, &sfield::NEXT).unwrap_or(now);
+            let next = spec.after(prev, now).filter(|_| spec.may_make(count));
+            let it = match next {
+                Some(t) => {
+                    let a = match aliases.take() {
+                        Some(a) => a,
+                        None => Aliases::open(x)?,
+                    };
+                    let taken: Vec<&[u8]> = ids.iter().map(Vec::as_slice).collect();
+                    let it = plan(x, &a, sid.bytes(), &spec, t, &taken, None)?;
+                    aliases = Some(a);
+                    it
+                }
+                None => None,
+            };
+            match it {
+                Some(it) => {
+                    ids.push(it.id.bytes().to_vec());
+                    steps.push(Step::Next { sid, h, count: count.saturating_add(1), it, tpl });
+                }
+                None => steps.push(Step::Ended(sid, h)),
+            }
         }
+        if steps.is_empty() {
+            return Ok(Succession::default());
+        }
+        let scheds = x.open_undeclared(Role::Scheds, b"", Access::Update)?;
+        scheds.exists_as(Kind::ZSet)?;
+        Ok(Succession { steps, scheds: Some(scheds) })
     }
-    let n = plans.len();
-    for p in plans {
-        match p {
-            Due::Orphan(sid) => {
-                scheds.zrem(sid.ptr());
-                metrics::add(&metrics::ORPHANS, 1);
-            }
-            Due::Ended(sid, h) => {
-                scheds.zrem(sid.ptr());
-                h.delete();
-            }
-            Due::Next { sid, h, count, it, tpl } => {
-                it.make(x, &sid, &tpl, delayed, &aliases, events)?;
-                advance(x, &h, count, &it)?;
-                scheds.zadd(it.at, sid.ptr())?;
-                metrics::add(&metrics::UPKEEP_ITERATIONS, 1);
+
+    /// Makes the planned successors (the alias hash opened afresh: the call's own deletions
+    /// may have emptied it). Returns how many iterations it made.
+    pub fn make(self, x: &mut Exec, delayed: &Key, events: &Events) -> Result<u64, Refusal> {
+        let Some(scheds) = self.scheds else { return Ok(0) };
+        let mut made = 0u64;
+        let aliases = if self.steps.iter().any(|s| matches!(s, Step::Next { .. })) {
+            Some(Aliases::open(x)?)
+        } else {
+            None
+        };
+        for step in self.steps {
+            match step {
+                Step::Orphan(sid) => {
+                    scheds.zrem(sid.ptr());
+                    metrics::add(&metrics::ORPHANS, 1);
+                }
+                Step::Ended(sid, h) => {
+                    scheds.zrem(sid.ptr());
+                    h.delete();
+                }
+                Step::Next { sid, h, count, it, tpl } => {
+                    let aliases = aliases.as_ref().ok_or_else(crate::errors::host_reply)?;
+                    it.make(x, &sid, &tpl, count, delayed, aliases, events)?;
+                    advance(x, &h, count, &it)?;
+                    scheds.zadd(it.at, sid.ptr())?;
+                    made = made.saturating_add(1);
+                }
             }
         }
+        metrics::add(&metrics::SCHED_ITERATIONS, made);
+        Ok(made)
     }
-    Ok(n)
 }
 
 /// The job id a row's branded id check accepts, for the pending job named in a hash.

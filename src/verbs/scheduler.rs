@@ -273,7 +273,7 @@ fn set(x: &mut Exec, s: SetArgs) -> Result<Reply, Refusal> {
         p.remove(x, &delayed, &events)?;
     }
     let aliases = Aliases::open(x)?;
-    it.make(x, &sid, &tpl, &delayed, &aliases, &events)?;
+    it.make(x, &sid, &tpl, made.saturating_add(1), &delayed, &aliases, &events)?;
     h.delete();
     drop(h);
     let h = x.open_as(Sched, Kind::Hash)?;

@@ -152,8 +152,9 @@ pub struct Row {
     pub alias: Option<Vec<u8>>,
     /// `de`: the job's DEDUP id.
     pub dedup: Option<Vec<u8>>,
-    /// `rs` and `rt`: the job scheduler that made the job, and the iteration's time.
-    pub made_by: Option<(Vec<u8>, i64)>,
+    /// `rs`, `rt` and `rn`: the job scheduler that made the job, the iteration's time and
+    /// its number.
+    pub made_by: Option<(Vec<u8>, i64, i64)>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -205,7 +206,8 @@ pub struct Model {
     /// The live DEDUP ids: id → (the job holding it, its expiry when it has a TTL). No TTL a
     /// case draws runs out during the case.
     pub dedups: BTreeMap<Vec<u8>, (Vec<u8>, Option<i64>)>,
-    /// Job schedulers (EVERY only), by id. Upkeep is off: only SET and DEL change them.
+    /// Job schedulers (EVERY only), by id: SET and DEL change them, and a CLAIM that takes
+    /// one's pending iteration makes the next.
     pub scheds: BTreeMap<Vec<u8>, Sched>,
 }
 
@@ -219,6 +221,10 @@ pub struct Sched {
     /// The pending iteration's time and job.
     pub next: i64,
     pub job: Vec<u8>,
+    pub limit: Option<i64>,
+    /// The template.
+    pub name: Vec<u8>,
+    pub data: Vec<u8>,
 }
 
 /// EVERY's next slot k·every + offset after now.
@@ -654,7 +660,7 @@ impl Model {
                 };
                 self.create(&id, &j, now);
                 self.row(&id).state = St::Delayed;
-                self.row(&id).made_by = Some((sid.clone(), at));
+                self.row(&id).made_by = Some((sid.clone(), at, made + 1));
                 self.delayed.insert(id.clone(), at);
                 ev.push(event(
                     "delayed",
@@ -663,7 +669,16 @@ impl Model {
                 ));
                 self.scheds.insert(
                     sid.clone(),
-                    Sched { every, offset: off, count: made + 1, next: at, job: id.clone() },
+                    Sched {
+                        every,
+                        offset: off,
+                        count: made + 1,
+                        next: at,
+                        job: id.clone(),
+                        limit: *limit,
+                        name: name.clone(),
+                        data: data.clone(),
+                    },
                 );
                 Ok(Reply::Array(vec![Reply::Bulk(id), Reply::Int(at)]))
             }
@@ -1623,6 +1638,7 @@ impl Model {
             ("dedup", opt_bulk(&r.dedup)),
             ("scheduler", opt_bulk(&r.made_by.as_ref().map(|m| m.0.clone()))),
             ("iteration", opt_int(r.made_by.as_ref().map(|m| m.1))),
+            ("count", opt_int(r.made_by.as_ref().map(|m| m.2))),
         ];
         Reply::Array(facts.into_iter().flat_map(|(k, v)| [Reply::Bulk(k.as_bytes().to_vec()), v]).collect())
     }
@@ -1704,6 +1720,7 @@ impl Model {
             self.retire(Finished::Failed, before, added, keep, true, None, now);
         }
         let mut out = Vec::new();
+        let taken_ids = picked.clone();
         for id in picked {
             let r = self.row(&id);
             r.state = St::Active;
@@ -1725,7 +1742,58 @@ impl Model {
                 Reply::Int(attempt),
             ]));
         }
+        for id in &taken_ids {
+            self.succeed(id, now, ev);
+        }
         (out, expired.len())
+    }
+
+    /// A job taken that its scheduler names as pending: the next iteration, one interval on
+    /// or the next slot after now, past times whose custom id a live job holds (8 tries);
+    /// without one (LIMIT, no free id) the scheduler ends.
+    pub fn succeed(&mut self, id: &[u8], now: i64, ev: &mut Vec<Event>) {
+        let Some((sid, _, _)) = self.rows.get(id).and_then(|r| r.made_by.clone()) else { return };
+        let Some(sc) = self.scheds.get(&sid).cloned() else { return };
+        if sc.job != id {
+            return;
+        }
+        let alias_of = |at: i64| format!("repeat:{}:{at}", String::from_utf8_lossy(&sid)).into_bytes();
+        let mut at = every_after(sc.next, sc.every, sc.offset, now);
+        let mut free = sc.limit.is_none_or(|l| sc.count < l);
+        let mut tries = 0;
+        while free && self.aliases.contains_key(&alias_of(at)) {
+            tries += 1;
+            if tries == 8 {
+                free = false;
+            }
+            at = every_after(at, sc.every, sc.offset, now);
+        }
+        let jid = if free {
+            (0..8u64).map(|p| iteration_id(&sid, at, p)).find(|i| !self.rows.contains_key(i))
+        } else {
+            None
+        };
+        let Some(jid) = jid else {
+            self.scheds.remove(&sid);
+            return;
+        };
+        let alias = alias_of(at);
+        let j = Checked {
+            name: sc.name.clone(),
+            data: sc.data.clone(),
+            priority: 0,
+            attempts: 1,
+            backoff: None,
+            expire: None,
+            alias: Some(alias.clone()),
+            dedup: None,
+        };
+        self.create(&jid, &j, now);
+        self.row(&jid).state = St::Delayed;
+        self.row(&jid).made_by = Some((sid.clone(), at, sc.count + 1));
+        self.delayed.insert(jid.clone(), at);
+        ev.push(event("delayed", Some(&jid), &[("due", n(at)), ("name", sc.name.clone()), ("alias", alias)]));
+        self.scheds.insert(sid, Sched { count: sc.count + 1, next: at, job: jid, ..sc });
     }
 
     pub fn create(&mut self, id: &[u8], j: &Checked, now: i64) {
