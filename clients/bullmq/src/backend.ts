@@ -1756,7 +1756,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   /**
    * A worker's step after it took an iteration: BullMQ's client makes the next one here. The
-   * server made it already (when the iteration's time came), so this writes nothing.
+   * claim that took the iteration made it already, in the same command, so this writes
+   * nothing.
    */
   async updateJobSchedulerNextMillis(): Promise<string | null> {
     return null;
@@ -2006,7 +2007,13 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       const createdAt = num(row.created) ?? at;
       const r = (blob as { r?: Record<string, unknown> }).r ?? {};
       const iterationDelay = Math.max(0, at - createdAt);
-      json.opts = { ...opts, jobId: `repeat:${row.scheduler}:${at}`, repeatJobKey: String(row.scheduler), prevMillis: at, delay: iterationDelay, repeat: { ...r } } as JobsOptions;
+      const repeat: Record<string, unknown> = { ...r };
+      const round = num(row.count);
+      if (round) {
+        // The iteration's number, kept in its row by the server (BullMQ's `repeat.count`).
+        repeat.count = round;
+      }
+      json.opts = { ...opts, jobId: `repeat:${row.scheduler}:${at}`, repeatJobKey: String(row.scheduler), prevMillis: at, delay: iterationDelay, repeat } as JobsOptions;
       json.repeatJobKey = String(row.scheduler);
       if (state === 'delayed' && made === 0) {
         json.delay = iterationDelay;
