@@ -8,9 +8,8 @@
 //! and the ready set signalled, so a claimer waiting with BLOCK is woken), then reclaim what
 //! lapsed (as `EMQ.STALLED` does, under `trafikey.max-stalls`); when a limited queue's
 //! rate window or FOR has ended, it signals `meta` so that the claimers it held back claim
-//! (the claim that was held back put that time on the agenda). Job schedulers need nothing
-//! from it: the claim that takes an iteration makes the next (`queue::sched`), and the
-//! pending one is promoted as every delayed job is. One tick handles at most
+//! (the claim that was held back put that time on the agenda); and it makes the next
+//! iteration of each job scheduler whose time has come (`queue::sched`). One tick handles at most
 //! `trafikey.upkeep-batch` jobs over all queues and stops after about a millisecond, so the
 //! event loop is never held long; the rest waits for the next tick, at once. The timer then
 //! sleeps until the next thing due — the earliest due delayed job or lease deadline seen, at
@@ -50,7 +49,7 @@ const KEYS: Keys = Keys::of(&[
     q(Events, Append),
     q(Completed, Read),
     q(Meta, Read),
-    q(Scheds, Read),
+    q(Scheds, Update),
 ]);
 const ARGS: &[Arg] = &[opt("count", "COUNT", "n", Ty::Int)];
 
@@ -70,10 +69,11 @@ impl Verb for Upkeep {
         domain::args::options(args, &[Opt::Count])?.count.ok_or(Refusal::Usage)
     }
 
-    /// Replies `[promoted, reclaimed, next, expired]`: `next` the earliest due time or lease
-    /// deadline still pending in the queue (ms), -1 when nothing is, -2 when none of its keys
-    /// is left (a queue with job schedulers stays known); `expired` the waiting jobs failed
-    /// for their EXPIRE time.
+    /// Replies `[promoted, reclaimed, next, expired, iterations]`: `next` the earliest due
+    /// time, lease deadline or scheduler time still pending in the queue (ms), -1 when nothing
+    /// is, -2 when none of its keys is left; `expired` the waiting jobs failed for their
+    /// EXPIRE time; `iterations` the job schedulers whose time had come (each made its next
+    /// iteration, or ended).
     fn run(x: &mut Exec<'_>, count: i64) -> Result<Reply, Refusal> {
         let budget = usize::try_from(count).unwrap_or(0);
         let now = x.now();
@@ -130,6 +130,17 @@ impl Verb for Upkeep {
             (promoted, lapsed, expired)
         };
         let left = budget.saturating_sub(usize::try_from(promoted.saturating_add(expired)).unwrap_or(budget));
+        // Job schedulers whose pending iteration's time has come (it was promoted above, or
+        // is in the next step): each makes its next iteration, in one step with its new time.
+        let fired = if left > 0 {
+            let scheds = x.open_as(Scheds, Kind::ZSet)?;
+            let delayed = x.open_as(Delayed, Kind::ZSet)?;
+            let events = Events::open(x)?;
+            crate::queue::sched::fire(x, &scheds, &delayed, &events, left)?
+        } else {
+            0
+        };
+        let left = left.saturating_sub(fired);
         let reclaimed = if left > 0 && lapsed {
             let max_stalls = stalled::max_stalls_of(&x.read(Meta)?)?;
             let count = left.min(domain::STALLED_COUNT_MAX as usize) as i64;
@@ -143,7 +154,11 @@ impl Verb for Upkeep {
             Ok(k.zrange(f64::NEG_INFINITY, f64::INFINITY, 1).first().map(|(_, s)| *s as i64))
         };
         let reopen = limit_reopens(x, now)?;
-        let next = [first(Delayed)?, first(Active)?, reopen].into_iter().flatten().min().unwrap_or(-1);
+        let next = [first(Delayed)?, first(Active)?, first(Scheds)?, reopen]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(-1);
         let mut gone = true;
         for role in [Delayed, Wait, Prio, Active, Failed, Events, Completed, Meta, Scheds] {
             gone &= x.read(role)?.kind() == Kind::Empty;
@@ -154,6 +169,7 @@ impl Verb for Upkeep {
             Reply::Int(reclaimed),
             Reply::Int(next),
             Reply::Int(expired as i64),
+            Reply::Int(fired as i64),
         ]))
     }
 }
@@ -337,13 +353,15 @@ fn visit(ctx: *mut RedisModuleCtx, (db, name): &Queue, budget: usize) -> Option<
                 Some(Reply::Int(v)) => *v,
                 _ => 0,
             };
-            let (promoted, reclaimed, next, expired) = (int(0), int(1), int(2), int(3));
+            let (promoted, reclaimed, next, expired, fired) = (int(0), int(1), int(2), int(3), int(4));
             let gone = next == -2;
             metrics::add(&metrics::UPKEEP_PROMOTED, promoted.unsigned_abs());
             metrics::add(&metrics::UPKEEP_RECLAIMED, reclaimed.unsigned_abs());
             metrics::add(&metrics::UPKEEP_EXPIRED, expired.unsigned_abs());
-            let done =
-                usize::try_from(promoted.saturating_add(reclaimed).saturating_add(expired)).unwrap_or(0);
+            let done = usize::try_from(
+                promoted.saturating_add(reclaimed).saturating_add(expired).saturating_add(fired),
+            )
+            .unwrap_or(0);
             let next = (next >= 0).then_some(next);
             let expiry = registry::next_expiry(&(*db, name.clone()));
             let next = match (next, expiry) {
@@ -386,9 +404,8 @@ fn scan_step(ctx: *mut RedisModuleCtx, t0: u64) -> bool {
                 if let Some(p) = keyspace::parse(name) {
                     match p.role {
                         // Something may be due: visit it soon, to learn when.
-                        Role::Delayed | Role::Active => registry::note(db, p.queue, Some(now)),
+                        Role::Delayed | Role::Active | Role::Scheds => registry::note(db, p.queue, Some(now)),
                         Role::Wait
-                        | Role::Scheds
                         | Role::Prio
                         | Role::Completed
                         | Role::Failed

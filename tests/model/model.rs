@@ -207,7 +207,8 @@ pub struct Model {
     /// case draws runs out during the case.
     pub dedups: BTreeMap<Vec<u8>, (Vec<u8>, Option<i64>)>,
     /// Job schedulers (EVERY only), by id: SET and DEL change them, and a CLAIM that takes
-    /// one's pending iteration makes the next.
+    /// one's pending iteration makes the next. The server runs with upkeep off, so the other
+    /// maker of iterations (upkeep, when the pending one's time comes) never acts here.
     pub scheds: BTreeMap<Vec<u8>, Sched>,
 }
 
