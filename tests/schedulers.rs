@@ -580,7 +580,12 @@ fn a_failover_carries_a_scheduler_on_with_nothing_doubled_or_missed() {
         let step = if *s == "a" { 100 } else { 1000 };
         assert!(times.windows(2).all(|w| w[1] > w[0] && (w[1] - w[0]) % step == 0), "{s}: {times:?}");
     }
-    // The new primary's AOF replays to the same keyspace.
+    // The new primary's AOF replays to the same keyspace. The schedulers are deleted first
+    // (their pending jobs with them): the restarted server's upkeep runs before a test can
+    // turn it off, and must find nothing due.
+    for s in ["a", "b"] {
+        assert_eq!(sched(&mut r, &q, s, &["DEL"]), Reply::Int(1));
+    }
     let want = digest(&mut r);
     drop(r);
     let replica = replica.restart();
@@ -673,4 +678,155 @@ fn found_keys_are_judged_as_the_callers() {
     let r = sched(&mut u, &q, "s", &["SET", "EVERY", "2000", "JOB", "j", "{}"]);
     assert!(r.err().is_none(), "{r:?}");
     assert_eq!(num(&get(&mut u, &q, "s").unwrap(), "every"), 2000);
+}
+
+/// `TRA.DRAIN … args`.
+fn drain(c: &mut Conn, q: &Q, args: &[&[u8]]) -> Reply {
+    let v = q.cmd("TRA.DRAIN", "", &["wait", "prio", "delayed", "events"], args);
+    run(c, &v)
+}
+
+/// `TRA.OBLITERATE … FORCE COUNT n`.
+fn obliterate(c: &mut Conn, q: &Q, n: usize) -> Reply {
+    let all = ["wait", "prio", "active", "delayed", "completed", "failed", "meta", "events"];
+    let n = n.to_string();
+    let v = q.cmd("TRA.OBLITERATE", "", &all, &[b"FORCE", b"COUNT", n.as_bytes()]);
+    run(c, &v)
+}
+
+/// DRAIN keeps every scheduler's pending iteration — delayed, or promoted early to `wait` or
+/// `prio` — and passes over it: COUNT counts the jobs deleted, so a pending iteration at the
+/// front of `wait` never stops a drain early, and `wait` keeps its order.
+#[test]
+fn drain_keeps_pending_iterations_wherever_they_wait() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("drain");
+    let start = (server_ms(&mut c) + 600_000).to_string();
+    let every = ["EVERY", "60000", "START", start.as_str()];
+    let with =
+        |tail: &[&'static str]| -> Vec<&str> { every.iter().copied().chain(tail.iter().copied()).collect() };
+    assert_eq!(q.enqueue(&mut c, &jid(1), &[]), Reply::Int(1));
+    let (in_wait, _) = set(&mut c, &q, "w", &with(&["JOB", "a", "{}"]));
+    assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &in_wait, &[]), Reply::Int(1));
+    assert_eq!(q.enqueue(&mut c, &jid(2), &[]), Reply::Int(1));
+    assert_eq!(q.enqueue(&mut c, &jid(3), &[b"PRIORITY", b"1"]), Reply::Int(1));
+    let (in_prio, _) = set(&mut c, &q, "p", &with(&["JOB", "b", "{}", "PRIORITY", "3"]));
+    assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &in_prio, &[]), Reply::Int(1));
+    let (in_delayed, _) = set(&mut c, &q, "d", &with(&["JOB", "c", "{}"]));
+    let far = (server_ms(&mut c) + 600_000).to_string();
+    assert_eq!(q.run(&mut c, "EMQ.SCHEDULE", &jid(4), &[far.as_bytes(), b"j", b"{}"]), Reply::Int(1));
+    assert_eq!(q.enqueue(&mut c, &jid(5), &[]), Reply::Int(1));
+    let wait_of = |c: &mut Conn| c.call(&[b"LRANGE", q.k("wait").as_bytes(), b"0", b"-1"]);
+    let before: Vec<String> = wait_of(&mut c).array().iter().map(Reply::str).collect();
+    assert_eq!(before.len(), 4);
+    let scheds = |c: &mut Conn| (["w", "p", "d"].map(|s| get(c, &q, s)), reads(c, &q, &["LIST", "0", "-1"]));
+    let kept = scheds(&mut c);
+    // Refusals write nothing.
+    unchanged(&mut c, |c| assert!(drain(c, &q, &[b"COUNT", b"0"]).error().starts_with("EMQARG")));
+    // One a call, until none but the pending iterations is left; the first takes the front
+    // of `wait` (its tail) that is not pending, the rest keeps its order.
+    assert_eq!(drain(&mut c, &q, &[b"COUNT", b"1"]), Reply::Int(1));
+    let front = before.iter().rev().find(|id| **id != in_wait).unwrap().clone();
+    let rest: Vec<String> = before.iter().filter(|id| **id != front).cloned().collect();
+    assert_eq!(wait_of(&mut c).array().iter().map(Reply::str).collect::<Vec<_>>(), rest);
+    let mut deleted = 1;
+    loop {
+        match drain(&mut c, &q, &[b"DELAYED", b"COUNT", b"1"]) {
+            Reply::Int(0) => break,
+            Reply::Int(1) => deleted += 1,
+            r => panic!("{r:?}"),
+        }
+    }
+    assert_eq!(deleted, 5, "three in wait, one in prio, one delayed");
+    assert_eq!(wait_of(&mut c).array().iter().map(Reply::str).collect::<Vec<_>>(), [in_wait.clone()]);
+    let prio = c.call(&[b"ZRANGE", q.k("prio").as_bytes(), b"0", b"-1"]);
+    assert_eq!(prio.array().iter().map(Reply::str).collect::<Vec<_>>(), [in_prio.clone()]);
+    let delayed = c.call(&[b"ZRANGE", q.k("delayed").as_bytes(), b"0", b"-1"]);
+    assert_eq!(delayed.array().iter().map(Reply::str).collect::<Vec<_>>(), [in_delayed.clone()]);
+    assert_eq!(kept, scheds(&mut c), "the schedulers are as they were");
+    for id in [&in_wait, &in_prio, &in_delayed] {
+        assert!(job_field(&mut c, &q, id, "rs").is_some(), "{id} kept with its row");
+    }
+    // Without DELAYED, with a large COUNT: the pending iteration in wait stays, and among
+    // several jobs the order of the rest is kept.
+    for n in [6, 7] {
+        assert_eq!(q.enqueue(&mut c, &jid(n), &[]), Reply::Int(1));
+    }
+    assert_eq!(drain(&mut c, &q, &[]), Reply::Int(2));
+    assert_eq!(wait_of(&mut c).array().iter().map(Reply::str).collect::<Vec<_>>(), [in_wait]);
+    assert_eq!(drain(&mut c, &q, &[b"DELAYED"]), Reply::Int(0));
+    q.check_invariant(&mut c);
+}
+
+/// An iteration whose time came and whose successor was made is no longer pending: DRAIN
+/// deletes it (the successor, delayed, stays).
+#[test]
+fn drain_deletes_an_iteration_that_is_no_longer_pending() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("drained");
+    let start = (server_ms(&mut c) + 600_000).to_string();
+    let (first, _) = set(&mut c, &q, "s", &["EVERY", "60000", "START", &start, "JOB", "j", "{}"]);
+    assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &first, &[]), Reply::Int(1));
+    assert_eq!(claim_all(&q, &mut c, "w"), [first.clone()]);
+    let second = get(&mut c, &q, "s").unwrap()["job"].clone();
+    assert_eq!(q.run(&mut c, "EMQ.FAIL", &first, &[b"w", b"boom", b"RETRY"]), Reply::Simple("retry".into()));
+    assert_eq!(drain(&mut c, &q, &[b"DELAYED"]), Reply::Int(1));
+    assert_eq!(job_field(&mut c, &q, &first, "st"), None);
+    assert_eq!(job_field(&mut c, &q, &second, "st").as_deref(), Some("delayed"));
+}
+
+/// OBLITERATE deletes the queue's schedulers — each `sched:<id>` hash and `scheds` — first,
+/// within its COUNT budget (one key a scheduler), then the jobs; the reply counts what is left.
+/// A caller who may not touch the scheduler hashes is refused, and nothing is written.
+#[test]
+fn obliterate_deletes_the_schedulers_within_its_budget() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("gone");
+    for sid in ["a", "b", "c"] {
+        set(&mut c, &q, sid, &["EVERY", "60000", "JOB", "j", "{}"]);
+    }
+    assert_eq!(q.enqueue(&mut c, &jid(1), &[]), Reply::Int(1));
+    assert_eq!(reads(&mut c, &q, &["COUNT"]), Reply::Int(3));
+    // Refused as the caller: scheds readable, the hashes not writable.
+    let user = &[
+        &b"ACL"[..],
+        b"SETUSER",
+        b"u",
+        b"on",
+        b">pw",
+        b"-@all",
+        b"+@emq",
+        b"resetkeys",
+        b"%R~{emq}:*",
+        b"~emq:{gone}:wait",
+        b"~emq:{gone}:prio",
+        b"~emq:{gone}:active",
+        b"~emq:{gone}:delayed",
+        b"~emq:{gone}:completed",
+        b"~emq:{gone}:failed",
+        b"~emq:{gone}:meta",
+        b"~emq:{gone}:events",
+        b"~emq:{gone}:job:*",
+        b"~emq:{gone}:log:*",
+        b"~emq:{gone}:alias",
+        b"~emq:{gone}:scheds",
+        b"%R~emq:{gone}:sched:*",
+    ];
+    assert!(c.call(user).err().is_none());
+    let mut u = s.conn();
+    assert_eq!(u.call(&[b"AUTH", b"u", b"pw"]), Reply::Simple("OK".into()));
+    let r = unchanged(&mut c, |_| obliterate(&mut u, &q, 1000));
+    assert_eq!(r.error(), "NOPERM No permissions to access a key");
+    // COUNT 2: two schedulers go; the third, four jobs (one row each) and the queue's keys are left.
+    let left = obliterate(&mut c, &q, 2).int();
+    assert_eq!(reads(&mut c, &q, &["COUNT"]), Reply::Int(1));
+    assert_eq!(c.call(&[b"KEYS", format!("emq:{{{}}}:sched:*", q.0).as_bytes()]).array().len(), 1);
+    assert!(left > 5, "{left}");
+    while obliterate(&mut c, &q, 2).int() > 0 {}
+    assert_eq!(reads(&mut c, &q, &["COUNT"]), Reply::Int(0));
+    let keys = c.call(&[b"KEYS", format!("emq:{{{}}}:*", q.0).as_bytes()]);
+    assert!(keys.array().is_empty(), "{keys:?}");
 }

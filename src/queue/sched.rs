@@ -372,6 +372,20 @@ impl Succession {
     }
 }
 
+/// Whether job `id` is its scheduler's pending iteration: its row names a scheduler (`rs`)
+/// whose hash names the job as pending (`job`). The row and the hash are read as the caller.
+pub fn is_pending(x: &mut Exec, id: &[u8]) -> Result<bool, Refusal> {
+    let row = x.open_undeclared(Role::Job, id, Access::Read)?;
+    if !row.exists_as(Kind::Hash)? {
+        return Ok(false);
+    }
+    let Some(sid) = row.hget(&field::SCHEDULER).filter(|s| sched::scheduler_id(s.bytes()).is_ok()) else {
+        return Ok(false);
+    };
+    let h = x.open_undeclared(Role::Sched, sid.bytes(), Access::Read)?;
+    Ok(h.exists_as(Kind::Hash)? && h.hget(&sfield::JOB).is_some_and(|j| j.bytes() == id))
+}
+
 /// The job id a row's branded id check accepts, for the pending job named in a hash.
 pub fn pending_job(h: &Key) -> Option<Str> {
     h.hget(&sfield::JOB).filter(|j| id::is_job_id(j.bytes()))

@@ -1203,6 +1203,8 @@ impl Model {
                 if *delayed {
                     doomed.extend(self.ordered(St::Delayed));
                 }
+                // A scheduler's pending iteration stays, passed over.
+                doomed.retain(|id| !self.scheds.values().any(|sc| sc.job == *id));
                 doomed.truncate(count);
                 for id in &doomed {
                     self.unset(id);
@@ -1238,7 +1240,17 @@ impl Model {
                 if !self.active.is_empty() && !force {
                     return Err("EMQSTATE");
                 }
-                // The rows first, from the sets in this order, at most COUNT.
+                // The schedulers first, in `scheds` order (time, then id), one key each.
+                let mut order: Vec<(i64, Vec<u8>)> =
+                    self.scheds.iter().map(|(sid, sc)| (sc.next, sid.clone())).collect();
+                order.sort();
+                let gone = order.len().min(budget);
+                budget -= gone;
+                for (_, sid) in order.iter().take(gone) {
+                    self.scheds.remove(sid);
+                }
+                let scheds_left = self.scheds.len();
+                // Then the rows, from the sets in this order, at most COUNT.
                 let mut doomed = Vec::new();
                 for set in [St::Wait, St::Prio, St::Active, St::Delayed, St::Completed, St::Failed] {
                     let ids = self.ordered(set);
@@ -1285,7 +1297,7 @@ impl Model {
                         + usize::from(self.events_exist)
                         + usize::from(!self.aliases.is_empty());
                 }
-                Ok(Reply::Int((jobs_left + keys_left) as i64))
+                Ok(Reply::Int((jobs_left + keys_left + scheds_left) as i64))
             }
             Call::Job { id } => {
                 gate(id)?;

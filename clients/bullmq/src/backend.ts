@@ -1496,19 +1496,28 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         const ids = role === 'wait' ? await this.conn.lrange(this.key('wait'), 0, -1) : await this.conn.zrange(this.key(role), 0, -1);
         const p = this.conn.pipeline();
         for (const id of ids) {
-          p.hget(this.jobKey(id), 'o');
+          p.hmget(this.jobKey(id), 'o', 'rs');
         }
-        const blobs = (await p.exec()) ?? [];
+        const rows = ((await p.exec()) ?? []).map(r => (r[1] as (string | null)[] | null) ?? [null, null]);
+        // A job scheduler's pending iteration stays (as BullMQ's clean keeps it): the one its
+        // scheduler's hash names.
+        const named = this.conn.pipeline();
+        for (const [, rs] of rows) {
+          if (rs) {
+            named.hget(this.key(`sched:${rs}`), 'job');
+          }
+        }
+        const pendingIds = new Set(((await named.exec()) ?? []).map(r => r[1] as string | null).filter((j): j is string => !!j));
         const rm = this.conn.pipeline();
         const victims: string[] = [];
         ids.forEach((id, i) => {
           let ts = Infinity;
           try {
-            ts = JSON.parse(String(blobs[i][1])).ts;
+            ts = JSON.parse(String(rows[i][0])).ts;
           } catch {
             // a row without OPTS was not made by this adapter: leave it
           }
-          if (ts <= timestamp && victims.length < max) {
+          if (ts <= timestamp && victims.length < max && !pendingIds.has(id)) {
             victims.push(id);
             rm.call('TRA.REMOVE', 8, this.jobKey(id), ...this.setKeys(), this.key('events'));
           }
