@@ -830,3 +830,73 @@ fn obliterate_deletes_the_schedulers_within_its_budget() {
     let keys = c.call(&[b"KEYS", format!("emq:{{{}}}:*", q.0).as_bytes()]);
     assert!(keys.array().is_empty(), "{keys:?}");
 }
+
+/// SET replaces a pending iteration promoted early to `wait` or `prio` as it replaces a delayed
+/// one (event `removed` with its state, the new one delayed at the kept time); DEL leaves such
+/// a job to run.
+#[test]
+fn upsert_replaces_a_pending_iteration_that_became_ready_early() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("ready");
+    let start = (server_ms(&mut c) + 600_000).to_string();
+    for (sid, prio, set_name, state) in [("w", None, "wait", "wait"), ("p", Some("4"), "prio", "prio")] {
+        let mut args = vec!["EVERY", "60000", "START", start.as_str(), "JOB", "j", "{}"];
+        args.extend(prio.map(|p| ["PRIORITY", p]).into_iter().flatten());
+        let (old, at) = set(&mut c, &q, sid, &args);
+        assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &old, &[]), Reply::Int(1));
+        assert_eq!(job_field(&mut c, &q, &old, "st").as_deref(), Some(state));
+        let (new, again) = set(&mut c, &q, sid, &args);
+        assert_eq!(again, at, "{sid}: the same rule keeps its time");
+        assert_ne!(new, old);
+        assert_eq!(job_field(&mut c, &q, &old, "st"), None, "{sid}: the ready one is replaced");
+        assert_eq!(job_field(&mut c, &q, &new, "st").as_deref(), Some("delayed"));
+        let k = q.k(set_name);
+        let members = if set_name == "wait" {
+            c.call(&[b"LRANGE", k.as_bytes(), b"0", b"-1"])
+        } else {
+            c.call(&[b"ZRANGE", k.as_bytes(), b"0", b"-1"])
+        };
+        assert!(members.array().is_empty(), "{sid}: {members:?}");
+        assert_eq!(num(&get(&mut c, &q, sid).unwrap(), "count"), 1, "the count is kept");
+        let ev = c.call(&[b"XRANGE", q.k("events").as_bytes(), b"-", b"+"]);
+        let removed: Vec<Vec<String>> =
+            ev.array().iter().map(|e| e.array()[1].strings()).filter(|f| f[1] == "removed").collect();
+        assert_eq!(removed.last().unwrap()[2..6], ["id", old.as_str(), "prev", state]);
+    }
+    q.check_invariant(&mut c);
+    // DEL leaves a pending iteration that became ready to run.
+    let (g, _) = set(&mut c, &q, "g", &["EVERY", "60000", "START", &start, "JOB", "x", "{}"]);
+    assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &g, &[]), Reply::Int(1));
+    assert_eq!(sched(&mut c, &q, "g", &["DEL"]), Reply::Int(1));
+    assert_eq!(job_field(&mut c, &q, &g, "st").as_deref(), Some("wait"));
+}
+
+/// A PATTERN scheduler set again while its first time's iteration is still held (taken, not
+/// finished: the scheduler was deleted and set again) is refused, nothing written; EVERY
+/// passes over such a time.
+#[test]
+fn upsert_of_a_pattern_whose_iteration_is_held_is_refused() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("held");
+    let (first, at) = set(&mut c, &q, "s", &["PATTERN", "0 0 1 1 *", "JOB", "j", "{}"]);
+    assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &first, &[]), Reply::Int(1));
+    assert_eq!(claim_all(&q, &mut c, "w"), [first.clone()]);
+    assert_eq!(sched(&mut c, &q, "s", &["DEL"]), Reply::Int(1));
+    let r = unchanged(&mut c, |c| sched(c, &q, "s", &["SET", "PATTERN", "0 0 1 1 *", "JOB", "j", "{}"]));
+    assert_eq!(r.error(), format!("EMQSTATE iteration repeat:s:{at} already exists"));
+    assert!(get(&mut c, &q, "s").is_none());
+    // Finished, the id is free again.
+    assert_eq!(complete(&q, &mut c, &first, "w", &[b"KEEP", b"0"]), Reply::Int(1));
+    let (_, again) = set(&mut c, &q, "s", &["PATTERN", "0 0 1 1 *", "JOB", "j", "{}"]);
+    assert_eq!(again, at);
+    // EVERY: the held time is passed over.
+    let start = (server_ms(&mut c) + 600_000).to_string();
+    let (e, et) = set(&mut c, &q, "e", &["EVERY", "60000", "START", &start, "JOB", "j", "{}"]);
+    assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &e, &[]), Reply::Int(1));
+    assert_eq!(claim_all(&q, &mut c, "w"), [e]);
+    assert_eq!(sched(&mut c, &q, "e", &["DEL"]), Reply::Int(1));
+    let (_, next) = set(&mut c, &q, "e", &["EVERY", "60000", "START", &start, "JOB", "j", "{}"]);
+    assert_eq!(next, et + 60000);
+}

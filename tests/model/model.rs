@@ -606,9 +606,11 @@ impl Model {
                     return Err("EMQARG");
                 }
                 let old = self.scheds.get(sid).cloned();
+                // The pending job not yet taken: delayed, or promoted to wait or prio.
                 let pending = old.as_ref().map(|o| o.job.clone()).filter(|j| {
-                    self.rows.get(j).is_some_and(|r| r.state == St::Delayed) && self.delayed.contains_key(j)
+                    self.rows.get(j).is_some_and(|r| matches!(r.state, St::Delayed | St::Wait | St::Prio))
                 });
+                let pending_state = pending.as_ref().and_then(|j| self.rows.get(j)).map(|r| r.state);
                 let kept = old.as_ref().filter(|o| o.every == every && offset.is_none_or(|x| x == o.offset));
                 let mut off = kept.map_or(offset.unwrap_or(0), |o| o.offset);
                 let mut at = match (&pending, &old) {
@@ -646,7 +648,8 @@ impl Model {
                 if let Some(p) = &pending {
                     self.unset(p);
                     self.drop_row(p);
-                    ev.push(event("removed", Some(p), &[("prev", b"delayed".to_vec())]));
+                    let prev = pending_state.map_or("delayed", |st| st.word());
+                    ev.push(event("removed", Some(p), &[("prev", prev.as_bytes().to_vec())]));
                 }
                 let alias = format!("repeat:{}:{at}", String::from_utf8_lossy(sid)).into_bytes();
                 let j = Checked {

@@ -855,9 +855,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     }
     const name = opts.name ?? id;
     const { data, extra } = this.templateParts(name, templateData, templateOpts, opts);
-    if (opts.pattern) {
-      await this.dropReadyIteration(id);
-    } else {
+    if (!opts.pattern) {
       await this.restartEvery(id, rule);
     }
     const res = (await this.conn
@@ -866,7 +864,12 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       .time()
       .exec()) ?? [];
     if (res[0]?.[0]) {
-      throw new Error(`${res[0][0].message}. addJobScheduler`);
+      const err = res[0][0];
+      if (errCode(err) === 'EMQSTATE' && /already exists/.test(err.message)) {
+        // A pattern's time whose iteration is still held: BullMQ's words for its refusal.
+        throw new Error('Cannot create job scheduler iteration - job ID already exists. addJobScheduler');
+      }
+      throw new Error(`${err.message}. addJobScheduler`);
     }
     const [jobId, time] = res[0][1] as [string, number];
     const at = Number(time);
@@ -887,25 +890,19 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   }
 
   /**
-   * BullMQ's upsert of a cron scheduler replaces its iteration that became ready but has not
-   * run (in wait, or prioritized; a paused queue's is left) with one at the next time; the
-   * module leaves such a job to run, so it is removed first. (An `every` scheduler's ready
-   * iteration stays ready in BullMQ too: recreated at its time, or at once for a new
-   * interval.)
+   * BullMQ's upsert of an `every` scheduler with a new interval replaces its iteration that
+   * has not run, in wait or prioritized too; the module's SET does so for the pending one.
+   * Its predecessor may still wait as well: the server made the pending one when the
+   * predecessor's time came, where BullMQ would have made no successor before a worker took
+   * it. So the predecessor that still waits to run (in wait, or prioritized; a paused queue's
+   * is left) is removed first.
    */
-  private async dropReadyIteration(id: string, known?: Record<string, any>): Promise<void> {
-    const m = known ?? (await this.schedulerRow(id));
-    if (!m?.job) {
+  private async dropPreviousIteration(id: string, m: Record<string, any>): Promise<void> {
+    // An `every` scheduler's predecessor is one interval back.
+    const prev = m.every && m.next ? await this.resolve(`repeat:${id}:${Number(m.next) - Number(m.every)}`) : null;
+    const ids = prev ? [prev] : [];
+    if (ids.length === 0) {
       return;
-    }
-    // The pending iteration, and for `every` the one before it: made when the pending one
-    // was, so it may still be waiting where BullMQ would have made no successor yet.
-    const ids = [String(m.job)];
-    if (m.every && m.next) {
-      const prev = await this.resolve(`repeat:${id}:${Number(m.next) - Number(m.every)}`);
-      if (prev) {
-        ids.push(prev);
-      }
     }
     const p = this.conn.pipeline().hget(this.key('meta'), 'paused');
     for (const j of ids) {
@@ -929,10 +926,9 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   /**
    * BullMQ's upsert of an `every` scheduler with a new interval or phase starts it afresh: its
-   * iteration not yet run is replaced by one due now. The module keeps the scheduler's count
-   * and times from the old rule, so the scheduler is deleted (its pending job with it) and
-   * made anew. With the same rule nothing is replaced: the module keeps the pending time, as
-   * BullMQ does.
+   * iteration not yet run is replaced by one due now, the count kept. The module's SET does
+   * that for the pending iteration; the predecessor still waiting is removed here. With the
+   * same rule nothing is replaced: the module keeps the pending time, as BullMQ does.
    */
   private async restartEvery(id: string, rule: Cmd): Promise<void> {
     const m = await this.schedulerRow(id);
@@ -944,8 +940,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (Number(m.every) === every && Number(m.offset ?? 0) === offset) {
       return;
     }
-    await this.dropReadyIteration(id, m);
-    await this.conn.call('TRA.SCHEDULER', 4, ...this.schedKeys(id), 'DEL');
+    await this.dropPreviousIteration(id, m);
   }
 
   private async needSched(): Promise<void> {
@@ -1718,10 +1713,11 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       return 0;
     }
     if (this.hasSched) {
-      // BullMQ keeps a scheduler's iteration that has not run yet from a direct removal (the
-      // module allows it: that iteration is skipped); remove the scheduler instead.
+      // BullMQ keeps a scheduler's pending iteration (the one its scheduler names) from a
+      // direct removal (the module allows it: that iteration is skipped); remove the
+      // scheduler instead.
       const [sched, st] = await this.conn.hmget(this.jobKey(id), 'rs', 'st');
-      if (sched && (st === 'wait' || st === 'prio' || st === 'delayed') && (await this.conn.exists(this.key(`sched:${sched}`)))) {
+      if (sched && (st === 'wait' || st === 'prio' || st === 'delayed') && (await this.conn.hget(this.key(`sched:${sched}`), 'job')) === id) {
         throw new Error(`Job ${jobId} belongs to a job scheduler and cannot be removed directly. remove`);
       }
     }
@@ -1765,8 +1761,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   /**
    * A worker's step after it took an iteration: BullMQ's client makes the next one here. The
-   * claim that took the iteration made it already, in the same command, so this writes
-   * nothing.
+   * server made it already — when the iteration's time came, or in the claim that took it
+   * early — so this writes nothing.
    */
   async updateJobSchedulerNextMillis(): Promise<string | null> {
     return null;
