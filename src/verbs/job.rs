@@ -91,7 +91,8 @@ pub fn view(id: &[u8], row: &Key, state: Reply, deadline: Reply, due: Reply) -> 
 /// not set, so the reply grows by what the worker did not have.
 pub fn claimed_view(row: &Key, state: Reply, deadline: Reply) -> Reply {
     let mut get = read(row);
-    let mut pairs = vec![("state", state)];
+    let mut pairs = Vec::with_capacity(12);
+    pairs.push(("state", state));
     pairs.extend(facts(&mut get, deadline, Reply::Null).into_iter().filter(|(_, v)| !matches!(v, Reply::Null)));
     Reply::Map(pairs)
 }
@@ -111,13 +112,15 @@ fn read(row: &Key) -> impl FnMut(&Lit) -> Option<Str> {
     }
 }
 
-/// The facts after `id state name data`, in TRA.JOB's order.
-fn facts(get: &mut impl FnMut(&Lit) -> Option<Str>, deadline: Reply, due: Reply) -> Vec<(&'static str, Reply)> {
+/// The facts after `id state name data`, in TRA.JOB's order: an array on the stack (a claim
+/// with ROW builds one per job, and a vector of them is a heap block past the allocator's
+/// fast sizes).
+fn facts(get: &mut impl FnMut(&Lit) -> Option<Str>, deadline: Reply, due: Reply) -> [(&'static str, Reply); 22] {
     let backoff = get(&field::BACKOFF).and_then(|b| domain::backoff_decode(b.bytes())).map(|b| match b {
         Backoff::Fixed(ms) => format!("FIXED {ms}"),
         Backoff::Exp(ms) => format!("EXP {ms}"),
     });
-    vec![
+    [
         ("opts", text(get(&field::OPTS))),
         ("priority", int(get(&field::PRIORITY), Some(0))),
         ("attempts", int(get(&field::ATTEMPTS), Some(1))),
