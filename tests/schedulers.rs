@@ -865,6 +865,14 @@ fn upsert_replaces_a_pending_iteration_that_became_ready_early() {
         assert_eq!(removed.last().unwrap()[2..6], ["id", old.as_str(), "prev", state]);
     }
     q.check_invariant(&mut c);
+    // A paused queue's ready iteration is left to run on resume; the scheduler goes on from it.
+    let (z, zt) = set(&mut c, &q, "z", &["EVERY", "60000", "START", &start, "JOB", "z", "{}"]);
+    assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &z, &[]), Reply::Int(1));
+    assert_eq!(q.run(&mut c, "EMQ.CLAIM", "", &[b"PAUSE"]), Reply::Int(1));
+    let (z2, zt2) = set(&mut c, &q, "z", &["EVERY", "60000", "START", &start, "JOB", "z", "{}"]);
+    assert_eq!(job_field(&mut c, &q, &z, "st").as_deref(), Some("wait"));
+    assert_eq!((zt2, job_field(&mut c, &q, &z2, "st").as_deref()), (zt + 60000, Some("delayed")));
+    assert_eq!(q.run(&mut c, "EMQ.CLAIM", "", &[b"RESUME"]), Reply::Int(1));
     // DEL leaves a pending iteration that became ready to run.
     let (g, _) = set(&mut c, &q, "g", &["EVERY", "60000", "START", &start, "JOB", "x", "{}"]);
     assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &g, &[]), Reply::Int(1));

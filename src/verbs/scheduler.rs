@@ -23,7 +23,7 @@ use crate::host::{Access, ArgStr, Exec, Key, Kind, Lit, Reply, Str, Verb};
 use valkey_module::raw::RedisModuleString;
 use crate::keyspace::Role::*;
 use crate::queue::sched::{self as qs, sfield, Template};
-use crate::queue::{companions_of, field, Aliases, Companions, Event, Events, NewJob, Row, State};
+use crate::queue::{companions_of, field, meta, Aliases, Companions, Event, Events, NewJob, Row, State};
 
 use super::enqueue::{job_args, ATTEMPTS, BACKOFF, OPTS, PRIORITY};
 
@@ -193,6 +193,12 @@ impl Pending {
                 (State::Prio, Some(prio))
             }
             Some(State::Wait) if ready_too => {
+                // A paused queue's ready iteration is left to run on resume, as BullMQ's upsert
+                // leaves it: the scheduler goes on from it as from a taken one.
+                let meta = x.open_undeclared(Meta, b"", Access::Read)?;
+                if meta.exists_as(Kind::Hash)? && meta.hget(&meta::PAUSED).is_some() {
+                    return Ok(None);
+                }
                 let wait = x.open_undeclared(Wait, b"", Access::Update)?;
                 if !wait.exists_as(Kind::List)? {
                     return Ok(None);

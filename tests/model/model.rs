@@ -606,9 +606,15 @@ impl Model {
                     return Err("EMQARG");
                 }
                 let old = self.scheds.get(sid).cloned();
-                // The pending job not yet taken: delayed, or promoted to wait or prio.
+                // The pending job not yet taken: delayed, or promoted to wait (unless the queue
+                // is paused) or prio.
+                let paused = self.paused;
                 let pending = old.as_ref().map(|o| o.job.clone()).filter(|j| {
-                    self.rows.get(j).is_some_and(|r| matches!(r.state, St::Delayed | St::Wait | St::Prio))
+                    self.rows.get(j).is_some_and(|r| match r.state {
+                        St::Delayed | St::Prio => true,
+                        St::Wait => !paused,
+                        _ => false,
+                    })
                 });
                 let pending_state = pending.as_ref().and_then(|j| self.rows.get(j)).map(|r| r.state);
                 let kept = old.as_ref().filter(|o| o.every == every && offset.is_none_or(|x| x == o.offset));

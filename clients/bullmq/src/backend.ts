@@ -855,9 +855,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     }
     const name = opts.name ?? id;
     const { data, extra } = this.templateParts(name, templateData, templateOpts, opts);
-    if (!opts.pattern) {
-      await this.restartEvery(id, rule);
-    }
+    const restarted = opts.pattern ? null : await this.restartedEvery(id, rule);
     const res = (await this.conn
       .pipeline()
       .call('TRA.SCHEDULER', 4, ...this.schedKeys(id), 'SET', ...rule, 'JOB', ...this.jobName(name), data, ...extra)
@@ -872,6 +870,9 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       throw new Error(`${err.message}. addJobScheduler`);
     }
     const [jobId, time] = res[0][1] as [string, number];
+    if (restarted) {
+      await this.dropPreviousIteration(id, restarted, String(jobId));
+    }
     const at = Number(time);
     const [sec, usec] = (res[1]?.[1] as [string, string] | undefined) ?? ['0', '0'];
     const now = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
@@ -890,17 +891,18 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   }
 
   /**
-   * BullMQ's upsert of an `every` scheduler with a new interval replaces its iteration that
-   * has not run, in wait or prioritized too; the module's SET does so for the pending one.
-   * Its predecessor may still wait as well: the server made the pending one when the
-   * predecessor's time came, where BullMQ would have made no successor before a worker took
-   * it. So the predecessor that still waits to run (in wait, or prioritized; a paused queue's
-   * is left) is removed first.
+   * BullMQ's upsert of an `every` scheduler with a new interval or phase starts it afresh: its
+   * iteration not yet run is replaced by one due now, the count kept. The module's SET does
+   * that for the pending iteration. Its predecessor may still wait as well: the server made
+   * the pending one when the predecessor's time came, where BullMQ would have made no
+   * successor before a worker took it. So after SET, the iteration at the scheduler's time
+   * read before it, or one interval earlier, that still waits to run (in wait, or
+   * prioritized; a paused queue's is left) is removed. (Read before SET, the pending one may
+   * have become the predecessor meanwhile: both times are tried.)
    */
-  private async dropPreviousIteration(id: string, m: Record<string, any>): Promise<void> {
-    // An `every` scheduler's predecessor is one interval back.
-    const prev = m.every && m.next ? await this.resolve(`repeat:${id}:${Number(m.next) - Number(m.every)}`) : null;
-    const ids = prev ? [prev] : [];
+  private async dropPreviousIteration(id: string, m: Record<string, any>, made: string): Promise<void> {
+    const times = [Number(m.next), Number(m.next) - Number(m.every)];
+    const ids = (await Promise.all(times.map(t => this.resolve(`repeat:${id}:${t}`)))).filter((j): j is string => !!j && j !== made);
     if (ids.length === 0) {
       return;
     }
@@ -924,23 +926,15 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     }
   }
 
-  /**
-   * BullMQ's upsert of an `every` scheduler with a new interval or phase starts it afresh: its
-   * iteration not yet run is replaced by one due now, the count kept. The module's SET does
-   * that for the pending iteration; the predecessor still waiting is removed here. With the
-   * same rule nothing is replaced: the module keeps the pending time, as BullMQ does.
-   */
-  private async restartEvery(id: string, rule: Cmd): Promise<void> {
+  /** The scheduler as it is, when an upsert gives its `every` a new interval or phase. */
+  private async restartedEvery(id: string, rule: Cmd): Promise<Record<string, any> | null> {
     const m = await this.schedulerRow(id);
-    if (!m) {
-      return;
+    if (!m || !m.every || !m.next) {
+      return null;
     }
     const every = Number(rule[1]);
     const offset = rule[2] === 'OFFSET' ? Number(rule[3]) : 0;
-    if (Number(m.every) === every && Number(m.offset ?? 0) === offset) {
-      return;
-    }
-    await this.dropPreviousIteration(id, m);
+    return Number(m.every) === every && Number(m.offset ?? 0) === offset ? null : m;
   }
 
   private async needSched(): Promise<void> {
@@ -1713,11 +1707,10 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       return 0;
     }
     if (this.hasSched) {
-      // BullMQ keeps a scheduler's pending iteration (the one its scheduler names) from a
-      // direct removal (the module allows it: that iteration is skipped); remove the
-      // scheduler instead.
+      // BullMQ keeps a scheduler's iteration that has not run yet from a direct removal (the
+      // module allows it: that iteration is skipped); remove the scheduler instead.
       const [sched, st] = await this.conn.hmget(this.jobKey(id), 'rs', 'st');
-      if (sched && (st === 'wait' || st === 'prio' || st === 'delayed') && (await this.conn.hget(this.key(`sched:${sched}`), 'job')) === id) {
+      if (sched && (st === 'wait' || st === 'prio' || st === 'delayed') && (await this.conn.exists(this.key(`sched:${sched}`)))) {
         throw new Error(`Job ${jobId} belongs to a job scheduler and cannot be removed directly. remove`);
       }
     }
