@@ -291,7 +291,7 @@ fn an_early_take_makes_the_successor_and_its_old_time_makes_nothing() {
     let start = server_ms(&mut c) + 1500;
     let (first, at) = set(&mut c, &q, "s", &["EVERY", "1500", "START", &start.to_string(), "JOB", "j", "{}"]);
     assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &first, &[]), Reply::Int(1));
-    assert_eq!(claim_all(&q, &mut c, "w"), [first.clone()]);
+    assert_eq!(claim_all(&q, &mut c, "w"), std::slice::from_ref(&first));
     let g = get(&mut c, &q, "s").unwrap();
     assert_eq!((num(&g, "count"), num(&g, "next")), (2, at + 1500));
     assert_eq!(job_map(&mut c, &q, &g["job"])["count"], "2");
@@ -739,11 +739,14 @@ fn drain_keeps_pending_iterations_wherever_they_wait() {
         }
     }
     assert_eq!(deleted, 5, "three in wait, one in prio, one delayed");
-    assert_eq!(wait_of(&mut c).array().iter().map(Reply::str).collect::<Vec<_>>(), [in_wait.clone()]);
+    assert_eq!(
+        wait_of(&mut c).array().iter().map(Reply::str).collect::<Vec<_>>(),
+        std::slice::from_ref(&in_wait)
+    );
     let prio = c.call(&[b"ZRANGE", q.k("prio").as_bytes(), b"0", b"-1"]);
-    assert_eq!(prio.array().iter().map(Reply::str).collect::<Vec<_>>(), [in_prio.clone()]);
+    assert_eq!(prio.array().iter().map(Reply::str).collect::<Vec<_>>(), std::slice::from_ref(&in_prio));
     let delayed = c.call(&[b"ZRANGE", q.k("delayed").as_bytes(), b"0", b"-1"]);
-    assert_eq!(delayed.array().iter().map(Reply::str).collect::<Vec<_>>(), [in_delayed.clone()]);
+    assert_eq!(delayed.array().iter().map(Reply::str).collect::<Vec<_>>(), std::slice::from_ref(&in_delayed));
     assert_eq!(kept, scheds(&mut c), "the schedulers are as they were");
     for id in [&in_wait, &in_prio, &in_delayed] {
         assert!(job_field(&mut c, &q, id, "rs").is_some(), "{id} kept with its row");
@@ -769,7 +772,7 @@ fn drain_deletes_an_iteration_that_is_no_longer_pending() {
     let start = (server_ms(&mut c) + 600_000).to_string();
     let (first, _) = set(&mut c, &q, "s", &["EVERY", "60000", "START", &start, "JOB", "j", "{}"]);
     assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &first, &[]), Reply::Int(1));
-    assert_eq!(claim_all(&q, &mut c, "w"), [first.clone()]);
+    assert_eq!(claim_all(&q, &mut c, "w"), std::slice::from_ref(&first));
     let second = get(&mut c, &q, "s").unwrap()["job"].clone();
     assert_eq!(q.run(&mut c, "EMQ.FAIL", &first, &[b"w", b"boom", b"RETRY"]), Reply::Simple("retry".into()));
     assert_eq!(drain(&mut c, &q, &[b"DELAYED"]), Reply::Int(1));
@@ -890,7 +893,7 @@ fn upsert_of_a_pattern_whose_iteration_is_held_is_refused() {
     let q = Q::new("held");
     let (first, at) = set(&mut c, &q, "s", &["PATTERN", "0 0 1 1 *", "JOB", "j", "{}"]);
     assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &first, &[]), Reply::Int(1));
-    assert_eq!(claim_all(&q, &mut c, "w"), [first.clone()]);
+    assert_eq!(claim_all(&q, &mut c, "w"), std::slice::from_ref(&first));
     assert_eq!(sched(&mut c, &q, "s", &["DEL"]), Reply::Int(1));
     let r = unchanged(&mut c, |c| sched(c, &q, "s", &["SET", "PATTERN", "0 0 1 1 *", "JOB", "j", "{}"]));
     assert_eq!(r.error(), format!("EMQSTATE iteration repeat:s:{at} already exists"));

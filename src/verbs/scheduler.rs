@@ -180,7 +180,7 @@ impl Pending {
         if !row.exists_as(Kind::Hash)? {
             return Ok(None);
         }
-        if !Row(&row).get(&field::SCHEDULER).is_some_and(|s| s.bytes() == x.id) {
+        if Row(&row).get(&field::SCHEDULER).is_none_or(|s| s.bytes() != x.id) {
             return Ok(None);
         }
         let (state, set) = match Row(&row).state() {
