@@ -373,9 +373,9 @@ impl Succession {
 }
 
 /// Whether job `id` is its scheduler's pending iteration: its row names a scheduler (`rs`)
-/// whose hash names the job as pending (`job`). The row and the hash are read as the caller.
-pub fn is_pending(x: &mut Exec, id: &[u8]) -> Result<bool, Refusal> {
-    let row = x.open_undeclared(Role::Job, id, Access::Read)?;
+/// whose hash names the job as pending (`job`). The hash is read as the caller;
+/// `row` is the job's row, opened by the caller.
+pub fn is_pending(x: &mut Exec, id: &[u8], row: &Key) -> Result<bool, Refusal> {
     if !row.exists_as(Kind::Hash)? {
         return Ok(false);
     }

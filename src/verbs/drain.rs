@@ -13,7 +13,7 @@ use crate::host::command::{flag, opt, q, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::Role::*;
 use crate::host::Key;
-use crate::queue::{doomed_rows, sched, Event, Events};
+use crate::queue::{doomed_rows_opened, open_doomed, sched, Event, Events};
 
 pub const KEYS: Keys = Keys::of(&[q(Wait, Take), q(Prio, Take), q(Delayed, Take), q(Events, Append)]);
 pub const ARGS: &[Arg] = &[flag("delayed", "DELAYED"), opt("count", "COUNT", "n", Ty::Int)];
@@ -48,6 +48,8 @@ impl Verb for Drain {
         // it is passed over, and the call takes as many others as COUNT allows behind it.
         let wait_len = usize::try_from(wait.len()).unwrap_or(usize::MAX);
         let (mut ids, mut kept, mut span): (Vec<Str>, Vec<(usize, Str)>, usize) = (Vec::new(), Vec::new(), 0);
+        // Each row is opened once, for writing: its `rs` read, then deleted with it.
+        let mut rows: Vec<Key> = Vec::new();
         // How many entries from the claiming end the deletions reach: those are popped, and
         // the pending iterations among them pushed back in their order.
         let mut reach = 0usize;
@@ -58,22 +60,27 @@ impl Verb for Drain {
             // The front of the queue is the tail: the chunk from its claiming end on.
             for (i, id) in chunk.iter().rev().enumerate() {
                 let (pos, id) = (span.saturating_add(i), x.string(id)?);
-                if sched::is_pending(x, id.bytes())? {
+                let row = open_doomed(x, id.bytes())?;
+                if sched::is_pending(x, id.bytes(), &row)? {
                     kept.push((pos, id));
                 } else {
                     ids.push(id);
+                    rows.push(row);
                     reach = pos.saturating_add(1);
                 }
             }
             span = span.saturating_add(n);
         }
         left = left.saturating_sub(ids.len());
-        let prio_ids = unpended(x, &prio, left)?;
+        let (prio_ids, prio_rows) = unpended(x, &prio, left)?;
         left = left.saturating_sub(prio_ids.len());
-        let delayed_ids = if delayed_too { unpended(x, &delayed, left)? } else { Vec::new() };
+        let (delayed_ids, delayed_rows) =
+            if delayed_too { unpended(x, &delayed, left)? } else { (Vec::new(), Vec::new()) };
         let all: Vec<&Str> = ids.iter().chain(&prio_ids).chain(&delayed_ids).collect();
         let owned: Vec<Str> = all.iter().filter_map(|s| s.share()).collect();
-        let rows = doomed_rows(x, &owned)?;
+        rows.extend(prio_rows);
+        rows.extend(delayed_rows);
+        let rows = doomed_rows_opened(x, &owned, rows)?;
         // Then the writes.
         wait.rpop_drop(reach);
         for (_, id) in kept.iter().rev().filter(|(pos, _)| *pos < reach) {
@@ -90,26 +97,28 @@ impl Verb for Drain {
     }
 }
 
-/// Up to `n` members of `set`, lowest first, that are not a scheduler's pending iteration: the
-/// read grows past the pending ones met (each checked once).
-fn unpended(x: &mut Exec, set: &Key, n: usize) -> Result<Vec<Str>, Refusal> {
-    let mut pending: Vec<bool> = Vec::new();
+/// Up to `n` members of `set`, lowest first, that are not a scheduler's pending iteration,
+/// with their rows (opened for writing): the read grows past the pending ones met (each
+/// checked once).
+fn unpended(x: &mut Exec, set: &Key, n: usize) -> Result<(Vec<Str>, Vec<Key>), Refusal> {
+    let mut checked: Vec<Option<Key>> = Vec::new();
     let mut limit = n;
     loop {
         let got = set.zrange(f64::NEG_INFINITY, f64::INFINITY, limit);
-        for (m, _) in got.iter().skip(pending.len()) {
-            pending.push(sched::is_pending(x, m.bytes())?);
+        for (m, _) in got.iter().skip(checked.len()) {
+            let row = open_doomed(x, m.bytes())?;
+            checked.push((!sched::is_pending(x, m.bytes(), &row)?).then_some(row));
         }
-        let kept = pending.iter().filter(|p| **p).count();
+        let kept = checked.iter().filter(|r| r.is_none()).count();
         let want = n.saturating_add(kept);
         if got.len() < limit || want == limit {
-            return Ok(got
+            let (ids, rows) = got
                 .into_iter()
-                .zip(&pending)
-                .filter(|(_, p)| !**p)
-                .map(|((m, _), _)| m)
+                .zip(checked)
+                .filter_map(|((m, _), row)| row.map(|r| (m, r)))
                 .take(n)
-                .collect());
+                .unzip();
+            return Ok((ids, rows));
         }
         limit = want;
     }
