@@ -54,8 +54,10 @@ pub static UPKEEP_PROMOTED: AtomicU64 = AtomicU64::new(0);
 pub static UPKEEP_RECLAIMED: AtomicU64 = AtomicU64::new(0);
 pub static UPKEEP_EXPIRED: AtomicU64 = AtomicU64::new(0);
 pub static UPKEEP_REFUSED: AtomicU64 = AtomicU64::new(0);
-/// Job schedulers' iterations upkeep made (each a delayed job at its time).
+/// Job schedulers' iterations made, each once: by upkeep when the pending one's time came, or
+/// by the claim that took the pending one before its time.
 pub static UPKEEP_ITERATIONS: AtomicU64 = AtomicU64::new(0);
+pub static CLAIM_ITERATIONS: AtomicU64 = AtomicU64::new(0);
 /// Upkeep's queue steps (each at most `upkeep::STEP_JOBS` jobs on one queue), its longest tick
 /// (µs, since load) and its ticks longer than 2 ms: what bounds one event-loop cycle.
 pub static UPKEEP_STEPS: AtomicU64 = AtomicU64::new(0);
@@ -141,6 +143,7 @@ pub fn info(ctx: &InfoContext, facts: Facts) -> ValkeyResult<()> {
         .field("upkeep_expired", UPKEEP_EXPIRED.load(Ordering::Relaxed).to_string())?
         .field("upkeep_refused", UPKEEP_REFUSED.load(Ordering::Relaxed).to_string())?
         .field("upkeep_iterations", UPKEEP_ITERATIONS.load(Ordering::Relaxed).to_string())?
+        .field("claim_iterations", CLAIM_ITERATIONS.load(Ordering::Relaxed).to_string())?
         .field("upkeep_steps", UPKEEP_STEPS.load(Ordering::Relaxed).to_string())?
         .field("upkeep_tick_max_us", UPKEEP_TICK_MAX_US.load(Ordering::Relaxed).to_string())?
         .field("upkeep_ticks_over_2ms", UPKEEP_TICKS_OVER_2MS.load(Ordering::Relaxed).to_string())?

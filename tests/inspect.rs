@@ -83,7 +83,8 @@ fn tra_job_shows_every_fact_in_order() {
             "alias",
             "dedup",
             "scheduler",
-            "iteration"
+            "iteration",
+            "count"
         ]
     );
     let get = |k: &str| p.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()).expect(k);

@@ -1,8 +1,10 @@
 //! Job schedulers against a real server, as src/CONTRACT.md ("Job schedulers") and the
 //! reference (TRA.SCHEDULER, TRA.SCHEDULERS) state them: SET creates or replaces a scheduler
-//! and its one pending iteration (a delayed job `repeat:<id>:<ms>`), upkeep makes each next
-//! iteration at its time — with no client doing anything but wait in `CLAIM … BLOCK` — once,
-//! and after downtime one late iteration then the present, never a burst; LIMIT, END, START,
+//! and its one pending iteration (a delayed job `repeat:<id>:<ms>`, numbered); the next
+//! iteration is made once, when its time comes (upkeep, with no worker at all, one per period)
+//! or when a claim takes the pending one early (CLAIM with or without ROW, TRA.COMPLETENEXT),
+//! whichever is first — an old iteration taken again makes none; after downtime one late
+//! iteration then the present, never a burst; LIMIT, END, START,
 //! OFFSET, cron patterns in a time zone, IMMEDIATELY; GET, LIST, COUNT and DEL; a failover and
 //! an AOF replay carry a scheduler on with nothing doubled or missed, replica and AOF digests
 //! equal to the primary's; every refusal writes nothing.
@@ -121,6 +123,10 @@ fn alias_of(c: &mut Conn, q: &Q, alias: &str) -> Option<String> {
     (!r.is_nil()).then(|| r.str())
 }
 
+fn job_map(c: &mut Conn, q: &Q, id: &str) -> BTreeMap<String, String> {
+    pairs(&c.call(&[b"TRA.JOB", b"1", q.job(id).as_bytes()]))
+}
+
 #[test]
 fn set_makes_one_pending_iteration_and_upkeep_hands_each_to_a_waiting_worker() {
     let s = Server::installed();
@@ -154,6 +160,7 @@ fn set_makes_one_pending_iteration_and_upkeep_hands_each_to_a_waiting_worker() {
     assert_eq!(m["due"], at.to_string());
     assert_eq!(m["alias"], format!("repeat:s1:{at}"));
     assert_eq!((m["scheduler"].as_str(), m["iteration"].as_str()), ("s1", at.to_string().as_str()));
+    assert_eq!(m["count"], "1");
     assert_eq!((m["name"].as_str(), m["data"].as_str(), m["priority"].as_str()), ("tick", "{\"n\":1}", "2"));
     assert_eq!(m["attempts"], "3");
     assert_eq!(alias_of(&mut c, &q, &format!("repeat:s1:{at}")), Some(id.clone()));
@@ -168,13 +175,17 @@ fn set_makes_one_pending_iteration_and_upkeep_hands_each_to_a_waiting_worker() {
     // and the one after is made at that time.
     let mut w = s.conn();
     let mut seen = Vec::new();
+    let mut rounds = Vec::new();
     for _ in 0..3 {
         let got = claim_block(&mut w, &q, "w", "10000");
         assert_eq!(got.len(), 1, "an iteration reached the waiting worker");
-        let rt: i64 = job_field(&mut c, &q, &got[0], "rt").unwrap().parse().unwrap();
-        assert!(server_ms(&mut c) >= rt, "not before its time");
+        let m = job_map(&mut c, &q, &got[0]);
+        let rt: i64 = m["iteration"].parse().unwrap();
+        assert!(m["claimed"].parse::<i64>().unwrap() >= rt, "not before its time");
         seen.push(rt);
+        rounds.push(m["count"].parse::<i64>().unwrap());
     }
+    assert_eq!(rounds, [1, 2, 3], "numbered in order");
     // In order, in the scheduler's phase (a window missed while the machine stalled is skipped,
     // never made late twice).
     assert_eq!(seen[0], at);
@@ -182,6 +193,125 @@ fn set_makes_one_pending_iteration_and_upkeep_hands_each_to_a_waiting_worker() {
     let g = get(&mut c, &q, "s1").unwrap();
     assert!(num(&g, "count") >= 4 && num(&g, "next") >= at + 900);
     assert!(info_field(&mut c, "trafikey", "trafikey_upkeep_iterations").parse::<i64>().unwrap() >= 3);
+}
+
+/// A pending iteration promoted early brings its successor with the claim that takes it: CLAIM
+/// with ROW, and TRA.COMPLETENEXT's claim; an old iteration taken again (retried,
+/// reprocessed) makes none.
+#[test]
+fn row_claims_and_completenext_make_the_successor_and_old_iterations_make_none() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("takers");
+    let start = (server_ms(&mut c) + 600_000).to_string();
+    let (first, _) =
+        set(&mut c, &q, "s", &["EVERY", "60000", "START", &start, "JOB", "j", "{}", "ATTEMPTS", "5"]);
+    // Promoted early, then taken with ROW: the entry carries the row, its count 1; the claim
+    // made the next iteration, delayed.
+    assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &first, &[]), Reply::Int(1));
+    let r = q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"60000", b"ROW"]);
+    let e = r.array()[0].array();
+    assert_eq!(e[0].str(), first);
+    assert_eq!(pairs(&e[4])["count"], "1");
+    let g = get(&mut c, &q, "s").unwrap();
+    assert_eq!(num(&g, "count"), 2);
+    let second = g["job"].clone();
+    assert_eq!(job_field(&mut c, &q, &second, "st").as_deref(), Some("delayed"));
+    // The first fails and is retried at once: taking it again makes nothing.
+    let r = q.run(&mut c, "EMQ.FAIL", &first, &[b"w", b"boom", b"RETRY"]);
+    assert_eq!(r, Reply::Simple("retry".into()));
+    let again = unchanged_scheds(&mut c, &q, |c| claim_all(&q, c, "w2"));
+    assert_eq!(again, std::slice::from_ref(&first));
+    // COMPLETENEXT finishes it, and its claim takes the second (promoted early): the third.
+    assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &second, &[]), Reply::Int(1));
+    let r = q.run(&mut c, "TRA.COMPLETENEXT", &first, &[b"w2", b"ok", b"60000"]);
+    assert!(r.err().is_none(), "{r:?}");
+    assert_eq!(r.array()[1].array()[0].array()[0].str(), second);
+    let g = get(&mut c, &q, "s").unwrap();
+    assert_eq!(num(&g, "count"), 3);
+    assert_eq!(job_map(&mut c, &q, &g["job"])["count"], "3");
+    // The first reprocessed and taken again: nothing made.
+    assert_eq!(q.run(&mut c, "EMQ.REPROCESS", &first, &[]), Reply::Int(1));
+    let again = unchanged_scheds(&mut c, &q, |c| claim_all(&q, c, "w3"));
+    assert_eq!(again, [first]);
+    q.check_invariant(&mut c);
+}
+
+/// The scheduler's hash, list and iterations as they are; `f` must change none of them.
+fn unchanged_scheds<R>(c: &mut Conn, q: &Q, f: impl FnOnce(&mut Conn) -> R) -> R {
+    let before = (get(c, q, "s"), reads(c, q, &["LIST", "0", "-1"]), iterations(c, q).len());
+    let r = f(c);
+    assert_eq!(before, (get(c, q, "s"), reads(c, q, &["LIST", "0", "-1"]), iterations(c, q).len()));
+    r
+}
+
+/// With no worker and no client call, upkeep makes one iteration per period, each at its
+/// predecessor's time: the next time is the predecessor's plus the period, or — when the
+/// machine stalled past it — the first slot after the making. Exactly one stays delayed.
+#[test]
+fn without_a_worker_one_iteration_per_period_on_time() {
+    let s = Server::installed();
+    let mut c = s.conn();
+    let q = Q::new("idle");
+    let (_, at) = set(&mut c, &q, "s", &["EVERY", "100", "JOB", "j", "{}"]);
+    wait_for(|| get(&mut c, &q, "s").is_some_and(|g| num(&g, "count") >= 8), "eight iterations");
+    c.call(&[b"CONFIG", b"SET", b"trafikey.upkeep", b"no"]);
+    let g = get(&mut c, &q, "s").unwrap();
+    let its = iterations(&mut c, &q);
+    let mine: Vec<(i64, &(String, String))> =
+        its.iter().filter(|((s, _), _)| s == "s").map(|((_, t), v)| (*t, v)).collect();
+    assert_eq!(mine.len() as i64, num(&g, "count"), "one job per iteration made");
+    assert_eq!(mine[0].0, at);
+    assert_eq!(mine.iter().filter(|(_, (_, st))| st == "delayed").count(), 1, "{mine:?}");
+    let delayed = mine.last().unwrap();
+    assert_eq!((delayed.0, &delayed.1 .0, delayed.1 .1.as_str()), (num(&g, "next"), &g["job"], "delayed"));
+    for (n, pair) in mine.windows(2).enumerate() {
+        let ((t0, _), (t1, (id1, _))) = (pair[0], pair[1]);
+        let m = job_map(&mut c, &q, id1);
+        let made: i64 = m["created"].parse().unwrap();
+        assert_eq!(m["count"], (n + 2).to_string());
+        assert!(made >= t0, "{id1} made at {made}, before its predecessor's time {t0}");
+        let want = if made < t0 + 100 { t0 + 100 } else { made + 100 - (made - at).rem_euclid(100) };
+        assert_eq!(t1, want, "{id1} made at {made} after {t0}");
+    }
+    assert_eq!(info_field(&mut c, "trafikey", "trafikey_claim_iterations"), "0");
+    assert_eq!(info_field(&mut c, "trafikey", "trafikey_upkeep_iterations"), (mine.len() - 1).to_string());
+    q.check_invariant(&mut c);
+}
+
+/// Promoted early and taken, a pending iteration brings its successor at once (the next time
+/// on the grid after its own); when its own time comes, upkeep makes nothing more; at the
+/// successor's time, upkeep makes the one after.
+#[test]
+fn an_early_take_makes_the_successor_and_its_old_time_makes_nothing() {
+    let s = Server::installed();
+    let mut c = s.conn();
+    let q = Q::new("early");
+    let made = |c: &mut Conn, f: &str| info_field(c, "trafikey", f).parse::<i64>().unwrap();
+    let start = server_ms(&mut c) + 1500;
+    let (first, at) = set(&mut c, &q, "s", &["EVERY", "1500", "START", &start.to_string(), "JOB", "j", "{}"]);
+    assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &first, &[]), Reply::Int(1));
+    assert_eq!(claim_all(&q, &mut c, "w"), std::slice::from_ref(&first));
+    let g = get(&mut c, &q, "s").unwrap();
+    assert_eq!((num(&g, "count"), num(&g, "next")), (2, at + 1500));
+    assert_eq!(job_map(&mut c, &q, &g["job"])["count"], "2");
+    assert_eq!(
+        (made(&mut c, "trafikey_claim_iterations"), made(&mut c, "trafikey_upkeep_iterations")),
+        (1, 0)
+    );
+    // The old time passes (upkeep's timer was armed for it): nothing more.
+    while server_ms(&mut c) < at + 300 {
+        sleep(Duration::from_millis(50));
+    }
+    assert_eq!(iterations(&mut c, &q).len(), 2);
+    assert_eq!(made(&mut c, "trafikey_upkeep_iterations"), 0);
+    assert_eq!(num(&get(&mut c, &q, "s").unwrap(), "next"), at + 1500);
+    // The successor's time: upkeep makes the third.
+    wait_for(|| num(&get(&mut c, &q, "s").unwrap(), "count") == 3, "the third iteration");
+    assert_eq!(made(&mut c, "trafikey_upkeep_iterations"), 1);
+    let times: Vec<i64> = iterations(&mut c, &q).keys().map(|(_, t)| *t).collect();
+    assert_eq!(times, [at, at + 1500, at + 3000]);
+    q.check_invariant(&mut c);
 }
 
 #[test]
@@ -450,7 +580,12 @@ fn a_failover_carries_a_scheduler_on_with_nothing_doubled_or_missed() {
         let step = if *s == "a" { 100 } else { 1000 };
         assert!(times.windows(2).all(|w| w[1] > w[0] && (w[1] - w[0]) % step == 0), "{s}: {times:?}");
     }
-    // The new primary's AOF replays to the same keyspace.
+    // The new primary's AOF replays to the same keyspace. The schedulers are deleted first
+    // (their pending jobs with them): the restarted server's upkeep runs before a test can
+    // turn it off, and must find nothing due.
+    for s in ["a", "b"] {
+        assert_eq!(sched(&mut r, &q, s, &["DEL"]), Reply::Int(1));
+    }
     let want = digest(&mut r);
     drop(r);
     let replica = replica.restart();
@@ -543,4 +678,236 @@ fn found_keys_are_judged_as_the_callers() {
     let r = sched(&mut u, &q, "s", &["SET", "EVERY", "2000", "JOB", "j", "{}"]);
     assert!(r.err().is_none(), "{r:?}");
     assert_eq!(num(&get(&mut u, &q, "s").unwrap(), "every"), 2000);
+}
+
+/// `TRA.DRAIN … args`.
+fn drain(c: &mut Conn, q: &Q, args: &[&[u8]]) -> Reply {
+    let v = q.cmd("TRA.DRAIN", "", &["wait", "prio", "delayed", "events"], args);
+    run(c, &v)
+}
+
+/// `TRA.OBLITERATE … FORCE COUNT n`.
+fn obliterate(c: &mut Conn, q: &Q, n: usize) -> Reply {
+    let all = ["wait", "prio", "active", "delayed", "completed", "failed", "meta", "events"];
+    let n = n.to_string();
+    let v = q.cmd("TRA.OBLITERATE", "", &all, &[b"FORCE", b"COUNT", n.as_bytes()]);
+    run(c, &v)
+}
+
+/// DRAIN keeps every scheduler's pending iteration — delayed, or promoted early to `wait` or
+/// `prio` — and passes over it: COUNT counts the jobs deleted, so a pending iteration at the
+/// front of `wait` never stops a drain early, and `wait` keeps its order.
+#[test]
+fn drain_keeps_pending_iterations_wherever_they_wait() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("drain");
+    let start = (server_ms(&mut c) + 600_000).to_string();
+    let every = ["EVERY", "60000", "START", start.as_str()];
+    let with =
+        |tail: &[&'static str]| -> Vec<&str> { every.iter().copied().chain(tail.iter().copied()).collect() };
+    assert_eq!(q.enqueue(&mut c, &jid(1), &[]), Reply::Int(1));
+    let (in_wait, _) = set(&mut c, &q, "w", &with(&["JOB", "a", "{}"]));
+    assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &in_wait, &[]), Reply::Int(1));
+    assert_eq!(q.enqueue(&mut c, &jid(2), &[]), Reply::Int(1));
+    assert_eq!(q.enqueue(&mut c, &jid(3), &[b"PRIORITY", b"1"]), Reply::Int(1));
+    let (in_prio, _) = set(&mut c, &q, "p", &with(&["JOB", "b", "{}", "PRIORITY", "3"]));
+    assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &in_prio, &[]), Reply::Int(1));
+    let (in_delayed, _) = set(&mut c, &q, "d", &with(&["JOB", "c", "{}"]));
+    let far = (server_ms(&mut c) + 600_000).to_string();
+    assert_eq!(q.run(&mut c, "EMQ.SCHEDULE", &jid(4), &[far.as_bytes(), b"j", b"{}"]), Reply::Int(1));
+    assert_eq!(q.enqueue(&mut c, &jid(5), &[]), Reply::Int(1));
+    let wait_of = |c: &mut Conn| c.call(&[b"LRANGE", q.k("wait").as_bytes(), b"0", b"-1"]);
+    let before: Vec<String> = wait_of(&mut c).array().iter().map(Reply::str).collect();
+    assert_eq!(before.len(), 4);
+    let scheds = |c: &mut Conn| (["w", "p", "d"].map(|s| get(c, &q, s)), reads(c, &q, &["LIST", "0", "-1"]));
+    let kept = scheds(&mut c);
+    // Refusals write nothing.
+    unchanged(&mut c, |c| assert!(drain(c, &q, &[b"COUNT", b"0"]).error().starts_with("EMQARG")));
+    // One a call, until none but the pending iterations is left; the first takes the front
+    // of `wait` (its tail) that is not pending, the rest keeps its order.
+    assert_eq!(drain(&mut c, &q, &[b"COUNT", b"1"]), Reply::Int(1));
+    let front = before.iter().rev().find(|id| **id != in_wait).unwrap().clone();
+    let rest: Vec<String> = before.iter().filter(|id| **id != front).cloned().collect();
+    assert_eq!(wait_of(&mut c).array().iter().map(Reply::str).collect::<Vec<_>>(), rest);
+    let mut deleted = 1;
+    loop {
+        match drain(&mut c, &q, &[b"DELAYED", b"COUNT", b"1"]) {
+            Reply::Int(0) => break,
+            Reply::Int(1) => deleted += 1,
+            r => panic!("{r:?}"),
+        }
+    }
+    assert_eq!(deleted, 5, "three in wait, one in prio, one delayed");
+    assert_eq!(
+        wait_of(&mut c).array().iter().map(Reply::str).collect::<Vec<_>>(),
+        std::slice::from_ref(&in_wait)
+    );
+    let prio = c.call(&[b"ZRANGE", q.k("prio").as_bytes(), b"0", b"-1"]);
+    assert_eq!(prio.array().iter().map(Reply::str).collect::<Vec<_>>(), std::slice::from_ref(&in_prio));
+    let delayed = c.call(&[b"ZRANGE", q.k("delayed").as_bytes(), b"0", b"-1"]);
+    assert_eq!(delayed.array().iter().map(Reply::str).collect::<Vec<_>>(), std::slice::from_ref(&in_delayed));
+    assert_eq!(kept, scheds(&mut c), "the schedulers are as they were");
+    for id in [&in_wait, &in_prio, &in_delayed] {
+        assert!(job_field(&mut c, &q, id, "rs").is_some(), "{id} kept with its row");
+    }
+    // Without DELAYED, with a large COUNT: the pending iteration in wait stays, and among
+    // several jobs the order of the rest is kept.
+    for n in [6, 7] {
+        assert_eq!(q.enqueue(&mut c, &jid(n), &[]), Reply::Int(1));
+    }
+    assert_eq!(drain(&mut c, &q, &[]), Reply::Int(2));
+    assert_eq!(wait_of(&mut c).array().iter().map(Reply::str).collect::<Vec<_>>(), [in_wait]);
+    assert_eq!(drain(&mut c, &q, &[b"DELAYED"]), Reply::Int(0));
+    q.check_invariant(&mut c);
+}
+
+/// An iteration whose time came and whose successor was made is no longer pending: DRAIN
+/// deletes it (the successor, delayed, stays).
+#[test]
+fn drain_deletes_an_iteration_that_is_no_longer_pending() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("drained");
+    let start = (server_ms(&mut c) + 600_000).to_string();
+    let (first, _) = set(&mut c, &q, "s", &["EVERY", "60000", "START", &start, "JOB", "j", "{}"]);
+    assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &first, &[]), Reply::Int(1));
+    assert_eq!(claim_all(&q, &mut c, "w"), std::slice::from_ref(&first));
+    let second = get(&mut c, &q, "s").unwrap()["job"].clone();
+    assert_eq!(q.run(&mut c, "EMQ.FAIL", &first, &[b"w", b"boom", b"RETRY"]), Reply::Simple("retry".into()));
+    assert_eq!(drain(&mut c, &q, &[b"DELAYED"]), Reply::Int(1));
+    assert_eq!(job_field(&mut c, &q, &first, "st"), None);
+    assert_eq!(job_field(&mut c, &q, &second, "st").as_deref(), Some("delayed"));
+}
+
+/// OBLITERATE deletes the queue's schedulers — each `sched:<id>` hash and `scheds` — first,
+/// within its COUNT budget (one key a scheduler), then the jobs; the reply counts what is left.
+/// A caller who may not touch the scheduler hashes is refused, and nothing is written.
+#[test]
+fn obliterate_deletes_the_schedulers_within_its_budget() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("gone");
+    for sid in ["a", "b", "c"] {
+        set(&mut c, &q, sid, &["EVERY", "60000", "JOB", "j", "{}"]);
+    }
+    assert_eq!(q.enqueue(&mut c, &jid(1), &[]), Reply::Int(1));
+    assert_eq!(reads(&mut c, &q, &["COUNT"]), Reply::Int(3));
+    // Refused as the caller: scheds readable, the hashes not writable.
+    let user = &[
+        &b"ACL"[..],
+        b"SETUSER",
+        b"u",
+        b"on",
+        b">pw",
+        b"-@all",
+        b"+@emq",
+        b"resetkeys",
+        b"%R~{emq}:*",
+        b"~emq:{gone}:wait",
+        b"~emq:{gone}:prio",
+        b"~emq:{gone}:active",
+        b"~emq:{gone}:delayed",
+        b"~emq:{gone}:completed",
+        b"~emq:{gone}:failed",
+        b"~emq:{gone}:meta",
+        b"~emq:{gone}:events",
+        b"~emq:{gone}:job:*",
+        b"~emq:{gone}:log:*",
+        b"~emq:{gone}:alias",
+        b"~emq:{gone}:scheds",
+        b"%R~emq:{gone}:sched:*",
+    ];
+    assert!(c.call(user).err().is_none());
+    let mut u = s.conn();
+    assert_eq!(u.call(&[b"AUTH", b"u", b"pw"]), Reply::Simple("OK".into()));
+    let r = unchanged(&mut c, |_| obliterate(&mut u, &q, 1000));
+    assert_eq!(r.error(), "NOPERM No permissions to access a key");
+    // COUNT 2: two schedulers go; the third, four jobs (one row each) and the queue's keys are left.
+    let left = obliterate(&mut c, &q, 2).int();
+    assert_eq!(reads(&mut c, &q, &["COUNT"]), Reply::Int(1));
+    assert_eq!(c.call(&[b"KEYS", format!("emq:{{{}}}:sched:*", q.0).as_bytes()]).array().len(), 1);
+    assert!(left > 5, "{left}");
+    while obliterate(&mut c, &q, 2).int() > 0 {}
+    assert_eq!(reads(&mut c, &q, &["COUNT"]), Reply::Int(0));
+    let keys = c.call(&[b"KEYS", format!("emq:{{{}}}:*", q.0).as_bytes()]);
+    assert!(keys.array().is_empty(), "{keys:?}");
+}
+
+/// SET replaces a pending iteration promoted early to `wait` or `prio` as it replaces a delayed
+/// one (event `removed` with its state, the new one delayed at the kept time); DEL leaves such
+/// a job to run.
+#[test]
+fn upsert_replaces_a_pending_iteration_that_became_ready_early() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("ready");
+    let start = (server_ms(&mut c) + 600_000).to_string();
+    for (sid, prio, set_name, state) in [("w", None, "wait", "wait"), ("p", Some("4"), "prio", "prio")] {
+        let mut args = vec!["EVERY", "60000", "START", start.as_str(), "JOB", "j", "{}"];
+        args.extend(prio.map(|p| ["PRIORITY", p]).into_iter().flatten());
+        let (old, at) = set(&mut c, &q, sid, &args);
+        assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &old, &[]), Reply::Int(1));
+        assert_eq!(job_field(&mut c, &q, &old, "st").as_deref(), Some(state));
+        let (new, again) = set(&mut c, &q, sid, &args);
+        assert_eq!(again, at, "{sid}: the same rule keeps its time");
+        assert_ne!(new, old);
+        assert_eq!(job_field(&mut c, &q, &old, "st"), None, "{sid}: the ready one is replaced");
+        assert_eq!(job_field(&mut c, &q, &new, "st").as_deref(), Some("delayed"));
+        let k = q.k(set_name);
+        let members = if set_name == "wait" {
+            c.call(&[b"LRANGE", k.as_bytes(), b"0", b"-1"])
+        } else {
+            c.call(&[b"ZRANGE", k.as_bytes(), b"0", b"-1"])
+        };
+        assert!(members.array().is_empty(), "{sid}: {members:?}");
+        assert_eq!(num(&get(&mut c, &q, sid).unwrap(), "count"), 1, "the count is kept");
+        let ev = c.call(&[b"XRANGE", q.k("events").as_bytes(), b"-", b"+"]);
+        let removed: Vec<Vec<String>> =
+            ev.array().iter().map(|e| e.array()[1].strings()).filter(|f| f[1] == "removed").collect();
+        assert_eq!(removed.last().unwrap()[2..6], ["id", old.as_str(), "prev", state]);
+    }
+    q.check_invariant(&mut c);
+    // A paused queue's ready iteration is left to run on resume; the scheduler goes on from it.
+    let (z, zt) = set(&mut c, &q, "z", &["EVERY", "60000", "START", &start, "JOB", "z", "{}"]);
+    assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &z, &[]), Reply::Int(1));
+    assert_eq!(q.run(&mut c, "EMQ.CLAIM", "", &[b"PAUSE"]), Reply::Int(1));
+    let (z2, zt2) = set(&mut c, &q, "z", &["EVERY", "60000", "START", &start, "JOB", "z", "{}"]);
+    assert_eq!(job_field(&mut c, &q, &z, "st").as_deref(), Some("wait"));
+    assert_eq!((zt2, job_field(&mut c, &q, &z2, "st").as_deref()), (zt + 60000, Some("delayed")));
+    assert_eq!(q.run(&mut c, "EMQ.CLAIM", "", &[b"RESUME"]), Reply::Int(1));
+    // DEL leaves a pending iteration that became ready to run.
+    let (g, _) = set(&mut c, &q, "g", &["EVERY", "60000", "START", &start, "JOB", "x", "{}"]);
+    assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &g, &[]), Reply::Int(1));
+    assert_eq!(sched(&mut c, &q, "g", &["DEL"]), Reply::Int(1));
+    assert_eq!(job_field(&mut c, &q, &g, "st").as_deref(), Some("wait"));
+}
+
+/// A PATTERN scheduler set again while its first time's iteration is still held (taken, not
+/// finished: the scheduler was deleted and set again) is refused, nothing written; EVERY
+/// passes over such a time.
+#[test]
+fn upsert_of_a_pattern_whose_iteration_is_held_is_refused() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("held");
+    let (first, at) = set(&mut c, &q, "s", &["PATTERN", "0 0 1 1 *", "JOB", "j", "{}"]);
+    assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &first, &[]), Reply::Int(1));
+    assert_eq!(claim_all(&q, &mut c, "w"), std::slice::from_ref(&first));
+    assert_eq!(sched(&mut c, &q, "s", &["DEL"]), Reply::Int(1));
+    let r = unchanged(&mut c, |c| sched(c, &q, "s", &["SET", "PATTERN", "0 0 1 1 *", "JOB", "j", "{}"]));
+    assert_eq!(r.error(), format!("EMQSTATE iteration repeat:s:{at} already exists"));
+    assert!(get(&mut c, &q, "s").is_none());
+    // Finished, the id is free again.
+    assert_eq!(complete(&q, &mut c, &first, "w", &[b"KEEP", b"0"]), Reply::Int(1));
+    let (_, again) = set(&mut c, &q, "s", &["PATTERN", "0 0 1 1 *", "JOB", "j", "{}"]);
+    assert_eq!(again, at);
+    // EVERY: the held time is passed over.
+    let start = (server_ms(&mut c) + 600_000).to_string();
+    let (e, et) = set(&mut c, &q, "e", &["EVERY", "60000", "START", &start, "JOB", "j", "{}"]);
+    assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &e, &[]), Reply::Int(1));
+    assert_eq!(claim_all(&q, &mut c, "w"), [e]);
+    assert_eq!(sched(&mut c, &q, "e", &["DEL"]), Reply::Int(1));
+    let (_, next) = set(&mut c, &q, "e", &["EVERY", "60000", "START", &start, "JOB", "j", "{}"]);
+    assert_eq!(next, et + 60000);
 }

@@ -20,7 +20,10 @@ pub use dedup::{Claim, Release};
 pub use events::{Event, Events};
 pub use holder::Holder;
 pub use ready::{drains, End, Expiry, Promotion, Ready};
-pub use retention::{age, companions_of, doomed_rows, finish, keep_for, log_of, Companions, Retire};
+pub use retention::{
+    age, companions_of, doomed_rows, doomed_rows_opened, finish, keep_for, log_of, open_doomed, Companions,
+    Retire,
+};
 pub(crate) use row::Pairs;
 pub use row::{existing_row, field, meta, Found, NewJob, Row, State};
 

@@ -73,17 +73,37 @@ pub fn doomed_rows(x: &mut Exec, ids: &[Str]) -> Result<Doomed, Refusal> {
 /// was released when it finished, unless it has a TTL, which it lives out.
 fn doomed(x: &mut Exec, ids: &[Str], undedup: bool) -> Result<Doomed, Refusal> {
     let mut rows = Vec::with_capacity(ids.len());
-    let mut logs = Vec::new();
     for m in ids {
-        let row = x.open_undeclared(Role::Job, m.bytes(), Access::Write)?;
+        rows.push(x.open_undeclared(Role::Job, m.bytes(), Access::Write)?);
+    }
+    doomed_opened(x, ids, rows, undedup)
+}
+
+/// [`doomed_rows`] for rows the call already opened for writing (`rows[i]` is `ids[i]`'s,
+/// opened with [`open_doomed`]): DRAIN reads each one's `rs` first.
+pub fn doomed_rows_opened(x: &mut Exec, ids: &[Str], rows: Vec<Key>) -> Result<Doomed, Refusal> {
+    if ids.len() != rows.len() {
+        return Err(crate::errors::host_reply());
+    }
+    doomed_opened(x, ids, rows, true)
+}
+
+/// A row a call may delete, opened as the caller for writing (see [`doomed_rows_opened`]).
+pub fn open_doomed(x: &mut Exec, id: &[u8]) -> Result<Key, Refusal> {
+    x.open_undeclared(Role::Job, id, Access::Write)
+}
+
+fn doomed_opened(x: &mut Exec, ids: &[Str], rows: Vec<Key>, undedup: bool) -> Result<Doomed, Refusal> {
+    let mut logs = Vec::new();
+    for (m, row) in ids.iter().zip(&rows) {
         row.exists_as(Kind::Hash)?;
         if undedup {
-            logs.extend(super::Release::removing(x, m.bytes(), &row)?.into_key());
+            logs.extend(super::Release::removing(x, m.bytes(), row)?.into_key());
         }
-        rows.push(row);
         logs.extend(x.open_undeclared_existing(Role::Log, m.bytes(), Access::Write)?);
     }
     let unalias = Unalias::plan(x, ids.iter().map(Str::bytes).zip(&rows))?;
+    let mut rows = rows;
     rows.extend(logs);
     Ok(Doomed { keys: rows, unalias })
 }

@@ -66,6 +66,8 @@ pub mod field {
         SCHEDULER = c"rs";
         /// The iteration's time, ms: when its scheduler was due.
         ITERATION = c"rt";
+        /// The iteration's number: 1 for its scheduler's first.
+        ROUND = c"rn";
     }
 }
 
@@ -292,6 +294,9 @@ pub struct Found {
     pub expired: bool,
     /// It has an EXPIRE time (which a CLAIM in time spends).
     pub expires: bool,
+    /// The job scheduler that made it (`rs`), read with the fields above: a claim that takes
+    /// the scheduler's pending iteration makes the next one.
+    pub scheduler: Option<Str>,
 }
 
 impl Found {
@@ -309,16 +314,18 @@ impl Found {
         let row = x.open_undeclared(Role::Job, id.bytes(), Access::Update)?;
         let orphan = !row.exists_as(Kind::Hash)?;
         let int = |v: Option<Str>| v.and_then(|v| domain::args::int(v.bytes()));
-        let (priority, expire) = if orphan {
-            (0, None)
+        // `rs` rides in the same lookup: a queue without schedulers pays one absent field.
+        let (priority, expire, scheduler) = if orphan {
+            (0, None, None)
         } else if with_priority {
-            let [p, e, ..] = row.hget_many(&[&field::PRIORITY, &field::EXPIRE]);
-            (int(p).unwrap_or(0), int(e))
+            let [p, e, s, _] = row.hget_many(&[&field::PRIORITY, &field::EXPIRE, &field::SCHEDULER]);
+            (int(p).unwrap_or(0), int(e), s)
         } else {
-            (0, int(Row(&row).get(&field::EXPIRE)))
+            let [e, s, ..] = row.hget_many(&[&field::EXPIRE, &field::SCHEDULER]);
+            (0, int(e), s)
         };
         let expired = domain::expired(expire, x.now());
-        Ok(Found { id, row, orphan, priority, expired, expires: expire.is_some() })
+        Ok(Found { id, row, orphan, priority, expired, expires: expire.is_some(), scheduler })
     }
 
     /// Neither orphan nor expired: a job to promote or hand out.

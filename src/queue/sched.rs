@@ -2,10 +2,12 @@
 //! its pending iteration; `emq:{Q}:sched:<id>` holds its rule, its job template and its state
 //! (iterations made, the pending one's time and job id). The pending iteration is an ordinary
 //! delayed job, custom id `repeat:<id>:<ms>`, its row naming the scheduler (`rs`) and the
-//! iteration's time (`rt`); it becomes ready as every delayed job does. When its time comes,
-//! upkeep makes the next one in the same atomic step that moves the scheduler's time on: the
-//! time is keyspace state, written (and replicated) as effects, so an iteration is made once
-//! whichever node serves it, and a restart or a failover neither repeats nor skips one.
+//! iteration's time (`rt`) and its number (`rn`); it becomes ready as every delayed job does.
+//! The next one is made when the pending one is taken by a claim or when its time comes
+//! (upkeep), whichever is first, in the same atomic step that moves the scheduler's time and
+//! pending job on; both check that the job is still the pending one, so the next is made once.
+//! The time is keyspace state, written (and replicated) as effects, so whichever node serves
+//! it, a restart or a failover neither repeats nor skips an iteration.
 
 use crate::domain::sched::{self, Repeat, Spec};
 use crate::domain::{self, id};
@@ -155,18 +157,20 @@ pub fn plan(
 
 impl Iteration {
     /// Create the iteration's job in `delayed` at its time: the template's fields, its
-    /// creation time, its custom id, its scheduler and time; one `delayed` event (as
-    /// SCHEDULE's).
+    /// creation time, its custom id, its scheduler, time and number (`round`, 1 for the
+    /// first); one `delayed` event (as SCHEDULE's).
+    #[allow(clippy::too_many_arguments)]
     pub fn make(
         &self,
         x: &Exec,
         sid: &Str,
         tpl: &Template,
+        round: i64,
         delayed: &Key,
         aliases: &Aliases,
         events: &Events,
     ) -> Result<(), Refusal> {
-        let (created, at) = (x.int(x.now())?, x.int(self.at)?);
+        let (created, at, round) = (x.int(x.now())?, x.int(self.at)?, x.int(round)?);
         let mut pairs: Pairs = smallvec::smallvec![(&field::STATE, State::Delayed.lit().str_ref())];
         pairs.extend(tpl.fields.iter().map(|(f, v)| (*f, v.str_ref())));
         pairs.extend([
@@ -174,6 +178,7 @@ impl Iteration {
             (&field::ALIAS, self.alias.str_ref()),
             (&field::SCHEDULER, sid.str_ref()),
             (&field::ITERATION, at.str_ref()),
+            (&field::ROUND, round.str_ref()),
         ]);
         self.row.hset(&pairs)?;
         aliases.set(self.alias.str_ref(), self.id.str_ref())?;
@@ -199,9 +204,10 @@ pub fn advance(x: &Exec, h: &Key, count: i64, it: &Iteration) -> Result<(), Refu
     ])
 }
 
-/// What upkeep does with one scheduler whose time has come.
-enum Due {
-    /// The zset names a scheduler without a (valid) hash: dropped.
+/// What is done with one scheduler whose pending iteration's time came or that was taken.
+enum Step {
+    /// No rule the module can read (a client wrote the hash, or `scheds` names a scheduler
+    /// without one): the scheduler leaves `scheds`, counted as an orphan.
     Orphan(Str),
     /// No iteration after this one (LIMIT, END, no time left): the scheduler is deleted.
     Ended(Str, Key),
@@ -209,9 +215,99 @@ enum Due {
     Next { sid: Str, h: Key, count: i64, it: Iteration, tpl: Template },
 }
 
+/// Who made an iteration: counted apart in `INFO trafikey`.
+#[derive(Clone, Copy)]
+pub enum Maker {
+    /// Upkeep, when the pending iteration's time came.
+    Upkeep,
+    /// The claim that took the pending iteration before its time.
+    Claim,
+}
+
+/// The step for scheduler `sid` (hash `h`, a hash that exists or not) whose pending
+/// iteration was at `prev`: its next iteration after now, or its end. `ids`: the job ids
+/// this call already chose.
+fn step(
+    x: &mut Exec,
+    aliases: &mut Option<Aliases>,
+    ids: &mut Vec<Vec<u8>>,
+    sid: Str,
+    h: Key,
+    prev: i64,
+) -> Result<Step, Refusal> {
+    let now = x.now();
+    let spec = if h.exists_as(Kind::Hash)? { spec_of(&h) } else { None };
+    let (Some(spec), Some(tpl)) = (spec, Template::of(&h)) else {
+        return Ok(Step::Orphan(sid));
+    };
+    let count = count_of(&h);
+    let it = match spec.after(prev, now).filter(|_| spec.may_make(count)) {
+        Some(t) => {
+            let a = match aliases.take() {
+                Some(a) => a,
+                None => Aliases::open(x)?,
+            };
+            let taken: Vec<&[u8]> = ids.iter().map(Vec::as_slice).collect();
+            let it = plan(x, &a, sid.bytes(), &spec, t, &taken, None);
+            *aliases = Some(a);
+            it?
+        }
+        None => None,
+    };
+    Ok(match it {
+        Some(it) => {
+            ids.push(it.id.bytes().to_vec());
+            Step::Next { sid, h, count: count.saturating_add(1), it, tpl }
+        }
+        None => Step::Ended(sid, h),
+    })
+}
+
+/// The planned steps, made in order (the alias hash opened afresh: the call's own deletions
+/// may have emptied it). Returns how many iterations were made.
+fn apply(
+    x: &mut Exec,
+    steps: Vec<Step>,
+    scheds: &Key,
+    delayed: &Key,
+    events: &Events,
+    by: Maker,
+) -> Result<u64, Refusal> {
+    let aliases =
+        if steps.iter().any(|s| matches!(s, Step::Next { .. })) { Some(Aliases::open(x)?) } else { None };
+    let mut made = 0u64;
+    for step in steps {
+        match step {
+            Step::Orphan(sid) => {
+                scheds.zrem(sid.str_ref());
+                metrics::add(&metrics::ORPHANS, 1);
+            }
+            Step::Ended(sid, h) => {
+                scheds.zrem(sid.str_ref());
+                h.delete();
+            }
+            Step::Next { sid, h, count, it, tpl } => {
+                let aliases = aliases.as_ref().ok_or_else(crate::errors::host_reply)?;
+                it.make(x, &sid, &tpl, count, delayed, aliases, events)?;
+                advance(x, &h, count, &it)?;
+                scheds.zadd(it.at, sid.str_ref())?;
+                made = made.saturating_add(1);
+            }
+        }
+    }
+    let counter = match by {
+        Maker::Upkeep => &metrics::UPKEEP_ITERATIONS,
+        Maker::Claim => &metrics::CLAIM_ITERATIONS,
+    };
+    metrics::add(counter, made);
+    Ok(made)
+}
+
 /// Upkeep's step for a queue's schedulers: for each whose pending iteration's time has come
-/// (at most `budget`, earliest first), make the next iteration, or end the scheduler. Checked
-/// whole before anything is written. Returns how many schedulers it handled.
+/// (its score in `scheds`; at most `budget`, earliest first), make the next iteration, or end
+/// the scheduler. `scheds` moves with the hash's pending job, so a scheduler whose pending
+/// iteration a claim already took (and succeeded) is not due here. Checked whole before
+/// anything is written. Returns how many schedulers it handled.
 pub fn fire(
     x: &mut Exec,
     scheds: &Key,
@@ -219,56 +315,79 @@ pub fn fire(
     events: &Events,
     budget: usize,
 ) -> Result<usize, Refusal> {
-    let now = x.now();
-    let due = scheds.zrange(f64::NEG_INFINITY, now as f64, budget);
+    let due = scheds.zrange(f64::NEG_INFINITY, x.now() as f64, budget);
     if due.is_empty() {
         return Ok(0);
     }
-    let aliases = Aliases::open(x)?;
-    let mut plans = Vec::with_capacity(due.len());
-    let mut ids: Vec<Vec<u8>> = Vec::new();
+    let (mut aliases, mut ids) = (None, Vec::new());
+    let mut steps = Vec::with_capacity(due.len());
     for (sid, score) in due {
         let h = x.open_undeclared(Role::Sched, sid.bytes(), Access::Update)?;
-        let spec = if h.exists_as(Kind::Hash)? { spec_of(&h) } else { None };
-        let (Some(spec), Some(tpl)) = (spec, Template::of(&h)) else {
-            plans.push(Due::Orphan(sid));
-            continue;
-        };
-        let count = count_of(&h);
-        let next = spec.after(score as i64, now).filter(|_| spec.may_make(count));
-        let taken: Vec<&[u8]> = ids.iter().map(Vec::as_slice).collect();
-        let it = match next {
-            Some(t) => plan(x, &aliases, sid.bytes(), &spec, t, &taken, None)?,
-            None => None,
-        };
-        match it {
-            Some(it) => {
-                ids.push(it.id.bytes().to_vec());
-                plans.push(Due::Next { sid, h, count: count.saturating_add(1), it, tpl });
-            }
-            None => plans.push(Due::Ended(sid, h)),
-        }
+        steps.push(step(x, &mut aliases, &mut ids, sid, h, score as i64)?);
     }
-    let n = plans.len();
-    for p in plans {
-        match p {
-            Due::Orphan(sid) => {
-                scheds.zrem(sid.str_ref());
-                metrics::add(&metrics::ORPHANS, 1);
-            }
-            Due::Ended(sid, h) => {
-                scheds.zrem(sid.str_ref());
-                h.delete();
-            }
-            Due::Next { sid, h, count, it, tpl } => {
-                it.make(x, &sid, &tpl, delayed, &aliases, events)?;
-                advance(x, &h, count, &it)?;
-                scheds.zadd(it.at, sid.str_ref())?;
-                metrics::add(&metrics::UPKEEP_ITERATIONS, 1);
-            }
-        }
-    }
+    let n = steps.len();
+    apply(x, steps, scheds, delayed, events, Maker::Upkeep)?;
     Ok(n)
+}
+
+/// The successors a claim makes for the pending iterations it takes before their time came:
+/// planned and checked whole before the call's first write, made after its own.
+#[derive(Default)]
+pub struct Succession {
+    steps: Vec<Step>,
+    scheds: Option<Key>,
+}
+
+impl Succession {
+    /// For the jobs a call takes, each with its row's `rs`: those its scheduler's hash names
+    /// as pending (`job`). An old iteration (retried, reprocessed, or one whose time came and
+    /// upkeep already made its successor) or one of a deleted scheduler makes none. The next
+    /// time is after now (`Spec::after`), by the server's clock.
+    pub fn plan<'j>(
+        x: &mut Exec,
+        taken: impl Iterator<Item = (&'j Str, &'j Str)>,
+    ) -> Result<Succession, Refusal> {
+        let (mut aliases, mut ids) = (None, Vec::new());
+        let mut steps = Vec::new();
+        for (jid, sid) in taken {
+            if sched::scheduler_id(sid.bytes()).is_err() {
+                continue;
+            }
+            let h = x.open_undeclared(Role::Sched, sid.bytes(), Access::Update)?;
+            if !h.exists_as(Kind::Hash)? || h.hget(&sfield::JOB).is_none_or(|j| j.bytes() != jid.bytes()) {
+                continue;
+            }
+            let prev = int(&h, &sfield::NEXT).unwrap_or_else(|| x.now());
+            let sid = x.string(sid.bytes())?;
+            steps.push(step(x, &mut aliases, &mut ids, sid, h, prev)?);
+        }
+        if steps.is_empty() {
+            return Ok(Succession::default());
+        }
+        let scheds = x.open_undeclared(Role::Scheds, b"", Access::Update)?;
+        scheds.exists_as(Kind::ZSet)?;
+        Ok(Succession { steps, scheds: Some(scheds) })
+    }
+
+    /// Makes the planned successors. Returns how many iterations it made.
+    pub fn make(self, x: &mut Exec, delayed: &Key, events: &Events) -> Result<u64, Refusal> {
+        let Some(scheds) = self.scheds else { return Ok(0) };
+        apply(x, self.steps, &scheds, delayed, events, Maker::Claim)
+    }
+}
+
+/// Whether job `id` is its scheduler's pending iteration: its row names a scheduler (`rs`)
+/// whose hash names the job as pending (`job`). The hash is read as the caller;
+/// `row` is the job's row, opened by the caller.
+pub fn is_pending(x: &mut Exec, id: &[u8], row: &Key) -> Result<bool, Refusal> {
+    if !row.exists_as(Kind::Hash)? {
+        return Ok(false);
+    }
+    let Some(sid) = row.hget(&field::SCHEDULER).filter(|s| sched::scheduler_id(s.bytes()).is_ok()) else {
+        return Ok(false);
+    };
+    let h = x.open_undeclared(Role::Sched, sid.bytes(), Access::Read)?;
+    Ok(h.exists_as(Kind::Hash)? && h.hget(&sfield::JOB).is_some_and(|j| j.bytes() == id))
 }
 
 /// The job id a row's branded id check accepts, for the pending job named in a hash.

@@ -24,6 +24,7 @@ use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command,
 use crate::host::{one, Access, ArgStr, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::metrics;
+use crate::queue::sched::Succession;
 use crate::queue::{field, limit, meta, Event, Events, Expiry, Found, Promotion, Ready, State};
 
 pub const KEYS: Keys = Keys::of(&[
@@ -346,6 +347,15 @@ fn take(
         _ => None,
     });
     let expiry = Expiry::plan(x, promotion.expired().chain(picked_expired).collect())?;
+    // A job scheduler's pending iteration taken: its successor, planned now, made below.
+    let iterations = taken.iter().filter_map(|t| {
+        let f = match t {
+            Taken::Ready(f, _) => f,
+            Taken::Promoted(i) => promoted.get(*i)?,
+        };
+        f.scheduler.as_ref().filter(|_| f.live()).map(|s| (&f.id, s))
+    });
+    let succession = Succession::plan(x, iterations)?;
 
     // Write: promotions, then claims.
     promotion.apply(x, &ready, &delayed, &events)?;
@@ -405,6 +415,7 @@ fn take(
             Reply::Int(attempt),
         ]);
     }
+    succession.make(x, &delayed, &events)?;
     Ok((Taken4 { jobs: out, rows }, expired))
 }
 

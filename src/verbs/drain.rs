@@ -1,7 +1,9 @@
 //! `TRA.DRAIN 4 wait prio delayed events [DELAYED] [COUNT n]` — deletes jobs that wait to run:
 //! those in `wait` (from the front), then in `prio` (lowest first), and with DELAYED those in
 //! `delayed` too (earliest due first), rows with them, at most n (1..=10000, default 1000) in
-//! one call. Held and finished jobs stay. Replies the number deleted: the client repeats until
+//! one call. Held and finished jobs stay, and so does a job scheduler's pending iteration
+//! (passed over: the n are counted among the others; its row and its scheduler's hash are read
+//! as the caller). Replies the number deleted: the client repeats until
 //! 0. One `cleaned` event (`count`) per call that deleted any. The rows are found, not
 //! declared: opened as the caller. Fenced.
 
@@ -10,7 +12,8 @@ use crate::errors::Refusal;
 use crate::host::command::{flag, opt, q, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{doomed_rows, Event, Events};
+use crate::host::Key;
+use crate::queue::{doomed_rows_opened, open_doomed, sched, Event, Events};
 
 pub const KEYS: Keys = Keys::of(&[q(Wait, Take), q(Prio, Take), q(Delayed, Take), q(Events, Append)]);
 pub const ARGS: &[Arg] = &[flag("delayed", "DELAYED"), opt("count", "COUNT", "n", Ty::Int)];
@@ -41,27 +44,48 @@ impl Verb for Drain {
         let prio = x.open_as(Prio, Kind::ZSet)?;
         let delayed = x.open_as(Delayed, Kind::ZSet)?;
         let events = Events::open(x)?;
-        // The ids, read and their rows checked first.
-        let from_wait: Vec<Vec<u8>> = match left.min(usize::try_from(wait.len()).unwrap_or(usize::MAX)) {
-            0 => Vec::new(),
-            n => wait.range_read(c"LRANGE", (n as i64).saturating_neg(), -1, None)?,
-        };
-        left = left.saturating_sub(from_wait.len());
-        let from_prio = prio.zrange(f64::NEG_INFINITY, f64::INFINITY, left);
-        left = left.saturating_sub(from_prio.len());
-        let from_delayed =
-            if delayed_too { delayed.zrange(f64::NEG_INFINITY, f64::INFINITY, left) } else { Vec::new() };
-        let mut ids: Vec<Str> = Vec::with_capacity(count);
-        for id in &from_wait {
-            ids.push(x.string(id)?);
+        // The ids, read and their rows checked first. A scheduler's pending iteration stays:
+        // it is passed over, and the call takes as many others as COUNT allows behind it.
+        let wait_len = usize::try_from(wait.len()).unwrap_or(usize::MAX);
+        let (mut ids, mut kept, mut span): (Vec<Str>, Vec<(usize, Str)>, usize) = (Vec::new(), Vec::new(), 0);
+        // Each row is opened once, for writing: its `rs` read, then deleted with it.
+        let mut rows: Vec<Key> = Vec::new();
+        // How many entries from the claiming end the deletions reach: those are popped, and
+        // the pending iterations among them pushed back in their order.
+        let mut reach = 0usize;
+        while ids.len() < left && span < wait_len {
+            let n = left.saturating_sub(ids.len()).min(wait_len.saturating_sub(span));
+            let (from, to) = (span.saturating_add(n) as i64, span.saturating_add(1) as i64);
+            let chunk = wait.range_read(c"LRANGE", from.saturating_neg(), to.saturating_neg(), None)?;
+            // The front of the queue is the tail: the chunk from its claiming end on.
+            for (i, id) in chunk.iter().rev().enumerate() {
+                let (pos, id) = (span.saturating_add(i), x.string(id)?);
+                let row = open_doomed(x, id.bytes())?;
+                if sched::is_pending(x, id.bytes(), &row)? {
+                    kept.push((pos, id));
+                } else {
+                    ids.push(id);
+                    rows.push(row);
+                    reach = pos.saturating_add(1);
+                }
+            }
+            span = span.saturating_add(n);
         }
-        let prio_ids: Vec<Str> = from_prio.into_iter().map(|(m, _)| m).collect();
-        let delayed_ids: Vec<Str> = from_delayed.into_iter().map(|(m, _)| m).collect();
+        left = left.saturating_sub(ids.len());
+        let (prio_ids, prio_rows) = unpended(x, &prio, left)?;
+        left = left.saturating_sub(prio_ids.len());
+        let (delayed_ids, delayed_rows) =
+            if delayed_too { unpended(x, &delayed, left)? } else { (Vec::new(), Vec::new()) };
         let all: Vec<&Str> = ids.iter().chain(&prio_ids).chain(&delayed_ids).collect();
         let owned: Vec<Str> = all.iter().filter_map(|s| s.share()).collect();
-        let rows = doomed_rows(x, &owned)?;
+        rows.extend(prio_rows);
+        rows.extend(delayed_rows);
+        let rows = doomed_rows_opened(x, &owned, rows)?;
         // Then the writes.
-        wait.rpop_drop(from_wait.len());
+        wait.rpop_drop(reach);
+        for (_, id) in kept.iter().rev().filter(|(pos, _)| *pos < reach) {
+            wait.rpush(id.str_ref())?;
+        }
         prio.zrem_many(&prio_ids.iter().map(Str::str_ref).collect::<Vec<_>>());
         delayed.zrem_many(&delayed_ids.iter().map(Str::str_ref).collect::<Vec<_>>());
         rows.delete();
@@ -70,5 +94,32 @@ impl Verb for Drain {
             events.emit(x, None, Event::Cleaned { count: n })?;
         }
         Ok(Reply::Int(n))
+    }
+}
+
+/// Up to `n` members of `set`, lowest first, that are not a scheduler's pending iteration,
+/// with their rows (opened for writing): the read grows past the pending ones met (each
+/// checked once).
+fn unpended(x: &mut Exec, set: &Key, n: usize) -> Result<(Vec<Str>, Vec<Key>), Refusal> {
+    let mut checked: Vec<Option<Key>> = Vec::new();
+    let mut limit = n;
+    loop {
+        let got = set.zrange(f64::NEG_INFINITY, f64::INFINITY, limit);
+        for (m, _) in got.iter().skip(checked.len()) {
+            let row = open_doomed(x, m.bytes())?;
+            checked.push((!sched::is_pending(x, m.bytes(), &row)?).then_some(row));
+        }
+        let kept = checked.iter().filter(|r| r.is_none()).count();
+        let want = n.saturating_add(kept);
+        if got.len() < limit || want == limit {
+            let (ids, rows) = got
+                .into_iter()
+                .zip(checked)
+                .filter_map(|((m, _), row)| row.map(|r| (m, r)))
+                .take(n)
+                .unzip();
+            return Ok((ids, rows));
+        }
+        limit = want;
     }
 }

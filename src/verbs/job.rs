@@ -1,13 +1,14 @@
 //! `TRA.JOB 1 job` — one job as a map (RESP2: flat pairs), in this order: `id state name data
 //! opts priority attempts backoff created started made stalls claimed deadline due expire
-//! progress result error finished stack alias dedup scheduler iteration`; nil when the row is absent. A fact not set is null;
+//! progress result error finished stack alias dedup scheduler iteration count`; nil when the row is absent. A fact not set is null;
 //! `priority`, `attempts`, `started`, `made` and `stalls` are integers with their defaults (0,
 //! 1, 0, 0, 0); `backoff` is `FIXED <ms>` or `EXP <ms>`; `deadline` is the job's score in
 //! `active` (its lease) and `due` its score in `delayed` — those sets are read as the caller,
 //! undeclared. `progress` is the holder's last TRA.PROGRESS report; `expire` the job's EXPIRE time
 //! (null without one); `stack` the last FAIL's STACK; `dedup` the DEDUP id the job was created
-//! with (whether or not it still holds it); `scheduler` and `iteration` the job scheduler
-//! that made the job and the iteration's time (null for other jobs). Read-only, no fence.
+//! with (whether or not it still holds it); `scheduler`, `iteration` and `count` the job
+//! scheduler that made the job, the iteration's time and its number (1 for the scheduler's
+//! first; null for other jobs). Read-only, no fence.
 
 use crate::domain::{self, Backoff};
 use crate::errors::Refusal;
@@ -90,7 +91,8 @@ pub fn view(id: &[u8], row: &Key, state: Reply, deadline: Reply, due: Reply) -> 
 /// not set, so the reply grows by what the worker did not have.
 pub fn claimed_view(row: &Key, state: Reply, deadline: Reply) -> Reply {
     let mut get = read(row);
-    let mut pairs = vec![("state", state)];
+    let mut pairs = Vec::with_capacity(12);
+    pairs.push(("state", state));
     pairs.extend(facts(&mut get, deadline, Reply::Null).into_iter().filter(|(_, v)| !matches!(v, Reply::Null)));
     Reply::Map(pairs)
 }
@@ -98,7 +100,7 @@ pub fn claimed_view(row: &Key, state: Reply, deadline: Reply) -> Reply {
 /// The row read in one pass (a map shows nearly every field; a lookup each walked the row
 /// once per field): a getter that hands out each field's value once.
 fn read(row: &Key) -> impl FnMut(&Lit) -> Option<Str> {
-    let mut fields: smallvec::SmallVec<[(&'static [u8], Str); 24]> = smallvec::SmallVec::new();
+    let mut fields: smallvec::SmallVec<[(&'static [u8], Str); 26]> = smallvec::SmallVec::new();
     row.hscan(|name, value| {
         if let Some(f) = field::ALL.iter().find(|f| f.bytes() == name) {
             fields.push((f.bytes(), value));
@@ -110,13 +112,15 @@ fn read(row: &Key) -> impl FnMut(&Lit) -> Option<Str> {
     }
 }
 
-/// The facts after `id state name data`, in TRA.JOB's order.
-fn facts(get: &mut impl FnMut(&Lit) -> Option<Str>, deadline: Reply, due: Reply) -> Vec<(&'static str, Reply)> {
+/// The facts after `id state name data`, in TRA.JOB's order: an array on the stack (a claim
+/// with ROW builds one per job, and a vector of them is a heap block past the allocator's
+/// fast sizes).
+fn facts(get: &mut impl FnMut(&Lit) -> Option<Str>, deadline: Reply, due: Reply) -> [(&'static str, Reply); 22] {
     let backoff = get(&field::BACKOFF).and_then(|b| domain::backoff_decode(b.bytes())).map(|b| match b {
         Backoff::Fixed(ms) => format!("FIXED {ms}"),
         Backoff::Exp(ms) => format!("EXP {ms}"),
     });
-    vec![
+    [
         ("opts", text(get(&field::OPTS))),
         ("priority", int(get(&field::PRIORITY), Some(0))),
         ("attempts", int(get(&field::ATTEMPTS), Some(1))),
@@ -138,5 +142,6 @@ fn facts(get: &mut impl FnMut(&Lit) -> Option<Str>, deadline: Reply, due: Reply)
         ("dedup", text(get(&field::DEDUP))),
         ("scheduler", text(get(&field::SCHEDULER))),
         ("iteration", int(get(&field::ITERATION), None)),
+        ("count", int(get(&field::ROUND), None)),
     ]
 }

@@ -1,10 +1,12 @@
 //! `TRA.OBLITERATE 8 wait prio active delayed completed failed meta events [FORCE] [COUNT n]`
-//! — deletes a whole queue, at most n keys a call (1..=10000, default 1000): the rows of its
-//! jobs first (taken from the sets, in this order: wait, prio, active, delayed, completed,
+//! — deletes a whole queue, at most n keys a call (1..=10000, default 1000): its job
+//! schedulers first (the `sched:<id>` hashes `scheds` names, and their entries), then the rows
+//! of its jobs (taken from the sets, in this order: wait, prio, active, delayed, completed,
 //! failed), then, once no job is left, the sets, `meta`, `events` and the alias hash. Refuses with `EMQSTATE`
 //! while jobs are active, unless FORCE (their holders then find no job). Replies the number of
-//! keys still left (rows and the queue's own keys): the client repeats until 0; the queue
-//! then leaves `TRA.QUEUES`. Rows are opened as the caller. Fenced.
+//! keys still left (schedulers, rows and the queue's own keys): the client repeats until 0;
+//! the queue then leaves `TRA.QUEUES`. Rows, `scheds` and the scheduler hashes are opened as
+//! the caller. Fenced.
 
 use crate::domain::{self, args::Opt};
 use crate::errors::Refusal;
@@ -66,6 +68,22 @@ impl Verb for Obliterate {
         if active_len > 0 && !force {
             return Err(Refusal::State(format!("queue has {active_len} active jobs: give FORCE")));
         }
+        // The queue's job schedulers go first, so that none makes an iteration while the
+        // queue is being deleted: `scheds` and the `sched:<id>` hashes it names are found,
+        // opened as the caller, each hash counted against the budget.
+        let scheds = x.open_undeclared_existing(Scheds, b"", Access::Write)?;
+        let mut sched_ids: Vec<Str> = Vec::new();
+        let mut hashes = Vec::new();
+        if let Some(z) = &scheds {
+            z.exists_as(Kind::ZSet)?;
+            for (sid, _) in z.zrange(f64::NEG_INFINITY, f64::INFINITY, budget) {
+                if domain::sched::scheduler_id(sid.bytes()).is_ok() {
+                    hashes.push(x.open_undeclared(Sched, sid.bytes(), Access::Write)?);
+                }
+                sched_ids.push(sid);
+            }
+        }
+        budget = budget.saturating_sub(sched_ids.len());
         // Read first: the ids whose rows go in this call, and those rows, as the caller.
         let from_wait: Vec<Vec<u8>> = match budget.min(usize::try_from(wait.len()).unwrap_or(usize::MAX)) {
             0 => Vec::new(),
@@ -85,7 +103,18 @@ impl Verb for Obliterate {
         }
         let doomed: Vec<Str> = ids.iter().chain(from_sets.iter().flatten()).filter_map(Str::share).collect();
         let rows = doomed_rows(x, &doomed)?;
-        // Write: the rows and their entries; the queue's own keys once no job is left.
+        // Write: the schedulers, the rows and their entries; the queue's own keys once no job
+        // is left.
+        for h in &hashes {
+            h.delete();
+        }
+        let scheds_left = match &scheds {
+            Some(z) => {
+                z.zrem_many(&sched_ids.iter().map(Str::str_ref).collect::<Vec<_>>());
+                z.len()
+            }
+            None => 0,
+        };
         wait.rpop_drop(from_wait.len());
         for ((_, set), taken) in zsets.iter().zip(&from_sets) {
             set.zrem_many(&taken.iter().map(Str::str_ref).collect::<Vec<_>>());
@@ -113,7 +142,7 @@ impl Verb for Obliterate {
         } else {
             keys_left = own.iter().filter(|k| k.kind() != Kind::Empty).count() as u64;
         }
-        let left = jobs_left.saturating_add(keys_left);
+        let left = jobs_left.saturating_add(keys_left).saturating_add(scheds_left);
         if left == 0 {
             registry::forget(&(timer::selected(x.ctx()), x.queue.to_vec()));
         }

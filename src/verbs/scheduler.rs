@@ -7,9 +7,11 @@
 //! and its pending iteration — a delayed job at the iteration's time, custom id
 //! `repeat:<ID>:<ms>` (`queue::sched`). Replacing keeps the iteration count and, for an EVERY
 //! scheduler whose interval and phase did not change, the pending time; otherwise the time
-//! comes from the new rule (the first after now, or, when the pending iteration already
-//! became ready, the one after it). The pending job, if still delayed, is deleted and made
-//! anew (events `removed` then `delayed`). Replies `[job id, time]`.
+//! comes from the new rule (the first after now, or, when the pending iteration was already
+//! taken, the one after it). The pending job not yet taken — delayed, or promoted early to
+//! `wait` or `prio` — is deleted and made anew (events `removed` then `delayed`). A PATTERN
+//! whose first time's custom id a live job holds is refused (`EMQSTATE`). Replies
+//! `[job id, time]`.
 //! DEL deletes the scheduler and its pending job while that is still delayed; 1, or 0 when
 //! there is no such scheduler. Everything is checked before the first write. Fenced.
 
@@ -20,7 +22,7 @@ use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command,
 use crate::host::{Access, ArgStr, Exec, Key, Kind, Lit, Reply, Str, StrRef, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::sched::{self as qs, sfield, Template};
-use crate::queue::{companions_of, field, Aliases, Companions, Event, Events, NewJob, Row, State};
+use crate::queue::{companions_of, field, meta, Aliases, Companions, Event, Events, NewJob, Row, State};
 
 use super::enqueue::{job_args, ATTEMPTS, BACKOFF, OPTS, PRIORITY};
 
@@ -157,38 +159,73 @@ impl Verb for Scheduler {
     }
 }
 
-/// The scheduler's pending job while it is still delayed (and so replaced or deleted with
-/// the scheduler): its id, its row, its log and alias entry.
+/// The scheduler's pending job while it has not been taken — delayed, or promoted early to
+/// `wait` or `prio` — and so replaced or deleted with the scheduler: its id, its row, its log
+/// and alias entry, and the set that holds it (`wait` and `prio` found, opened as the caller).
 struct Pending {
     id: Str,
     row: Key,
     companions: Option<Companions>,
+    state: State,
+    set: Option<Key>,
 }
 
 impl Pending {
-    fn find(x: &mut Exec, h: &Key, delayed: &Key) -> Result<Option<Pending>, Refusal> {
+    /// `ready_too`: also when it is in `wait` or `prio` (SET replaces it there; DEL leaves it
+    /// to run, as BullMQ's removal of a scheduler does).
+    fn find(x: &mut Exec, h: &Key, delayed: &Key, ready_too: bool) -> Result<Option<Pending>, Refusal> {
         let Some(id) = qs::pending_job(h) else { return Ok(None) };
         let row = x.open_undeclared(Job, id.bytes(), Access::Update)?;
         if !row.exists_as(Kind::Hash)? {
             return Ok(None);
         }
-        let ours = Row(&row).get(&field::SCHEDULER).is_some_and(|s| s.bytes() == x.id);
-        let waiting = Row(&row).state() == Some(State::Delayed) && delayed.zscore(id.str_ref()).is_some();
-        if !(ours && waiting) {
+        if Row(&row).get(&field::SCHEDULER).is_none_or(|s| s.bytes() != x.id) {
             return Ok(None);
         }
+        let (state, set) = match Row(&row).state() {
+            Some(State::Delayed) if delayed.zscore(id.str_ref()).is_some() => (State::Delayed, None),
+            Some(State::Prio) if ready_too => {
+                let prio = x.open_undeclared(Prio, b"", Access::Update)?;
+                if !prio.exists_as(Kind::ZSet)? || prio.zscore(id.str_ref()).is_none() {
+                    return Ok(None);
+                }
+                (State::Prio, Some(prio))
+            }
+            Some(State::Wait) if ready_too => {
+                // A paused queue's ready iteration is left to run on resume, as BullMQ's upsert
+                // leaves it: the scheduler goes on from it as from a taken one.
+                let meta = x.open_undeclared(Meta, b"", Access::Read)?;
+                if meta.exists_as(Kind::Hash)? && meta.hget(&meta::PAUSED).is_some() {
+                    return Ok(None);
+                }
+                let wait = x.open_undeclared(Wait, b"", Access::Update)?;
+                if !wait.exists_as(Kind::List)? {
+                    return Ok(None);
+                }
+                (State::Wait, Some(wait))
+            }
+            _ => return Ok(None),
+        };
         let companions = companions_of(x, id.bytes(), &row)?;
-        Ok(Some(Pending { id, row, companions }))
+        Ok(Some(Pending { id, row, companions, state, set }))
     }
 
-    /// Its row, log, alias entry and `delayed` entry deleted; event `removed`.
+    /// Its row, log, alias entry and set entry deleted; event `removed`.
     fn remove(self, x: &Exec, delayed: &Key, events: &Events) -> Result<(), Refusal> {
-        delayed.zrem(self.id.str_ref());
+        match (&self.state, &self.set) {
+            (State::Wait, Some(wait)) => wait.lrem(self.id.str_ref())?,
+            (State::Prio, Some(prio)) => {
+                prio.zrem(self.id.str_ref());
+            }
+            _ => {
+                delayed.zrem(self.id.str_ref());
+            }
+        }
         self.row.delete();
         if let Some(c) = self.companions {
             c.delete();
         }
-        events.emit(x, Some(self.id.str_ref()), Event::Removed { prev: State::Delayed })
+        events.emit(x, Some(self.id.str_ref()), Event::Removed { prev: self.state })
     }
 }
 
@@ -224,7 +261,7 @@ fn set(x: &mut Exec, s: SetArgs) -> Result<Reply, Refusal> {
     let exists = h.kind() == Kind::Hash;
     let old = if exists { qs::spec_of(&h) } else { None };
     let count = if exists { qs::count_of(&h) } else { 0 };
-    let pending = if exists { Pending::find(x, &h, &delayed)? } else { None };
+    let pending = if exists { Pending::find(x, &h, &delayed, true)? } else { None };
 
     // The pending iteration's time: kept by an EVERY scheduler whose interval and phase
     // stay; the one after the last iteration when that one is already ready; else the new
@@ -258,6 +295,16 @@ fn set(x: &mut Exec, s: SetArgs) -> Result<Reply, Refusal> {
     }
     let aliases = Aliases::open(x)?;
     let replacing = pending.as_ref().map(|p| p.id.bytes());
+    // A PATTERN's first time whose custom id a live job still holds (an iteration taken and
+    // not yet finished, of this scheduler or of one deleted and set again) is refused, as
+    // BullMQ's upsert refuses it: the time is the rule's, and passing over it would skip a
+    // run the caller asked for. EVERY passes over such times (`qs::plan`).
+    if matches!(spec.repeat, Repeat::Pattern { .. }) {
+        let alias = x.string(&sched::alias(x.id, at))?;
+        if aliases.holder(alias.str_ref()).is_some_and(|j| Some(j.bytes()) != replacing) {
+            return Err(Refusal::State(format!("iteration {} already exists", printable(alias.bytes()))));
+        }
+    }
     let Some(it) = qs::plan(x, &aliases, x.id, &spec, at, &[], replacing)? else {
         return Err(Refusal::State(format!("scheduler {} has no free iteration id", printable(x.id))));
     };
@@ -272,7 +319,7 @@ fn set(x: &mut Exec, s: SetArgs) -> Result<Reply, Refusal> {
         p.remove(x, &delayed, &events)?;
     }
     let aliases = Aliases::open(x)?;
-    it.make(x, &sid, &tpl, &delayed, &aliases, &events)?;
+    it.make(x, &sid, &tpl, made.saturating_add(1), &delayed, &aliases, &events)?;
     h.delete();
     drop(h);
     let h = x.open_as(Sched, Kind::Hash)?;
@@ -355,7 +402,7 @@ fn del(x: &mut Exec) -> Result<Reply, Refusal> {
     if h.kind() == Kind::Empty && !listed {
         return Ok(Reply::Int(0));
     }
-    let pending = Pending::find(x, &h, &delayed)?;
+    let pending = Pending::find(x, &h, &delayed, false)?;
     if let Some(p) = pending {
         p.remove(x, &delayed, &events)?;
     }

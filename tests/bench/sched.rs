@@ -223,7 +223,10 @@ pub fn run(bin: &Path, module: &Path, scratch: &Path, short: bool) -> Result<Fig
     }
     c.call(&[b"CONFIG", b"RESETSTAT"]);
     let ticks_over0 = num(&mut c, "trafikey", "trafikey_upkeep_ticks_over_2ms");
-    let iters0 = num(&mut c, "trafikey", "trafikey_upkeep_iterations");
+    let made = |c: &mut Conn| {
+        num(c, "trafikey", "trafikey_upkeep_iterations") + num(c, "trafikey", "trafikey_claim_iterations")
+    };
+    let iters0 = made(&mut c);
     let s0 = load::snap(srv.pid());
     let cpu0 = server::cpu_us(&mut c);
     let w0 = Instant::now();
@@ -234,7 +237,7 @@ pub fn run(bin: &Path, module: &Path, scratch: &Path, short: bool) -> Result<Fig
     let tick_max_us = num(&mut c, "trafikey", "trafikey_upkeep_tick_max_us");
     let tick_max_cpu_us = num(&mut c, "trafikey", "trafikey_upkeep_tick_max_cpu_us");
     let ticks_over_2ms = num(&mut c, "trafikey", "trafikey_upkeep_ticks_over_2ms") - ticks_over0;
-    let iterations = num(&mut c, "trafikey", "trafikey_upkeep_iterations") - iters0;
+    let iterations = made(&mut c) - iters0;
     let eventloop_max_us = num(&mut c, "debug", "eventloop_duration_max");
     stop.store(true, Ordering::Relaxed);
     let mut late_ms = Vec::new();

@@ -152,8 +152,9 @@ pub struct Row {
     pub alias: Option<Vec<u8>>,
     /// `de`: the job's DEDUP id.
     pub dedup: Option<Vec<u8>>,
-    /// `rs` and `rt`: the job scheduler that made the job, and the iteration's time.
-    pub made_by: Option<(Vec<u8>, i64)>,
+    /// `rs`, `rt` and `rn`: the job scheduler that made the job, the iteration's time and
+    /// its number.
+    pub made_by: Option<(Vec<u8>, i64, i64)>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -205,7 +206,9 @@ pub struct Model {
     /// The live DEDUP ids: id → (the job holding it, its expiry when it has a TTL). No TTL a
     /// case draws runs out during the case.
     pub dedups: BTreeMap<Vec<u8>, (Vec<u8>, Option<i64>)>,
-    /// Job schedulers (EVERY only), by id. Upkeep is off: only SET and DEL change them.
+    /// Job schedulers (EVERY only), by id: SET and DEL change them, and a CLAIM that takes
+    /// one's pending iteration makes the next. The server runs with upkeep off, so the other
+    /// maker of iterations (upkeep, when the pending one's time comes) never acts here.
     pub scheds: BTreeMap<Vec<u8>, Sched>,
 }
 
@@ -219,6 +222,10 @@ pub struct Sched {
     /// The pending iteration's time and job.
     pub next: i64,
     pub job: Vec<u8>,
+    pub limit: Option<i64>,
+    /// The template.
+    pub name: Vec<u8>,
+    pub data: Vec<u8>,
 }
 
 /// EVERY's next slot k·every + offset after now.
@@ -599,9 +606,17 @@ impl Model {
                     return Err("EMQARG");
                 }
                 let old = self.scheds.get(sid).cloned();
+                // The pending job not yet taken: delayed, or promoted to wait (unless the queue
+                // is paused) or prio.
+                let paused = self.paused;
                 let pending = old.as_ref().map(|o| o.job.clone()).filter(|j| {
-                    self.rows.get(j).is_some_and(|r| r.state == St::Delayed) && self.delayed.contains_key(j)
+                    self.rows.get(j).is_some_and(|r| match r.state {
+                        St::Delayed | St::Prio => true,
+                        St::Wait => !paused,
+                        _ => false,
+                    })
                 });
+                let pending_state = pending.as_ref().and_then(|j| self.rows.get(j)).map(|r| r.state);
                 let kept = old.as_ref().filter(|o| o.every == every && offset.is_none_or(|x| x == o.offset));
                 let mut off = kept.map_or(offset.unwrap_or(0), |o| o.offset);
                 let mut at = match (&pending, &old) {
@@ -639,7 +654,8 @@ impl Model {
                 if let Some(p) = &pending {
                     self.unset(p);
                     self.drop_row(p);
-                    ev.push(event("removed", Some(p), &[("prev", b"delayed".to_vec())]));
+                    let prev = pending_state.map_or("delayed", |st| st.word());
+                    ev.push(event("removed", Some(p), &[("prev", prev.as_bytes().to_vec())]));
                 }
                 let alias = format!("repeat:{}:{at}", String::from_utf8_lossy(sid)).into_bytes();
                 let j = Checked {
@@ -654,7 +670,7 @@ impl Model {
                 };
                 self.create(&id, &j, now);
                 self.row(&id).state = St::Delayed;
-                self.row(&id).made_by = Some((sid.clone(), at));
+                self.row(&id).made_by = Some((sid.clone(), at, made + 1));
                 self.delayed.insert(id.clone(), at);
                 ev.push(event(
                     "delayed",
@@ -663,7 +679,16 @@ impl Model {
                 ));
                 self.scheds.insert(
                     sid.clone(),
-                    Sched { every, offset: off, count: made + 1, next: at, job: id.clone() },
+                    Sched {
+                        every,
+                        offset: off,
+                        count: made + 1,
+                        next: at,
+                        job: id.clone(),
+                        limit: *limit,
+                        name: name.clone(),
+                        data: data.clone(),
+                    },
                 );
                 Ok(Reply::Array(vec![Reply::Bulk(id), Reply::Int(at)]))
             }
@@ -1187,6 +1212,8 @@ impl Model {
                 if *delayed {
                     doomed.extend(self.ordered(St::Delayed));
                 }
+                // A scheduler's pending iteration stays, passed over.
+                doomed.retain(|id| !self.scheds.values().any(|sc| sc.job == *id));
                 doomed.truncate(count);
                 for id in &doomed {
                     self.unset(id);
@@ -1222,7 +1249,17 @@ impl Model {
                 if !self.active.is_empty() && !force {
                     return Err("EMQSTATE");
                 }
-                // The rows first, from the sets in this order, at most COUNT.
+                // The schedulers first, in `scheds` order (time, then id), one key each.
+                let mut order: Vec<(i64, Vec<u8>)> =
+                    self.scheds.iter().map(|(sid, sc)| (sc.next, sid.clone())).collect();
+                order.sort();
+                let gone = order.len().min(budget);
+                budget -= gone;
+                for (_, sid) in order.iter().take(gone) {
+                    self.scheds.remove(sid);
+                }
+                let scheds_left = self.scheds.len();
+                // Then the rows, from the sets in this order, at most COUNT.
                 let mut doomed = Vec::new();
                 for set in [St::Wait, St::Prio, St::Active, St::Delayed, St::Completed, St::Failed] {
                     let ids = self.ordered(set);
@@ -1269,7 +1306,7 @@ impl Model {
                         + usize::from(self.events_exist)
                         + usize::from(!self.aliases.is_empty());
                 }
-                Ok(Reply::Int((jobs_left + keys_left) as i64))
+                Ok(Reply::Int((jobs_left + keys_left + scheds_left) as i64))
             }
             Call::Job { id } => {
                 gate(id)?;
@@ -1623,6 +1660,7 @@ impl Model {
             ("dedup", opt_bulk(&r.dedup)),
             ("scheduler", opt_bulk(&r.made_by.as_ref().map(|m| m.0.clone()))),
             ("iteration", opt_int(r.made_by.as_ref().map(|m| m.1))),
+            ("count", opt_int(r.made_by.as_ref().map(|m| m.2))),
         ];
         Reply::Array(facts.into_iter().flat_map(|(k, v)| [Reply::Bulk(k.as_bytes().to_vec()), v]).collect())
     }
@@ -1704,6 +1742,7 @@ impl Model {
             self.retire(Finished::Failed, before, added, keep, true, None, now);
         }
         let mut out = Vec::new();
+        let taken_ids = picked.clone();
         for id in picked {
             let r = self.row(&id);
             r.state = St::Active;
@@ -1725,7 +1764,58 @@ impl Model {
                 Reply::Int(attempt),
             ]));
         }
+        for id in &taken_ids {
+            self.succeed(id, now, ev);
+        }
         (out, expired.len())
+    }
+
+    /// A job taken that its scheduler names as pending: the next iteration, one interval on
+    /// or the next slot after now, past times whose custom id a live job holds (8 tries);
+    /// without one (LIMIT, no free id) the scheduler ends.
+    pub fn succeed(&mut self, id: &[u8], now: i64, ev: &mut Vec<Event>) {
+        let Some((sid, _, _)) = self.rows.get(id).and_then(|r| r.made_by.clone()) else { return };
+        let Some(sc) = self.scheds.get(&sid).cloned() else { return };
+        if sc.job != id {
+            return;
+        }
+        let alias_of = |at: i64| format!("repeat:{}:{at}", String::from_utf8_lossy(&sid)).into_bytes();
+        let mut at = every_after(sc.next, sc.every, sc.offset, now);
+        let mut free = sc.limit.is_none_or(|l| sc.count < l);
+        let mut tries = 0;
+        while free && self.aliases.contains_key(&alias_of(at)) {
+            tries += 1;
+            if tries == 8 {
+                free = false;
+            }
+            at = every_after(at, sc.every, sc.offset, now);
+        }
+        let jid = if free {
+            (0..8u64).map(|p| iteration_id(&sid, at, p)).find(|i| !self.rows.contains_key(i))
+        } else {
+            None
+        };
+        let Some(jid) = jid else {
+            self.scheds.remove(&sid);
+            return;
+        };
+        let alias = alias_of(at);
+        let j = Checked {
+            name: sc.name.clone(),
+            data: sc.data.clone(),
+            priority: 0,
+            attempts: 1,
+            backoff: None,
+            expire: None,
+            alias: Some(alias.clone()),
+            dedup: None,
+        };
+        self.create(&jid, &j, now);
+        self.row(&jid).state = St::Delayed;
+        self.row(&jid).made_by = Some((sid.clone(), at, sc.count + 1));
+        self.delayed.insert(jid.clone(), at);
+        ev.push(event("delayed", Some(&jid), &[("due", n(at)), ("name", sc.name.clone()), ("alias", alias)]));
+        self.scheds.insert(sid, Sched { count: sc.count + 1, next: at, job: jid, ..sc });
     }
 
     pub fn create(&mut self, id: &[u8], j: &Checked, now: i64) {

@@ -855,20 +855,24 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     }
     const name = opts.name ?? id;
     const { data, extra } = this.templateParts(name, templateData, templateOpts, opts);
-    if (opts.pattern) {
-      await this.dropReadyIteration(id);
-    } else {
-      await this.restartEvery(id, rule);
-    }
+    const restarted = opts.pattern ? null : await this.restartedEvery(id, rule);
     const res = (await this.conn
       .pipeline()
       .call('TRA.SCHEDULER', 4, ...this.schedKeys(id), 'SET', ...rule, 'JOB', ...this.jobName(name), data, ...extra)
       .time()
       .exec()) ?? [];
     if (res[0]?.[0]) {
-      throw new Error(`${res[0][0].message}. addJobScheduler`);
+      const err = res[0][0];
+      if (errCode(err) === 'EMQSTATE' && /already exists/.test(err.message)) {
+        // A pattern's time whose iteration is still held: BullMQ's words for its refusal.
+        throw new Error('Cannot create job scheduler iteration - job ID already exists. addJobScheduler');
+      }
+      throw new Error(`${err.message}. addJobScheduler`);
     }
     const [jobId, time] = res[0][1] as [string, number];
+    if (restarted) {
+      await this.dropPreviousIteration(id, restarted, String(jobId));
+    }
     const at = Number(time);
     const [sec, usec] = (res[1]?.[1] as [string, string] | undefined) ?? ['0', '0'];
     const now = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
@@ -887,25 +891,20 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   }
 
   /**
-   * BullMQ's upsert of a cron scheduler replaces its iteration that became ready but has not
-   * run (in wait, or prioritized; a paused queue's is left) with one at the next time; the
-   * module leaves such a job to run, so it is removed first. (An `every` scheduler's ready
-   * iteration stays ready in BullMQ too: recreated at its time, or at once for a new
-   * interval.)
+   * BullMQ's upsert of an `every` scheduler with a new interval or phase starts it afresh: its
+   * iteration not yet run is replaced by one due now, the count kept. The module's SET does
+   * that for the pending iteration. Its predecessor may still wait as well: the server made
+   * the pending one when the predecessor's time came, where BullMQ would have made no
+   * successor before a worker took it. So after SET, the iteration at the scheduler's time
+   * read before it, or one interval earlier, that still waits to run (in wait, or
+   * prioritized; a paused queue's is left) is removed. (Read before SET, the pending one may
+   * have become the predecessor meanwhile: both times are tried.)
    */
-  private async dropReadyIteration(id: string, known?: Record<string, any>): Promise<void> {
-    const m = known ?? (await this.schedulerRow(id));
-    if (!m?.job) {
+  private async dropPreviousIteration(id: string, m: Record<string, any>, made: string): Promise<void> {
+    const times = [Number(m.next), Number(m.next) - Number(m.every)];
+    const ids = (await Promise.all(times.map(t => this.resolve(`repeat:${id}:${t}`)))).filter((j): j is string => !!j && j !== made);
+    if (ids.length === 0) {
       return;
-    }
-    // The pending iteration, and for `every` the one before it: made when the pending one
-    // was, so it may still be waiting where BullMQ would have made no successor yet.
-    const ids = [String(m.job)];
-    if (m.every && m.next) {
-      const prev = await this.resolve(`repeat:${id}:${Number(m.next) - Number(m.every)}`);
-      if (prev) {
-        ids.push(prev);
-      }
     }
     const p = this.conn.pipeline().hget(this.key('meta'), 'paused');
     for (const j of ids) {
@@ -927,25 +926,15 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     }
   }
 
-  /**
-   * BullMQ's upsert of an `every` scheduler with a new interval or phase starts it afresh: its
-   * iteration not yet run is replaced by one due now. The module keeps the scheduler's count
-   * and times from the old rule, so the scheduler is deleted (its pending job with it) and
-   * made anew. With the same rule nothing is replaced: the module keeps the pending time, as
-   * BullMQ does.
-   */
-  private async restartEvery(id: string, rule: Cmd): Promise<void> {
+  /** The scheduler as it is, when an upsert gives its `every` a new interval or phase. */
+  private async restartedEvery(id: string, rule: Cmd): Promise<Record<string, any> | null> {
     const m = await this.schedulerRow(id);
-    if (!m) {
-      return;
+    if (!m || !m.every || !m.next) {
+      return null;
     }
     const every = Number(rule[1]);
     const offset = rule[2] === 'OFFSET' ? Number(rule[3]) : 0;
-    if (Number(m.every) === every && Number(m.offset ?? 0) === offset) {
-      return;
-    }
-    await this.dropReadyIteration(id, m);
-    await this.conn.call('TRA.SCHEDULER', 4, ...this.schedKeys(id), 'DEL');
+    return Number(m.every) === every && Number(m.offset ?? 0) === offset ? null : m;
   }
 
   private async needSched(): Promise<void> {
@@ -1496,19 +1485,28 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         const ids = role === 'wait' ? await this.conn.lrange(this.key('wait'), 0, -1) : await this.conn.zrange(this.key(role), 0, -1);
         const p = this.conn.pipeline();
         for (const id of ids) {
-          p.hget(this.jobKey(id), 'o');
+          p.hmget(this.jobKey(id), 'o', 'rs');
         }
-        const blobs = (await p.exec()) ?? [];
+        const rows = ((await p.exec()) ?? []).map(r => (r[1] as (string | null)[] | null) ?? [null, null]);
+        // A job scheduler's pending iteration stays (as BullMQ's clean keeps it): the one its
+        // scheduler's hash names.
+        const named = this.conn.pipeline();
+        for (const [, rs] of rows) {
+          if (rs) {
+            named.hget(this.key(`sched:${rs}`), 'job');
+          }
+        }
+        const pendingIds = new Set(((await named.exec()) ?? []).map(r => r[1] as string | null).filter((j): j is string => !!j));
         const rm = this.conn.pipeline();
         const victims: string[] = [];
         ids.forEach((id, i) => {
           let ts = Infinity;
           try {
-            ts = JSON.parse(String(blobs[i][1])).ts;
+            ts = JSON.parse(String(rows[i][0])).ts;
           } catch {
             // a row without OPTS was not made by this adapter: leave it
           }
-          if (ts <= timestamp && victims.length < max) {
+          if (ts <= timestamp && victims.length < max && !pendingIds.has(id)) {
             victims.push(id);
             rm.call('TRA.REMOVE', 8, this.jobKey(id), ...this.setKeys(), this.key('events'));
           }
@@ -1756,7 +1754,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   /**
    * A worker's step after it took an iteration: BullMQ's client makes the next one here. The
-   * server made it already (when the iteration's time came), so this writes nothing.
+   * server made it already — when the iteration's time came, or in the claim that took it
+   * early — so this writes nothing.
    */
   async updateJobSchedulerNextMillis(): Promise<string | null> {
     return null;
@@ -2006,7 +2005,13 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       const createdAt = num(row.created) ?? at;
       const r = (blob as { r?: Record<string, unknown> }).r ?? {};
       const iterationDelay = Math.max(0, at - createdAt);
-      json.opts = { ...opts, jobId: `repeat:${row.scheduler}:${at}`, repeatJobKey: String(row.scheduler), prevMillis: at, delay: iterationDelay, repeat: { ...r } } as JobsOptions;
+      const repeat: Record<string, unknown> = { ...r };
+      const round = num(row.count);
+      if (round) {
+        // The iteration's number, kept in its row by the server (BullMQ's `repeat.count`).
+        repeat.count = round;
+      }
+      json.opts = { ...opts, jobId: `repeat:${row.scheduler}:${at}`, repeatJobKey: String(row.scheduler), prevMillis: at, delay: iterationDelay, repeat } as JobsOptions;
       json.repeatJobKey = String(row.scheduler);
       if (state === 'delayed' && made === 0) {
         json.delay = iterationDelay;

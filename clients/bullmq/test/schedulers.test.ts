@@ -1,5 +1,8 @@
 // Job schedulers through BullMQ's API, kept and run by the module (TRA.SCHEDULER,
-// TRA.SCHEDULERS), on a real Valkey.
+// TRA.SCHEDULERS), on a real Valkey. The rule: a scheduler's next iteration is made when its
+// pending one is taken by a worker or when the pending one's time comes, whichever is first,
+// once; so iterations come on time whether or not a worker runs, and an iteration promoted
+// early and taken brings its successor at once.
 import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { withBackend, type Job } from 'bullmq';
@@ -60,7 +63,7 @@ describe('job schedulers', () => {
     expect(await queue.getDelayedCount()).toBe(0);
   });
 
-  it('the server makes the iterations on time, with or without a worker', async () => {
+  it('the server makes the iterations on time, with or without a worker, numbered', async () => {
     await queue.upsertJobScheduler('s', { every: 200 }, { name: 'tick', data: { n: 1 } });
     // The first iteration is due at once: ready as BullMQ's.
     expect(await queue.getWaitingCount()).toBe(1);
@@ -75,6 +78,12 @@ describe('job schedulers', () => {
       expect(j.id).toMatch(/^repeat:s:\d+$/);
       expect(j.repeatJobKey).toBe('s');
       expect(j.data).toEqual({ n: 1 });
+    }
+    // Each iteration's number, as BullMQ's repeat.count: the first is 1, in time order.
+    const counts = [...done].sort((a, b) => Number(a.id!.split(':')[2]) - Number(b.id!.split(':')[2])).map(j => j.opts.repeat!.count);
+    expect(counts[0]).toBe(1);
+    for (let i = 1; i < counts.length; i++) {
+      expect(counts[i]).toBeGreaterThan(counts[i - 1]!);
     }
     const times = ids.map(id => Number(id.split(':')[2]));
     for (let i = 1; i < times.length; i++) {
@@ -96,5 +105,64 @@ describe('job schedulers', () => {
     expect(delayed).toHaveLength(1);
     expect(delayed[0].data).toEqual({ v: 2 });
     expect((await queue.getJobScheduler('cron'))!.pattern).toBe('2 10 * * * *');
+  });
+
+  it('an iteration promoted early and taken brings its successor at once; its old time makes nothing more', async () => {
+    const startDate = Date.now() + 60_000;
+    const job = await queue.upsertJobScheduler('s', { every: 60_000, startDate }, { name: 'tick' });
+    const at = Number(job!.id!.split(':')[2]);
+    await job!.promote();
+    const taken: Job[] = [];
+    track(new Worker(name, async (j: Job) => void taken.push(j), { connection }));
+    await until(() => taken.length === 1);
+    expect(taken[0].id).toBe(`repeat:s:${at}`);
+    expect(taken[0].opts.repeat!.count).toBe(1);
+    const [next] = await queue.getDelayed();
+    expect(next.id).toBe(`repeat:s:${at + 60_000}`);
+    expect(next.opts.repeat!.count).toBe(2);
+    const s = await queue.getJobScheduler('s');
+    expect([s!.next, s!.iterationCount]).toEqual([at + 60_000, 2]);
+  });
+
+  it('drain and clean keep the pending iteration; obliterate deletes the schedulers', async () => {
+    await queue.upsertJobScheduler('s', { every: 60_000, startDate: Date.now() + 60_000 }, { name: 'tick' });
+    await queue.add('plain', {}, { delay: 60_000 });
+    await queue.add('plain', {});
+    await queue.drain(true);
+    expect(await queue.getWaitingCount()).toBe(0);
+    const delayed = await queue.getDelayed();
+    expect(delayed.map(j => j.name)).toEqual(['tick']);
+    // Promoted, it waits; clean of wait keeps it too.
+    await delayed[0].promote();
+    await queue.add('plain', {});
+    await queue.clean(0, 100, 'wait');
+    expect((await queue.getWaiting()).map(j => j.name)).toEqual(['tick']);
+    await queue.pause();
+    await queue.obliterate({ force: true, count: 1 });
+    expect(await queue.getJobSchedulersCount()).toBe(0);
+    expect(await queue.getJobScheduler('s')).toBeUndefined();
+  });
+
+  it('upsert of a pattern whose iteration is still being processed is refused', async () => {
+    const job = await queue.upsertJobScheduler('cron', { pattern: '0 0 1 1 *' }, { data: { foo: 'bar' } });
+    await job!.promote();
+    let refusal = '';
+    const worker = track(
+      new Worker(
+        name,
+        async () => {
+          await queue.removeJobScheduler('cron');
+          await queue.upsertJobScheduler('cron', { pattern: '0 0 1 1 *' }, { data: { foo: 'baz' } }).catch((e: Error) => {
+            refusal = e.message;
+          });
+        },
+        { connection },
+      ),
+    );
+    await until(() => refusal !== '');
+    expect(refusal).toBe('Cannot create job scheduler iteration - job ID already exists. addJobScheduler');
+    expect(await queue.getJobSchedulersCount()).toBe(0);
+    expect(await queue.getDelayedCount()).toBe(0);
+    await worker.close();
   });
 });
