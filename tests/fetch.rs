@@ -170,3 +170,24 @@ fn completenext_reports_a_refused_claim_in_place_of_its_jobs() {
     assert_eq!(snap.state_of(&jid(1)).as_deref(), Some("completed"));
     assert_eq!(snap.state_of(&jid(2)).as_deref(), Some("wait"), "the claim wrote nothing");
 }
+
+/// `drained` means nothing is left to claim: a finish that empties `active` while `prio` (or
+/// `wait`) still holds a job writes none, with COMPLETE … ECHO as with TRA.COMPLETENEXT.
+#[test]
+fn a_finish_with_a_job_left_in_either_ready_set_is_not_drained() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    for (i, ready) in [&[b"PRIORITY".as_slice(), b"5"][..], &[]].into_iter().enumerate() {
+        let q = Q::new(&format!("left{i}"));
+        assert_eq!(q.enqueue(&mut c, &jid(1), &[]), Reply::Int(1));
+        let claimed = q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"60000"]);
+        assert_eq!(claimed.array()[0].array()[0].str(), jid(1));
+        assert_eq!(q.enqueue(&mut c, &jid(2), ready), Reply::Int(1));
+        assert_eq!(q.run(&mut c, "EMQ.COMPLETE", &jid(1), &[b"w", b"ok", b"ECHO"]), Reply::Int(1));
+        assert!(!events(&mut c, &q).contains(&"drained".to_string()), "{i}: jid(2) is still ready");
+        let claimed = q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"60000"]);
+        assert_eq!(claimed.array()[0].array()[0].str(), jid(2));
+        assert_eq!(q.run(&mut c, "EMQ.COMPLETE", &jid(2), &[b"w", b"ok", b"ECHO"]), Reply::Int(1));
+        assert_eq!(events(&mut c, &q).last().map(String::as_str), Some("drained"), "{i}");
+    }
+}

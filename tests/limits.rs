@@ -209,6 +209,22 @@ fn a_waiter_held_by_the_window_is_woken_when_it_reopens() {
 }
 
 #[test]
+fn a_waiter_held_by_a_for_is_woken_by_upkeep_when_it_ends() {
+    // No rate limit: the FOR alone holds the waiter, and its end alone wakes it.
+    let s = Server::installed();
+    let (mut admin, mut w) = (s.conn(), s.conn());
+    let q = Q::new("wakefor");
+    fill(&mut admin, &q, 1);
+    limit(&mut admin, &q, &["FOR", "300"]);
+    send_claim(&mut w, &q, "w", "20000");
+    blocked(&mut admin, 1);
+    let r = w.read().expect("a reply");
+    assert_eq!(r.array().len(), 1, "{r:?}");
+    assert_eq!(r.array()[0].array()[0].str(), jid(1));
+    assert_eq!(info_field(&mut admin, "trafikey", "trafikey_woken"), "1", "woken once, not polled");
+}
+
+#[test]
 fn a_waiter_held_by_concurrency_is_woken_when_a_job_leaves_active() {
     let s = Server::quiet();
     let (mut admin, mut w) = (s.conn(), s.conn());
