@@ -210,18 +210,28 @@ fn a_waiter_held_by_the_window_is_woken_when_it_reopens() {
 
 #[test]
 fn a_waiter_held_by_a_for_is_woken_by_upkeep_when_it_ends() {
-    // No rate limit: the FOR alone holds the waiter, and its end alone wakes it.
+    // No rate limit: the FOR alone holds the waiter, and its end alone wakes it. A second
+    // is long enough for the claim to be waiting before the FOR ends on a busy machine.
     let s = Server::installed();
     let (mut admin, mut w) = (s.conn(), s.conn());
     let q = Q::new("wakefor");
     fill(&mut admin, &q, 1);
-    limit(&mut admin, &q, &["FOR", "300"]);
+    limit(&mut admin, &q, &["FOR", "1000"]);
     send_claim(&mut w, &q, "w", "20000");
     blocked(&mut admin, 1);
     let r = w.read().expect("a reply");
     assert_eq!(r.array().len(), 1, "{r:?}");
     assert_eq!(r.array()[0].array()[0].str(), jid(1));
     assert_eq!(info_field(&mut admin, "trafikey", "trafikey_woken"), "1", "woken once, not polled");
+    // The same with the ready job in `prio` and `wait` empty.
+    assert_eq!(q.enqueue(&mut admin, &jid(2), &[b"PRIORITY", b"3"]), Reply::Int(1));
+    limit(&mut admin, &q, &["FOR", "1000"]);
+    send_claim(&mut w, &q, "w", "20000");
+    blocked(&mut admin, 1);
+    let r = w.read().expect("a reply");
+    assert_eq!(r.array().len(), 1, "{r:?}");
+    assert_eq!(r.array()[0].array()[0].str(), jid(2));
+    assert_eq!(info_field(&mut admin, "trafikey", "trafikey_woken"), "2");
 }
 
 #[test]
