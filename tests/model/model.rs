@@ -657,26 +657,7 @@ impl Model {
                     let prev = pending_state.map_or("delayed", |st| st.word());
                     ev.push(event("removed", Some(p), &[("prev", prev.as_bytes().to_vec())]));
                 }
-                let alias = format!("repeat:{}:{at}", String::from_utf8_lossy(sid)).into_bytes();
-                let j = Checked {
-                    name: name.clone(),
-                    data: data.clone(),
-                    priority: 0,
-                    attempts: 1,
-                    backoff: None,
-                    expire: None,
-                    alias: Some(alias.clone()),
-                    dedup: None,
-                };
-                self.create(&id, &j, now);
-                self.row(&id).state = St::Delayed;
-                self.row(&id).made_by = Some((sid.clone(), at, made + 1));
-                self.delayed.insert(id.clone(), at);
-                ev.push(event(
-                    "delayed",
-                    Some(&id),
-                    &[("due", n(at)), ("name", name.clone()), ("alias", alias)],
-                ));
+                self.make_iteration((sid, at), &id, (name, data), made + 1, now, ev);
                 self.scheds.insert(
                     sid.clone(),
                     Sched {
@@ -1799,10 +1780,25 @@ impl Model {
             self.scheds.remove(&sid);
             return;
         };
-        let alias = alias_of(at);
+        self.make_iteration((&sid, at), &jid, (&sc.name, &sc.data), sc.count + 1, now, ev);
+        self.scheds.insert(sid, Sched { count: sc.count + 1, next: at, job: jid, ..sc });
+    }
+
+    /// Scheduler `sid`'s iteration number `round` at `at`, as job `id` in `delayed`: its
+    /// template's name and data, its custom id `repeat:<sid>:<at>`, one `delayed` event.
+    fn make_iteration(
+        &mut self,
+        (sid, at): (&[u8], i64),
+        id: &[u8],
+        (name, data): (&Vec<u8>, &Vec<u8>),
+        round: i64,
+        now: i64,
+        ev: &mut Vec<Event>,
+    ) {
+        let alias = format!("repeat:{}:{at}", String::from_utf8_lossy(sid)).into_bytes();
         let j = Checked {
-            name: sc.name.clone(),
-            data: sc.data.clone(),
+            name: name.clone(),
+            data: data.clone(),
             priority: 0,
             attempts: 1,
             backoff: None,
@@ -1810,12 +1806,11 @@ impl Model {
             alias: Some(alias.clone()),
             dedup: None,
         };
-        self.create(&jid, &j, now);
-        self.row(&jid).state = St::Delayed;
-        self.row(&jid).made_by = Some((sid.clone(), at, sc.count + 1));
-        self.delayed.insert(jid.clone(), at);
-        ev.push(event("delayed", Some(&jid), &[("due", n(at)), ("name", sc.name.clone()), ("alias", alias)]));
-        self.scheds.insert(sid, Sched { count: sc.count + 1, next: at, job: jid, ..sc });
+        self.create(id, &j, now);
+        self.row(id).state = St::Delayed;
+        self.row(id).made_by = Some((sid.to_vec(), at, round));
+        self.delayed.insert(id.to_vec(), at);
+        ev.push(event("delayed", Some(id), &[("due", n(at)), ("name", name.clone()), ("alias", alias)]));
     }
 
     pub fn create(&mut self, id: &[u8], j: &Checked, now: i64) {
