@@ -520,6 +520,22 @@ fn the_first_job_makes_its_queue_known() {
 /// queues): a queue the node had forgotten, brought back by `DEBUG RELOAD NOSAVE` from the RDB
 /// saved before, is found again and its due job promoted by upkeep. (A reload empties the
 /// database first, so the flush event alone starts the scan: the LOADING arm is a second way.)
+/// A scan too long for one tick goes on over as many as it needs, though no queue is due yet:
+/// a queue behind 200 000 other keys is found after a load and its job promoted.
+#[test]
+fn a_scan_longer_than_a_tick_goes_on_until_it_is_done() {
+    let s = Server::installed();
+    let mut c = s.conn();
+    assert_eq!(c.call(&[b"DEBUG", b"POPULATE", b"200000", b"filler"]), Reply::Simple("OK".into()));
+    let q = Q::new("behind");
+    assert_eq!(q.run(&mut c, "EMQ.SCHEDULE", &jid(1), &[b"+300", b"job", b"{}"]), Reply::Int(1));
+    assert_eq!(c.call(&[b"DEBUG", b"RELOAD"]), Reply::Simple("OK".into()));
+    wait_for(
+        || q.snapshot(&mut c).state_of(&jid(1)).as_deref() == Some("wait"),
+        "upkeep finds and promotes it",
+    );
+}
+
 #[test]
 fn a_dataset_loaded_in_place_is_scanned_for_queues() {
     let s =
