@@ -91,6 +91,18 @@ fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
 }
 
+/// Whether the server answering on a port is `child`: Some(true) if so, Some(false) if another
+/// process answers (a port found free is free only until someone binds it, and tests start
+/// servers in parallel), None while nothing answers yet.
+fn answers(c: &mut Conn, child: &Child) -> Option<bool> {
+    if c.call(&[b"PING"]) != Reply::Simple("PONG".into()) {
+        return None;
+    }
+    let info = c.call(&[b"INFO", b"server"]).str();
+    let pid = info.lines().find_map(|l| l.strip_prefix("process_id:")).map(str::trim);
+    Some(pid == Some(child.id().to_string().as_str()))
+}
+
 pub struct Server {
     child: Child,
     pub port: u16,
@@ -149,7 +161,10 @@ impl Server {
     fn try_start(o: &Opts, dir: Option<PathBuf>) -> Option<Server> {
         let port = free_port();
         let dir = dir.unwrap_or_else(|| {
-            let d = std::env::temp_dir().join(format!("trafikey-test-{}-{port}", std::process::id()));
+            // Named by a count, not the port: two servers may try the same port at once.
+            static STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let d = std::env::temp_dir().join(format!("trafikey-test-{}-{n}", std::process::id()));
             let _ = std::fs::remove_dir_all(&d);
             std::fs::create_dir_all(&d).expect("temp dir");
             d
@@ -193,8 +208,10 @@ impl Server {
                 return None;
             }
             if let Ok(mut c) = Conn::connect(port) {
-                if c.call(&[b"PING"]) == Reply::Simple("PONG".into()) {
-                    return Some(s);
+                match answers(&mut c, &s.child) {
+                    Some(true) => return Some(s),
+                    Some(false) => return None,
+                    None => {}
                 }
             }
             sleep(Duration::from_millis(20));
@@ -240,8 +257,10 @@ impl Server {
                     break;
                 }
                 if let Ok(mut c) = Conn::connect(port) {
-                    if c.call(&[b"PING"]) == Reply::Simple("PONG".into()) {
-                        return s;
+                    match answers(&mut c, &s.child) {
+                        Some(true) => return s,
+                        Some(false) => break,
+                        None => {}
                     }
                 }
                 sleep(Duration::from_millis(20));
