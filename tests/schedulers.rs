@@ -296,9 +296,10 @@ fn without_a_worker_one_iteration_per_period_on_time() {
     q.check_invariant(&mut c);
 }
 
-/// Promoted early and taken, a pending iteration brings its successor at once (the next time
-/// on the grid after its own); when its own time comes, upkeep makes nothing more; at the
-/// successor's time, upkeep makes the one after.
+/// Promoted early and taken, a pending iteration brings its successor at once, delayed at the
+/// next time on the grid after its own; neither its own time nor the successor's makes
+/// anything more; the time after the successor's, upkeep makes that iteration, ready by the
+/// template's priority.
 #[test]
 fn an_early_take_makes_the_successor_and_its_old_time_makes_nothing() {
     let s = Server::installed();
@@ -306,12 +307,19 @@ fn an_early_take_makes_the_successor_and_its_old_time_makes_nothing() {
     let q = Q::new("early");
     let made = |c: &mut Conn, f: &str| info_field(c, "trafikey", f).parse::<i64>().unwrap();
     let start = server_ms(&mut c) + 1500;
-    let (first, at) = set(&mut c, &q, "s", &["EVERY", "1500", "START", &start.to_string(), "JOB", "j", "{}"]);
+    let (first, at) = set(
+        &mut c,
+        &q,
+        "s",
+        &["EVERY", "1500", "START", &start.to_string(), "JOB", "j", "{}", "PRIORITY", "3"],
+    );
     assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &first, &[]), Reply::Int(1));
     assert_eq!(claim_all(&q, &mut c, "w"), std::slice::from_ref(&first));
     let g = get(&mut c, &q, "s").unwrap();
     assert_eq!((num(&g, "count"), num(&g, "next")), (2, at + 1500));
     assert_eq!(job_map(&mut c, &q, &g["job"])["count"], "2");
+    assert_eq!(job_field(&mut c, &q, &g["job"], "st").as_deref(), Some("delayed"));
+    assert_eq!(score(&mut c, &q, "s"), Some(at + 3000));
     assert_eq!(
         (made(&mut c, "trafikey_claim_iterations"), made(&mut c, "trafikey_upkeep_iterations")),
         (1, 0)
@@ -323,11 +331,32 @@ fn an_early_take_makes_the_successor_and_its_old_time_makes_nothing() {
     assert_eq!(iterations(&mut c, &q).len(), 2);
     assert_eq!(made(&mut c, "trafikey_upkeep_iterations"), 0);
     assert_eq!(num(&get(&mut c, &q, "s").unwrap(), "next"), at + 1500);
-    // The successor's time: upkeep makes the third.
+    // The successor's time: it becomes ready; nothing is made.
+    let second = g["job"].clone();
+    while server_ms(&mut c) < at + 1800 {
+        sleep(Duration::from_millis(50));
+    }
+    assert_eq!(job_field(&mut c, &q, &second, "st").as_deref(), Some("prio"));
+    assert_eq!(iterations(&mut c, &q).len(), 2);
+    assert_eq!(made(&mut c, "trafikey_upkeep_iterations"), 0);
+    // The time after it: upkeep makes the third, ready in `prio` (its priority), at its time.
     wait_for(|| num(&get(&mut c, &q, "s").unwrap(), "count") == 3, "the third iteration");
     assert_eq!(made(&mut c, "trafikey_upkeep_iterations"), 1);
     let times: Vec<i64> = iterations(&mut c, &q).keys().map(|(_, t)| *t).collect();
     assert_eq!(times, [at, at + 1500, at + 3000]);
+    let third = get(&mut c, &q, "s").unwrap()["job"].clone();
+    let m = job_map(&mut c, &q, &third);
+    assert_eq!(m["state"], "prio");
+    assert!(m["created"].parse::<i64>().unwrap() >= at + 3000, "made at its time, not before");
+    // Its event: `added`, as ENQUEUE's, with its priority and custom id.
+    let log = c.call(&[b"XRANGE", q.k("events").as_bytes(), b"-", b"+"]);
+    let mine: Vec<Vec<String>> =
+        log.array().iter().map(|e| e.array()[1].strings()).filter(|f| f.contains(&third)).collect();
+    assert_eq!(mine.len(), 1, "{mine:?}");
+    assert_eq!(mine[0][..2], ["event", "added"]);
+    assert!(mine[0].windows(2).any(|w| w == ["prio", "3"]), "{mine:?}");
+    assert!(mine[0].contains(&format!("repeat:s:{}", at + 3000)), "{mine:?}");
+    assert_eq!(score(&mut c, &q, "s"), Some(at + 4500));
     q.check_invariant(&mut c);
 }
 
