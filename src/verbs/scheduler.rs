@@ -4,8 +4,8 @@
 //! `TRA.SCHEDULER 4 sched:<ID> scheds delayed events DEL`
 //!
 //! SET creates or replaces job scheduler `<ID>` (1..=200 bytes): its rule, its job template,
-//! and its pending iteration — a delayed job at the iteration's time, custom id
-//! `repeat:<ID>:<ms>` (`queue::sched`). Replacing keeps the iteration count and, for an EVERY
+//! and its first pending iteration — a delayed job at the iteration's time, custom id
+//! `repeat:<ID>:<ms>` (`queue::sched`) — with the time after it as the scheduler's score. Replacing keeps the iteration count and, for an EVERY
 //! scheduler whose interval and phase did not change, the pending time; otherwise the time
 //! comes from the new rule (the first after now, or, when the pending iteration was already
 //! taken, the one after it). The pending job not yet taken — delayed, or promoted early to
