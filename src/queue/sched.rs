@@ -255,7 +255,7 @@ enum Step {
 }
 
 /// Who made an iteration: counted apart in `INFO trafikey`.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub enum Maker {
     /// Upkeep, at the iteration's time.
     Upkeep,
