@@ -1,10 +1,10 @@
 //! Job schedulers against a real server, as src/CONTRACT.md ("Job schedulers") and the
 //! reference (TRA.SCHEDULER, TRA.SCHEDULERS) state them: SET creates or replaces a scheduler
-//! and its one pending iteration (a delayed job `repeat:<id>:<ms>`, numbered); the next
-//! iteration is made once, when its time comes (upkeep, with no worker at all, one per period)
-//! or when a claim takes the pending one early (CLAIM with or without ROW, TRA.COMPLETENEXT),
-//! whichever is first — an old iteration taken again makes none; after downtime one late
-//! iteration then the present, never a burst; LIMIT, END, START,
+//! and its one pending iteration (a delayed job `repeat:<id>:<ms>`, numbered); each next
+//! iteration is made once, at its own time, ready (upkeep, with no worker at all, one per
+//! period), or when a claim takes the pending one (CLAIM with or without ROW,
+//! TRA.COMPLETENEXT), delayed at its time, whichever is first — an old iteration taken again
+//! makes none; after downtime one late iteration then the present, never a burst; LIMIT, END, START,
 //! OFFSET, cron patterns in a time zone, IMMEDIATELY; GET, LIST, COUNT and DEL; a failover and
 //! an AOF replay carry a scheduler on with nothing doubled or missed, replica and AOF digests
 //! equal to the primary's; every refusal writes nothing.
