@@ -130,13 +130,14 @@ impl Verb for Upkeep {
             (promoted, lapsed, expired)
         };
         let left = budget.saturating_sub(usize::try_from(promoted.saturating_add(expired)).unwrap_or(budget));
-        // Job schedulers whose pending iteration's time has come (it was promoted above, or
-        // is in the next step): each makes its next iteration, in one step with its new time.
+        // Job schedulers whose next iteration's time has come: each makes it, ready, in one
+        // step with its next time.
         let fired = if left > 0 {
             let scheds = x.open_as(Scheds, Kind::ZSet)?;
             let delayed = x.open_as(Delayed, Kind::ZSet)?;
             let events = Events::open(x)?;
-            crate::queue::sched::fire(x, &scheds, &delayed, &events, left)?
+            let ready = Ready::open(x)?;
+            crate::queue::sched::fire(x, &scheds, &delayed, &ready, &events, left)?
         } else {
             0
         };

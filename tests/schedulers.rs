@@ -1,10 +1,10 @@
 //! Job schedulers against a real server, as src/CONTRACT.md ("Job schedulers") and the
 //! reference (TRA.SCHEDULER, TRA.SCHEDULERS) state them: SET creates or replaces a scheduler
-//! and its one pending iteration (a delayed job `repeat:<id>:<ms>`, numbered); the next
-//! iteration is made once, when its time comes (upkeep, with no worker at all, one per period)
-//! or when a claim takes the pending one early (CLAIM with or without ROW, TRA.COMPLETENEXT),
-//! whichever is first — an old iteration taken again makes none; after downtime one late
-//! iteration then the present, never a burst; LIMIT, END, START,
+//! and its one pending iteration (a delayed job `repeat:<id>:<ms>`, numbered); each next
+//! iteration is made once, at its own time, ready (upkeep, with no worker at all, one per
+//! period), or when a claim takes the pending one (CLAIM with or without ROW,
+//! TRA.COMPLETENEXT), delayed at its time, whichever is first — an old iteration taken again
+//! makes none; after downtime one late iteration then the present, never a burst; LIMIT, END, START,
 //! OFFSET, cron patterns in a time zone, IMMEDIATELY; GET, LIST, COUNT and DEL; a failover and
 //! an AOF replay carry a scheduler on with nothing doubled or missed, replica and AOF digests
 //! equal to the primary's; every refusal writes nothing.
@@ -172,7 +172,7 @@ fn set_makes_one_pending_iteration_and_upkeep_hands_each_to_a_waiting_worker() {
     assert_eq!(g["job"], id);
 
     // A worker waits; nothing else talks to the server. Each iteration reaches it at its time,
-    // and the one after is made at that time.
+    // and the claim that takes it makes the one after, delayed at its own time.
     let mut w = s.conn();
     let mut seen = Vec::new();
     let mut rounds = Vec::new();
@@ -192,7 +192,7 @@ fn set_makes_one_pending_iteration_and_upkeep_hands_each_to_a_waiting_worker() {
     assert!(seen.windows(2).all(|w| w[1] > w[0] && (w[1] - w[0]) % 300 == 0), "{seen:?}");
     let g = get(&mut c, &q, "s1").unwrap();
     assert!(num(&g, "count") >= 4 && num(&g, "next") >= at + 900);
-    assert!(info_field(&mut c, "trafikey", "trafikey_upkeep_iterations").parse::<i64>().unwrap() >= 3);
+    assert!(info_field(&mut c, "trafikey", "trafikey_claim_iterations").parse::<i64>().unwrap() >= 3);
 }
 
 /// A pending iteration promoted early brings its successor with the claim that takes it: CLAIM
@@ -245,15 +245,28 @@ fn unchanged_scheds<R>(c: &mut Conn, q: &Q, f: impl FnOnce(&mut Conn) -> R) -> R
     r
 }
 
-/// With no worker and no client call, upkeep makes one iteration per period, each at its
-/// predecessor's time: the next time is the predecessor's plus the period, or — when the
-/// machine stalled past it — the first slot after the making. Exactly one stays delayed.
+/// The scheduler's score in `scheds`: the time of its next iteration, not yet made.
+fn score(c: &mut Conn, q: &Q, id: &str) -> Option<i64> {
+    match c.call(&[b"ZSCORE", q.k("scheds").as_bytes(), id.as_bytes()]) {
+        Reply::Nil => None,
+        Reply::Double(d) => Some(d as i64),
+        r => Some(r.str().parse::<f64>().unwrap() as i64),
+    }
+}
+
+/// With no worker and no client call, upkeep makes one iteration per period, each at its own
+/// time, straight into `wait`: the first (due at once) has no successor until that time; each
+/// next time is the predecessor's plus the period, or — when the machine stalled past it —
+/// the first slot after the making. None waits in `delayed`.
 #[test]
 fn without_a_worker_one_iteration_per_period_on_time() {
     let s = Server::installed();
     let mut c = s.conn();
     let q = Q::new("idle");
     let (_, at) = set(&mut c, &q, "s", &["EVERY", "100", "JOB", "j", "{}"]);
+    let first = iterations(&mut c, &q);
+    assert_eq!(first.len(), 1, "no successor made in advance: {first:?}");
+    assert_eq!(score(&mut c, &q, "s"), Some(at + 100));
     wait_for(|| get(&mut c, &q, "s").is_some_and(|g| num(&g, "count") >= 8), "eight iterations");
     c.call(&[b"CONFIG", b"SET", b"trafikey.upkeep", b"no"]);
     let g = get(&mut c, &q, "s").unwrap();
@@ -262,26 +275,31 @@ fn without_a_worker_one_iteration_per_period_on_time() {
         its.iter().filter(|((s, _), _)| s == "s").map(|((_, t), v)| (*t, v)).collect();
     assert_eq!(mine.len() as i64, num(&g, "count"), "one job per iteration made");
     assert_eq!(mine[0].0, at);
-    assert_eq!(mine.iter().filter(|(_, (_, st))| st == "delayed").count(), 1, "{mine:?}");
-    let delayed = mine.last().unwrap();
-    assert_eq!((delayed.0, &delayed.1 .0, delayed.1 .1.as_str()), (num(&g, "next"), &g["job"], "delayed"));
+    assert!(mine.iter().all(|(_, (_, st))| st == "wait"), "{mine:?}");
+    let last = mine.last().unwrap();
+    assert_eq!((last.0, &last.1 .0), (num(&g, "next"), &g["job"]));
+    let mut made_prev = at;
     for (n, pair) in mine.windows(2).enumerate() {
         let ((t0, _), (t1, (id1, _))) = (pair[0], pair[1]);
         let m = job_map(&mut c, &q, id1);
         let made: i64 = m["created"].parse().unwrap();
         assert_eq!(m["count"], (n + 2).to_string());
-        assert!(made >= t0, "{id1} made at {made}, before its predecessor's time {t0}");
-        let want = if made < t0 + 100 { t0 + 100 } else { made + 100 - (made - at).rem_euclid(100) };
-        assert_eq!(t1, want, "{id1} made at {made} after {t0}");
+        assert!(made >= t1, "{id1} made at {made}, before its time {t1}");
+        let want =
+            if made_prev < t0 + 100 { t0 + 100 } else { made_prev + 100 - (made_prev - at).rem_euclid(100) };
+        assert_eq!(t1, want, "{id1} after {t0}, made at {made_prev}");
+        made_prev = made;
     }
+    assert!(score(&mut c, &q, "s").unwrap() > last.0);
     assert_eq!(info_field(&mut c, "trafikey", "trafikey_claim_iterations"), "0");
     assert_eq!(info_field(&mut c, "trafikey", "trafikey_upkeep_iterations"), (mine.len() - 1).to_string());
     q.check_invariant(&mut c);
 }
 
-/// Promoted early and taken, a pending iteration brings its successor at once (the next time
-/// on the grid after its own); when its own time comes, upkeep makes nothing more; at the
-/// successor's time, upkeep makes the one after.
+/// Promoted early and taken, a pending iteration brings its successor at once, delayed at the
+/// next time on the grid after its own; neither its own time nor the successor's makes
+/// anything more; the time after the successor's, upkeep makes that iteration, ready by the
+/// template's priority.
 #[test]
 fn an_early_take_makes_the_successor_and_its_old_time_makes_nothing() {
     let s = Server::installed();
@@ -289,12 +307,19 @@ fn an_early_take_makes_the_successor_and_its_old_time_makes_nothing() {
     let q = Q::new("early");
     let made = |c: &mut Conn, f: &str| info_field(c, "trafikey", f).parse::<i64>().unwrap();
     let start = server_ms(&mut c) + 1500;
-    let (first, at) = set(&mut c, &q, "s", &["EVERY", "1500", "START", &start.to_string(), "JOB", "j", "{}"]);
+    let (first, at) = set(
+        &mut c,
+        &q,
+        "s",
+        &["EVERY", "1500", "START", &start.to_string(), "JOB", "j", "{}", "PRIORITY", "3"],
+    );
     assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &first, &[]), Reply::Int(1));
     assert_eq!(claim_all(&q, &mut c, "w"), std::slice::from_ref(&first));
     let g = get(&mut c, &q, "s").unwrap();
     assert_eq!((num(&g, "count"), num(&g, "next")), (2, at + 1500));
     assert_eq!(job_map(&mut c, &q, &g["job"])["count"], "2");
+    assert_eq!(job_field(&mut c, &q, &g["job"], "st").as_deref(), Some("delayed"));
+    assert_eq!(score(&mut c, &q, "s"), Some(at + 3000));
     assert_eq!(
         (made(&mut c, "trafikey_claim_iterations"), made(&mut c, "trafikey_upkeep_iterations")),
         (1, 0)
@@ -306,11 +331,32 @@ fn an_early_take_makes_the_successor_and_its_old_time_makes_nothing() {
     assert_eq!(iterations(&mut c, &q).len(), 2);
     assert_eq!(made(&mut c, "trafikey_upkeep_iterations"), 0);
     assert_eq!(num(&get(&mut c, &q, "s").unwrap(), "next"), at + 1500);
-    // The successor's time: upkeep makes the third.
+    // The successor's time: it becomes ready; nothing is made.
+    let second = g["job"].clone();
+    while server_ms(&mut c) < at + 1800 {
+        sleep(Duration::from_millis(50));
+    }
+    assert_eq!(job_field(&mut c, &q, &second, "st").as_deref(), Some("prio"));
+    assert_eq!(iterations(&mut c, &q).len(), 2);
+    assert_eq!(made(&mut c, "trafikey_upkeep_iterations"), 0);
+    // The time after it: upkeep makes the third, ready in `prio` (its priority), at its time.
     wait_for(|| num(&get(&mut c, &q, "s").unwrap(), "count") == 3, "the third iteration");
     assert_eq!(made(&mut c, "trafikey_upkeep_iterations"), 1);
     let times: Vec<i64> = iterations(&mut c, &q).keys().map(|(_, t)| *t).collect();
     assert_eq!(times, [at, at + 1500, at + 3000]);
+    let third = get(&mut c, &q, "s").unwrap()["job"].clone();
+    let m = job_map(&mut c, &q, &third);
+    assert_eq!(m["state"], "prio");
+    assert!(m["created"].parse::<i64>().unwrap() >= at + 3000, "made at its time, not before");
+    // Its event: `added`, as ENQUEUE's, with its priority and custom id.
+    let log = c.call(&[b"XRANGE", q.k("events").as_bytes(), b"-", b"+"]);
+    let mine: Vec<Vec<String>> =
+        log.array().iter().map(|e| e.array()[1].strings()).filter(|f| f.contains(&third)).collect();
+    assert_eq!(mine.len(), 1, "{mine:?}");
+    assert_eq!(mine[0][..2], ["event", "added"]);
+    assert!(mine[0].windows(2).any(|w| w == ["prio", "3"]), "{mine:?}");
+    assert!(mine[0].contains(&format!("repeat:s:{}", at + 3000)), "{mine:?}");
+    assert_eq!(score(&mut c, &q, "s"), Some(at + 4500));
     q.check_invariant(&mut c);
 }
 
@@ -342,13 +388,16 @@ fn limit_end_offset_and_immediately() {
     assert_eq!(at % 60000, 1234);
     assert!(at > now && at <= now + 60000);
 
-    // A pattern with IMMEDIATELY: the first iteration now, the next at the pattern's time.
+    // A pattern with IMMEDIATELY: the first iteration now, the next at the pattern's time,
+    // not made before it.
     let now = server_ms(&mut c);
     let (_, at) = set(&mut c, &q, "imm", &["PATTERN", "0 0 1 1 *", "IMMEDIATELY", "JOB", "j", "{}"]);
     assert!(at >= now && at <= server_ms(&mut c));
-    wait_for(|| get(&mut c, &q, "imm").is_some_and(|g| num(&g, "count") == 2), "the next iteration");
+    let first = get(&mut c, &q, "imm").unwrap()["job"].clone();
+    wait_for(|| job_field(&mut c, &q, &first, "st").as_deref() == Some("wait"), "the first ready");
     let g = get(&mut c, &q, "imm").unwrap();
-    assert!(num(&g, "next") > now + 1000, "the next is New Year's, not now");
+    assert_eq!((num(&g, "count"), num(&g, "next")), (1, at));
+    assert!(score(&mut c, &q, "imm").unwrap() > now + 1000, "the next is New Year's, not now");
     assert_eq!(g["immediately"], "1");
 }
 
@@ -524,20 +573,24 @@ fn after_downtime_one_late_iteration_not_a_burst() {
     // Down: upkeep off, then the server killed and started again from its AOF.
     c.call(&[b"CONFIG", b"SET", b"trafikey.upkeep", b"no"]);
     let before = iterations(&mut c, &q);
-    let pending = num(&get(&mut c, &q, "s").unwrap(), "next");
+    let pending = score(&mut c, &q, "s").unwrap();
+    let down = server_ms(&mut c);
     sleep(Duration::from_millis(1000));
     let s = s.restart();
     let mut c = s.conn();
     wait_for(|| info_field(&mut c, "persistence", "loading") == "0", "aof load");
-    let back = server_ms(&mut c);
-    wait_for(|| iterations(&mut c, &q).len() > before.len(), "the next iteration");
+    let back = down + 1000;
+    wait_for(|| iterations(&mut c, &q).len() > before.len() + 1, "two more iterations");
     let after = iterations(&mut c, &q);
-    // The pending one ran late; the one made after it is in the present, not in the gap.
-    let made: Vec<i64> = after.keys().filter(|k| !before.contains_key(*k)).map(|(_, t)| *t).collect();
-    assert!(made.iter().all(|t| *t > back - 100), "no iteration in the downtime: {made:?} (back at {back})");
-    assert!(made[0] > pending + 500, "{made:?} after the pending {pending}");
-    let pend = before.iter().find(|((_, t), _)| *t == pending).unwrap();
-    assert_ne!(job_field(&mut c, &q, &pend.1 .0, "st").as_deref(), Some("delayed"), "the late one is ready");
+    // The iteration due in the downtime is made once, late and ready; the one after it is in
+    // the present, not in the gap.
+    let made: Vec<(i64, &String)> =
+        after.iter().filter(|(k, _)| !before.contains_key(*k)).map(|((_, t), (id, _))| (*t, id)).collect();
+    assert_eq!(made[0].0, pending, "{made:?}");
+    let late = job_map(&mut c, &q, made[0].1);
+    assert!(late["created"].parse::<i64>().unwrap() >= back, "made after the restart");
+    assert_ne!(late["state"], "delayed", "the late one is ready");
+    assert!(made[1..].iter().all(|(t, _)| *t > back), "no more in the downtime: {made:?} (back at {back})");
 }
 
 /// A scheduler firing across a failover: the replica holds the primary's keyspace (digests

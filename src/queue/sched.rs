@@ -1,14 +1,14 @@
 //! Job schedulers in the keyspace. `emq:{Q}:scheds` maps each scheduler's id to the time of
-//! its pending iteration; `emq:{Q}:sched:<id>` holds its rule, its job template and its state
-//! (iterations made, the pending one's time and job id). The pending iteration is an ordinary
-//! delayed job, custom id `repeat:<id>:<ms>`, its row naming the scheduler (`rs`) and the
-//! iteration's time (`rt`) and its number (`rn`); it becomes ready as every delayed job does.
-//! The next one is made when the pending one is taken by a claim or when its time comes
-//! (upkeep), whichever is first, in the same atomic step that moves the scheduler's time and
-//! pending job on; both check that the job is still the pending one, so the next is made once.
-//! The time is keyspace state, written (and replicated) as effects, so whichever node serves
-//! it, a restart or a failover neither repeats nor skips an iteration.
-
+//! its next iteration not yet made; `emq:{Q}:sched:<id>` holds its rule, its job template and
+//! its state (iterations made, the pending one's time and job id). An iteration is an ordinary
+//! job, custom id `repeat:<id>:<ms>`, its row naming the scheduler (`rs`) and the iteration's
+//! time (`rt`) and its number (`rn`). Each is made at its own time by upkeep, ready, or, when
+//! a claim takes the pending one first, by that claim, delayed at its time; either maker
+//! moves the score and the pending job on in the same atomic step, and acts only on what is
+//! its own (upkeep on a score that came, a claim on the job the hash names as pending), so
+//! each iteration is made once. The score is keyspace state, written (and replicated) as
+//! effects, so whichever node serves it, a restart or a failover neither repeats nor skips
+//! an iteration.
 use crate::domain::sched::{self, Repeat, Spec};
 use crate::domain::{self, id};
 use crate::errors::Refusal;
@@ -16,7 +16,7 @@ use crate::host::{Access, Exec, Key, Kind, Lit, Str};
 use crate::keyspace::Role;
 use crate::metrics;
 
-use super::{field, Aliases, Event, Events, Pairs, State};
+use super::{field, Aliases, End, Event, Events, Pairs, Ready, State};
 
 /// A scheduler hash's fields.
 pub mod sfield {
@@ -88,6 +88,11 @@ pub fn count_of(h: &Key) -> i64 {
     int(h, &sfield::COUNT).unwrap_or(0)
 }
 
+/// The time of the last iteration made (the pending one).
+pub fn last_of(h: &Key) -> Option<i64> {
+    int(h, &sfield::NEXT)
+}
+
 /// A job template: the row fields every iteration's job gets, as server strings.
 pub struct Template {
     pub fields: Vec<(&'static Lit, Str)>,
@@ -99,6 +104,14 @@ impl Template {
         let fields: Vec<_> =
             template_fields().into_iter().filter_map(|(s, r)| h.hget(s).map(|v| (r, v))).collect();
         fields.iter().any(|(f, _)| std::ptr::eq(*f, &field::NAME)).then_some(Template { fields })
+    }
+
+    fn priority(&self) -> i64 {
+        self.fields
+            .iter()
+            .find(|(f, _)| std::ptr::eq(*f, &field::PRIORITY))
+            .and_then(|(_, v)| domain::args::int(v.bytes()))
+            .unwrap_or(0)
     }
 
     fn name(&self) -> Option<&Str> {
@@ -155,10 +168,17 @@ pub fn plan(
     Ok(None)
 }
 
+/// Where an iteration's job is made: `delayed` at its time, or ready at once.
+pub enum Place<'k> {
+    Delayed(&'k Key),
+    Ready(&'k Ready),
+}
+
 impl Iteration {
-    /// Create the iteration's job in `delayed` at its time: the template's fields, its
-    /// creation time, its custom id, its scheduler, time and number (`round`, 1 for the
-    /// first); one `delayed` event (as SCHEDULE's).
+    /// Create the iteration's job: the template's fields, its creation time, its custom id,
+    /// its scheduler, time and number (`round`, 1 for the first). In `delayed` at its time
+    /// with one `delayed` event (as SCHEDULE's), or ready by the template's priority with
+    /// one `added` event (as ENQUEUE's).
     #[allow(clippy::too_many_arguments)]
     pub fn make(
         &self,
@@ -166,12 +186,18 @@ impl Iteration {
         sid: &Str,
         tpl: &Template,
         round: i64,
-        delayed: &Key,
+        into: Place<'_>,
         aliases: &Aliases,
         events: &Events,
     ) -> Result<(), Refusal> {
         let (created, at, round) = (x.int(x.now())?, x.int(self.at)?, x.int(round)?);
-        let mut pairs: Pairs = smallvec::smallvec![(&field::STATE, State::Delayed.lit().str_ref())];
+        let priority = tpl.priority();
+        let state = match into {
+            Place::Delayed(_) => State::Delayed,
+            Place::Ready(_) if priority == 0 => State::Wait,
+            Place::Ready(_) => State::Prio,
+        };
+        let mut pairs: Pairs = smallvec::smallvec![(&field::STATE, state.lit().str_ref())];
         pairs.extend(tpl.fields.iter().map(|(f, v)| (*f, v.str_ref())));
         pairs.extend([
             (&field::CREATED, created.str_ref()),
@@ -182,16 +208,27 @@ impl Iteration {
         ]);
         self.row.hset(&pairs)?;
         aliases.set(self.alias.str_ref(), self.id.str_ref())?;
-        delayed.zadd(self.at, self.id.str_ref())?;
         let name = tpl.name().map(Str::str_ref).ok_or_else(crate::errors::host_reply)?;
-        events.emit(
-            x,
-            Some(self.id.str_ref()),
-            Event::Scheduled { due: self.at, name, alias: Some(self.alias.str_ref()) },
-        )?;
-        super::due_at(x, self.at);
+        let alias = Some(self.alias.str_ref());
+        match into {
+            Place::Delayed(delayed) => {
+                delayed.zadd(self.at, self.id.str_ref())?;
+                events.emit(x, Some(self.id.str_ref()), Event::Scheduled { due: self.at, name, alias })?;
+                super::due_at(x, self.at);
+            }
+            Place::Ready(ready) => {
+                ready.put(self.id.str_ref(), priority, End::Back)?;
+                events.emit(x, Some(self.id.str_ref()), Event::Added { name, prio: priority, alias })?;
+            }
+        }
         Ok(())
     }
+}
+
+/// The score a scheduler takes in `scheds` once `it` is made: the time of its next
+/// iteration, not yet made; without one, `it`'s own time, which upkeep reads as its end.
+pub fn score_after(spec: &Spec, it: &Iteration, now: i64) -> i64 {
+    spec.after(it.at, now).unwrap_or(it.at)
 }
 
 /// The scheduler's state after an iteration is made: its count, time and pending job.
@@ -204,36 +241,39 @@ pub fn advance(x: &Exec, h: &Key, count: i64, it: &Iteration) -> Result<(), Refu
     ])
 }
 
-/// What is done with one scheduler whose pending iteration's time came or that was taken.
+/// What is done with one scheduler whose next iteration's time came or whose pending one
+/// was taken.
 enum Step {
     /// No rule the module can read (a client wrote the hash, or `scheds` names a scheduler
     /// without one): the scheduler leaves `scheds`, counted as an orphan.
     Orphan(Str),
-    /// No iteration after this one (LIMIT, END, no time left): the scheduler is deleted.
+    /// No iteration after the last one made (LIMIT, END, no time left): the scheduler is
+    /// deleted.
     Ended(Str, Key),
-    /// The next iteration.
-    Next { sid: Str, h: Key, count: i64, it: Iteration, tpl: Template },
+    /// The next iteration, and the scheduler's score after it.
+    Next { sid: Str, h: Key, count: i64, it: Iteration, tpl: Template, score: i64 },
 }
 
 /// Who made an iteration: counted apart in `INFO trafikey`.
 #[derive(Clone, Copy)]
 pub enum Maker {
-    /// Upkeep, when the pending iteration's time came.
+    /// Upkeep, at the iteration's time.
     Upkeep,
-    /// The claim that took the pending iteration before its time.
+    /// The claim that took the pending iteration.
     Claim,
 }
 
-/// The step for scheduler `sid` (hash `h`, a hash that exists or not) whose pending
-/// iteration was at `prev`: its next iteration after now, or its end. `ids`: the job ids
-/// this call already chose.
+/// The step for scheduler `sid` (hash `h`, a hash that exists or not) whose score in
+/// `scheds` is `score`: its iteration at that time (or the next free one), or its end. A
+/// score not after the last iteration made (`next`) marks that there is none. Unlisted, the
+/// time after the last one made. `ids`: the job ids this call already chose.
 fn step(
     x: &mut Exec,
     aliases: &mut Option<Aliases>,
     ids: &mut Vec<Vec<u8>>,
     sid: Str,
     h: Key,
-    prev: i64,
+    score: Option<i64>,
 ) -> Result<Step, Refusal> {
     let now = x.now();
     let spec = if h.exists_as(Kind::Hash)? { spec_of(&h) } else { None };
@@ -241,7 +281,12 @@ fn step(
         return Ok(Step::Orphan(sid));
     };
     let count = count_of(&h);
-    let it = match spec.after(prev, now).filter(|_| spec.may_make(count)) {
+    let last = int(&h, &sfield::NEXT);
+    let at = match score {
+        Some(s) => Some(s).filter(|s| last.is_none_or(|l| *s > l)),
+        None => spec.after(last.unwrap_or(now), now),
+    };
+    let it = match at.filter(|_| spec.may_make(count)) {
         Some(t) => {
             let a = match aliases.take() {
                 Some(a) => a,
@@ -257,24 +302,28 @@ fn step(
     Ok(match it {
         Some(it) => {
             ids.push(it.id.bytes().to_vec());
-            Step::Next { sid, h, count: count.saturating_add(1), it, tpl }
+            let score = score_after(&spec, &it, now);
+            Step::Next { sid, h, count: count.saturating_add(1), it, tpl, score }
         }
         None => Step::Ended(sid, h),
     })
 }
 
 /// The planned steps, made in order (the alias hash opened afresh: the call's own deletions
-/// may have emptied it). Returns how many iterations were made.
+/// may have emptied it): by upkeep, ready when the iteration's time has come; by a claim,
+/// in `delayed` at its time. Returns how many iterations were made.
 fn apply(
     x: &mut Exec,
     steps: Vec<Step>,
     scheds: &Key,
     delayed: &Key,
+    ready: Option<&Ready>,
     events: &Events,
     by: Maker,
 ) -> Result<u64, Refusal> {
     let aliases =
         if steps.iter().any(|s| matches!(s, Step::Next { .. })) { Some(Aliases::open(x)?) } else { None };
+    let now = x.now();
     let mut made = 0u64;
     for step in steps {
         match step {
@@ -286,11 +335,15 @@ fn apply(
                 scheds.zrem(sid.str_ref());
                 h.delete();
             }
-            Step::Next { sid, h, count, it, tpl } => {
+            Step::Next { sid, h, count, it, tpl, score } => {
                 let aliases = aliases.as_ref().ok_or_else(crate::errors::host_reply)?;
-                it.make(x, &sid, &tpl, count, delayed, aliases, events)?;
+                let place = match ready {
+                    Some(r) if it.at <= now => Place::Ready(r),
+                    _ => Place::Delayed(delayed),
+                };
+                it.make(x, &sid, &tpl, count, place, aliases, events)?;
                 advance(x, &h, count, &it)?;
-                scheds.zadd(it.at, sid.str_ref())?;
+                scheds.zadd(score, sid.str_ref())?;
                 made = made.saturating_add(1);
             }
         }
@@ -303,15 +356,17 @@ fn apply(
     Ok(made)
 }
 
-/// Upkeep's step for a queue's schedulers: for each whose pending iteration's time has come
-/// (its score in `scheds`; at most `budget`, earliest first), make the next iteration, or end
-/// the scheduler. `scheds` moves with the hash's pending job, so a scheduler whose pending
-/// iteration a claim already took (and succeeded) is not due here. Checked whole before
-/// anything is written. Returns how many schedulers it handled.
+/// Upkeep's step for a queue's schedulers: for each whose next iteration's time has come
+/// (its score in `scheds`; at most `budget`, earliest first), make that iteration ready (one
+/// job however late; its time is the score's) and move the score to the next time after
+/// now, or end the scheduler. A claim that takes the pending iteration makes the next one
+/// and moves the score past it, so nothing is made twice. Checked whole before anything is
+/// written. Returns how many schedulers it handled.
 pub fn fire(
     x: &mut Exec,
     scheds: &Key,
     delayed: &Key,
+    ready: &Ready,
     events: &Events,
     budget: usize,
 ) -> Result<usize, Refusal> {
@@ -323,15 +378,15 @@ pub fn fire(
     let mut steps = Vec::with_capacity(due.len());
     for (sid, score) in due {
         let h = x.open_undeclared(Role::Sched, sid.bytes(), Access::Update)?;
-        steps.push(step(x, &mut aliases, &mut ids, sid, h, score as i64)?);
+        steps.push(step(x, &mut aliases, &mut ids, sid, h, Some(score as i64))?);
     }
     let n = steps.len();
-    apply(x, steps, scheds, delayed, events, Maker::Upkeep)?;
+    apply(x, steps, scheds, delayed, Some(ready), events, Maker::Upkeep)?;
     Ok(n)
 }
 
-/// The successors a claim makes for the pending iterations it takes before their time came:
-/// planned and checked whole before the call's first write, made after its own.
+/// The successors a claim makes for the pending iterations it takes: planned and checked
+/// whole before the call's first write, made after its own.
 #[derive(Default)]
 pub struct Succession {
     steps: Vec<Step>,
@@ -340,15 +395,16 @@ pub struct Succession {
 
 impl Succession {
     /// For the jobs a call takes, each with its row's `rs`: those its scheduler's hash names
-    /// as pending (`job`). An old iteration (retried, reprocessed, or one whose time came and
-    /// upkeep already made its successor) or one of a deleted scheduler makes none. The next
-    /// time is after now (`Spec::after`), by the server's clock.
+    /// as pending (`job`). An old iteration (retried, reprocessed, or one after which upkeep
+    /// already made the next) or one of a deleted scheduler makes none. The successor's time
+    /// is the scheduler's score, the next not yet made.
     pub fn plan<'j>(
         x: &mut Exec,
         taken: impl Iterator<Item = (&'j Str, &'j Str)>,
     ) -> Result<Succession, Refusal> {
         let (mut aliases, mut ids) = (None, Vec::new());
         let mut steps = Vec::new();
+        let mut scheds: Option<Key> = None;
         for (jid, sid) in taken {
             if sched::scheduler_id(sid.bytes()).is_err() {
                 continue;
@@ -357,22 +413,29 @@ impl Succession {
             if !h.exists_as(Kind::Hash)? || h.hget(&sfield::JOB).is_none_or(|j| j.bytes() != jid.bytes()) {
                 continue;
             }
-            let prev = int(&h, &sfield::NEXT).unwrap_or_else(|| x.now());
+            let z = match scheds.take() {
+                Some(z) => z,
+                None => {
+                    let z = x.open_undeclared(Role::Scheds, b"", Access::Update)?;
+                    z.exists_as(Kind::ZSet)?;
+                    z
+                }
+            };
             let sid = x.string(sid.bytes())?;
-            steps.push(step(x, &mut aliases, &mut ids, sid, h, prev)?);
+            let score = z.zscore(sid.str_ref()).map(|t| t as i64);
+            scheds = Some(z);
+            steps.push(step(x, &mut aliases, &mut ids, sid, h, score)?);
         }
         if steps.is_empty() {
             return Ok(Succession::default());
         }
-        let scheds = x.open_undeclared(Role::Scheds, b"", Access::Update)?;
-        scheds.exists_as(Kind::ZSet)?;
-        Ok(Succession { steps, scheds: Some(scheds) })
+        Ok(Succession { steps, scheds })
     }
 
     /// Makes the planned successors. Returns how many iterations it made.
     pub fn make(self, x: &mut Exec, delayed: &Key, events: &Events) -> Result<u64, Refusal> {
         let Some(scheds) = self.scheds else { return Ok(0) };
-        apply(x, self.steps, &scheds, delayed, events, Maker::Claim)
+        apply(x, self.steps, &scheds, delayed, None, events, Maker::Claim)
     }
 }
 

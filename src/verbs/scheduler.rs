@@ -4,8 +4,8 @@
 //! `TRA.SCHEDULER 4 sched:<ID> scheds delayed events DEL`
 //!
 //! SET creates or replaces job scheduler `<ID>` (1..=200 bytes): its rule, its job template,
-//! and its pending iteration — a delayed job at the iteration's time, custom id
-//! `repeat:<ID>:<ms>` (`queue::sched`). Replacing keeps the iteration count and, for an EVERY
+//! and its first pending iteration — a delayed job at the iteration's time, custom id
+//! `repeat:<ID>:<ms>` (`queue::sched`) — with the time after it as the scheduler's score. Replacing keeps the iteration count and, for an EVERY
 //! scheduler whose interval and phase did not change, the pending time; otherwise the time
 //! comes from the new rule (the first after now, or, when the pending iteration was already
 //! taken, the one after it). The pending job not yet taken — delayed, or promoted early to
@@ -257,8 +257,9 @@ fn set(x: &mut Exec, s: SetArgs) -> Result<Reply, Refusal> {
     let delayed = x.open_as(Delayed, Kind::ZSet)?;
     let events = Events::open(x)?;
     let sid = x.string(x.id)?;
-    let old_next = scheds.zscore(sid.str_ref()).map(|t| t as i64);
     let exists = h.kind() == Kind::Hash;
+    // The last iteration made (the score is the time of the next, not yet made).
+    let old_next = if exists { qs::last_of(&h) } else { None }.or_else(|| scheds.zscore(sid.str_ref()).map(|t| t as i64));
     let old = if exists { qs::spec_of(&h) } else { None };
     let count = if exists { qs::count_of(&h) } else { 0 };
     let pending = if exists { Pending::find(x, &h, &delayed, true)? } else { None };
@@ -319,7 +320,7 @@ fn set(x: &mut Exec, s: SetArgs) -> Result<Reply, Refusal> {
         p.remove(x, &delayed, &events)?;
     }
     let aliases = Aliases::open(x)?;
-    it.make(x, &sid, &tpl, made.saturating_add(1), &delayed, &aliases, &events)?;
+    it.make(x, &sid, &tpl, made.saturating_add(1), qs::Place::Delayed(&delayed), &aliases, &events)?;
     h.delete();
     drop(h);
     let h = x.open_as(Sched, Kind::Hash)?;
@@ -327,7 +328,7 @@ fn set(x: &mut Exec, s: SetArgs) -> Result<Reply, Refusal> {
     pairs.extend(tpl_pairs(&tpl));
     h.hset(&pairs)?;
     qs::advance(x, &h, made.saturating_add(1), &it)?;
-    scheds.zadd(it.at, sid.str_ref())?;
+    scheds.zadd(qs::score_after(&spec, &it, now), sid.str_ref())?;
     Ok(Reply::Array(vec![Reply::Str(it.id), Reply::Int(it.at)]))
 }
 

@@ -208,7 +208,7 @@ pub struct Model {
     pub dedups: BTreeMap<Vec<u8>, (Vec<u8>, Option<i64>)>,
     /// Job schedulers (EVERY only), by id: SET and DEL change them, and a CLAIM that takes
     /// one's pending iteration makes the next. The server runs with upkeep off, so the other
-    /// maker of iterations (upkeep, when the pending one's time comes) never acts here.
+    /// maker of iterations (upkeep, at an iteration's own time) never acts here.
     pub scheds: BTreeMap<Vec<u8>, Sched>,
 }
 
@@ -222,6 +222,8 @@ pub struct Sched {
     /// The pending iteration's time and job.
     pub next: i64,
     pub job: Vec<u8>,
+    /// The next iteration's time, not yet made (its score in `scheds`).
+    pub score: i64,
     pub limit: Option<i64>,
     /// The template.
     pub name: Vec<u8>,
@@ -666,6 +668,7 @@ impl Model {
                         count: made + 1,
                         next: at,
                         job: id.clone(),
+                        score: every_after(at, every, off, now),
                         limit: *limit,
                         name: name.clone(),
                         data: data.clone(),
@@ -1232,7 +1235,7 @@ impl Model {
                 }
                 // The schedulers first, in `scheds` order (time, then id), one key each.
                 let mut order: Vec<(i64, Vec<u8>)> =
-                    self.scheds.iter().map(|(sid, sc)| (sc.next, sid.clone())).collect();
+                    self.scheds.iter().map(|(sid, sc)| (sc.score, sid.clone())).collect();
                 order.sort();
                 let gone = order.len().min(budget);
                 budget -= gone;
@@ -1751,9 +1754,10 @@ impl Model {
         (out, expired.len())
     }
 
-    /// A job taken that its scheduler names as pending: the next iteration, one interval on
-    /// or the next slot after now, past times whose custom id a live job holds (8 tries);
-    /// without one (LIMIT, no free id) the scheduler ends.
+    /// A job taken that its scheduler names as pending: the next iteration, at the scheduler's
+    /// next time not yet made (past already when upkeep is off: delayed all the same), past
+    /// times whose custom id a live job holds (8 tries); without one (LIMIT, no free id) the
+    /// scheduler ends. Its next time is then the one after it.
     pub fn succeed(&mut self, id: &[u8], now: i64, ev: &mut Vec<Event>) {
         let Some((sid, _, _)) = self.rows.get(id).and_then(|r| r.made_by.clone()) else { return };
         let Some(sc) = self.scheds.get(&sid).cloned() else { return };
@@ -1761,7 +1765,7 @@ impl Model {
             return;
         }
         let alias_of = |at: i64| format!("repeat:{}:{at}", String::from_utf8_lossy(&sid)).into_bytes();
-        let mut at = every_after(sc.next, sc.every, sc.offset, now);
+        let mut at = sc.score;
         let mut free = sc.limit.is_none_or(|l| sc.count < l);
         let mut tries = 0;
         while free && self.aliases.contains_key(&alias_of(at)) {
@@ -1781,7 +1785,8 @@ impl Model {
             return;
         };
         self.make_iteration((&sid, at), &jid, (&sc.name, &sc.data), sc.count + 1, now, ev);
-        self.scheds.insert(sid, Sched { count: sc.count + 1, next: at, job: jid, ..sc });
+        let score = every_after(at, sc.every, sc.offset, now);
+        self.scheds.insert(sid, Sched { count: sc.count + 1, next: at, job: jid, score, ..sc });
     }
 
     /// Scheduler `sid`'s iteration number `round` at `at`, as job `id` in `delayed`: its

@@ -894,8 +894,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
    * BullMQ's upsert of an `every` scheduler with a new interval or phase starts it afresh: its
    * iteration not yet run is replaced by one due now, the count kept. The module's SET does
    * that for the pending iteration. Its predecessor may still wait as well: the server made
-   * the pending one when the predecessor's time came, where BullMQ would have made no
-   * successor before a worker took it. So after SET, the iteration at the scheduler's time
+   * the pending one at its own time with no worker, where BullMQ would have made no
+   * successor before a worker took the predecessor. So after SET, the iteration at the scheduler's time
    * read before it, or one interval earlier, that still waits to run (in wait, or
    * prioritized; a paused queue's is left) is removed. (Read before SET, the pending one may
    * have become the predecessor meanwhile: both times are tried.)

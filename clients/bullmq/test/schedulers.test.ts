@@ -1,8 +1,8 @@
 // Job schedulers through BullMQ's API, kept and run by the module (TRA.SCHEDULER,
-// TRA.SCHEDULERS), on a real Valkey. The rule: a scheduler's next iteration is made when its
-// pending one is taken by a worker or when the pending one's time comes, whichever is first,
-// once; so iterations come on time whether or not a worker runs, and an iteration promoted
-// early and taken brings its successor at once.
+// TRA.SCHEDULERS), on a real Valkey. The rule: each iteration is made once, at its own time
+// (ready) or when a worker takes the pending one (delayed at its time), whichever is first;
+// so iterations come on time whether or not a worker runs, and an iteration promoted early
+// and taken brings its successor at once.
 import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { withBackend, type Job } from 'bullmq';
