@@ -173,6 +173,49 @@ function newClient(conn: TrafikeyConnection | undefined, blocking: boolean, conn
   return new Redis({ ...(conn as RedisOptions), ...extra });
 }
 
+/**
+ * The command connections a process shares: one per connection setting (the same ioredis
+ * client, or equal options), used by every backend whose own connection does not block. A
+ * worker's waits (`CLAIM … BLOCK`) and QueueEvents' reads keep connections of their own; every
+ * other command is bounded on the server, so one connection serves them all without holding
+ * any back. The server then reads many commands at once instead of one per socket, and the
+ * number of connections no longer grows with the number of queues and workers.
+ */
+const shared = new Map<unknown, { conn: Redis; users: number }>();
+
+/** Options compared by value; functions in them (a retryStrategy) do not tell two apart. */
+function settingOf(conn: TrafikeyConnection | undefined): unknown {
+  return conn && typeof (conn as Redis).duplicate === 'function' ? conn : JSON.stringify(conn ?? {});
+}
+
+function acquire(conn: TrafikeyConnection | undefined): Redis {
+  const setting = settingOf(conn);
+  let entry = shared.get(setting);
+  if (!entry || entry.conn.status === 'end') {
+    entry = { conn: newClient(conn, false), users: 0 };
+    // Each backend listens for the connection's events.
+    entry.conn.setMaxListeners(0);
+    shared.set(setting, entry);
+  }
+  entry.users += 1;
+  return entry.conn;
+}
+
+/** One user fewer; true when it was the last, so the caller ends the connection. */
+function release(conn: Redis): boolean {
+  for (const [setting, entry] of shared) {
+    if (entry.conn === conn) {
+      entry.users -= 1;
+      if (entry.users > 0) {
+        return false;
+      }
+      shared.delete(setting);
+      return true;
+    }
+  }
+  return true;
+}
+
 export interface TrafikeyBackendOptions {
   name: string;
   opts: QueueBaseOptions<any>;
@@ -194,6 +237,11 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   private readonly opts: QueueBaseOptions<any> & Record<string, any>;
   private readonly conn: Redis;
   private readonly blockingConn: Redis | undefined;
+  /** Its command connection blocks (QueueEvents' reads): its own, not shared. */
+  private readonly blocking: boolean;
+  private released = false;
+  /** The events stream's newest entry when a blocking backend became ready: its first `$`. */
+  private eventsFrom: string | undefined;
   private readonly owns: boolean;
   private ready: Promise<void> | undefined;
   private blockingId: number | undefined;
@@ -234,7 +282,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   constructor(
     o: TrafikeyBackendOptions,
-    shared?: { conn: Redis; blockingConn?: Redis },
+    borrowed?: { conn: Redis; blockingConn?: Redis },
   ) {
     super();
     this.name = o.name;
@@ -242,12 +290,14 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     this.prefix = (o.opts as any).prefix ?? 'bull';
     this.q = escapeQueueName(`${this.prefix}:${this.name}`);
     this.base = `emq:{${this.q}}`;
-    if (shared) {
-      this.conn = shared.conn;
-      this.blockingConn = shared.blockingConn;
+    this.blocking = !!o.blocking;
+    if (borrowed) {
+      this.conn = borrowed.conn;
+      this.blockingConn = borrowed.blockingConn;
       this.owns = false;
     } else {
-      this.conn = newClient(o.opts.connection as TrafikeyConnection, !!o.blocking);
+      const connection = o.opts.connection as TrafikeyConnection;
+      this.conn = o.blocking ? newClient(connection, true) : acquire(connection);
       // A worker's blocking connection carries the name BullMQ's getWorkers() looks for: the
       // queue's clientName, plus `:w:<name>` for a named worker (ioredis re-applies it on reconnect).
       const wname = (o.opts as any).name as string | undefined;
@@ -255,11 +305,33 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         ? newClient(o.opts.connection as TrafikeyConnection, true, this.clientName(wname ? `:w:${wname}` : ''))
         : undefined;
       this.owns = true;
-      this.conn.on('error', err => this.emit('error', err));
-      this.conn.on('ready', () => this.emit('ready'));
-      this.conn.on('close', () => this.emit('close'));
+      this.conn.on('error', this.onError);
+      this.conn.on('ready', this.onReady);
+      this.conn.on('close', this.onClose);
       this.blockingConn?.on('error', err => this.emit('error', err));
     }
+  }
+
+  private readonly onError = (err: Error): void => {
+    this.emit('error', err);
+  };
+  private readonly onReady = (): void => {
+    this.emit('ready');
+  };
+  private readonly onClose = (): void => {
+    this.emit('close');
+  };
+
+  /** Stops listening to the command connection; true when this backend may end it. */
+  private letGo(): boolean {
+    if (this.released) {
+      return false;
+    }
+    this.released = true;
+    this.conn.off('error', this.onError);
+    this.conn.off('ready', this.onReady);
+    this.conn.off('close', this.onClose);
+    return this.blocking ? true : release(this.conn);
   }
 
   // ---------------------------------------------------------------- identity and keys
@@ -405,6 +477,13 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       // workers of different settings the last one started wins.
       await this.conn.hset(this.key('meta'), 'max-stalls', Math.min(1000, Math.max(0, Math.floor(maxStalled))));
     }
+    if (this.blocking) {
+      // QueueEvents reads from `$` by default: from its first read, which comes a round trip or
+      // more after it is ready. The newest event now stands in for `$`, so that every event
+      // after `waitUntilReady()` is seen.
+      const last = (await this.conn.xrevrange(this.key('events'), '+', '-', 'COUNT', 1)) as [string, string[]][];
+      this.eventsFrom = last[0]?.[0] ?? '0-0';
+    }
     const info = String(await this.conn.info('server'));
     this.redisVersion = /redis_version:([^\r\n]+)/.exec(info)?.[1] ?? '';
     if (this.blockingConn) {
@@ -421,6 +500,9 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         await this.disconnectBlocking(true).catch(() => undefined);
         await this.returnStash().catch(() => undefined);
         this.blockingConn?.disconnect();
+        if (!this.letGo()) {
+          return;
+        }
         if (force) {
           this.conn.disconnect();
         } else {
@@ -436,7 +518,9 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       return;
     }
     this.blockingConn?.disconnect();
-    this.conn.disconnect();
+    if (!this.closing && this.letGo()) {
+      this.conn.disconnect();
+    }
   }
 
   async setName(name: string): Promise<void> {
@@ -2363,12 +2447,16 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
    */
   async readEvents(id: string, blockTimeout: number): Promise<any> {
     await this.waitUntilReady();
-    const raw = (await this.conn.xread('BLOCK', Math.max(0, Math.floor(blockTimeout)), 'STREAMS', this.key('events'), id)) as
+    // Until a read returns entries, QueueEvents asks for `$` again: it still means the newest
+    // event at ready.
+    const from = id === '$' && this.eventsFrom !== undefined ? this.eventsFrom : id;
+    const raw = (await this.conn.xread('BLOCK', Math.max(0, Math.floor(blockTimeout)), 'STREAMS', this.key('events'), from)) as
       | [string, [string, string[]][]][]
       | null;
     if (!raw || raw.length === 0) {
       return raw;
     }
+    this.eventsFrom = undefined;
     const [stream, entries] = raw[0];
     const needs: { kind: 'r' | 'g'; id: string }[] = [];
     const ids = new Set<string>();

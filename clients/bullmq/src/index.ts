@@ -7,7 +7,8 @@ export { escapeQueueName, isBranded, mintJobId } from './keys.js';
 
 /**
  * BullMQ's `BackendFactory` for trafikey: `opts.connection` is ioredis options or an ioredis
- * client (duplicated, so the backend owns and closes its own connections).
+ * client (duplicated, so the application's own client is never closed by a backend). The
+ * backends of a process share one command connection per connection setting.
  */
 export const createTrafikeyBackend: BackendFactory<TrafikeyBackend, TrafikeyConnection> = (
   name: string,

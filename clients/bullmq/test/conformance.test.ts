@@ -37,6 +37,38 @@ describe('connecting', () => {
     await q.close();
   });
 
+  it('shares one command connection among the queues and workers of a process', async () => {
+    const admin = new Redis({ host: '127.0.0.1', port });
+    const tag = `tk-${randomUUID()}`;
+    const conn = { ...connection, connectionName: tag };
+    // Workers' blocking connections carry BullMQ's client names, not the tag.
+    const tagged = async () =>
+      String(await admin.client('LIST'))
+        .split('\n')
+        .filter(l => l.includes(` name=${tag} `)).length;
+    try {
+      const queues = [0, 1, 2].map(i => new Queue(`${name}-${i}`, { connection: conn }));
+      const workers = [0, 1].map(() => new Worker(name, async () => 1, { connection: conn, autorun: false }));
+      await Promise.all([...queues, ...workers].map(x => x.waitUntilReady()));
+      expect(await tagged()).toBe(1);
+      await queues[0].close();
+      await workers[0].close();
+      await queues[1].add('x', {});
+      expect(await queues[1].count()).toBe(1);
+      expect(await tagged()).toBe(1);
+      await queues[1].obliterate({ force: true });
+      await Promise.all([queues[1], queues[2], workers[1]].map(x => x.close()));
+      await until(async () => (await tagged()) === 0);
+      const again = new Queue(name, { connection: conn });
+      await again.waitUntilReady();
+      expect(await tagged()).toBe(1);
+      await again.close();
+      await until(async () => (await tagged()) === 0);
+    } finally {
+      admin.disconnect();
+    }
+  });
+
   it('keeps queue names apart once escaped (braces, spaces, percent)', async () => {
     const a = track(new Queue('a{b}', { connection }));
     const b = track(new Queue('a%7Bb%7D', { connection }));
