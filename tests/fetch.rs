@@ -36,7 +36,8 @@ fn claim_with_row_returns_what_tra_job_shows() {
     // A value past the server's small-hash limit: this row is read as a hash table, not a
     // packed list.
     let long = format!("{{\"pad\":\"{}\"}}", "x".repeat(300));
-    assert_eq!(q.enqueue(&mut c, &jid(2), &[b"OPTS", long.as_bytes()]), Reply::Int(1));
+    // An EXPIRE time the claim spends: the row handed out has none, as TRA.JOB shows after.
+    assert_eq!(q.enqueue(&mut c, &jid(2), &[b"OPTS", long.as_bytes(), b"EXPIRE", b"+600000"]), Reply::Int(1));
     let r = q.run(&mut c, "EMQ.CLAIM", "", &[b"w1", b"30000", b"COUNT", b"2", b"ROW"]);
     let jobs = r.array();
     assert_eq!(jobs.len(), 2);
@@ -48,22 +49,37 @@ fn claim_with_row_returns_what_tra_job_shows() {
             (id.clone(), "job".into(), "{}".into(), 1)
         );
         let shown = c.call(&[b"TRA.JOB", b"1", q.job(&id).as_bytes()]);
-        let shown: Vec<_> = map(&shown)
-            .into_iter()
-            .filter(|(k, v)| !["id", "name", "data"].contains(&k.as_str()) && *v != Reply::Nil)
+        let at_default = |k: &str, v: &Reply| {
+            matches!((k, v), ("priority" | "made" | "stalls", Reply::Int(0)) | ("attempts", Reply::Int(1)))
+        };
+        let full = map(&shown);
+        let shown: Vec<_> = full
+            .iter()
+            .filter(|(k, v)| {
+                !["id", "name", "data", "state"].contains(&k.as_str())
+                    && *v != Reply::Nil
+                    && !at_default(k, v)
+            })
+            .cloned()
             .collect();
         assert_eq!(
             map(&e[4]),
             shown,
-            "the row as TRA.JOB shows it after the claim, less id, name, data and nils"
+            "the row as TRA.JOB shows it after the claim, less id, name, data, state, nils and defaults"
         );
+        assert!(full.iter().any(|(k, v)| k == "state" && v.str() == "active"));
         let row = map(&e[4]);
         let get = |k: &str| row.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()).unwrap();
-        assert_eq!(get("state").str(), "active");
         assert!(get("deadline").int() > 0);
+        assert_eq!(get("started").int(), 1);
+        assert!(get("claimed").int() > 0);
+        for k in ["state", "priority", "made", "stalls"] {
+            assert!(row.iter().all(|(n, _)| n != k), "{k} left out");
+        }
     }
     let row2 = map(&jobs[1].array()[4]);
     assert!(row2.iter().any(|(k, v)| k == "opts" && v.str() == long));
+    assert!(row2.iter().all(|(k, _)| k != "expire"), "EXPIRE spent by the claim");
     let row1 = map(&jobs[0].array()[4]);
     assert!(row1.iter().any(|(k, v)| k == "attempts" && *v == Reply::Int(3)));
     assert!(row1.iter().any(|(k, v)| k == "opts" && v.str() == "{\"a\":1}"));

@@ -388,11 +388,20 @@ fn take(
     let mut out = Vec::with_capacity(live.len());
     let mut rows = row.then(|| Vec::with_capacity(live.len()));
     for job in live.iter() {
-        let [started, made, name, data] =
-            job.row.hget_many(&[&field::STARTED, &field::MADE, &field::NAME, &field::DATA]);
         let count =
-            |s: Option<Str>| s.and_then(|s| domain::args::int(s.bytes())).unwrap_or(0).saturating_add(1);
-        let (started, attempt) = (count(started), count(made));
+            |s: Option<&Str>| s.and_then(|s| domain::args::int(s.bytes())).unwrap_or(0).saturating_add(1);
+        // With ROW the row is read whole, once, before the claim writes it; the view is that
+        // read with the claim's writes put in.
+        let (started, attempt, name, data, fields) = if row {
+            let mut f = super::job::Fields::read(&job.row);
+            let (started, attempt) = (count(f.peek(&field::STARTED)), count(f.peek(&field::MADE)));
+            let (name, data) = (f.take(&field::NAME), f.take(&field::DATA));
+            (started, attempt, name, data, Some(f))
+        } else {
+            let [started, made, name, data] =
+                job.row.hget_many(&[&field::STARTED, &field::MADE, &field::NAME, &field::DATA]);
+            (count(started.as_ref()), count(made.as_ref()), name, data, None)
+        };
         job.row.hset(&[
             (&field::STATE, State::Active.lit().str_ref()),
             (&field::TOKEN, tok.str_ref()),
@@ -404,9 +413,8 @@ fn take(
             job.row.hdel(&[&field::EXPIRE])?;
         }
         events.emit(x, Some(job.id.str_ref()), Event::Active { attempt })?;
-        if let Some(rows) = &mut rows {
-            let state = Reply::bulk(State::Active.word().as_bytes());
-            rows.push(super::job::claimed_view(&job.row, state, Reply::Int(deadline)));
+        if let (Some(rows), Some(fields)) = (&mut rows, fields) {
+            rows.push(super::job::claimed_view(fields, started, now, job.expires, deadline));
         }
         out.push([
             job.id.share().map_or_else(|| Reply::bulk(job.id.bytes()), Reply::Str),

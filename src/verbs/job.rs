@@ -75,7 +75,8 @@ impl Verb for Inspect {
 /// A job's row as TRA.JOB shows it, its state, lease deadline and due time given by the
 /// caller (TRA.JOB reads them).
 pub fn view(id: &[u8], row: &Key, state: Reply, deadline: Reply, due: Reply) -> Reply {
-    let mut get = read(row);
+    let mut fields = Fields::read(row);
+    let mut get = |f: &Lit| fields.take(f);
     let mut pairs = vec![
         ("id", Reply::bulk(id)),
         ("state", state),
@@ -86,29 +87,57 @@ pub fn view(id: &[u8], row: &Key, state: Reply, deadline: Reply, due: Reply) -> 
     Reply::Map(pairs)
 }
 
-/// A claimed job's row as `CLAIM … ROW` hands it out, read after the claim wrote it: TRA.JOB's
-/// map without the facts the claim's entry already carries (id, name, data) and without those
-/// not set, so the reply grows by what the worker did not have.
-pub fn claimed_view(row: &Key, state: Reply, deadline: Reply) -> Reply {
-    let mut get = read(row);
-    let mut pairs = Vec::with_capacity(12);
-    pairs.push(("state", state));
-    pairs.extend(facts(&mut get, deadline, Reply::Null).into_iter().filter(|(_, v)| !matches!(v, Reply::Null)));
-    Reply::Map(pairs)
+/// A claimed job's row as `CLAIM … ROW` hands it out: TRA.JOB's map after the claim, without
+/// what the worker has already — the entry's id, name and data, the state (`active`, as every
+/// claimed job) — and without the facts that are null or at their defaults (priority 0,
+/// attempts 1, made 0, stalls 0), so the reply grows only by what the worker did not have. `fields` is the row as read before
+/// the claim wrote it (name and data taken out); the claim's own writes are given.
+pub fn claimed_view(mut fields: Fields, started: i64, claimed: i64, expire_spent: bool, deadline: i64) -> Reply {
+    fields.take(&field::STARTED);
+    fields.take(&field::CLAIMED);
+    if expire_spent {
+        fields.take(&field::EXPIRE);
+    }
+    let mut get = |f: &Lit| fields.take(f);
+    let mut facts = facts(&mut get, Reply::Int(deadline), Reply::Null);
+    for (name, v) in facts.iter_mut() {
+        match *name {
+            "started" => *v = Reply::Int(started),
+            "claimed" => *v = Reply::Int(claimed),
+            _ => {}
+        }
+    }
+    let shown = |(name, v): &(&str, Reply)| {
+        !matches!(
+            (*name, v),
+            (_, Reply::Null) | ("priority" | "made" | "stalls", Reply::Int(0)) | ("attempts", Reply::Int(1))
+        )
+    };
+    Reply::Map(facts.into_iter().filter(shown).collect())
 }
 
-/// The row read in one pass (a map shows nearly every field; a lookup each walked the row
-/// once per field): a getter that hands out each field's value once.
-fn read(row: &Key) -> impl FnMut(&Lit) -> Option<Str> {
-    let mut fields: smallvec::SmallVec<[(&'static [u8], Str); 26]> = smallvec::SmallVec::new();
-    row.hscan(|name, value| {
-        if let Some(f) = field::ALL.iter().find(|f| f.bytes() == name) {
-            fields.push((f.bytes(), value));
-        }
-    });
-    move |f: &Lit| {
-        let at = fields.iter().position(|(name, _)| *name == f.bytes())?;
-        Some(fields.swap_remove(at).1)
+/// A row read in one pass (a map shows nearly every field; a lookup each walked the row once
+/// per field): each field's value is handed out once.
+pub struct Fields(smallvec::SmallVec<[(&'static [u8], Str); 26]>);
+
+impl Fields {
+    pub fn read(row: &Key) -> Fields {
+        let mut fields = smallvec::SmallVec::new();
+        row.hscan(|name, value| {
+            if let Some(f) = field::ALL.iter().find(|f| f.bytes() == name) {
+                fields.push((f.bytes(), value));
+            }
+        });
+        Fields(fields)
+    }
+
+    pub fn take(&mut self, f: &Lit) -> Option<Str> {
+        let at = self.0.iter().position(|(name, _)| *name == f.bytes())?;
+        Some(self.0.swap_remove(at).1)
+    }
+
+    pub fn peek(&self, f: &Lit) -> Option<&Str> {
+        self.0.iter().find(|(name, _)| *name == f.bytes()).map(|(_, v)| v)
     }
 }
 

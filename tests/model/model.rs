@@ -1585,15 +1585,25 @@ impl Model {
         Reply::Int(log.len() as i64)
     }
 
-    /// The row `CLAIM … ROW` hands out: TRA.JOB's pairs without id, name and data (the
-    /// claim's entry carries them) and without the facts that are nil.
+    /// The row `CLAIM … ROW` hands out: TRA.JOB's pairs without id, name, data and state (the
+    /// claim's entry carries them, and a claimed job is active) and without the facts that
+    /// are nil or at their defaults (priority 0, attempts 1, made 0, stalls 0).
     pub fn claimed_view(&self, id: &[u8]) -> Reply {
         let Reply::Array(all) = self.job_view(id) else { return Reply::Nil };
+        let at_default = |k: &[u8], v: &Reply| {
+            matches!(
+                (k, v),
+                (b"priority" | b"made" | b"stalls", Reply::Int(0)) | (b"attempts", Reply::Int(1))
+            )
+        };
         let kept = all
             .chunks(2)
-            .filter(|p| {
-                !matches!(p, [Reply::Bulk(k), _] if [&b"id"[..], b"name", b"data"].contains(&k.as_slice()))
-                    && !matches!(p, [_, Reply::Nil])
+            .filter(|p| match p {
+                [_, Reply::Nil] => false,
+                [Reply::Bulk(k), v] => {
+                    ![&b"id"[..], b"name", b"data", b"state"].contains(&k.as_slice()) && !at_default(k, v)
+                }
+                _ => true,
             })
             .flat_map(|p| p.to_vec());
         Reply::Array(kept.collect())

@@ -80,7 +80,9 @@ function claimedRow(entry: unknown[] | undefined, worker?: string): ClaimedRow |
   if (!entry || entry.length < 5) {
     return undefined;
   }
-  const row = { ...pairs(entry[4]), id: entry[0], name: entry[1], data: entry[2] };
+  // The claim leaves out what the worker knows: the state, and counters at their defaults
+  // (read as such below).
+  const row = { state: 'active', ...pairs(entry[4]), id: entry[0], name: entry[1], data: entry[2] };
   return { row, by: worker };
 }
 
