@@ -86,11 +86,13 @@ impl Verb for CompleteNext {
         let done = finish_held(x, a.finish, Drained::Leave)?;
         let jobs = match take.run(x) {
             Ok((jobs, _, _)) => {
-                let events = Events::open(x)?;
-                let (ready, active) = (Ready::open(x)?, x.open_as(Active, Kind::ZSet)?);
-                if jobs.is_empty() && events.on() && active.len() == 0 && ready.wait.len() == 0 && ready.prio.len() == 0
-                {
-                    events.emit(x, None, Event::Drained)?;
+                // Drained only when the claim found nothing: the sets are opened for that alone.
+                if jobs.is_empty() {
+                    let events = Events::open(x)?;
+                    let (ready, active) = (Ready::open(x)?, x.open_as(Active, Kind::ZSet)?);
+                    if events.on() && active.len() == 0 && ready.wait.len() == 0 && ready.prio.len() == 0 {
+                        events.emit(x, None, Event::Drained)?;
+                    }
                 }
                 jobs.reply()
             }
