@@ -218,6 +218,20 @@ function release(conn: Redis): boolean {
   return true;
 }
 
+/**
+ * Adds made in one turn of the event loop leave in one write: the first corks the socket, and
+ * it is uncorked once the turn's other work is done. The server then reads the adds of many
+ * producers at once instead of one each; a job waits at most to the end of the turn. Workers'
+ * calls are not held back this way: a worker waits on each.
+ */
+function gather(conn: Redis): void {
+  const socket = conn.stream;
+  if (socket && conn.status === 'ready' && socket.writableCorked === 0) {
+    socket.cork();
+    process.nextTick(() => socket.uncork());
+  }
+}
+
 export interface TrafikeyBackendOptions {
   name: string;
   opts: QueueBaseOptions<any>;
@@ -805,6 +819,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     // deduplication id (nothing created).
     let created: unknown[];
     if (jobs.length === 1) {
+      gather(this.conn);
       created = [await this.conn.call(...(this.addCmd(jobs[0].job, jobs[0].id, jobs[0].alias) as [string, ...any[]]))];
     } else {
       const m = this.conn.multi();
