@@ -446,6 +446,12 @@ fn acl_judges_the_alias_hash_and_every_row_as_the_callers() {
         &[],
     );
     unchanged(&mut admin, |_| assert!(run(&mut w, &rm).error().starts_with("NOPERM")));
+    // The alias hash gone (deleted by hand), the row still naming its alias: a finish under
+    // KEEP 0 looks the hash up, finds none and opens nothing of it.
+    assert_eq!(admin.call(&[b"DEL", q.k("alias").as_bytes()]), Reply::Int(1));
+    assert_eq!(claim_all(&q, &mut admin, "t").len(), 2);
+    assert_eq!(complete(&q, &mut w, &jid(3), "t", &[b"KEEP", b"0"]), Reply::Int(1));
+    assert_eq!(admin.call(&[b"EXISTS", q.job(&jid(3)).as_bytes()]), Reply::Int(0));
 }
 
 #[test]

@@ -237,6 +237,39 @@ fn row_claims_and_completenext_make_the_successor_and_old_iterations_make_none()
     q.check_invariant(&mut c);
 }
 
+/// Two schedulers whose iteration ids share their low bits (`s2709` and `s12106` hash alike
+/// in the id's 22 bits) and whose iterations fall at the same times: one claim that takes both
+/// pending iterations makes two successors, each its own job, under its own scheduler and
+/// custom id (the second takes the next free id, not the one the first just chose).
+#[test]
+fn one_call_makes_colliding_schedulers_iterations_apart() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("collide");
+    let start = (server_ms(&mut c) + 600_000).to_string();
+    let args = ["EVERY", "60000", "START", &start, "JOB", "j", "{}"];
+    let (a, at) = set(&mut c, &q, "s2709", &args);
+    let (b, bt) = set(&mut c, &q, "s12106", &args);
+    assert_eq!(at, bt);
+    assert_ne!(a, b);
+    for id in [&a, &b] {
+        assert_eq!(q.run(&mut c, "EMQ.PROMOTE", id, &[]), Reply::Int(1));
+    }
+    let took: BTreeSet<String> = claim_all(&q, &mut c, "w").into_iter().collect();
+    assert_eq!(took, BTreeSet::from([a, b]));
+    let its = iterations(&mut c, &q);
+    assert_eq!(its.len(), 4, "{its:?}");
+    let next = at + 60000;
+    for sid in ["s2709", "s12106"] {
+        let g = get(&mut c, &q, sid).unwrap();
+        assert_eq!(num(&g, "count"), 2);
+        let (id, st) = &its[&(sid.to_string(), next)];
+        assert_eq!((id, st.as_str()), (&g["job"], "delayed"));
+        assert_eq!(alias_of(&mut c, &q, &format!("repeat:{sid}:{next}")).as_deref(), Some(id.as_str()));
+    }
+    q.check_invariant(&mut c);
+}
+
 /// The scheduler's hash, list and iterations as they are; `f` must change none of them.
 fn unchanged_scheds<R>(c: &mut Conn, q: &Q, f: impl FnOnce(&mut Conn) -> R) -> R {
     let before = (get(c, q, "s"), reads(c, q, &["LIST", "0", "-1"]), iterations(c, q).len());
@@ -399,6 +432,52 @@ fn limit_end_offset_and_immediately() {
     assert_eq!((num(&g, "count"), num(&g, "next")), (1, at));
     assert!(score(&mut c, &q, "imm").unwrap() > now + 1000, "the next is New Year's, not now");
     assert_eq!(g["immediately"], "1");
+}
+
+/// A scheduler whose one iteration (END at its time) was made and then removed ends when that
+/// time comes: its score, the last iteration's own time, marks that there is none after it,
+/// and the removed one is not made again.
+#[test]
+fn a_last_iteration_removed_is_not_made_again_at_its_time() {
+    let s = Server::installed();
+    let mut c = s.conn();
+    let q = Q::new("lastgone");
+    let start = (server_ms(&mut c) + 300).to_string();
+    let (id, at) =
+        set(&mut c, &q, "s", &["EVERY", "60000", "START", &start, "END", &start, "JOB", "j", "{}"]);
+    assert_eq!(score(&mut c, &q, "s"), Some(at));
+    let roles = ["job", "wait", "prio", "active", "delayed", "completed", "failed", "events"];
+    assert_eq!(run(&mut c, &q.cmd("TRA.REMOVE", &id, &roles, &[])), Reply::Int(1));
+    assert!(iterations(&mut c, &q).is_empty());
+    wait_for(|| get(&mut c, &q, "s").is_none(), "the scheduler to end");
+    assert_eq!(score(&mut c, &q, "s"), None);
+    assert!(iterations(&mut c, &q).is_empty(), "{:?}", iterations(&mut c, &q));
+    assert_eq!(alias_of(&mut c, &q, &format!("repeat:s:{at}")), None);
+    assert_eq!(info_field(&mut c, "trafikey", "trafikey_upkeep_iterations"), "0");
+    q.check_invariant(&mut c);
+}
+
+/// When upkeep comes to a scheduler's time and finds its custom id held by a client's job, it
+/// makes the next free time's iteration, which lies after now: delayed at that time (event
+/// `delayed`), not ready early.
+#[test]
+fn upkeep_passing_a_held_time_makes_the_next_iteration_delayed() {
+    let s = Server::installed();
+    let mut c = s.conn();
+    let q = Q::new("heldnext");
+    let (_, at) = set(&mut c, &q, "s", &["EVERY", "2000", "JOB", "j", "{}"]);
+    let held = format!("repeat:s:{}", at + 2000);
+    assert_eq!(q.enqueue(&mut c, &jid(1), &[b"ALIAS", held.as_bytes()]), Reply::Int(1));
+    wait_for(|| get(&mut c, &q, "s").is_some_and(|g| num(&g, "count") == 2), "the second iteration");
+    let g = get(&mut c, &q, "s").unwrap();
+    let (id, next) = (g["job"].clone(), num(&g, "next"));
+    assert!(next > at + 2000 && (next - at) % 2000 == 0, "{next} after {at}");
+    let m = job_map(&mut c, &q, &id);
+    assert!(next > m["created"].parse::<i64>().unwrap(), "{m:?}");
+    let log = c.call(&[b"XRANGE", q.k("events").as_bytes(), b"-", b"+"]);
+    let first = log.array().iter().map(|e| e.array()[1].strings()).find(|f| f.contains(&id)).unwrap();
+    assert_eq!(first[..2], ["event", "delayed"], "{first:?}");
+    assert_eq!(alias_of(&mut c, &q, &held), Some(jid(1)));
 }
 
 #[test]
