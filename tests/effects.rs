@@ -320,3 +320,75 @@ fn the_aof_alone_holds_every_write() {
     wait_for(|| info_field(&mut c, "persistence", "loading") == "0", "aof load");
     assert_eq!(digest(&mut c), want, "AOF replay");
 }
+
+/// The members of a zset, lowest score first.
+fn members(c: &mut Conn, key: &str) -> Vec<String> {
+    c.call(&[b"ZRANGE", key.as_bytes(), b"0", b"-1"]).array().iter().map(Reply::str).collect()
+}
+
+fn encoding(c: &mut Conn, key: &str) -> String {
+    c.call(&[b"OBJECT", b"ENCODING", key.as_bytes()]).str()
+}
+
+#[test]
+fn a_busy_active_set_is_a_skiplist_on_the_primary_and_the_same_set_on_the_replica() {
+    let primary = Server::quiet();
+    let replica = Server::start(Opts::default());
+    let mut r = replica.follow(&primary);
+    let mut p = primary.conn();
+    let (busy, few) = (Q::new("busy"), Q::new("few"));
+    for i in 1..=40 {
+        busy.enqueue(&mut p, &jid(i), &[]);
+    }
+    for i in 41..=43 {
+        few.enqueue(&mut p, &jid(i), &[]);
+    }
+    // One job a claim, as workers of concurrency 1 take them.
+    let mut held = Vec::new();
+    for k in 0..40 {
+        let tok = format!("w{k}");
+        let got = busy.run(&mut p, "EMQ.CLAIM", "", &[tok.as_bytes(), b"60000"]);
+        held.push((got.array()[0].array()[0].str(), tok));
+        let want = if k + 1 < 16 { "listpack" } else { "skiplist" };
+        assert_eq!(encoding(&mut p, &busy.k("active")), want, "after {} claims", k + 1);
+    }
+    let few_ids = claim_all(&few, &mut p, "f");
+    assert_eq!(few_ids.len(), 3);
+    assert_eq!(encoding(&mut p, &few.k("active")), "listpack", "a small set stays compact");
+    let mut claimed: Vec<String> = held.iter().map(|(id, _)| id.clone()).collect();
+    claimed.sort();
+    let mut active = members(&mut p, &busy.k("active"));
+    active.sort();
+    assert_eq!(active, claimed, "the active set holds the claimed jobs and nothing else");
+    // Finished one by one into a completed set kept whole, which grows past the bound too.
+    for (id, tok) in &held[..20] {
+        assert_eq!(complete(&busy, &mut p, id, tok, &[b"KEEP", b"-1"]), Reply::Int(1));
+    }
+    assert_eq!(encoding(&mut p, &busy.k("completed")), "skiplist");
+    let done: Vec<String> = held[..20].iter().map(|(id, _)| id.clone()).collect();
+    assert_eq!(completed(&busy, &mut p), done, "completed in the order finished, nothing else");
+    assert_eq!(p.call(&[b"ZCARD", busy.k("active").as_bytes()]).int(), 20);
+    same_keyspace(&mut p, &mut r);
+    assert_eq!(members(&mut r, &busy.k("active")), members(&mut p, &busy.k("active")));
+}
+
+#[test]
+fn with_nothing_listening_busy_sets_become_skiplists_too() {
+    let server = Server::quiet();
+    let mut c = server.conn();
+    let q = Q::new("alone");
+    for i in 1..=16 {
+        let p = (i % 5 + 1).to_string();
+        q.enqueue(&mut c, &jid(i), &[b"PRIORITY", p.as_bytes()]);
+        q.run(&mut c, "EMQ.SCHEDULE", &jid(100 + i), &[b"+60000", b"later", b"d"]);
+        let want = if i < 16 { "listpack" } else { "skiplist" };
+        assert_eq!(encoding(&mut c, &q.k("prio")), want, "prio after {i}");
+        assert_eq!(encoding(&mut c, &q.k("delayed")), want, "delayed after {i}");
+    }
+    let claimed = claim_all(&q, &mut c, "t");
+    assert_eq!(claimed.len(), 16);
+    assert_eq!(encoding(&mut c, &q.k("active")), "skiplist");
+    assert_eq!(members(&mut c, &q.k("delayed")).len(), 16, "the placeholder never stays");
+    let (built, ..) = effects(&mut c);
+    assert_eq!(built, 0, "no effect was built: the path without a receiver");
+}

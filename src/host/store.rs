@@ -147,6 +147,47 @@ fn s(ctx: *mut RedisModuleCtx, b: &[u8]) -> Result<Str, Refusal> {
     Str::new(ctx, b).ok_or_else(crate::errors::host_reply)
 }
 
+/// A zset that takes a member and loses one on every job (the active set, the finished sets, a busy
+/// priority or delayed set) is cheaper as a skiplist once it holds more than a few: the server's
+/// compact encoding, which it keeps for a zset of up to 128 short members, rescans and reallocates
+/// itself on each insert and delete, O(n) each, where a skiplist takes O(log n) at a fixed cost
+/// that only pays off past about a dozen members (callgrind). The server builds a skiplist when a
+/// member longer than any compact zset may hold comes in, and keeps that encoding when the member
+/// goes; so a zset reaching `Skiplist::FROM` members is given such a member first and loses it
+/// before the command ends. Nothing of it is replicated: a replica's encoding is its own concern,
+/// and its data is the same.
+struct Skiplist(Str);
+
+impl Skiplist {
+    /// Longer than `zset-max-listpack-value` (64 bytes by default) at any setting an operator
+    /// would choose.
+    const LEN: usize = 1024;
+
+    /// Members from which a zset is better a skiplist.
+    const FROM: u64 = 16;
+
+    /// The placeholder, put in when `adding` members take the zset from below `FROM` to
+    /// `FROM` or more (None otherwise: a zset that stays small, or one past it already).
+    fn make(key: &Key, adding: usize) -> Result<Option<Skiplist>, Refusal> {
+        let had = key.len();
+        if had >= Skiplist::FROM || had.saturating_add(adding as u64) < Skiplist::FROM {
+            return Ok(None);
+        }
+        let filler = s(key.ctx, &[0u8; Skiplist::LEN])?;
+        key.zset_add(0, filler.str_ref())?;
+        Ok(Some(Skiplist(filler)))
+    }
+
+    /// Takes the placeholder out again, once the real members are in (so the key stays).
+    fn done(self, key: &Key) {
+        if let (Some(k), Some(f)) = (key.live(), api!(RedisModule_ZsetRem)) {
+            let mut deleted: c_int = 0;
+            // SAFETY: writable zset key, live member.
+            unsafe { f(k, self.0.raw(), &mut deleted) };
+        }
+    }
+}
+
 // A key's emptiness is its kind (`Kind::Empty`); `len` is a count, not a test of it.
 #[allow(clippy::len_without_is_empty)]
 impl Key {
@@ -581,9 +622,10 @@ impl Key {
         (unsafe { f(k, member, &mut score) } == raw::REDISMODULE_OK as c_int).then_some(score)
     }
 
+    /// ZADD of one member; a zset this makes large is turned into a skiplist (see `Skiplist`).
     pub fn zadd(&self, score: i64, member: StrRef<'_>) -> Result<(), Refusal> {
         if !super::effects::build() {
-            self.zset_add(score, member)?;
+            self.zset_add_one(score, member)?;
             super::effects::skip(self.ctx);
             return Ok(());
         }
@@ -630,34 +672,50 @@ impl Key {
         Ok(())
     }
 
-    /// ZADD with the score's string already made (`text` is `score` written out).
-    pub fn zadd_as(&self, score: i64, text: &Str, member: StrRef<'_>) -> Result<(), Refusal> {
+    /// One member in, the set turned into a skiplist if this takes it to `Skiplist::FROM`.
+    fn zset_add_one(&self, score: i64, member: StrRef<'_>) -> Result<(), Refusal> {
+        let skiplist = Skiplist::make(self, 1)?;
         self.zset_add(score, member)?;
+        if let Some(s) = skiplist {
+            s.done(self);
+        }
+        Ok(())
+    }
+
+    /// ZADD with the score's string already made (`text` is `score` written out). A zset this
+    /// makes large is turned into a skiplist (see `Skiplist`).
+    pub fn zadd_as(&self, score: i64, text: &Str, member: StrRef<'_>) -> Result<(), Refusal> {
+        self.zset_add_one(score, member)?;
         replicate(self.ctx, c"ZADD", &[self.name(), text.raw(), member.raw()]);
         Ok(())
     }
 
-    /// Several members at one score, one effect `ZADD key s m s m ...`.
+    /// Several members at one score, one effect `ZADD key s m s m ...`. A zset this makes
+    /// large is turned into a skiplist (see `Skiplist`).
     pub fn zadd_many(&self, score: i64, members: &[StrRef<'_>]) -> Result<(), Refusal> {
         if members.is_empty() {
             return Ok(());
         }
+        let skiplist = Skiplist::make(self, members.len())?;
         if !super::effects::build() {
             for &m in members {
                 self.zset_add(score, m)?;
             }
             super::effects::skip(self.ctx);
-            return Ok(());
+        } else {
+            let sc = Str::int(self.ctx, score).ok_or_else(crate::errors::host_reply)?;
+            let mut effect = Effect::with_capacity(members.len().saturating_mul(2).saturating_add(1));
+            effect.push(self.name());
+            for &m in members {
+                self.zset_add(score, m)?;
+                effect.push(sc.raw());
+                effect.push(m.raw());
+            }
+            replicate(self.ctx, c"ZADD", &effect);
         }
-        let sc = Str::int(self.ctx, score).ok_or_else(crate::errors::host_reply)?;
-        let mut effect = Effect::with_capacity(members.len().saturating_mul(2).saturating_add(1));
-        effect.push(self.name());
-        for &m in members {
-            self.zset_add(score, m)?;
-            effect.push(sc.raw());
-            effect.push(m.raw());
+        if let Some(s) = skiplist {
+            s.done(self);
         }
-        replicate(self.ctx, c"ZADD", &effect);
         Ok(())
     }
 
