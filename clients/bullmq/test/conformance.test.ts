@@ -127,6 +127,26 @@ describe('adding', () => {
     expect(order).toEqual(['none', 'p1', 'p2', 'p3']);
   });
 
+  it('adds made in one turn, more than one write of them, all arrive in the order made', async () => {
+    const other = track(new Queue(`${name}-b`, { connection }));
+    await other.waitUntilReady();
+    // 40 adds to each queue in one turn: the socket is let go after every 16 calls.
+    const made = await Promise.all(
+      Array.from({ length: 80 }, (_, i) => (i % 2 ? other : queue).add(`j${i}`, { i })),
+    );
+    expect(new Set(made.map(j => j.id)).size).toBe(80);
+    const order = async (q: InstanceType<typeof Queue>) =>
+      (await q.getWaiting(0, -1)).map(j => j.name);
+    const want = (odd: number) => Array.from({ length: 40 }, (_, k) => `j${2 * k + odd}`);
+    expect(await order(queue)).toEqual(want(0));
+    expect(await order(other)).toEqual(want(1));
+    const done: string[] = [];
+    track(new Worker(name, async (job: Job) => void done.push(job.name), { connection, concurrency: 40 }));
+    await until(async () => (await queue.getCompletedCount()) === 40);
+    expect(new Set(done).size).toBe(40);
+    await other.obliterate({ force: true });
+  });
+
   it('addBulk over one call\'s 250 jobs, with custom ids (one job per id)', async () => {
     const jobs = await queue.addBulk(
       Array.from({ length: 600 }, (_, i) => ({ name: 'b', data: i, opts: i % 100 === 0 ? { jobId: `bulk-${i}` } : {} })),
