@@ -696,14 +696,12 @@ impl Key {
         if members.is_empty() {
             return Ok(());
         }
+        // The score's string first: nothing can fail between the placeholder going in and out.
+        let sc = super::effects::build()
+            .then(|| Str::int(self.ctx, score).ok_or_else(crate::errors::host_reply))
+            .transpose()?;
         let skiplist = Skiplist::make(self, members.len())?;
-        if !super::effects::build() {
-            for &m in members {
-                self.zset_add(score, m)?;
-            }
-            super::effects::skip(self.ctx);
-        } else {
-            let sc = Str::int(self.ctx, score).ok_or_else(crate::errors::host_reply)?;
+        if let Some(sc) = sc {
             let mut effect = Effect::with_capacity(members.len().saturating_mul(2).saturating_add(1));
             effect.push(self.name());
             for &m in members {
@@ -712,6 +710,11 @@ impl Key {
                 effect.push(m.raw());
             }
             replicate(self.ctx, c"ZADD", &effect);
+        } else {
+            for &m in members {
+                self.zset_add(score, m)?;
+            }
+            super::effects::skip(self.ctx);
         }
         if let Some(s) = skiplist {
             s.done(self);
