@@ -63,6 +63,38 @@ fn remove_deletes_a_job_from_any_state() {
     assert!(unchanged(&mut c, |c| remove(c, &q, &jid(9), false)).error().starts_with("EMQWIRE"));
 }
 
+/// A waiting job taken out of a `wait` that holds only it leaves no `wait`: TRA.REMOVE and
+/// TRA.PRIORITY empty the list through the module's own handle on it (the server's LREM there
+/// would delete the key from under that handle), here and on the replica. Out of a longer
+/// `wait`, the others stay in their order. (`scripts/memcheck admin` watches the server for
+/// a read of freed memory on these paths.)
+#[test]
+fn the_only_waiting_job_taken_out_leaves_no_wait_here_or_on_the_replica() {
+    let primary = Server::quiet();
+    let replica = Server::start(Opts::default());
+    let mut r = replica.follow(&primary);
+    let mut c = primary.conn();
+    let q = Q::new("one");
+    let wait = q.k("wait");
+    let listed = |c: &mut Conn| c.call(&[b"LRANGE", wait.as_bytes(), b"0", b"-1"]).strings();
+    q.enqueue(&mut c, &jid(1), &[]);
+    let v = q.cmd("TRA.PRIORITY", &jid(1), &["job", "wait", "prio", "events"], &[b"5"]);
+    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+    assert_eq!(c.call(&refs).err(), None);
+    assert_eq!(c.call(&[b"EXISTS", wait.as_bytes()]), Reply::Int(0), "moved to prio");
+    q.enqueue(&mut c, &jid(2), &[]);
+    assert_eq!(remove(&mut c, &q, &jid(2), false), Reply::Int(1));
+    assert_eq!(c.call(&[b"EXISTS", wait.as_bytes()]), Reply::Int(0), "removed");
+    for n in 3..=5 {
+        q.enqueue(&mut c, &jid(n), &[]);
+    }
+    assert_eq!(remove(&mut c, &q, &jid(4), false), Reply::Int(1));
+    assert_eq!(listed(&mut c), [jid(5), jid(3)]);
+    q.check_invariant(&mut c);
+    assert_eq!(c.call(&[b"WAIT", b"1", b"2000"]), Reply::Int(1));
+    assert_eq!(digest(&mut c), digest(&mut r), "the replica holds what the primary holds");
+}
+
 fn drain(c: &mut Conn, q: &Q, extra: &[&[u8]]) -> Reply {
     let v = q.cmd("TRA.DRAIN", "", &["wait", "prio", "delayed", "events"], extra);
     let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();

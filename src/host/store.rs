@@ -802,8 +802,13 @@ impl Key {
     }
 
     /// `LREM key count member` through the server's own command; its effect only when it
-    /// removed one.
+    /// removed one. The command runs by the key's name, beside this handle: it must not be
+    /// the one to delete the key (see `lrem_only`), and no read by position (`lindex`) may
+    /// come before it on this handle, whose cursor would then point into the changed list.
     fn lrem_counting(&self, count: &Lit, member: StrRef<'_>) -> Result<(), Refusal> {
+        if self.len() == 1 {
+            return self.lrem_only(count, member);
+        }
         let (count, member) = (count.raw(), member.raw());
         let (Some(call), Some(int), Some(free)) =
             (api!(RedisModule_Call), api!(RedisModule_CallReplyInteger), api!(RedisModule_FreeCallReply))
@@ -823,6 +828,27 @@ impl Key {
         if removed > 0 {
             replicate(self.ctx, c"LREM", &[self.name(), count, member]);
         }
+        Ok(())
+    }
+
+    /// A list of one emptied through this handle when its element is `member`. The server's
+    /// LREM would delete the emptied key under the handle, which would then point at freed
+    /// memory (closing it reads it); a pop through the handle deletes the key and tells the
+    /// handle. A longer list keeps its key: LREM takes one element of it.
+    fn lrem_only(&self, count: &Lit, member: StrRef<'_>) -> Result<(), Refusal> {
+        let only = self.range_read(c"LRANGE", 0, 0, None)?;
+        if only.first().map(Vec::as_slice) != Some(super::strings::bytes_of(member.raw())) {
+            return Ok(());
+        }
+        let (Some(k), Some(pop)) = (self.live(), api!(RedisModule_ListPop)) else {
+            return Err(crate::errors::host_reply());
+        };
+        // SAFETY: a writable list key of one element; the popped string is ours (freed as it
+        // drops).
+        if Str::adopt(self.ctx, unsafe { pop(k, raw::REDISMODULE_LIST_TAIL as c_int) }).is_none() {
+            return Err(crate::errors::host_reply());
+        }
+        replicate(self.ctx, c"LREM", &[self.name(), count.raw(), member.raw()]);
         Ok(())
     }
 
