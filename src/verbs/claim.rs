@@ -21,7 +21,7 @@ use crate::config;
 use crate::domain::{self, args::Opt, claim::Pick, claim::Plan};
 use crate::errors::Refusal;
 use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{one, Access, ArgStr, Exec, Kind, Reply, Str, Verb};
+use crate::host::{one, Access, ArgStr, Exec, Key, Kind, Reply, Str, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::metrics;
 use crate::queue::sched::Succession;
@@ -101,7 +101,7 @@ impl Verb for Claim {
             Args::Take { token, lease, count, block, row } => {
                 let take = Take::check(token, lease, count, row)?;
                 let block = block.map(|b| domain::range(b, 0, domain::BLOCK_MAX, "BLOCK")).transpose()?;
-                let (jobs, settled, concurrency) = take.run(x)?;
+                let (jobs, settled, concurrency) = take.run(x, None)?;
                 Ok(match block {
                     // Nothing ready (paused, or limited): wait for a job to become ready, for
                     // RESUME, or for the limit to let the claim proceed.
@@ -113,6 +113,19 @@ impl Verb for Claim {
             }
         }
     }
+}
+
+/// The claim's keys, opened and type-checked by a caller that wrote before the claim
+/// (TRA.COMPLETENEXT): its writes touched none of them, or only through these handles, so
+/// the claim's first pass uses them instead of opening them again. A second handle on a key
+/// would go stale if the first emptied it: the server deletes an emptied key through the
+/// handle that emptied it, and only that handle knows.
+pub struct Opened {
+    pub meta: Key,
+    pub ready: Ready,
+    pub delayed: Key,
+    pub active: Key,
+    pub events: Events,
 }
 
 /// A claim as CLAIM and TRA.COMPLETENEXT take it, its values checked.
@@ -173,10 +186,13 @@ impl<'a> Take<'a> {
     /// Claims, within the queue's limits (`domain::limit`); the flags say whether it met no
     /// expired job it could not go past (a waiting claimer may then wait), and whether the
     /// queue has a global concurrency (a waiter then also waits for a job to leave `active`).
-    pub fn run(self, x: &mut Exec) -> Result<(Taken4, bool, bool), Refusal> {
+    pub fn run(self, x: &mut Exec, opened: Option<Opened>) -> Result<(Taken4, bool, bool), Refusal> {
         // Read-only: opening it for writing costs an unlimited claim more; a rate-limited one
-        // reopens it to record its window.
-        let meta = x.read(Meta)?;
+        // reopens it to record its window, once this handle is closed.
+        let (meta, first) = match opened {
+            Some(Opened { meta, ready, delayed, active, events }) => (meta, Some(Pass { ready, delayed, active, events })),
+            None => (x.read(Meta)?, None),
+        };
         meta.exists_as(Kind::Hash)?;
         let (paused, limits) = limit::read(&meta);
         drop(meta);
@@ -193,10 +209,18 @@ impl<'a> Take<'a> {
         }
         let serve = !paused && count > 0;
         let cap = Cap { serve, concurrency: limits.concurrency };
-        let (jobs, settled) = take_past_expired(x, self.token, self.lease, count, cap, self.row)?;
+        let (jobs, settled) = take_past_expired(x, self.token, self.lease, count, cap, self.row, first)?;
         limit::record(x, &limits, now, jobs.len())?;
         Ok((jobs, settled, limits.concurrency.is_some()))
     }
+}
+
+/// The keys one pass of a claim writes, open.
+struct Pass {
+    ready: Ready,
+    delayed: Key,
+    active: Key,
+    events: Events,
 }
 
 /// What bounds every pass of a claim: whether it may take jobs at all (not paused, not held
@@ -256,8 +280,9 @@ fn take_past_expired(
     count: usize,
     cap: Cap,
     row: bool,
+    first: Option<Pass>,
 ) -> Result<(Taken4, bool), Refusal> {
-    let (mut jobs, mut expired) = take(x, token, lease, count, true, cap, row)?;
+    let (mut jobs, mut expired) = take(x, token, lease, count, true, cap, row, first)?;
     // Jobs met in all passes, handed out or failed: one CLAIM's work stays within its bound.
     let mut met = jobs.len().saturating_add(expired as usize);
     let bound = usize::try_from(domain::CLAIM_PER_CALL).unwrap_or(0);
@@ -266,7 +291,7 @@ fn take_past_expired(
         if expired == 0 || want == 0 {
             break;
         }
-        match take(x, token, lease, want, false, cap, row) {
+        match take(x, token, lease, want, false, cap, row, None) {
             Ok((more, e)) => {
                 met = met.saturating_add(more.len()).saturating_add(e as usize);
                 jobs.extend(more);
@@ -280,7 +305,8 @@ fn take_past_expired(
 
 /// The claim itself: promotions, then (unless the cap stops it) up to `count` jobs, and no
 /// more than the global concurrency leaves room for, as reply rows, and how many jobs it
-/// failed as expired instead.
+/// failed as expired instead. `opened`: its keys, when the caller has them open.
+#[allow(clippy::too_many_arguments)]
 fn take(
     x: &mut Exec,
     token: ArgStr,
@@ -289,9 +315,17 @@ fn take(
     promote: bool,
     cap: Cap,
     row: bool,
+    opened: Option<Pass>,
 ) -> Result<(Taken4, u64), Refusal> {
-    let ready = Ready::open(x)?;
-    let active = x.open_as(Active, Kind::ZSet)?;
+    let (ready, active, delayed, events) = match opened {
+        Some(p) => (p.ready, p.active, p.delayed, p.events),
+        None => {
+            let ready = Ready::open(x)?;
+            let active = x.open_as(Active, Kind::ZSet)?;
+            let delayed = x.open_as(Delayed, Kind::ZSet)?;
+            (ready, active, delayed, Events::open(x)?)
+        }
+    };
     let count = match cap.concurrency {
         Some(c) => {
             let room = u64::try_from(c).unwrap_or(0).saturating_sub(active.len());
@@ -299,8 +333,6 @@ fn take(
         }
         None => count,
     };
-    let delayed = x.open_as(Delayed, Kind::ZSet)?;
-    let events = Events::open(x)?;
     let now = x.now();
 
     // Read and check everything first (rows are opened as the caller): due delayed jobs,

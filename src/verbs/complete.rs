@@ -13,7 +13,7 @@ use crate::config;
 use crate::domain::{self, args::Opt, Keep};
 use crate::errors::{self, Refusal};
 use crate::host::command::{flag, opt, q, val, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::{ArgStr, Exec, Key, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{self, field, Event, Events, Holder, Release, Retire, Row, State};
 
@@ -84,6 +84,19 @@ pub enum Drained {
 /// Finishes the call's held job: every check first (EMQLEASE, or false and nothing written
 /// for the same token finishing again), then the writes. True when it finished it.
 pub fn finish_held<'a>(x: &mut Exec<'a>, a: Finish<'a>, drained: Drained) -> Result<bool, Refusal> {
+    finish_leaving(x, a, drained).map(|(done, _)| done)
+}
+
+/// The keys a finish wrote that a claim after it in the same call writes too, still open:
+/// `active`, which the finish may have emptied (and so deleted) through this handle, and
+/// the events stream.
+pub struct Left {
+    pub active: Key,
+    pub events: Events,
+}
+
+/// [`finish_held`], handing back `active` and the events stream open.
+pub fn finish_leaving<'a>(x: &mut Exec<'a>, a: Finish<'a>, drained: Drained) -> Result<(bool, Left), Refusal> {
     domain::job_id(x.id)?;
     domain::token(&a.token)?;
     domain::payload(&a.result, config::max_payload(), "result")?;
@@ -95,7 +108,7 @@ pub fn finish_held<'a>(x: &mut Exec<'a>, a: Finish<'a>, drained: Drained) -> Res
     if !job.holds(&a.token) {
         // The same token finishing again: its reply was lost, the job is done.
         if Row(&job.row).completed_by(&a.token) {
-            return Ok(false);
+            return Ok((false, Left { active: job.active, events }));
         }
         return Err(errors::lease(x.id));
     }
@@ -126,5 +139,5 @@ pub fn finish_held<'a>(x: &mut Exec<'a>, a: Finish<'a>, drained: Drained) -> Res
         events.emit(x, None, Event::Drained)?;
     }
     retire.apply(&completed);
-    Ok(true)
+    Ok((true, Left { active: job.active, events }))
 }

@@ -17,8 +17,8 @@ use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{Event, Events, Ready};
 
-use super::claim::Take;
-use super::complete::{finish_held, Drained, Finish, AGE, ECHO, KEEP};
+use super::claim::{Opened, Take};
+use super::complete::{finish_leaving, Drained, Finish, Left, AGE, ECHO, KEEP};
 
 pub const KEYS: Keys = Keys::of(&[
     q(Job, Update),
@@ -77,14 +77,16 @@ impl Verb for CompleteNext {
         let (lease, count, row) = a.take;
         crate::domain::job_id(x.id)?;
         let take = Take::check(a.finish.token, lease, count, row)?;
-        // Every declared key of the claim type-checked before the finish writes (the handles
-        // are closed again: a key emptied by the writes below is gone, and a handle opened
-        // before would still point at it).
-        drop(Ready::open(x)?);
-        x.open_as(Delayed, Kind::ZSet)?;
-        x.read(Meta)?.exists_as(Kind::Hash)?;
-        let done = finish_held(x, a.finish, Drained::Leave)?;
-        let jobs = match take.run(x) {
+        // Every declared key of the claim type-checked before the finish writes, and kept
+        // open for the claim: the finish writes none of them but `active` and the events
+        // stream, and hands those back open.
+        let ready = Ready::open(x)?;
+        let delayed = x.open_as(Delayed, Kind::ZSet)?;
+        let meta = x.read(Meta)?;
+        meta.exists_as(Kind::Hash)?;
+        let (done, Left { active, events }) = finish_leaving(x, a.finish, Drained::Leave)?;
+        let opened = Opened { meta, ready, delayed, active, events };
+        let jobs = match take.run(x, Some(opened)) {
             Ok((jobs, _, _)) => {
                 // Drained only when the claim found nothing: the sets are opened for that alone.
                 if jobs.is_empty() {

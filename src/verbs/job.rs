@@ -77,13 +77,14 @@ impl Verb for Inspect {
 pub fn view(id: &[u8], row: &Key, state: Reply, deadline: Reply, due: Reply) -> Reply {
     let mut fields = Fields::read(row);
     let mut get = |f: &Lit| fields.take(f);
-    let mut pairs = vec![
+    let mut pairs = Vec::with_capacity(FACTS.saturating_add(4));
+    pairs.extend([
         ("id", Reply::bulk(id)),
         ("state", state),
         ("name", text(get(&field::NAME))),
         ("data", text(get(&field::DATA))),
-    ];
-    pairs.extend(facts(&mut get, deadline, due));
+    ]);
+    facts(&mut get, deadline, due, |name, v| pairs.push((name, v)));
     Reply::Map(pairs)
 }
 
@@ -99,22 +100,24 @@ pub fn claimed_view(mut fields: Fields, started: i64, claimed: i64, expire_spent
     if expire_spent {
         fields.take(&field::EXPIRE);
     }
+    // Every field left may show, and the three the claim gives.
+    let mut pairs = Vec::with_capacity(fields.0.len().saturating_add(3));
     let mut get = |f: &Lit| fields.take(f);
-    let mut facts = facts(&mut get, Reply::Int(deadline), Reply::Null);
-    for (name, v) in facts.iter_mut() {
-        match *name {
-            "started" => *v = Reply::Int(started),
-            "claimed" => *v = Reply::Int(claimed),
-            _ => {}
-        }
-    }
-    let shown = |(name, v): &(&str, Reply)| {
-        !matches!(
-            (*name, v),
+    facts(&mut get, Reply::Int(deadline), Reply::Null, |name, v| {
+        let v = match name {
+            "started" => Reply::Int(started),
+            "claimed" => Reply::Int(claimed),
+            _ => v,
+        };
+        let default = matches!(
+            (name, &v),
             (_, Reply::Null) | ("priority" | "made" | "stalls", Reply::Int(0)) | ("attempts", Reply::Int(1))
-        )
-    };
-    Reply::Map(facts.into_iter().filter(shown).collect())
+        );
+        if !default {
+            pairs.push((name, v));
+        }
+    });
+    Reply::Map(pairs)
 }
 
 /// A row read in one pass (a map shows nearly every field; a lookup each walked the row once
@@ -125,7 +128,7 @@ impl Fields {
     pub fn read(row: &Key) -> Fields {
         let mut fields = smallvec::SmallVec::new();
         row.hscan(|name, value| {
-            if let Some(f) = field::ALL.iter().find(|f| f.bytes() == name) {
+            if let Some(f) = field::ALL.iter().find(|f| same(f.bytes(), name)) {
                 fields.push((f.bytes(), value));
             }
         });
@@ -133,45 +136,58 @@ impl Fields {
     }
 
     pub fn take(&mut self, f: &Lit) -> Option<Str> {
-        let at = self.0.iter().position(|(name, _)| *name == f.bytes())?;
+        let at = self.0.iter().position(|(name, _)| same(name, f.bytes()))?;
         Some(self.0.swap_remove(at).1)
     }
 
     pub fn peek(&self, f: &Lit) -> Option<&Str> {
-        self.0.iter().find(|(name, _)| *name == f.bytes()).map(|(_, v)| v)
+        self.0.iter().find(|(name, _)| same(name, f.bytes())).map(|(_, v)| v)
     }
 }
 
-/// The facts after `id state name data`, in TRA.JOB's order: an array on the stack (a claim
-/// with ROW builds one per job, and a vector of them is a heap block past the allocator's
-/// fast sizes).
-fn facts(get: &mut impl FnMut(&Lit) -> Option<Str>, deadline: Reply, due: Reply) -> [(&'static str, Reply); 22] {
+/// Field names are one or two bytes: compared in line, where a call to compare memory cost
+/// more than the comparison (a view makes some 200 of them).
+#[inline(always)]
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
+/// How many facts `facts` hands out.
+const FACTS: usize = 22;
+
+/// The facts after `id state name data`, in TRA.JOB's order, each handed to `put` as it is
+/// read: a claim with ROW keeps only a few of them, and gathering all first (an array of
+/// every fact, then a filtered copy) cost more than reading them.
+fn facts(
+    get: &mut impl FnMut(&Lit) -> Option<Str>,
+    deadline: Reply,
+    due: Reply,
+    mut put: impl FnMut(&'static str, Reply),
+) {
     let backoff = get(&field::BACKOFF).and_then(|b| domain::backoff_decode(b.bytes())).map(|b| match b {
         Backoff::Fixed(ms) => format!("FIXED {ms}"),
         Backoff::Exp(ms) => format!("EXP {ms}"),
     });
-    [
-        ("opts", text(get(&field::OPTS))),
-        ("priority", int(get(&field::PRIORITY), Some(0))),
-        ("attempts", int(get(&field::ATTEMPTS), Some(1))),
-        ("backoff", backoff.map_or(Reply::Null, |b| Reply::bulk(b.as_bytes()))),
-        ("created", int(get(&field::CREATED), None)),
-        ("started", int(get(&field::STARTED), Some(0))),
-        ("made", int(get(&field::MADE), Some(0))),
-        ("stalls", int(get(&field::STALLS), Some(0))),
-        ("claimed", int(get(&field::CLAIMED), None)),
-        ("deadline", deadline),
-        ("due", due),
-        ("expire", int(get(&field::EXPIRE), None)),
-        ("progress", text(get(&field::PROGRESS))),
-        ("result", text(get(&field::RESULT))),
-        ("error", text(get(&field::ERROR))),
-        ("finished", int(get(&field::FINISHED), None)),
-        ("stack", text(get(&field::STACK))),
-        ("alias", text(get(&field::ALIAS))),
-        ("dedup", text(get(&field::DEDUP))),
-        ("scheduler", text(get(&field::SCHEDULER))),
-        ("iteration", int(get(&field::ITERATION), None)),
-        ("count", int(get(&field::ROUND), None)),
-    ]
+    put("opts", text(get(&field::OPTS)));
+    put("priority", int(get(&field::PRIORITY), Some(0)));
+    put("attempts", int(get(&field::ATTEMPTS), Some(1)));
+    put("backoff", backoff.map_or(Reply::Null, |b| Reply::bulk(b.as_bytes())));
+    put("created", int(get(&field::CREATED), None));
+    put("started", int(get(&field::STARTED), Some(0)));
+    put("made", int(get(&field::MADE), Some(0)));
+    put("stalls", int(get(&field::STALLS), Some(0)));
+    put("claimed", int(get(&field::CLAIMED), None));
+    put("deadline", deadline);
+    put("due", due);
+    put("expire", int(get(&field::EXPIRE), None));
+    put("progress", text(get(&field::PROGRESS)));
+    put("result", text(get(&field::RESULT)));
+    put("error", text(get(&field::ERROR)));
+    put("finished", int(get(&field::FINISHED), None));
+    put("stack", text(get(&field::STACK)));
+    put("alias", text(get(&field::ALIAS)));
+    put("dedup", text(get(&field::DEDUP)));
+    put("scheduler", text(get(&field::SCHEDULER)));
+    put("iteration", int(get(&field::ITERATION), None));
+    put("count", int(get(&field::ROUND), None));
 }
