@@ -176,6 +176,7 @@ fn the_test_mode_also_wants_debians_redis_server() {
         t.tool(tool, 0);
     }
     t.executable("usr/bin/chromium");
+    t.executable("usr/bin/valgrind");
     assert!(t.plan("run").is_empty());
     assert_eq!(t.plan("test"), ["redis-server"]);
     t.tool("redis-server", 0); // on PATH is not where the suite runs it from
@@ -192,6 +193,7 @@ fn the_test_mode_also_wants_debians_chromium() {
         t.tool(tool, 0);
     }
     t.executable("usr/bin/redis-server");
+    t.executable("usr/bin/valgrind");
     assert!(t.plan("run").is_empty(), "the build needs none of them: {:?}", t.plan("run"));
     assert_eq!(t.plan("test"), ["chromium"], "no package for Node: scripts/node-path finds or fetches it");
     t.tool("chromium", 0); // on PATH is not where the bull-board test runs it from
@@ -199,6 +201,23 @@ fn the_test_mode_also_wants_debians_chromium() {
     t.file("usr/bin/chromium", b"#!/bin/sh\n"); // there, but not executable
     assert_eq!(t.plan("test"), ["chromium"]);
     t.executable("usr/bin/chromium");
+    assert!(t.plan("test").is_empty(), "{:?}", t.plan("test"));
+}
+
+#[test]
+fn the_test_mode_also_wants_valgrind() {
+    let t = Tree::new("valgrind");
+    t.library("usr/lib/llvm-14/lib/libclang.so.1");
+    for tool in ["cc", "python3", "redis-cli"] {
+        t.tool(tool, 0);
+    }
+    t.executable("usr/bin/redis-server");
+    t.executable("usr/bin/chromium");
+    assert!(t.plan("run").is_empty(), "the build does not need it: {:?}", t.plan("run"));
+    assert_eq!(t.plan("test"), ["valgrind"]);
+    t.file("usr/bin/valgrind", b"#!/bin/sh\n"); // there, but not executable
+    assert_eq!(t.plan("test"), ["valgrind"]);
+    t.executable("usr/bin/valgrind");
     assert!(t.plan("test").is_empty(), "{:?}", t.plan("test"));
 }
 
