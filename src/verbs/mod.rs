@@ -8,7 +8,8 @@
 //! The list below names every command in order: registration, the capability tokens of
 //! `EMQ.VERSION`, the `bitmap_commands` of `TRA.CAPABILITIES`, `COMMAND INFO`/`COMMAND DOCS`
 //! and the reference page's synopses all come from it. Adding a command: its file here, its
-//! line in the list, its section on the reference page (README.md beside this file).
+//! line in the list and its module line (a test checks that the two name the same files),
+//! its section on the reference page (README.md beside this file).
 
 #![forbid(unsafe_code)]
 
@@ -39,13 +40,57 @@ pub const WIRE_TOKENS: [&str; 17] = [
     "publish",
 ];
 
+// The verb files, declared as modules outside the list: tools that read the module tree
+// without expanding macros (cargo-mutants) then find them.
+pub mod add;
+pub mod addlog;
+pub mod append;
+pub mod capabilities;
+pub mod claim;
+pub mod clean;
+pub mod complete;
+pub mod completenext;
+pub mod completes;
+pub mod counts;
+pub mod dedup;
+pub mod delay;
+pub mod drain;
+pub mod drop;
+pub mod enqueue;
+pub mod extend;
+pub mod extends;
+pub mod fail;
+pub mod failures;
+pub mod install;
+pub mod job;
+pub mod jobs;
+pub mod limit;
+pub mod limits;
+pub mod log;
+pub mod obliterate;
+pub mod priority;
+pub mod progress;
+pub mod promote;
+pub mod publish;
+pub mod queues;
+pub mod remove;
+pub mod reprocess;
+pub mod requeue;
+pub mod reschedule;
+pub mod schedule;
+pub mod scheduler;
+pub mod schedulers;
+pub mod setprogress;
+pub mod stalled;
+pub mod undedup;
+pub mod version;
+
 /// The one list of commands, in the wire's order (its capability tokens come in that order).
 /// Each line names a verb's file, whose `COMMAND` declares the command whole; from this list
 /// come `COMMANDS`, the table every other part reads, and `ENTRIES`, the C entry points that
 /// serve them, one each.
 macro_rules! table {
     ($($verb:ident)*) => {
-        $(pub mod $verb;)*
         pub static COMMANDS: [Command; table!(@count $($verb)*)] = [$($verb::COMMAND),*];
         pub static ENTRIES: [Entry; table!(@count $($verb)*)] = table!(@entries [] (0usize) $($verb)*);
     };
@@ -127,6 +172,35 @@ fn no_arguments(args: &[ArgStr]) -> Result<(), Refusal> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The list and the module lines name the same verbs, and every file here is one of them:
+    /// a verb file left out of the list would be compiled and never registered.
+    #[test]
+    fn the_list_names_every_verb_file_once() {
+        let text = include_str!("mod.rs");
+        let mut listed: Vec<&str> = text
+            .split_once("\ntable! {\n")
+            .and_then(|(_, rest)| rest.split_once("\n}\n"))
+            .map(|(list, _)| list.split_whitespace().collect())
+            .unwrap_or_default();
+        let mut declared: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("pub mod ").and_then(|m| m.strip_suffix(';')))
+            .collect();
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/verbs");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .expect("src/verbs")
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter_map(|f| f.strip_suffix(".rs").map(str::to_string))
+            .filter(|f| f != "mod")
+            .collect();
+        assert_eq!(listed.len(), COMMANDS.len(), "one line a command");
+        listed.sort_unstable();
+        declared.sort_unstable();
+        files.sort_unstable();
+        assert_eq!(listed, declared);
+        assert_eq!(files, declared);
+    }
 
     #[test]
     fn tokens_are_wire_tokens_in_wire_order() {
