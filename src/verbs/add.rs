@@ -18,7 +18,7 @@ use crate::errors::Refusal;
 use crate::host::command::{block, q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{self, Aliases, Claim, Event, Events, NewJob, Ready, State, End};
+use crate::queue::{self, Aliases, Claim, End, Event, Events, NewJob, Ready, State};
 
 pub const KEYS: Keys = Keys::of(&[q(Wait, Insert), q(Prio, Insert), q(Delayed, Insert), q(Events, Append)]);
 pub const ARGS: &[Arg] = &[block(
@@ -200,7 +200,11 @@ impl Verb for Add {
                         (Some(c), _) => c.refuse(x, &events, &id_s)?,
                         (None, Some(d)) => {
                             let holder = x.string(&holder)?;
-                            let e = Event::Deduplicated { dedup: d.id.str_ref(), refused: Some(id_s.str_ref()), replaced: None };
+                            let e = Event::Deduplicated {
+                                dedup: d.id.str_ref(),
+                                refused: Some(id_s.str_ref()),
+                                replaced: None,
+                            };
                             events.emit(x, Some(holder.str_ref()), e)?;
                         }
                         (None, None) => {}

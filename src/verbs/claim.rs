@@ -190,7 +190,9 @@ impl<'a> Take<'a> {
         // Read-only: opening it for writing costs an unlimited claim more; a rate-limited one
         // reopens it to record its window, once this handle is closed.
         let (meta, first) = match opened {
-            Some(Opened { meta, ready, delayed, active, events }) => (meta, Some(Pass { ready, delayed, active, events })),
+            Some(Opened { meta, ready, delayed, active, events }) => {
+                (meta, Some(Pass { ready, delayed, active, events }))
+            }
             None => (x.read(Meta)?, None),
         };
         meta.exists_as(Kind::Hash)?;
@@ -360,7 +362,10 @@ fn take(
         for pick in picks {
             taken.push(match pick {
                 Pick::Wait(i) => {
-                    let id = ready.wait.lindex((-1i64).saturating_sub(i as i64)).ok_or_else(crate::errors::host_reply)?;
+                    let id = ready
+                        .wait
+                        .lindex((-1i64).saturating_sub(i as i64))
+                        .ok_or_else(crate::errors::host_reply)?;
                     Taken::Ready(Found::taken(x, id)?, Src::Wait)
                 }
                 Pick::Prio(i) => {

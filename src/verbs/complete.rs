@@ -96,7 +96,11 @@ pub struct Left {
 }
 
 /// [`finish_held`], handing back `active` and the events stream open.
-pub fn finish_leaving<'a>(x: &mut Exec<'a>, a: Finish<'a>, drained: Drained) -> Result<(bool, Left), Refusal> {
+pub fn finish_leaving<'a>(
+    x: &mut Exec<'a>,
+    a: Finish<'a>,
+    drained: Drained,
+) -> Result<(bool, Left), Refusal> {
     domain::job_id(x.id)?;
     domain::token(&a.token)?;
     domain::payload(&a.result, config::max_payload(), "result")?;

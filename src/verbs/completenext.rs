@@ -66,7 +66,8 @@ impl Verb for CompleteNext {
                     rest,
                     &[Opt::Keep, Opt::Age, Opt::Echo, Opt::Count, Opt::Row],
                 )?;
-                let finish = Finish { token: *token, result: *result, keep: o.keep, age: o.age, echo: o.echo };
+                let finish =
+                    Finish { token: *token, result: *result, keep: o.keep, age: o.age, echo: o.echo };
                 Ok(Args { finish, take: (lease, o.count, o.row) })
             }
             _ => Err(Refusal::Usage),

@@ -120,8 +120,13 @@ impl Verb for Completes {
         }
 
         // Write.
-        let taken: Vec<_> =
-            a.jobs.iter().zip(&fates).filter(|(_, f)| **f == DONE).map(|([id, ..], _)| id.str_ref()).collect();
+        let taken: Vec<_> = a
+            .jobs
+            .iter()
+            .zip(&fates)
+            .filter(|(_, f)| **f == DONE)
+            .map(|([id, ..], _)| id.str_ref())
+            .collect();
         active.zrem_many(&taken);
         if !taken.is_empty() {
             active.signal_ready();

@@ -10,9 +10,9 @@
 use crate::domain::{self, args::Opt};
 use crate::errors::Refusal;
 use crate::host::command::{flag, opt, q, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::Key;
 use crate::host::{ArgStr, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::Role::*;
-use crate::host::Key;
 use crate::queue::{doomed_rows_opened, open_doomed, sched, Event, Events};
 
 pub const KEYS: Keys = Keys::of(&[q(Wait, Take), q(Prio, Take), q(Delayed, Take), q(Events, Append)]);
@@ -112,12 +112,8 @@ fn unpended(x: &mut Exec, set: &Key, n: usize) -> Result<(Vec<Str>, Vec<Key>), R
         let kept = checked.iter().filter(|r| r.is_none()).count();
         let want = n.saturating_add(kept);
         if got.len() < limit || want == limit {
-            let (ids, rows) = got
-                .into_iter()
-                .zip(checked)
-                .filter_map(|((m, _), row)| row.map(|r| (m, r)))
-                .take(n)
-                .unzip();
+            let (ids, rows) =
+                got.into_iter().zip(checked).filter_map(|((m, _), row)| row.map(|r| (m, r))).take(n).unzip();
             return Ok((ids, rows));
         }
         limit = want;

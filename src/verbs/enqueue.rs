@@ -15,7 +15,7 @@ use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command,
 use crate::host::{ArgStr, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::dedup::{self, Produced};
-use crate::queue::{Aliases, Event, Events, NewJob, Ready, State, End};
+use crate::queue::{Aliases, End, Event, Events, NewJob, Ready, State};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Insert), q(Wait, Insert), q(Prio, Insert), q(Events, Append)]);
 
@@ -160,7 +160,11 @@ impl Verb for Enqueue {
         }
         ready.put(id.str_ref(), job.priority, End::lifo(a.o.lifo))?;
         let alias = job.alias.map(|a| a.str_ref());
-        events.emit(x, Some(id.str_ref()), Event::Added { name: a.name.str_ref(), prio: job.priority, alias })?;
+        events.emit(
+            x,
+            Some(id.str_ref()),
+            Event::Added { name: a.name.str_ref(), prio: job.priority, alias },
+        )?;
         crate::queue::exists(x);
         Ok(Reply::Int(1))
     }

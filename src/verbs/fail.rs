@@ -12,13 +12,13 @@
 
 use super::complete::{AGE, KEEP};
 use crate::config;
+use crate::domain::args::When;
 use crate::domain::{self, args::Opt, AfterFail, Keep};
 use crate::errors::Refusal;
-use crate::domain::args::When;
 use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Lit, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{self, field, Event, Events, Holder, Ready, Release, Retire, Row, State, End};
+use crate::queue::{self, field, End, Event, Events, Holder, Ready, Release, Retire, Row, State};
 
 pub const KEYS: Keys = Keys::of(&[
     q(Job, Update),
@@ -74,7 +74,9 @@ enum Decision {
     /// Nothing: attempts and backoff decide.
     Backoff,
     Final,
-    Retry { lifo: bool },
+    Retry {
+        lifo: bool,
+    },
     Delay(When),
 }
 
@@ -127,7 +129,8 @@ impl Verb for Fail {
         let r = Row(row);
         // Attempts made and allowed, and the DEDUP id, in one read of the row.
         let [made, attempts, dedup, ..] = row.hget_many(&[&field::MADE, &field::ATTEMPTS, &field::DEDUP]);
-        let int = |v: Option<crate::host::Str>, d: i64| v.and_then(|v| domain::args::int(v.bytes())).unwrap_or(d);
+        let int =
+            |v: Option<crate::host::Str>, d: i64| v.and_then(|v| domain::args::int(v.bytes())).unwrap_or(d);
         let (made, attempts) = (int(made, 0).saturating_add(1), int(attempts, 1));
         let now = x.now();
         // The caller's decision wins over attempts and backoff; a delay is then its due time.
@@ -144,28 +147,24 @@ impl Verb for Fail {
         let id_bytes = x.id;
         let mut log =
             if next == AfterFail::Fail && keep == Keep::None { queue::log_of(x, id_bytes)? } else { None };
-        let release =
-            if next == AfterFail::Fail { Release::finishing_of(x, id_bytes, dedup)? } else { Release::default() };
+        let release = if next == AfterFail::Fail {
+            Release::finishing_of(x, id_bytes, dedup)?
+        } else {
+            Release::default()
+        };
 
         job.active.zrem(id.str_ref());
         job.active.signal_ready();
         let (error, made_s) = (a.error.str_ref(), x.int(made)?);
-        let mut fields: queue::Pairs = smallvec::smallvec![(&field::ERROR, error), (&field::MADE, made_s.str_ref())];
+        let mut fields: queue::Pairs =
+            smallvec::smallvec![(&field::ERROR, error), (&field::MADE, made_s.str_ref())];
         fields.extend(a.stack.map(|s| (&field::STACK, s.str_ref())));
         // Leaving active clears the token, and the stack of an earlier failure without STACK.
-        let cleared: &[&Lit] = if a.stack.is_some() { &[&field::TOKEN] } else { &[&field::TOKEN, &field::STACK] };
+        let cleared: &[&Lit] =
+            if a.stack.is_some() { &[&field::TOKEN] } else { &[&field::TOKEN, &field::STACK] };
         let reply = match next {
             AfterFail::Fail => {
-                queue::finish(
-                    x,
-                    row,
-                    &failed,
-                    id,
-                    State::Failed,
-                    keep,
-                    &fields,
-                    log.take(),
-                )?;
+                queue::finish(x, row, &failed, id, State::Failed, keep, &fields, log.take())?;
                 if a.stack.is_none() && keep != Keep::None {
                     row.hdel(&[&field::STACK])?;
                 }

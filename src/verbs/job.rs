@@ -94,7 +94,13 @@ pub fn view(id: &[u8], row: &Key, state: Reply, deadline: Reply, due: Reply) -> 
 /// attempts 1, made 0, stalls 0), so the reply grows only by what the worker did not have.
 /// `fields` is the row as read before the claim wrote it (name and data taken out); the
 /// claim's own writes are given.
-pub fn claimed_view(mut fields: Fields, started: i64, claimed: i64, expire_spent: bool, deadline: i64) -> Reply {
+pub fn claimed_view(
+    mut fields: Fields,
+    started: i64,
+    claimed: i64,
+    expire_spent: bool,
+    deadline: i64,
+) -> Reply {
     fields.take(&field::STARTED);
     fields.take(&field::CLAIMED);
     if expire_spent {

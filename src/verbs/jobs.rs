@@ -59,7 +59,12 @@ impl Verb for Jobs {
             if a.rev {
                 key.range_read(c"LRANGE", from, last, None)?
             } else {
-                let mut page = key.range_read(c"LRANGE", (-1i64).saturating_sub(last), (-1i64).saturating_sub(from), None)?;
+                let mut page = key.range_read(
+                    c"LRANGE",
+                    (-1i64).saturating_sub(last),
+                    (-1i64).saturating_sub(from),
+                    None,
+                )?;
                 page.reverse();
                 page
             }

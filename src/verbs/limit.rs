@@ -8,7 +8,10 @@
 //! CLEAR found nothing to remove. A change that may let claims proceed wakes the claimers
 //! waiting with BLOCK. Fenced.
 
-use crate::domain::{self, limit::{MAX_MAX, MS_MAX}};
+use crate::domain::{
+    self,
+    limit::{MAX_MAX, MS_MAX},
+};
 use crate::errors::Refusal;
 use crate::host::command::{block, one_of, q, val, word, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};

@@ -20,7 +20,9 @@ pub const COMMAND: Command = Command::new::<Limits>("TRA.LIMITS")
     .keys(KEYS)
     .args(ARGS)
     .fast()
-    .summary("A queue's rate limit and global concurrency, its current window and the time until it may claim.")
+    .summary(
+        "A queue's rate limit and global concurrency, its current window and the time until it may claim.",
+    )
     .complexity("O(1)");
 
 pub struct Limits;

@@ -11,7 +11,7 @@ use crate::domain::{self, args::Opt};
 use crate::errors::Refusal;
 use crate::host::command::{flag, q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Reply, Verb};
-use crate::queue::{existing_row, field, Event, Events, Ready, Row, State, End};
+use crate::queue::{existing_row, field, End, Event, Events, Ready, Row, State};
 
 use crate::keyspace::Role::*;
 
@@ -71,7 +71,9 @@ impl Verb for Priority {
             _ => None,
         };
         match (&value, moved) {
-            (Some(v), Some(st)) => row.hset(&[(&field::PRIORITY, v.str_ref()), (&field::STATE, st.lit().str_ref())])?,
+            (Some(v), Some(st)) => {
+                row.hset(&[(&field::PRIORITY, v.str_ref()), (&field::STATE, st.lit().str_ref())])?
+            }
             (Some(v), None) => row.hset(&[(&field::PRIORITY, v.str_ref())])?,
             (None, Some(st)) => {
                 row.hset(&[(&field::STATE, st.lit().str_ref())])?;

@@ -6,7 +6,7 @@ use crate::errors::{not_in, Refusal};
 use crate::host::command::{q, Arg, Command, Keys, Spec::*};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{existing_row, field, Event, Events, Ready, Row, State, End};
+use crate::queue::{existing_row, field, End, Event, Events, Ready, Row, State};
 
 pub const KEYS: Keys =
     Keys::of(&[q(Job, Update), q(Delayed, Take), q(Wait, Insert), q(Prio, Insert), q(Events, Append)]);

@@ -10,7 +10,7 @@ use crate::errors::{not_in, Refusal};
 use crate::host::command::{block, flag, one_of, q, word, Arg, Command, Keys, Spec::*};
 use crate::host::{ArgStr, Exec, Kind, Lit, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{existing_row, field, Event, Events, Ready, Row, State, End};
+use crate::queue::{existing_row, field, End, Event, Events, Ready, Row, State};
 
 pub const KEYS: Keys = Keys::of(&[
     q(Job, Update),

@@ -7,7 +7,7 @@ use crate::errors::Refusal;
 use crate::host::command::{q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{field, Event, Events, Holder, Ready, Row, State, End};
+use crate::queue::{field, End, Event, Events, Holder, Ready, Row, State};
 
 pub const KEYS: Keys =
     Keys::of(&[q(Job, Update), q(Active, Take), q(Wait, Insert), q(Prio, Insert), q(Events, Append)]);

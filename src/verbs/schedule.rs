@@ -95,11 +95,12 @@ impl Verb for Schedule {
         }
         let delayed = x.open_as(Delayed, Kind::ZSet)?;
         let events = Events::open(x)?;
-        let replaced = match job.dedup.as_deref().map(|d| dedup::produce(x, *d, &events, Some(&delayed))).transpose()? {
-            Some(Produced::Duplicate(holder)) => return Ok(Reply::Str(holder)),
-            Some(Produced::Holds(replaced)) => replaced,
-            None => None,
-        };
+        let replaced =
+            match job.dedup.as_deref().map(|d| dedup::produce(x, *d, &events, Some(&delayed))).transpose()? {
+                Some(Produced::Duplicate(holder)) => return Ok(Reply::Str(holder)),
+                Some(Produced::Holds(replaced)) => replaced,
+                None => None,
+            };
         let id = x.string(x.id)?;
         job.create(x, &row, x.id, State::Delayed, now)?;
         name_alias(aliases.as_ref(), &job, &id)?;

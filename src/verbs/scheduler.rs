@@ -40,15 +40,27 @@ pub const ARGS: &[Arg] = &[one_of(
                     "repeat",
                     None,
                     &[
-                        block("every", Some("EVERY"), &[val("ms", Ty::Int), opt("offset", "OFFSET", "ms", Ty::Int)]),
-                        block("pattern", Some("PATTERN"), &[val("cron", Ty::Str), opt("tz", "TZ", "tz", Ty::Str)]),
+                        block(
+                            "every",
+                            Some("EVERY"),
+                            &[val("ms", Ty::Int), opt("offset", "OFFSET", "ms", Ty::Int)],
+                        ),
+                        block(
+                            "pattern",
+                            Some("PATTERN"),
+                            &[val("cron", Ty::Str), opt("tz", "TZ", "tz", Ty::Str)],
+                        ),
                     ],
                 ),
                 opt("start", "START", "ms", Ty::Int),
                 opt("end", "END", "ms", Ty::Int),
                 opt("limit", "LIMIT", "n", Ty::Int),
                 flag("immediately", "IMMEDIATELY"),
-                block("job", Some("JOB"), &[val("name", Ty::Str), val("data", Ty::Str), PRIORITY, ATTEMPTS, BACKOFF, OPTS]),
+                block(
+                    "job",
+                    Some("JOB"),
+                    &[val("name", Ty::Str), val("data", Ty::Str), PRIORITY, ATTEMPTS, BACKOFF, OPTS],
+                ),
             ],
         ),
         word("DEL"),
@@ -259,7 +271,8 @@ fn set(x: &mut Exec, s: SetArgs) -> Result<Reply, Refusal> {
     let sid = x.string(x.id)?;
     let exists = h.kind() == Kind::Hash;
     // The last iteration made (the score is the time of the next, not yet made).
-    let old_next = if exists { qs::last_of(&h) } else { None }.or_else(|| scheds.zscore(sid.str_ref()).map(|t| t as i64));
+    let old_next = if exists { qs::last_of(&h) } else { None }
+        .or_else(|| scheds.zscore(sid.str_ref()).map(|t| t as i64));
     let old = if exists { qs::spec_of(&h) } else { None };
     let count = if exists { qs::count_of(&h) } else { 0 };
     let pending = if exists { Pending::find(x, &h, &delayed, true)? } else { None };
@@ -268,11 +281,10 @@ fn set(x: &mut Exec, s: SetArgs) -> Result<Reply, Refusal> {
     // stay; the one after the last iteration when that one is already ready; else the new
     // rule's first.
     let kept_phase = match (&old, &spec.repeat) {
-        (Some(Spec { repeat: Repeat::Every { every: a, offset: o }, .. }), Repeat::Every { every: b, offset: p })
-            if a == b && (s.offset.is_none() || o == p) =>
-        {
-            Some(*o)
-        }
+        (
+            Some(Spec { repeat: Repeat::Every { every: a, offset: o }, .. }),
+            Repeat::Every { every: b, offset: p },
+        ) if a == b && (s.offset.is_none() || o == p) => Some(*o),
         _ => None,
     };
     if let (Some(o), Repeat::Every { offset, .. }) = (kept_phase, &mut spec.repeat) {
@@ -289,7 +301,8 @@ fn set(x: &mut Exec, s: SetArgs) -> Result<Reply, Refusal> {
             first
         }
     };
-    let at = at.ok_or_else(|| Refusal::Arg("the scheduler has no time to come (PATTERN, START, END)".into()))?;
+    let at =
+        at.ok_or_else(|| Refusal::Arg("the scheduler has no time to come (PATTERN, START, END)".into()))?;
     let made = if pending.is_some() { count.saturating_sub(1) } else { count };
     if !spec.may_make(made) {
         return Err(Refusal::Arg(format!("LIMIT {} is reached", spec.limit.unwrap_or(0))));
@@ -355,7 +368,10 @@ fn tpl_pairs(tpl: &Template) -> Vec<(&'static Lit, StrRef<'_>)> {
     tpl.fields
         .iter()
         .filter_map(|(rf, v)| {
-            qs::template_fields().into_iter().find(|(_, r)| std::ptr::eq(*r, *rf)).map(|(s, _)| (s, v.str_ref()))
+            qs::template_fields()
+                .into_iter()
+                .find(|(_, r)| std::ptr::eq(*r, *rf))
+                .map(|(s, _)| (s, v.str_ref()))
         })
         .collect()
 }

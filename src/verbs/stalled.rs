@@ -14,7 +14,7 @@ use crate::host::command::{opt, q, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{Access, ArgStr, Exec, Key, Kind, Lit, Reply, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::metrics;
-use crate::queue::{self, field, Event, Events, Ready, Release, Retire, Row, State, End};
+use crate::queue::{self, field, End, Event, Events, Ready, Release, Retire, Row, State};
 
 pub const KEYS: Keys =
     Keys::of(&[q(Active, Take), q(Wait, Insert), q(Prio, Insert), q(Failed, Update), q(Events, Append)]);
@@ -152,10 +152,18 @@ pub fn reclaim(x: &mut Exec, max_stalls: i64, count: i64) -> Result<(Vec<Reply>,
                 id,
                 State::Failed,
                 keep,
-                &[(&field::STALLS, sc.str_ref()), (&field::MADE, made_s.str_ref()), (&field::ERROR, STALLED.str_ref())],
+                &[
+                    (&field::STALLS, sc.str_ref()),
+                    (&field::MADE, made_s.str_ref()),
+                    (&field::ERROR, STALLED.str_ref()),
+                ],
                 log,
             )?;
-            events.emit(x, Some(id.str_ref()), Event::Failed { error: STALLED.str_ref(), attempt: made, attempts })?;
+            events.emit(
+                x,
+                Some(id.str_ref()),
+                Event::Failed { error: STALLED.str_ref(), attempt: made, attempts },
+            )?;
             dead.push(Reply::bulk(id.bytes()));
         } else {
             let state = ready.put(id.str_ref(), r.priority(), End::Front)?;

@@ -30,10 +30,9 @@ impl Verb for Undedup {
         match args {
             [] => Ok(None),
             [word, job] if word.eq_ignore_ascii_case(b"IF") => Ok(Some(*job)),
-            [word, ..] if !word.eq_ignore_ascii_case(b"IF") => Err(Refusal::Shape(format!(
-                "unknown option {}",
-                crate::errors::printable(word)
-            ))),
+            [word, ..] if !word.eq_ignore_ascii_case(b"IF") => {
+                Err(Refusal::Shape(format!("unknown option {}", crate::errors::printable(word))))
+            }
             _ => Err(Refusal::Usage),
         }
     }
