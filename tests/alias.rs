@@ -134,6 +134,38 @@ fn an_alias_names_one_live_job_and_its_events_carry_it() {
     assert_eq!(snap.field(&jid(5), "k"), None);
 }
 
+/// A finish under KEEP 0 AGE 0 that also retires an older job whose alias entry is already gone
+/// (deleted by hand here): the retirement finds nothing of its own to delete in the alias
+/// hash, and the finish's own entry was the last one there, so deleting it deletes the hash.
+/// Both jobs go, with the hash, here and on the replica (`scripts/memcheck alias` watches the
+/// server for a handle left on the deleted hash).
+#[test]
+fn a_finish_that_empties_the_alias_hash_beside_a_retirement_with_nothing_to_unalias() {
+    let primary = Server::quiet();
+    let replica = Server::quiet();
+    let mut r = replica.follow(&primary);
+    let mut c = primary.conn();
+    let q = Q::new("lastalias");
+    let claim = |c: &mut Conn| q.run(c, "EMQ.CLAIM", "", &[b"t", b"60000"]).array()[0].array()[0].str();
+    q.enqueue(&mut c, &jid(1), &[b"ALIAS", b"old"]);
+    assert_eq!(claim(&mut c), jid(1));
+    assert_eq!(q.run(&mut c, "EMQ.COMPLETE", &jid(1), &[b"t", b"ok", b"KEEP", b"-1"]), Reply::Int(1));
+    assert_eq!(c.call(&[b"HDEL", q.k("alias").as_bytes(), b"old"]), Reply::Int(1));
+    q.enqueue(&mut c, &jid(2), &[b"ALIAS", b"new"]);
+    assert_eq!(aliases(&mut c, &q), [("new".to_string(), jid(2))]);
+    assert_eq!(claim(&mut c), jid(2));
+    // AGE 0 retires every job finished before now: jid(1), a millisecond or more ago.
+    std::thread::sleep(std::time::Duration::from_millis(3));
+    let done = q.run(&mut c, "EMQ.COMPLETE", &jid(2), &[b"t", b"ok", b"KEEP", b"0", b"AGE", b"0"]);
+    assert_eq!(done, Reply::Int(1));
+    for key in [q.k("alias"), q.k(&format!("job:{}", jid(1))), q.k(&format!("job:{}", jid(2)))] {
+        assert_eq!(c.call(&[b"EXISTS", key.as_bytes()]), Reply::Int(0), "{key}");
+    }
+    q.check_invariant(&mut c);
+    c.call(&[b"WAIT", b"1", b"5000"]);
+    wait_for(|| digest(&mut r) == digest(&mut c), "the replica holds what the primary holds");
+}
+
 #[test]
 fn an_alias_goes_with_its_row_on_every_path_that_deletes_one() {
     let (_s, mut c, q) = setup("gone");

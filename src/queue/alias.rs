@@ -89,11 +89,17 @@ impl Unalias {
         if !key.exists_as(Kind::Hash)? {
             return Ok(Unalias::default());
         }
-        let fields = named
+        let fields: Vec<Str> = named
             .into_iter()
             .filter(|(id, k)| key.hget_at(k.str_ref()).is_some_and(|v| v.bytes() == *id))
             .map(|(_, k)| k)
             .collect();
+        // Kept open only with entries of its own to delete: another Unalias of the same call
+        // may empty the hash, and this handle would then point at the deleted key. While each
+        // open one still has an entry there, none of the others can empty it.
+        if fields.is_empty() {
+            return Ok(Unalias::default());
+        }
         Ok(Unalias { key: Some(key), fields })
     }
 
