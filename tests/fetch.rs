@@ -83,6 +83,15 @@ fn claim_with_row_returns_what_tra_job_shows() {
     let row1 = map(&jobs[0].array()[4]);
     assert!(row1.iter().any(|(k, v)| k == "attempts" && *v == Reply::Int(3)));
     assert!(row1.iter().any(|(k, v)| k == "opts" && v.str() == "{\"a\":1}"));
+    // Claimed again after a failed attempt: the entry's attempt, and the row's started and
+    // made, count the earlier attempt.
+    assert!(q.run(&mut c, "EMQ.FAIL", &jid(1), &[b"w1", b"no", b"RETRY"]).err().is_none());
+    let r = q.run(&mut c, "EMQ.CLAIM", "", &[b"w2", b"30000", b"ROW"]);
+    let e = r.array()[0].array();
+    assert_eq!((e[0].str(), e[3].int()), (jid(1), 2), "the second attempt");
+    let row = map(&e[4]);
+    let get = |k: &str| row.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    assert_eq!((get("started"), get("made")), (Some(Reply::Int(2)), Some(Reply::Int(1))));
     // Without ROW the entries stay four long.
     assert_eq!(q.enqueue(&mut c, &jid(3), &[]), Reply::Int(1));
     let r = q.run(&mut c, "EMQ.CLAIM", "", &[b"w1", b"30000"]);
