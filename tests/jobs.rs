@@ -950,3 +950,37 @@ fn extends_renews_only_what_is_in_active() {
     c.call(&[b"WAIT", b"1", b"2000"]);
     wait_for(|| digest(&mut c) == digest(&mut r), "the replica holds what the primary holds");
 }
+
+/// An id a CLAIM meets twice (here `wait` holds it twice, which no verb does: a client wrote
+/// it) is taken once; the second entry is dropped with the first. Expired under keep-failed
+/// 0, the job is failed and deleted once, and nothing else is touched (`scripts/memcheck
+/// jobs` watches the server for a handle left on the deleted row).
+#[test]
+fn an_id_met_twice_in_one_claim_is_taken_once() {
+    let s = Server::start(Opts {
+        module_args: vec!["upkeep".into(), "no".into(), "keep-failed".into(), "0".into()],
+        ..Opts::default()
+    });
+    let mut c = s.conn();
+    assert_eq!(c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
+    let q = Q::new("twice");
+    let wait = q.k("wait");
+    assert_eq!(q.enqueue(&mut c, &jid(1), &[]), Reply::Int(1));
+    c.call(&[b"LPUSH", wait.as_bytes(), jid(1).as_bytes()]);
+    assert_eq!(ids(&claim(&q, &mut c, "w", 60000, 2)), [jid(1)]);
+    assert_eq!(c.call(&[b"EXISTS", wait.as_bytes()]), Reply::Int(0), "both entries dropped");
+    q.run(&mut c, "EMQ.COMPLETE", &jid(1), &[b"w", b"ok"]);
+    q.check_invariant(&mut c);
+    // Expired: failed at once, its row deleted; the second entry goes too.
+    assert_eq!(q.enqueue(&mut c, &jid(2), &[b"EXPIRE", b"+1"]), Reply::Int(1));
+    c.call(&[b"LPUSH", wait.as_bytes(), jid(2).as_bytes()]);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    assert!(claim(&q, &mut c, "w", 60000, 2).is_empty());
+    for key in [wait.clone(), q.job(&jid(2))] {
+        assert_eq!(c.call(&[b"EXISTS", key.as_bytes()]), Reply::Int(0), "{key}");
+    }
+    let failed: Vec<String> =
+        events(&mut c, &q).iter().filter(|e| e[1] == "failed").map(|e| e[3].clone()).collect();
+    assert_eq!(failed, [jid(2)], "failed once");
+    q.check_invariant(&mut c);
+}

@@ -259,10 +259,15 @@ enum Src {
     Prio,
 }
 
-/// A job this call takes: found in a ready set, or one it promotes first (by index).
+/// A job this call takes: found in a ready set, or one it promotes first (by index); or an
+/// id met a second time (a set holding it twice, or two sets holding it: no verb makes
+/// either), dropped from its set as an orphan's entry is and never opened. Two handles on
+/// one row would go stale when one of them deletes it (a job failed as expired under
+/// keep-failed 0).
 enum Taken {
     Ready(Found, Src),
     Promoted(usize),
+    Twice(Str, Src),
 }
 
 /// Passes one CLAIM makes at most while the jobs it meets keep turning out expired.
@@ -359,22 +364,38 @@ fn take(
         let picks = plan.finish(&prom, &prio);
         drop((prom, prio));
         let mut lowest = lowest.into_iter().map(|(m, _)| Some(m)).collect::<Few<_>>();
+        // Each id met so far, hashed: a pick is compared in full only with a hash it matches.
+        let mut seen: Few<u64> = promoted.iter().map(|p| fnv(p.id.bytes())).collect();
         for pick in picks {
-            taken.push(match pick {
+            let (id, src) = match pick {
                 Pick::Wait(i) => {
                     let id = ready
                         .wait
                         .lindex((-1i64).saturating_sub(i as i64))
                         .ok_or_else(crate::errors::host_reply)?;
-                    Taken::Ready(Found::taken(x, id)?, Src::Wait)
+                    (id, Src::Wait)
                 }
                 Pick::Prio(i) => {
                     let id =
                         lowest.get_mut(i).and_then(Option::take).ok_or_else(crate::errors::host_reply)?;
-                    Taken::Ready(Found::taken(x, id)?, Src::Prio)
+                    (id, Src::Prio)
                 }
-                Pick::Promoted(i) => Taken::Promoted(i),
-            });
+                Pick::Promoted(i) => {
+                    taken.push(Taken::Promoted(i));
+                    continue;
+                }
+            };
+            let h = fnv(id.bytes());
+            let met = |b: &[u8]| b == id.bytes();
+            let twice = seen.contains(&h)
+                && (promoted.iter().any(|p| met(p.id.bytes()))
+                    || taken.iter().any(|t| matches!(t, Taken::Ready(f, _) if met(f.id.bytes()))));
+            if twice {
+                taken.push(Taken::Twice(id, src));
+            } else {
+                seen.push(h);
+                taken.push(Taken::Ready(Found::taken(x, id)?, src));
+            }
         }
     }
 
@@ -389,6 +410,7 @@ fn take(
         let f = match t {
             Taken::Ready(f, _) => f,
             Taken::Promoted(i) => promoted.get(*i)?,
+            Taken::Twice(..) => return None,
         };
         f.scheduler.as_ref().filter(|_| f.live()).map(|s| (&f.id, s))
     });
@@ -406,14 +428,31 @@ fn take(
             Taken::Promoted(i) => {
                 promoted.get(*i).map(|p| (p, if p.priority == 0 { Src::Wait } else { Src::Prio }))
             }
+            Taken::Twice(..) => None,
         }),
     );
-    ready.wait.rpop_drop(ordered.iter().filter(|(_, s)| *s == Src::Wait).count());
-    let from_prio =
-        sized(ordered.len(), ordered.iter().filter(|(_, s)| *s == Src::Prio).map(|(j, _)| j.id.str_ref()));
+    let twice: Few<(&Str, Src)> = taken
+        .iter()
+        .filter_map(|t| match t {
+            Taken::Twice(id, src) => Some((id, *src)),
+            _ => None,
+        })
+        .collect();
+    let from_wait = ordered.iter().map(|(_, s)| *s).chain(twice.iter().map(|(_, s)| *s));
+    ready.wait.rpop_drop(from_wait.filter(|s| *s == Src::Wait).count());
+    let from_prio = sized(
+        ordered.len().saturating_add(twice.len()),
+        ordered
+            .iter()
+            .map(|(j, s)| (j.id.str_ref(), *s))
+            .chain(twice.iter().map(|(id, s)| (id.str_ref(), *s)))
+            .filter(|(_, s)| *s == Src::Prio)
+            .map(|(id, _)| id),
+    );
     ready.prio.zrem_many(&from_prio);
     let live: Few<&Found> = sized(ordered.len(), ordered.iter().map(|(j, _)| *j).filter(|j| j.live()));
-    metrics::add(&metrics::ORPHANS, ordered.iter().filter(|(j, _)| j.orphan).count() as u64);
+    let dropped = ordered.iter().filter(|(j, _)| j.orphan).count().saturating_add(twice.len());
+    metrics::add(&metrics::ORPHANS, dropped as u64);
     let expired = expiry.apply(x, &events)?;
     let ids: Few<_> = live.iter().map(|j| j.id.str_ref()).collect();
     let deadline = domain::deadline(now, lease);
@@ -462,6 +501,11 @@ fn take(
     }
     succession.make(x, &delayed, &events)?;
     Ok((Taken4 { jobs: out, rows }, expired))
+}
+
+/// FNV-1a of an id: which ids a claim has met, cheaply (a full comparison settles a match).
+fn fnv(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf2_9ce4_8422_2325, |h, &x| (h ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// The call's working lists: on the stack for the usual few jobs, sized once beyond that (a
