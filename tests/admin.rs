@@ -95,6 +95,31 @@ fn the_only_waiting_job_taken_out_leaves_no_wait_here_or_on_the_replica() {
     assert_eq!(digest(&mut c), digest(&mut r), "the replica holds what the primary holds");
 }
 
+/// A job whose id `wait` holds twice (no verb does that; a client can) is deleted once by
+/// DRAIN, which counts it once, and by OBLITERATE (`scripts/memcheck admin` watches the server
+/// for a second handle left on the deleted row).
+#[test]
+fn drain_and_obliterate_delete_a_job_met_twice_once() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("dup");
+    let wait = q.k("wait");
+    for n in 1..=2 {
+        q.enqueue(&mut c, &jid(n), &[]);
+    }
+    c.call(&[b"LPUSH", wait.as_bytes(), jid(1).as_bytes()]);
+    assert_eq!(drain(&mut c, &q, &[]), Reply::Int(2), "two jobs");
+    for key in [wait.clone(), q.job(&jid(1)), q.job(&jid(2))] {
+        assert_eq!(c.call(&[b"EXISTS", key.as_bytes()]), Reply::Int(0), "{key}");
+    }
+    let ev = c.call(&[b"XREVRANGE", q.k("events").as_bytes(), b"+", b"-", b"COUNT", b"1"]);
+    assert_eq!(ev.array()[0].array()[1].strings(), ["event", "cleaned", "count", "2"]);
+    q.enqueue(&mut c, &jid(3), &[]);
+    c.call(&[b"LPUSH", wait.as_bytes(), jid(3).as_bytes()]);
+    assert_eq!(obliterate(&mut c, &q, &[]), Reply::Int(0), "nothing left");
+    assert_eq!(c.call(&[b"EXISTS", q.job(&jid(3)).as_bytes(), wait.as_bytes()]), Reply::Int(0));
+}
+
 fn drain(c: &mut Conn, q: &Q, extra: &[&[u8]]) -> Reply {
     let v = q.cmd("TRA.DRAIN", "", &["wait", "prio", "delayed", "events"], extra);
     let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();

@@ -65,8 +65,18 @@ impl Retire {
 /// as the caller for writing, each a hash or absent, before anything is written. Each row
 /// goes with its job's log, if it has one, its alias entry, if it still names the job
 /// (neither outlives its row), and its DEDUP id, if it still names the job (TTL or not).
+/// An id met twice (a list holding it twice, or two sets holding it: no verb makes either, a
+/// client can) is one job: its row is opened once, since a row deleted through one handle
+/// leaves another pointing at freed memory. (Retention's ids come from one sorted set.)
 pub fn doomed_rows(x: &mut Exec, ids: &[Str]) -> Result<Doomed, Refusal> {
-    doomed(x, ids, true)
+    let keep = first_of_each(ids);
+    let ids = ids
+        .iter()
+        .zip(keep)
+        .filter(|(_, k)| *k)
+        .map(|(m, _)| m.share().ok_or_else(crate::errors::host_reply))
+        .collect::<Result<Vec<Str>, Refusal>>()?;
+    doomed(x, &ids, true)
 }
 
 /// [`doomed_rows`]; retention (`undedup` false) leaves DEDUP ids alone: a finished job's id
@@ -85,7 +95,17 @@ pub fn doomed_rows_opened(x: &mut Exec, ids: &[Str], rows: Vec<Key>) -> Result<D
     if ids.len() != rows.len() {
         return Err(crate::errors::host_reply());
     }
-    doomed_opened(x, ids, rows, true)
+    // Met twice: the later handles are closed here, before anything is written.
+    let keep = first_of_each(ids);
+    let pairs = ids
+        .iter()
+        .zip(rows)
+        .zip(keep)
+        .filter(|(_, k)| *k)
+        .map(|((m, row), _)| m.share().map(|m| (m, row)).ok_or_else(crate::errors::host_reply))
+        .collect::<Result<Vec<(Str, Key)>, Refusal>>()?;
+    let (ids, rows): (Vec<Str>, Vec<Key>) = pairs.into_iter().unzip();
+    doomed_opened(x, &ids, rows, true)
 }
 
 /// A row a call may delete, opened as the caller for writing (see [`doomed_rows_opened`]).
@@ -94,6 +114,7 @@ pub fn open_doomed(x: &mut Exec, id: &[u8]) -> Result<Key, Refusal> {
 }
 
 fn doomed_opened(x: &mut Exec, ids: &[Str], rows: Vec<Key>, undedup: bool) -> Result<Doomed, Refusal> {
+    let jobs = rows.len();
     let mut logs = Vec::new();
     for (m, row) in ids.iter().zip(&rows) {
         row.exists_as(Kind::Hash)?;
@@ -105,16 +126,34 @@ fn doomed_opened(x: &mut Exec, ids: &[Str], rows: Vec<Key>, undedup: bool) -> Re
     let unalias = Unalias::plan(x, ids.iter().map(Str::bytes).zip(&rows))?;
     let mut rows = rows;
     rows.extend(logs);
-    Ok(Doomed { keys: rows, unalias })
+    Ok(Doomed { keys: rows, unalias, jobs })
+}
+
+/// For each id, whether it is the first of its value: a few compared pairwise, more through
+/// a set.
+fn first_of_each(ids: &[Str]) -> Vec<bool> {
+    if ids.len() <= 16 {
+        return (0..ids.len())
+            .map(|i| ids.get(i).is_some_and(|m| !ids.iter().take(i).any(|p| p.bytes() == m.bytes())))
+            .collect();
+    }
+    let mut seen = std::collections::HashSet::with_capacity(ids.len());
+    ids.iter().map(|m| seen.insert(m.bytes())).collect()
 }
 
 /// Rows (with their logs and alias entries) planned for deletion by [`doomed_rows`].
 pub struct Doomed {
     keys: Vec<Key>,
     unalias: Unalias,
+    jobs: usize,
 }
 
 impl Doomed {
+    /// How many jobs' rows go (each once, however often its id was met).
+    pub fn jobs(&self) -> usize {
+        self.jobs
+    }
+
     pub fn delete(&self) {
         self.unalias.apply();
         crate::host::store::delete_all(&self.keys);

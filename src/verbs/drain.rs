@@ -89,7 +89,7 @@ impl Verb for Drain {
         prio.zrem_many(&prio_ids.iter().map(Str::str_ref).collect::<Vec<_>>());
         delayed.zrem_many(&delayed_ids.iter().map(Str::str_ref).collect::<Vec<_>>());
         rows.delete();
-        let n = owned.len() as i64;
+        let n = rows.jobs() as i64;
         if n > 0 {
             events.emit(x, None, Event::Cleaned { count: n })?;
         }
