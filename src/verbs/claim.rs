@@ -122,10 +122,7 @@ impl Verb for Claim {
 /// handle that emptied it, and only that handle knows.
 pub struct Opened {
     pub meta: Key,
-    pub ready: Ready,
-    pub delayed: Key,
-    pub active: Key,
-    pub events: Events,
+    pub pass: Pass,
 }
 
 /// A claim as CLAIM and TRA.COMPLETENEXT take it, its values checked.
@@ -190,9 +187,7 @@ impl<'a> Take<'a> {
         // Read-only: opening it for writing costs an unlimited claim more; a rate-limited one
         // reopens it to record its window, once this handle is closed.
         let (meta, first) = match opened {
-            Some(Opened { meta, ready, delayed, active, events }) => {
-                (meta, Some(Pass { ready, delayed, active, events }))
-            }
+            Some(Opened { meta, pass }) => (meta, Some(pass)),
             None => (x.read(Meta)?, None),
         };
         meta.exists_as(Kind::Hash)?;
@@ -218,11 +213,11 @@ impl<'a> Take<'a> {
 }
 
 /// The keys one pass of a claim writes, open.
-struct Pass {
-    ready: Ready,
-    delayed: Key,
-    active: Key,
-    events: Events,
+pub struct Pass {
+    pub ready: Ready,
+    pub delayed: Key,
+    pub active: Key,
+    pub events: Events,
 }
 
 /// What bounds every pass of a claim: whether it may take jobs at all (not paused, not held

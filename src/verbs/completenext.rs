@@ -17,7 +17,7 @@ use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{Event, Events, Ready};
 
-use super::claim::{Opened, Take};
+use super::claim::{Opened, Pass, Take};
 use super::complete::{finish_leaving, Drained, Finish, Left, AGE, ECHO, KEEP};
 
 pub const KEYS: Keys = Keys::of(&[
@@ -86,7 +86,7 @@ impl Verb for CompleteNext {
         let meta = x.read(Meta)?;
         meta.exists_as(Kind::Hash)?;
         let (done, Left { active, events }) = finish_leaving(x, a.finish, Drained::Leave)?;
-        let opened = Opened { meta, ready, delayed, active, events };
+        let opened = Opened { meta, pass: Pass { ready, delayed, active, events } };
         let jobs = match take.run(x, Some(opened)) {
             Ok((jobs, _, _)) => {
                 // Drained only when the claim found nothing: the sets are opened for that alone.
