@@ -848,20 +848,23 @@ fn pass(
                 queue::lifecycle(srv, x.engine, o.n, shape(o, DEPTH))
             }));
         }
-        bull.round(srv, c, o, "enqueue,claim,lifecycle", &mut rows, &mut memory)?;
+        for part in ["enqueue", "claim", "lifecycle"] {
+            bull.both(srv, c, o, part, &mut rows, &mut memory)?;
+        }
         chq.round(srv, c, o, "lifecycle", Setting::Default, &mut rows, &mut memory)?;
-        round_forms(srv, c, contenders, bull, chq, o, &mut rows)?;
+        round_forms(srv, c, contenders, chq, o, &mut rows)?;
+        report::pair_bull(&mut rows);
         return Ok((rows, memory, idle));
     }
     for x in contenders {
         round_enqueue(srv, c, x, o, &mut rows)?;
     }
-    bull.round(srv, c, o, "enqueue", &mut rows, &mut memory)?;
+    bull.both(srv, c, o, "enqueue", &mut rows, &mut memory)?;
     chq.round(srv, c, o, "enqueue", Setting::Default, &mut rows, &mut memory)?;
     for x in contenders {
         round_claim(srv, c, x, o, &mut rows)?;
     }
-    bull.round(srv, c, o, "claim", &mut rows, &mut memory)?;
+    bull.both(srv, c, o, "claim", &mut rows, &mut memory)?;
     chq.round(srv, c, o, "process", Setting::Default, &mut rows, &mut memory)?;
     for x in contenders {
         round_lifecycle(srv, c, x, o, &mut rows)?;
@@ -888,7 +891,7 @@ fn pass(
             }
         }
     }
-    bull.round(srv, c, o, "lifecycle", &mut rows, &mut memory)?;
+    bull.both(srv, c, o, "lifecycle", &mut rows, &mut memory)?;
     chq.round(srv, c, o, "lifecycle", Setting::Default, &mut rows, &mut memory)?;
     for x in contenders {
         round_per_call(srv, c, x, o, &mut rows)?;
@@ -928,12 +931,13 @@ fn pass(
     }
     bull.round(srv, c, o, "memory", &mut rows, &mut memory)?;
     chq.round(srv, c, o, "memory", Setting::Default, &mut rows, &mut memory)?;
-    round_forms(srv, c, contenders, bull, chq, o, &mut rows)?;
+    round_forms(srv, c, contenders, chq, o, &mut rows)?;
     if o.modes {
         round_modes(bins, contenders, bull, chq, o, keep, cap, &mut rows)?;
     }
     report::pair_blocking(&mut rows);
     report::pair_batch(&mut rows);
+    report::pair_bull(&mut rows);
     Ok((rows, memory, idle))
 }
 
@@ -950,14 +954,12 @@ const NO_FORMS: &str = "TRA.ADD / TRA.COMPLETENEXT are not in this build (module
 /// The rows of the BullMQ forms (forms.rs): trafikey's bulk add `TRA.ADD` in batches of 32
 /// and 250, each beside ChasquiMQ's `add_bulk` of the same size; the finish-and-fetch lifecycle
 /// (one `TRA.COMPLETENEXT` per job; ChasquiMQ's lifecycle row is the pass's own); claim+complete
-/// with `CLAIM … ROW` right after the same without; then BullMQ's bench.mjs workloads with
-/// the trafikey backend (BullMQ on Valkey's rows are the pass's own BullMQ rows).
-#[allow(clippy::too_many_arguments)]
+/// with `CLAIM … ROW` right after the same without. BullMQ on trafikey runs beside BullMQ on
+/// Valkey in each of their rounds (`Bull::both`).
 fn round_forms(
     srv: &Server,
     c: &mut Conn,
     contenders: &[Contender],
-    bull: &mut Bull,
     chq: &mut Chasqui,
     o: &Opts,
     rows: &mut Vec<Row>,
@@ -995,7 +997,6 @@ fn round_forms(
         }
         report::pair_row(rows);
     }
-    bull.round_trafikey(srv, c, o, "enqueue,claim,lifecycle", rows)?;
     fresh(c)
 }
 
@@ -1157,6 +1158,23 @@ impl Bull {
         memory: &mut Memory,
     ) -> Result<(), String> {
         self.round_with(srv, c, o, part, Setting::Default, rows, memory)
+    }
+
+    /// `part` on BullMQ's own backend, then right after it the same with the trafikey backend:
+    /// the two rows of a workload are measured back to back, so that a change in the
+    /// machine's load between them is small, and each pass's ratio pairs them
+    /// (`report::pair_bull`).
+    fn both(
+        &mut self,
+        srv: &Server,
+        c: &mut Conn,
+        o: &Opts,
+        part: &str,
+        rows: &mut Vec<Row>,
+        memory: &mut Memory,
+    ) -> Result<(), String> {
+        self.round(srv, c, o, part, rows, memory)?;
+        self.round_trafikey(srv, c, o, part, rows)
     }
 
     /// A round in one of the production modes (the best mode only, unless the default).
@@ -2018,6 +2036,34 @@ fn selfcheck() -> Result<(), String> {
         && matches!(&idle[..], [(_, Ok(f))] if f.cpu_us == 2e3 && f.passes == [1e-3, 2e-3, 3e-3]);
     if !ok {
         return Err("selfcheck: median of passes".into());
+    }
+    // BullMQ on trafikey: each pass pairs its row with BullMQ on Valkey's row of the same
+    // workload and mode in that pass; the median keeps every pass's ratio.
+    let bull = |who: Who, w: &'static str, m: &'static str, cpu: f64| Row {
+        jobs: 10,
+        cpu_us: cpu * 10.0,
+        secs: 1.0,
+        ..empty_row(who, w, m, Status::Ok)
+    };
+    let passes: Vec<report::Pass> = [(40.0, 10.0), (80.0, 16.0), (50.0, 30.0)]
+        .into_iter()
+        .map(|(valkey, trafikey)| {
+            let mut rows = vec![
+                bull(Who::BullMq, "claim+complete", "p32", valkey),
+                bull(Who::BullMq, "claim+complete", "c50", 1.0),
+                bull(Who::BullMqTrafikey, "claim+complete", "p32", trafikey),
+            ];
+            report::pair_bull(&mut rows);
+            (rows, vec![], vec![])
+        })
+        .collect();
+    let (rows, _, _) = report::median(passes);
+    let t = rows.iter().find(|r| r.who == Who::BullMqTrafikey);
+    // Pass ratios 0.25, 0.2, 0.6: the median is 0.25, though the medians' ratio is 16/50.
+    let ok = t.and_then(Row::paired).is_some_and(|(m, b)| m.1 == 0.25 && b.1 == 0.2 && m.0 == 1.0)
+        && t.is_some_and(|t| t.paired.len() == 3);
+    if !ok {
+        return Err("selfcheck: BullMQ on trafikey paired with BullMQ on Valkey".into());
     }
     // results.json: parses, one row per contender, workload and mode, the production mode
     // split off the workload; a contender without a measured row is caught.
