@@ -52,6 +52,10 @@ const ADD_BATCH = 250;
 const EXTEND_BATCH = 250;
 
 const ROLES = ['wait', 'prio', 'active', 'delayed', 'completed', 'failed', 'meta', 'events'];
+/** Events a stalled check reads per call, and the calls it makes at most. */
+const STALL_PAGE = 500;
+const STALL_PAGES = 20;
+
 /** Keys the adapter keeps beside the module's; OBLITERATE does not know them. */
 const ADAPTER_KEYS = ['alias', 'rev', 'progress', 'stack', 'pb', 'am', 'as', 'err', 'stalled-check', 'stalled-seen', 'dn'];
 
@@ -1530,18 +1534,29 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     const seenKey = this.key('b:stalled-seen');
     const seen = await this.conn.get(seenKey);
     // The first check looks back one lease: stalls older than that were somebody else's to see.
-    const from = seen ? `(${seen}` : `${Math.max(0, Date.now() - this.lease - interval)}-0`;
-    const entries = (await this.conn.xrange(this.key('events'), from, '+', 'COUNT', 10000)) as [string, string[]][];
-    if (entries.length === 0) {
-      return [];
-    }
-    await this.conn.set(seenKey, entries[entries.length - 1][0]);
+    let from = seen ? `(${seen}` : `${Math.max(0, Date.now() - this.lease - interval)}-0`;
+    // Read in pages: one XRANGE of the whole stream would hold the server for milliseconds.
     const ids: string[] = [];
-    for (const [, f] of entries) {
-      if (f[0] === 'event' && f[1] === 'stalled' && f[2] === 'id') {
-        ids.push(f[3]);
+    let last: string | undefined;
+    for (let page = 0; page < STALL_PAGES; page++) {
+      const entries = (await this.conn.xrange(this.key('events'), from, '+', 'COUNT', STALL_PAGE)) as [string, string[]][];
+      for (const [, f] of entries) {
+        if (f[0] === 'event' && f[1] === 'stalled' && f[2] === 'id') {
+          ids.push(f[3]);
+        }
+      }
+      if (entries.length > 0) {
+        last = entries[entries.length - 1][0];
+        from = `(${last}`;
+      }
+      if (entries.length < STALL_PAGE) {
+        break;
       }
     }
+    if (last === undefined) {
+      return [];
+    }
+    await this.conn.set(seenKey, last);
     return this.external(ids);
   }
 

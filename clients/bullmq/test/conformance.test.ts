@@ -332,6 +332,25 @@ describe('workers', () => {
     expect(again.stalledCounter).toBe(1);
   });
 
+  it("a worker's stalled check reports a stall behind more events than one read takes", async () => {
+    // 1 200 `added` events, then the stall: the check reads the stream in pages of 500.
+    await queue.addBulk(Array.from({ length: 1200 }, (_, i) => ({ name: 'pad', data: { i } })));
+    const raw = new Redis(connection);
+    const q = createTrafikeyBackend(name, { connection });
+    try {
+      const keys = ['wait', 'prio', 'active', 'delayed', 'meta', 'events'].map(r => q.key(r));
+      const claimed = (await raw.call('EMQ.CLAIM', 6, ...keys, 'dead-worker', 200)) as string[][];
+      await until(async () => (await queue.getJobState(claimed[0][0])) === 'waiting');
+      expect(await q.moveStalledJobsToWait()).toEqual([claimed[0][0]]);
+      // The next check starts after what this one read, and takes its turn only once per interval.
+      await raw.del(q.key('b:stalled-check'));
+      expect(await q.moveStalledJobsToWait()).toEqual([]);
+    } finally {
+      raw.disconnect();
+      await q.close();
+    }
+  });
+
   it('client decisions on fail: a custom backoff, the stack, retry() keeping the counters', async () => {
     const seen: number[] = [];
     track(
