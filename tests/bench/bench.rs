@@ -849,7 +849,8 @@ fn pass(
             }));
         }
         for part in ["enqueue", "claim", "lifecycle"] {
-            bull.both(srv, c, o, part, &mut rows, &mut memory)?;
+            bull.round(srv, c, o, part, &mut rows, &mut memory)?;
+            bull.round_trafikey(srv, c, o, part, &mut rows)?;
         }
         chq.round(srv, c, o, "lifecycle", Setting::Default, &mut rows, &mut memory)?;
         round_forms(srv, c, contenders, chq, o, &mut rows)?;
@@ -859,12 +860,14 @@ fn pass(
     for x in contenders {
         round_enqueue(srv, c, x, o, &mut rows)?;
     }
-    bull.both(srv, c, o, "enqueue", &mut rows, &mut memory)?;
+    bull.round(srv, c, o, "enqueue", &mut rows, &mut memory)?;
+    bull.round_trafikey(srv, c, o, "enqueue", &mut rows)?;
     chq.round(srv, c, o, "enqueue", Setting::Default, &mut rows, &mut memory)?;
     for x in contenders {
         round_claim(srv, c, x, o, &mut rows)?;
     }
-    bull.both(srv, c, o, "claim", &mut rows, &mut memory)?;
+    bull.round(srv, c, o, "claim", &mut rows, &mut memory)?;
+    bull.round_trafikey(srv, c, o, "claim", &mut rows)?;
     chq.round(srv, c, o, "process", Setting::Default, &mut rows, &mut memory)?;
     for x in contenders {
         round_lifecycle(srv, c, x, o, &mut rows)?;
@@ -891,7 +894,8 @@ fn pass(
             }
         }
     }
-    bull.both(srv, c, o, "lifecycle", &mut rows, &mut memory)?;
+    bull.round(srv, c, o, "lifecycle", &mut rows, &mut memory)?;
+    bull.round_trafikey(srv, c, o, "lifecycle", &mut rows)?;
     chq.round(srv, c, o, "lifecycle", Setting::Default, &mut rows, &mut memory)?;
     for x in contenders {
         round_per_call(srv, c, x, o, &mut rows)?;
@@ -954,8 +958,8 @@ const NO_FORMS: &str = "TRA.ADD / TRA.COMPLETENEXT are not in this build (module
 /// The rows of the BullMQ forms (forms.rs): trafikey's bulk add `TRA.ADD` in batches of 32
 /// and 250, each beside ChasquiMQ's `add_bulk` of the same size; the finish-and-fetch lifecycle
 /// (one `TRA.COMPLETENEXT` per job; ChasquiMQ's lifecycle row is the pass's own); claim+complete
-/// with `CLAIM … ROW` right after the same without. BullMQ on trafikey runs beside BullMQ on
-/// Valkey in each of their rounds (`Bull::both`).
+/// with `CLAIM … ROW` right after the same without. BullMQ on trafikey runs right after BullMQ
+/// on Valkey in each of their rounds (`report::pair_bull`).
 fn round_forms(
     srv: &Server,
     c: &mut Conn,
@@ -1158,23 +1162,6 @@ impl Bull {
         memory: &mut Memory,
     ) -> Result<(), String> {
         self.round_with(srv, c, o, part, Setting::Default, rows, memory)
-    }
-
-    /// `part` on BullMQ's own backend, then right after it the same with the trafikey backend:
-    /// the two rows of a workload are measured back to back, so that a change in the
-    /// machine's load between them is small, and each pass's ratio pairs them
-    /// (`report::pair_bull`).
-    fn both(
-        &mut self,
-        srv: &Server,
-        c: &mut Conn,
-        o: &Opts,
-        part: &str,
-        rows: &mut Vec<Row>,
-        memory: &mut Memory,
-    ) -> Result<(), String> {
-        self.round(srv, c, o, part, rows, memory)?;
-        self.round_trafikey(srv, c, o, part, rows)
     }
 
     /// A round in one of the production modes (the best mode only, unless the default).

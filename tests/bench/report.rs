@@ -191,16 +191,19 @@ pub const BATCH: &str = "p32, batch finish";
 /// pass, so that the two are compared as measured side by side.
 pub fn pair_batch(rows: &mut [Row]) {
     for workload in ["claim+complete", "lifecycle"] {
-        let base = rows
-            .iter()
-            .find(|r| r.who == Who::Trafikey && r.workload == workload && r.mode == "p32" && r.ok())
-            .map(|r| (r.rate(), r.cpu_per_job()));
-        let row = rows
-            .iter_mut()
-            .find(|r| r.who == Who::Trafikey && r.workload == workload && r.mode == BATCH && r.ok());
-        if let (Some((rate, cpu)), Some(r)) = (base, row) {
-            r.paired = vec![(r.rate() / rate, r.cpu_per_job() / cpu)];
-        }
+        pair(rows, (Who::Trafikey, workload, BATCH), (Who::Trafikey, workload, "p32"));
+    }
+}
+
+/// In one pass's rows, the row `of` paired with the row `beside` it: (jobs/s ratio, server CPU
+/// per job ratio), when both were measured.
+fn pair(rows: &mut [Row], of: (Who, &str, &str), beside: (Who, &str, &str)) {
+    let is = |r: &Row, (who, workload, mode): (Who, &str, &str)| {
+        r.who == who && r.workload == workload && r.mode == mode && r.ok()
+    };
+    let base = rows.iter().find(|r| is(r, beside)).map(|r| (r.rate(), r.cpu_per_job()));
+    if let (Some((rate, cpu)), Some(r)) = (base, rows.iter_mut().find(|r| is(r, of))) {
+        r.paired = vec![(r.rate() / rate, r.cpu_per_job() / cpu)];
     }
 }
 
@@ -226,32 +229,15 @@ pub const BULL_PAIRS: [(&str, &str, &str); 6] = [
 /// One pass's rows: claim+complete with `CLAIM … ROW` paired with the same without ROW,
 /// run right before it.
 pub fn pair_row(rows: &mut [Row]) {
-    let base = rows
-        .iter()
-        .find(|r| r.who == Who::Trafikey && r.workload == ROW_PAIR && r.mode == WITHOUT_ROW && r.ok())
-        .map(|r| (r.rate(), r.cpu_per_job()));
-    let row = rows
-        .iter_mut()
-        .find(|r| r.who == Who::Trafikey && r.workload == ROW_PAIR && r.mode == WITH_ROW && r.ok());
-    if let (Some((rate, cpu)), Some(r)) = (base, row) {
-        r.paired = vec![(r.rate() / rate, r.cpu_per_job() / cpu)];
-    }
+    pair(rows, (Who::Trafikey, ROW_PAIR, WITH_ROW), (Who::Trafikey, ROW_PAIR, WITHOUT_ROW));
 }
 
 /// One pass's rows: each BullMQ-on-trafikey row paired with BullMQ on Valkey's row of the same
-/// workload, run right before it (`Bull::both`).
+/// workload, run right before it, so that a change in the machine's load between the two is
+/// small.
 pub fn pair_bull(rows: &mut [Row]) {
     for (_, workload, mode) in BULL_PAIRS {
-        let base = rows
-            .iter()
-            .find(|r| r.who == Who::BullMq && r.workload == workload && r.mode == mode && r.ok())
-            .map(|r| (r.rate(), r.cpu_per_job()));
-        let row = rows
-            .iter_mut()
-            .find(|r| r.who == Who::BullMqTrafikey && r.workload == workload && r.mode == mode && r.ok());
-        if let (Some((rate, cpu)), Some(r)) = (base, row) {
-            r.paired = vec![(r.rate() / rate, r.cpu_per_job() / cpu)];
-        }
+        pair(rows, (Who::BullMqTrafikey, workload, mode), (Who::BullMq, workload, mode));
     }
 }
 
@@ -263,14 +249,7 @@ pub const BESIDE: [(&str, &str); 2] = [(BLOCKING_LIFE, "lifecycle"), (BLOCKING_C
 /// falls on both.
 pub fn pair_blocking(rows: &mut [Row]) {
     for (blocking, beside) in BESIDE {
-        let base = rows
-            .iter()
-            .find(|r| r.who == Who::Trafikey && r.workload == beside && r.mode == "p32" && r.ok())
-            .map(|r| (r.rate(), r.cpu_per_job()));
-        let row = rows.iter_mut().find(|r| r.who == Who::Trafikey && r.workload == blocking && r.ok());
-        if let (Some((rate, cpu)), Some(r)) = (base, row) {
-            r.paired = vec![(r.rate() / rate, r.cpu_per_job() / cpu)];
-        }
+        pair(rows, (Who::Trafikey, blocking, "p32"), (Who::Trafikey, beside, "p32"));
     }
 }
 
