@@ -52,6 +52,7 @@ const ADD_BATCH = 250;
 const EXTEND_BATCH = 250;
 
 const ROLES = ['wait', 'prio', 'active', 'delayed', 'completed', 'failed', 'meta', 'events'];
+
 /** Events a stalled check reads per call, and the calls it makes at most. */
 const STALL_PAGE = 500;
 const STALL_PAGES = 20;
