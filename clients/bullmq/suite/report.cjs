@@ -27,14 +27,16 @@ for (const r of rows) {
   }
 }
 const pad = (s, n) => String(s).padEnd(n);
+// The file column fits the longest name.
+const w = Math.max(30, ...[...per.keys()].map(f => f.length + 2));
 const rate = (p, f) => (p + f === 0 ? '-' : ((100 * p) / (p + f)).toFixed(1) + '%');
-console.log(`\n${pad('file', 30)}${pad('passed', 8)}${pad('failed', 8)}${pad('retry', 8)}${pad('skipped', 9)}in-scope pass rate`);
+console.log(`\n${pad('file', w)}${pad('passed', 8)}${pad('failed', 8)}${pad('retry', 8)}${pad('skipped', 9)}in-scope pass rate`);
 const tot = { passed: 0, failed: 0, retried: 0, skipped: 0 };
 for (const [f, p] of per) {
-  console.log(`${pad(f, 30)}${pad(p.passed, 8)}${pad(p.failed, 8)}${pad(p.retried, 8)}${pad(p.skipped, 9)}${rate(p.passed, p.failed)}`);
+  console.log(`${pad(f, w)}${pad(p.passed, 8)}${pad(p.failed, 8)}${pad(p.retried, 8)}${pad(p.skipped, 9)}${rate(p.passed, p.failed)}`);
   for (const k of Object.keys(tot)) tot[k] += p[k];
 }
-console.log(`${pad('total', 30)}${pad(tot.passed, 8)}${pad(tot.failed, 8)}${pad(tot.retried, 8)}${pad(tot.skipped, 9)}${rate(tot.passed, tot.failed)}`);
+console.log(`${pad('total', w)}${pad(tot.passed, 8)}${pad(tot.failed, 8)}${pad(tot.retried, 8)}${pad(tot.skipped, 9)}${rate(tot.passed, tot.failed)}`);
 
 if (skipFile && fs.existsSync(skipFile)) {
   const reasons = new Map();
