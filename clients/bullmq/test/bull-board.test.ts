@@ -1,8 +1,9 @@
 // bull-board (BullMQ's dashboard) on trafikey, in a real browser: examples/bull-board.mjs serves
 // two queues with jobs in every state, and Debian's headless chromium, driven by playwright-core
 // (never a browser a tool downloads), must show the queues, their counts and a job's detail.
-// What trafikey cannot serve (editing a job's data, flows) must answer the board
-// with a message naming the missing feature. Screenshots go to $BULL_BOARD_SHOTS (default: the
+// Its actions (promote, retry, remove, pause, resume, empty) must act on the queues, and what
+// trafikey cannot serve (editing a job's data, flows) must answer the board with a message
+// naming the missing feature. Screenshots go to $BULL_BOARD_SHOTS (default: the
 // repository's target/). Nothing here asserts a time: every wait is for a state or a text.
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
@@ -81,7 +82,9 @@ async function api(method: string, path: string, body?: unknown) {
     headers: body === undefined ? {} : { 'content-type': 'application/json' },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
-  return { status: res.status, body: await res.json() };
+  // 204 (a job removed) has no body.
+  const raw = await res.text();
+  return { status: res.status, body: raw ? JSON.parse(raw) : undefined };
 }
 
 describe('bull-board on trafikey', () => {
@@ -181,5 +184,31 @@ describe('bull-board on trafikey', () => {
     expect(flow.body.isFlowNode).toBe(false);
     const mail = (await api('GET', 'api/queues')).body.queues.find((q: any) => q.name === 'mail');
     expect(mail.counts).toMatchObject({ waiting: 2, prioritized: 1 });
+  });
+
+  // Last: it changes the demo's jobs. The worker's one slot stays on the held digest, so what
+  // the actions make ready stays where they put it.
+  it('acts on trafikey\'s queues: promote, retry, remove, resume and pause, empty', async () => {
+    const [mail, reports] = demo.queues;
+    const queue = async (name: string) => (await api('GET', 'api/queues')).body.queues.find((q: any) => q.name === name);
+    const state = async (id: string) => (await mail.getJob(id))?.getState();
+    const ok = (r: { status: number }) => expect(r.status).toBeLessThan(300);
+
+    const [delayed] = await mail.getJobs(['delayed']);
+    ok(await api('PUT', `api/queues/mail/${delayed.id}/promote`));
+    expect(await state(delayed.id!)).toBe('waiting');
+    // The failed job (priority 2 since the test above) is retried into the prioritized set.
+    ok(await api('PUT', `api/queues/mail/${failed.id}/retry`));
+    expect(await state(failed.id!)).toBe('prioritized');
+    ok(await api('PUT', `api/queues/mail/${demo.completed.id}/clean`));
+    expect(await mail.getJob(demo.completed.id!)).toBeUndefined();
+    expect((await queue('mail')).counts).toMatchObject({ active: 1, waiting: 3, prioritized: 2, delayed: 0, completed: 0, failed: 0 });
+
+    ok(await api('PUT', 'api/queues/reports/resume'));
+    expect(await reports.isPaused()).toBe(false);
+    ok(await api('PUT', 'api/queues/reports/pause'));
+    expect((await queue('reports')).isPaused).toBe(true);
+    ok(await api('PUT', 'api/queues/reports/empty'));
+    expect((await queue('reports')).counts).toMatchObject({ waiting: 0, active: 0, delayed: 0 });
   });
 });
