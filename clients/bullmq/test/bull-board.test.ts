@@ -182,6 +182,10 @@ describe('bull-board on trafikey', () => {
     const flow = await api('GET', `api/queues/mail/${id}/flow`);
     expect(flow.status).toBe(200);
     expect(flow.body.isFlowNode).toBe(false);
+    // Metrics are not supported: the board's metrics answer empty, not an error.
+    const metrics = await api('GET', 'api/queues/mail/metrics');
+    expect(metrics.status).toBe(200);
+    expect(metrics.body).toEqual({ completed: null, failed: null });
     const mail = (await api('GET', 'api/queues')).body.queues.find((q: any) => q.name === 'mail');
     expect(mail.counts).toMatchObject({ waiting: 2, prioritized: 1 });
   });
