@@ -140,8 +140,9 @@ impl State {
         }
     }
 
+    /// The state a row's word names. Compared as bytes: `word()` checks UTF-8 each time.
     pub fn of(b: &[u8]) -> Option<State> {
-        State::ALL.into_iter().find(|s| s.word().as_bytes() == b)
+        State::ALL.into_iter().find(|s| s.text().to_bytes() == b)
     }
 }
 
@@ -331,5 +332,20 @@ impl Found {
     /// Neither orphan nor expired: a job to promote or hand out.
     pub fn live(&self) -> bool {
         !self.orphan && !self.expired
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::State;
+
+    #[test]
+    fn a_row_s_state_word_reads_back_as_that_state_and_nothing_else_does() {
+        for s in State::ALL {
+            assert_eq!(State::of(s.word().as_bytes()), Some(s));
+        }
+        for other in [&b""[..], b"Active", b"activ", b"actives", b"waiting", b"prioritized"] {
+            assert_eq!(State::of(other), None, "{}", String::from_utf8_lossy(other));
+        }
     }
 }
