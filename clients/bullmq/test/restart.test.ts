@@ -1,5 +1,6 @@
 // A server restart under running BullMQ code: the clients reconnect by themselves, and what the
-// server persisted (AOF) carries on, its delayed jobs promoted by the server after the restart.
+// server persisted (AOF) carries on: a job in a worker's hands finishes after the restart, and
+// a delayed job is promoted by the server after it.
 import { afterEach, expect, it } from 'vitest';
 import { withBackend } from 'bullmq';
 import { closeTracked, track, until } from './helpers.js';
@@ -25,9 +26,14 @@ it('a queue, a worker and its events carry on across a server restart (AOF)', as
   const queue = track(new Queue('restart', { connection }));
   const events = track(new QueueEvents('restart', { connection }));
   const ran: string[] = [];
+  let open!: () => void;
+  const gate = new Promise<void>(r => (open = r));
   const worker = track(
     new Worker('restart', async job => {
       ran.push(job.name);
+      if (job.name === 'held') {
+        await gate;
+      }
       return job.name;
     }, { connection }),
   );
@@ -41,6 +47,10 @@ it('a queue, a worker and its events carry on across a server restart (AOF)', as
 
   await queue.add('before', {});
   await until(() => ran.length === 1);
+  // In the worker's hands across the restart: its lease and token persist, and it finishes
+  // after the restart, once.
+  await queue.add('held', {});
+  await until(() => ran.length === 2);
   // Due after the restart: it waits in the server's `delayed` set while the server is down.
   await queue.add('delayed', {}, { delay: 1500 });
 
@@ -48,9 +58,18 @@ it('a queue, a worker and its events carry on across a server restart (AOF)', as
   server = await startServer(args, server);
 
   await queue.add('after', {});
-  await until(() => ran.length === 3, 15000);
-  expect([...ran].sort()).toEqual(['after', 'before', 'delayed']);
-  // Each ran once; QueueEvents, reading on from where it was, saw both completions after the restart.
-  await until(() => completed.includes('after') && completed.includes('delayed'), 15000);
-  expect(await queue.getJobCounts('completed', 'delayed', 'wait', 'active')).toEqual({ completed: 3, delayed: 0, wait: 0, active: 0 });
+  open();
+  await until(() => ran.length === 4, 15000);
+  expect([...ran].sort()).toEqual(['after', 'before', 'delayed', 'held']);
+  // QueueEvents, reading on from where it was, saw the completions after the restart.
+  await until(() => ['held', 'delayed', 'after'].every(n => completed.includes(n)), 15000);
+  expect(await queue.getJobCounts('completed', 'delayed', 'wait', 'active', 'failed')).toEqual({
+    completed: 4,
+    delayed: 0,
+    wait: 0,
+    active: 0,
+    failed: 0,
+  });
+  // The held job's finish after the restart was taken: it was not handed out again.
+  expect(ran.filter(n => n === 'held')).toHaveLength(1);
 });
