@@ -124,6 +124,24 @@ function errCode(err: unknown): string {
   return msg.split(' ', 1)[0];
 }
 
+/**
+ * A pipeline's (or transaction's) replies, in order. A command's error is thrown unless
+ * `expected` accepts it (its reply is then `undefined`): a refused command (NOPERM, WRONGTYPE)
+ * must not read as an empty answer, nor a refused write pass as done.
+ */
+async function replies(p: ChainableCommander, expected: (err: Error) => boolean = () => false): Promise<unknown[]> {
+  const res = (await p.exec()) ?? [];
+  return res.map(([err, reply]) => {
+    if (err && !expected(err)) {
+      throw err;
+    }
+    return err ? undefined : reply;
+  });
+}
+
+/** A job that moved between reading its id and acting on it: a race a batch action passes over. */
+const moved = (err: Error) => errCode(err) === 'EMQSTATE' || errCode(err) === 'EMQNOJOB';
+
 function jsonOr(value: string | null | undefined, fallback: string): string {
   if (value === null || value === undefined) {
     return fallback;
@@ -636,8 +654,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       for (const id of ids) {
         p.hget(this.jobKey(id), 'k');
       }
-      const res = (await p.exec()) ?? [];
-      return ids.map((id, i) => (res[i]?.[1] as string | null) ?? id);
+      const res = await replies(p);
+      return ids.map((id, i) => (res[i] as string | null) ?? id);
     }
     const rev = await this.conn.hmget(this.key('b:rev'), ...ids);
     return ids.map((id, i) => rev[i] ?? id);
@@ -820,7 +838,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       for (const e of dup) {
         p.xadd(this.key('events'), '*', 'event', 'duplicated', 'jobId', e.jobId);
       }
-      await p.exec();
+      await replies(p);
     }
     return entries.map((e, i) => (e.jobId && !isBranded(e.jobId) ? e.jobId : (ids[i] as string)));
   }
@@ -874,7 +892,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       for (const j of dup) {
         p.xadd(this.key('events'), '*', 'event', 'duplicated', 'jobId', j.jobId);
       }
-      await p.exec();
+      await replies(p);
     }
     // A deduplicated job answers with the holder's id, as BullMQ's does (its custom id if any).
     const holders = created.map(r => (typeof r === 'string' || Buffer.isBuffer(r) ? String(r) : null));
@@ -919,12 +937,11 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (dedupId === undefined) {
       return;
     }
-    const res = (await this.conn.multi().hget(this.key('b:dn'), dedupId).hdel(this.key('b:dn'), dedupId).exec()) ?? [];
-    const raw = res[0]?.[1] as string | null;
-    if (!raw || Number(res[1]?.[1]) !== 1) {
+    const [raw, gone] = await replies(this.conn.multi().hget(this.key('b:dn'), dedupId).hdel(this.key('b:dn'), dedupId));
+    if (!raw || Number(gone) !== 1) {
       return;
     }
-    const p = JSON.parse(raw) as { name: string; data: string; opts: JobsOptions; jid?: string };
+    const p = JSON.parse(raw as string) as { name: string; data: string; opts: JobsOptions; jid?: string };
     await this.addJobs([{ job: { name: p.name, data: p.data, opts: p.opts, timestamp: Date.now() } as JobJson, jobId: p.jid ?? '' }]);
   }
 
@@ -997,6 +1014,9 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       await this.dropPreviousIteration(id, restarted, String(jobId));
     }
     const at = Number(time);
+    if (res[1]?.[0]) {
+      throw res[1][0];
+    }
     const [sec, usec] = (res[1]?.[1] as [string, string] | undefined) ?? ['0', '0'];
     const now = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
     if (at <= now) {
@@ -1033,10 +1053,10 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     for (const j of ids) {
       p.hget(this.jobKey(j), 'st');
     }
-    const res = (await p.exec()) ?? [];
-    const paused = !!res[0]?.[1];
+    const res = await replies(p);
+    const paused = !!res[0];
     for (let i = 0; i < ids.length; i++) {
-      const state = res[i + 1]?.[1] as string | null;
+      const state = res[i + 1] as string | null;
       if (state === 'prio' || (state === 'wait' && !paused)) {
         try {
           await this.conn.call('TRA.REMOVE', 8, this.jobKey(ids[i]), ...this.setKeys(), this.key('events'));
@@ -1418,7 +1438,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (fields.stacktrace !== undefined) {
       p.hset(this.key('b:stack'), id, fields.stacktrace);
     }
-    await p.exec();
+    await replies(p);
   }
 
   async moveToWaitingChildren(_jobId: string, _token: string, _opts?: MoveToWaitingChildrenOpts): Promise<boolean> {
@@ -1572,7 +1592,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     for (const id of ids) {
       p.call(...(this.reprocessCmd(id) as [string, ...any[]]));
     }
-    await p.exec();
+    await replies(p, moved);
     return ids.length < count ? 0 : 1;
   }
 
@@ -1585,7 +1605,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     for (const id of ids) {
       p.call('EMQ.PROMOTE', 5, this.jobKey(id), this.key('delayed'), this.key('wait'), this.key('prio'), this.key('events'));
     }
-    await p.exec();
+    await replies(p, moved);
     return ids.length < count ? 0 : 1;
   }
 
@@ -1622,7 +1642,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         for (const id of ids) {
           p.hmget(this.jobKey(id), 'o', 'rs');
         }
-        const rows = ((await p.exec()) ?? []).map(r => (r[1] as (string | null)[] | null) ?? [null, null]);
+        const rows = (await replies(p)).map(r => (r as (string | null)[] | null) ?? [null, null]);
         // A job scheduler's pending iteration stays (as BullMQ's clean keeps it): the one its
         // scheduler's hash names.
         const named = this.conn.pipeline();
@@ -1631,7 +1651,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
             named.hget(this.key(`sched:${rs}`), 'job');
           }
         }
-        const pendingIds = new Set(((await named.exec()) ?? []).map(r => r[1] as string | null).filter((j): j is string => !!j));
+        const pendingIds = new Set((await replies(named)).map(r => r as string | null).filter((j): j is string => !!j));
         const rm = this.conn.pipeline();
         const victims: string[] = [];
         ids.forEach((id, i) => {
@@ -1684,7 +1704,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (customs.length > 0) {
       p.hdel(this.key('b:alias'), ...customs);
     }
-    await p.exec();
+    await replies(p);
   }
 
   async obliterate(opts: { force: boolean; count: number }): Promise<number> {
@@ -2056,12 +2076,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         row = claimed.row;
         by = claimed.by ?? null;
       } else {
-        const got = (await this.conn.pipeline().call('TRA.JOB', 1, this.jobKey(id)).hget(this.key('b:pb'), id).exec()) ?? [];
-        if (got[0]?.[0]) {
-          throw got[0][0];
-        }
-        row = got[0]?.[1];
-        by = got[1]?.[1];
+        [row, by] = await replies(this.conn.pipeline().call('TRA.JOB', 1, this.jobKey(id)).hget(this.key('b:pb'), id));
       }
       res = [[null, row], [null, null], [null, row0Stack(row)], [null, row0Alias(row)], [null, by], [null, null], [null, null], [null, null]];
     } else {
@@ -2256,32 +2271,30 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         p.zcount(this.key('prio'), pr, pr);
       }
     }
-    const res = (await p.exec()) ?? [];
-    return res.map(r => Number(r[1]));
+    return (await replies(p)).map(Number);
   }
 
   async getRanges(types: JobType[], start = 0, end = 1, asc = false): Promise<[string][]> {
     const p = this.conn.pipeline();
-    const empty: boolean[] = [];
+    // Each type's place among the pipeline's replies; null for a type that lists nothing.
+    const slots: (number | null)[] = [];
+    let sent = 0;
+    const send = () => slots.push(sent++);
     for (const t of types as string[]) {
-      const list = t === 'wait' || t === 'waiting' || t === 'paused';
-      if (list) {
-        // BullMQ 6 keeps a paused queue's jobs in wait: `paused` lists nothing.
-        empty.push(t === 'paused');
+      const role = t === 'waiting' ? 'wait' : t === 'prioritized' ? 'prio' : t;
+      if (role === 'wait') {
         // BullMQ's list convention: LRANGE from the newest end; ascending reads the other end.
         if (asc) {
           p.lrange(this.key('wait'), end === -1 ? 0 : -(end + 1), start === -1 ? 0 : -(start + 1));
         } else {
           p.lrange(this.key('wait'), start, end);
         }
+        send();
+      } else if (!['prio', 'active', 'delayed', 'completed', 'failed'].includes(role)) {
+        // BullMQ 6 keeps a paused queue's jobs in wait: `paused` lists nothing, as no other
+        // type this backend does not keep.
+        slots.push(null);
       } else {
-        empty.push(false);
-        const role = t === 'prioritized' ? 'prio' : t;
-        if (!['prio', 'active', 'delayed', 'completed', 'failed'].includes(role)) {
-          empty[empty.length - 1] = true;
-          p.echo('');
-          continue;
-        }
         if (role === 'active') {
           // Active is a set by deadline; BullMQ lists it newest first like its list.
           if (asc) {
@@ -2294,12 +2307,14 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         } else {
           p.zrevrange(this.key(role), start, end);
         }
+        send();
       }
     }
-    const res = (await p.exec()) ?? [];
+    const res = sent > 0 ? await replies(p) : [];
     const out: any[] = [];
-    for (let i = 0; i < res.length; i++) {
-      let ids = empty[i] ? [] : ((res[i][1] as string[]) ?? []);
+    for (let i = 0; i < types.length; i++) {
+      const at = slots[i];
+      let ids = at === null || at === undefined ? [] : ((res[at] as string[] | undefined) ?? []);
       if ((types[i] as string) === 'active' && asc) {
         ids = ids.slice().reverse();
       }
@@ -2549,12 +2564,12 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         p.hmget(this.key('b:rev'), ...idList);
       }
     }
-    const res = needs.length + idList.length > 0 ? ((await p.exec()) ?? []) : [];
+    const res = needs.length + idList.length > 0 ? await replies(p) : [];
     const payload = new Map<string, string | null>();
-    needs.forEach((n, i) => payload.set(`${n.kind}:${n.id}`, (res[i]?.[1] as string | null) ?? null));
+    needs.forEach((n, i) => payload.set(`${n.kind}:${n.id}`, (res[i] as string | null) ?? null));
     const rev = new Map<string, string>();
     if (this.native) {
-      idList.forEach((x, i) => rev.set(x, (res[needs.length + i]?.[1] as string | null) ?? x));
+      idList.forEach((x, i) => rev.set(x, (res[needs.length + i] as string | null) ?? x));
       for (const x of ids) {
         const a = this.aliases.get(x);
         if (a !== undefined) {
@@ -2562,7 +2577,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         }
       }
     } else if (idList.length > 0) {
-      const names = (res[needs.length]?.[1] as (string | null)[]) ?? [];
+      const names = (res[needs.length] as (string | null)[] | undefined) ?? [];
       idList.forEach((x, i) => rev.set(x, names[i] ?? x));
     }
     const out: [string, string[]][] = [];
