@@ -1216,8 +1216,13 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     try {
       await this.conn.call('EMQ.EXTEND', 2, this.jobKey(id), this.key('active'), this.tokenFor(id, token), Math.max(1, Math.floor(duration)));
       return 1;
-    } catch {
-      return 0;
+    } catch (err) {
+      // Not held by this token (any more): BullMQ's 0. Anything else (a refusal, a lost
+      // connection) is an error, not a lost lock.
+      if (['EMQLEASE', 'EMQNOJOB', 'EMQSTATE'].includes(errCode(err))) {
+        return 0;
+      }
+      throw err;
     }
   }
 
