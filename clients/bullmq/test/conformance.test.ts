@@ -243,6 +243,15 @@ describe('workers', () => {
     expect(await queue.getJobState('welcome-carol')).toBe('completed');
   });
 
+  it('extendLock: 1 while the job is held, 0 once it is finished', async () => {
+    const worker = track(new Worker(name, null, { connection, autorun: false }));
+    await queue.add('held', {});
+    const job = (await worker.getNextJob('holder'))!;
+    expect(await job.extendLock('holder', 5000)).toBe(1);
+    await job.moveToCompleted('ok', 'holder', false);
+    expect(await job.extendLock('holder', 5000)).toBe(0);
+  });
+
   it('runs jobs at the worker concurrency, no more', async () => {
     let running = 0;
     let most = 0;
