@@ -140,7 +140,10 @@ async function replies(p: ChainableCommander, expected: (err: Error) => boolean 
 }
 
 /** A job that moved between reading its id and acting on it: a race a batch action passes over. */
-const moved = (err: Error) => errCode(err) === 'EMQSTATE' || errCode(err) === 'EMQNOJOB';
+const moved = (err: unknown) => errCode(err) === 'EMQSTATE' || errCode(err) === 'EMQNOJOB';
+
+/** The job is not held by this token (any more): its lease lapsed, or it moved or is gone. */
+const notHeld = (err: unknown) => errCode(err) === 'EMQLEASE' || moved(err);
 
 function jsonOr(value: string | null | undefined, fallback: string): string {
   if (value === null || value === undefined) {
@@ -1219,7 +1222,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     } catch (err) {
       // Not held by this token (any more): BullMQ's 0. Anything else (a refusal, a lost
       // connection) is an error, not a lost lock.
-      if (['EMQLEASE', 'EMQNOJOB', 'EMQSTATE'].includes(errCode(err))) {
+      if (notHeld(err)) {
         return 0;
       }
       throw err;
@@ -2296,8 +2299,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         }
         send();
       } else if (!['prio', 'active', 'delayed', 'completed', 'failed'].includes(role)) {
-        // BullMQ 6 keeps a paused queue's jobs in wait: `paused` lists nothing, as no other
-        // type this backend does not keep.
+        // BullMQ 6 keeps a paused queue's jobs in wait, so `paused` lists nothing; nor does
+        // any other type without a set of its own here.
         slots.push(null);
       } else {
         if (role === 'active') {

@@ -38,7 +38,9 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await closeTracked();
-  await new Queue(name, { connection: { host: '127.0.0.1', port } }).obliterate({ force: true }).catch(() => undefined);
+  const q = new Queue(name, { connection: { host: '127.0.0.1', port } });
+  await q.obliterate({ force: true }).catch(() => undefined);
+  await q.close();
   await admin.call('ACL', 'DELUSER', user);
   admin.disconnect();
 });
