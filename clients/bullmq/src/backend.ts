@@ -45,8 +45,12 @@ export type TrafikeyConnection = RedisOptions | Redis;
 type KeysMap = Record<string, string>;
 type Cmd = (string | number | Buffer)[];
 
-/** Claim tokens of jobs held in this process, by `<Q>\n<module id>`: BullMQ's token or a stash's. */
-const held = new Map<string, string>();
+/**
+ * Jobs held in this process, by `<Q>\n<module id>`: the token the module knows (the claim's,
+ * which for a job taken while waiting or fetched by a finish is not the one BullMQ gave the
+ * job) and the token BullMQ gave it, which a caller must name to act as the holder.
+ */
+const held = new Map<string, { module: string; bull: string }>();
 /** TRA.ADD and EMQ.EXTENDS take at most 250 jobs a call (the module's 2 ms bound). */
 const ADD_BATCH = 250;
 const EXTEND_BATCH = 250;
@@ -622,9 +626,22 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     return `${this.q}\n${id}`;
   }
 
-  /** The claim token the module knows for a job this process holds; BullMQ's token otherwise. */
+  /**
+   * The token to send for a job: the module's, when this process holds the job and the caller
+   * names BullMQ's token for it (or none, or BullMQ's "0", which skip BullMQ's lock check);
+   * else the caller's own, which the module refuses unless it is the claim's.
+   */
   private tokenFor(id: string, token?: string): string {
-    return held.get(this.heldKey(id)) ?? token ?? '-';
+    const h = held.get(this.heldKey(id));
+    if (h && (token === undefined || token === '0' || token === h.bull)) {
+      return h.module;
+    }
+    return token ?? '-';
+  }
+
+  /** The module's token for a job this process holds, whoever asks (progress, logs). */
+  private heldToken(id: string): string | undefined {
+    return held.get(this.heldKey(id))?.module;
   }
 
   /** The module id of a BullMQ id: branded ids are themselves, custom ids go through the alias hash. */
@@ -1154,8 +1171,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   }
 
   /** `[jobData, id, rateLimitDelay, delayUntil]`, as BullMQ's workers read it. */
-  private async handOut(c: Claimed, worker?: string): Promise<any[]> {
-    held.set(this.heldKey(c.id), c.token);
+  private async handOut(c: Claimed, bull: string, worker?: string): Promise<any[]> {
+    held.set(this.heldKey(c.id), { module: c.token, bull });
     if (worker) {
       // The module's row has no field for the worker's name: the adapter keeps it beside.
       await this.conn.hset(this.key('b:pb'), c.id, worker);
@@ -1172,13 +1189,13 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     await this.waitUntilReady();
     const stashed = this.stash.shift();
     if (stashed) {
-      return this.handOut(stashed, name);
+      return this.handOut(stashed, token, name);
     }
     const reply = (await this.conn.call('EMQ.CLAIM', 6, ...this.claimKeys(), token, this.lease, 'COUNT', 1, ...this.row())) as any[];
     if (!reply || reply.length === 0) {
       return [undefined, undefined, 0, 0];
     }
-    return this.handOut({ id: String(reply[0][0]), token, entry: reply[0] }, name);
+    return this.handOut({ id: String(reply[0][0]), token, entry: reply[0] }, token, name);
   }
 
   /**
@@ -1329,7 +1346,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       held.delete(this.heldKey(id));
       const jobs = reply[1];
       if (Array.isArray(jobs) && jobs.length > 0) {
-        return { result: await this.handOut({ id: String(jobs[0][0]), token: claimToken, entry: jobs[0] }, (this.opts as any).name), finishedOn };
+        return { result: await this.handOut({ id: String(jobs[0][0]), token: claimToken, entry: jobs[0] }, token, (this.opts as any).name), finishedOn };
       }
       return { result: [undefined, undefined, 0, 0], finishedOn };
     }
@@ -1751,7 +1768,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   async updateProgress(jobId: string, progress: JobProgress): Promise<void> {
     const id = await this.mustResolve(jobId, 'updateProgress');
     const value = JSON.stringify(progress);
-    const token = held.get(this.heldKey(id));
+    const token = this.heldToken(id);
     if (token) {
       try {
         await this.conn.call('TRA.PROGRESS', 3, this.jobKey(id), this.key('active'), this.key('events'), token, value, ...(this.anyReporter ? ['ECHO'] : []));
@@ -1786,7 +1803,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   async addLog(jobId: string, logRow: string, keepLogs?: number): Promise<number> {
     const id = await this.mustResolve(jobId, 'addLog');
-    const token = held.get(this.heldKey(id));
+    const token = this.heldToken(id);
     if (token) {
       try {
         return Number(await this.conn.call('TRA.LOG', 2, this.jobKey(id), this.key(`log:${id}`), token, logRow, ...(keepLogs ? ['KEEP', keepLogs] : [])));

@@ -252,6 +252,31 @@ describe('workers', () => {
     expect(await job.extendLock('holder', 5000)).toBe(0);
   });
 
+  it("only BullMQ's token for a job acts as its holder, however the job was claimed", async () => {
+    const worker = track(new Worker(name, null, { connection, autorun: false }));
+    // The first fetch finds nothing and marks the worker drained, so the second waits inside
+    // the server (CLAIM … BLOCK, under a token of the backend's) and a finish fetches the
+    // next job with that token: neither is the token BullMQ gave the job.
+    expect(await worker.getNextJob('t1')).toBeUndefined();
+    const waiting = worker.getNextJob('t1');
+    await sleep(50);
+    await queue.addBulk([{ name: 'first', data: {} }, { name: 'second', data: {} }]);
+    const first = (await waiting)!;
+    expect(first.name).toBe('first');
+    expect(await first.extendLock('t1', 5000)).toBe(1);
+    expect(await first.extendLock('another', 5000)).toBe(0);
+    await expect(first.moveToCompleted('ok', 'another', false)).rejects.toThrow(`Missing lock for job ${first.id}`);
+    expect(await first.getState()).toBe('active');
+    const [data, id] = (await first.moveToCompleted('ok', 't1', true)) as [any, string];
+    expect(data.name).toBe('second');
+    const second = await queue.getJob(id);
+    expect(await second!.extendLock('another', 5000)).toBe(0);
+    expect(await second!.extendLock('t1', 5000)).toBe(1);
+    // BullMQ's "0" skips its lock check: the job this process holds is failed.
+    await second!.moveToFailed(new Error('no'), '0', false);
+    expect(await second!.getState()).toBe('failed');
+  });
+
   it('runs jobs at the worker concurrency, no more', async () => {
     let running = 0;
     let most = 0;
