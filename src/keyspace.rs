@@ -17,8 +17,8 @@ const PREFIX: &[u8] = b"emq:{";
 /// Longest queue name: keeps every key short and the hashtag exactly `{Q}`.
 pub const MAX_QUEUE: usize = 128;
 
-/// The role of a key inside a queue space. `Job`, `Log`, `Fails` and `Dedup` carry a suffix
-/// (`job:<ID>`).
+/// The role of a key inside a queue space. The suffixed roles (`Role::suffixed`) carry a
+/// suffix after their word (`job:<ID>`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
     Wait,
@@ -44,10 +44,13 @@ pub enum Role {
     Scheds,
     /// One job scheduler (`sched:<id>`): a hash, its rule, its job template and its state.
     Sched,
+    /// Finished jobs counted by the minute (`METRICS`): `metrics:<kind>` a hash (the counter),
+    /// `metrics:<kind>:data` a list (the series), for the kinds `completed` and `failed`.
+    Metrics,
 }
 
 impl Role {
-    pub const ALL: [Role; 17] = [
+    pub const ALL: [Role; 18] = [
         Role::Wait,
         Role::Prio,
         Role::Active,
@@ -65,6 +68,7 @@ impl Role {
         Role::Dedup,
         Role::Scheds,
         Role::Sched,
+        Role::Metrics,
     ];
 
     /// The role's word in the key; suffixed roles end with the `:` before the suffix.
@@ -87,11 +91,12 @@ impl Role {
             Role::Dedup => "dedup:",
             Role::Scheds => "scheds",
             Role::Sched => "sched:",
+            Role::Metrics => "metrics:",
         }
     }
 
     pub const fn suffixed(self) -> bool {
-        matches!(self, Role::Job | Role::Fails | Role::Log | Role::Dedup | Role::Sched)
+        matches!(self, Role::Job | Role::Fails | Role::Log | Role::Dedup | Role::Sched | Role::Metrics)
     }
 }
 

@@ -418,7 +418,8 @@ fn scan_step(ctx: Ctx<'_>, t0: u64) -> bool {
                         | Role::Log
                         | Role::Alias
                         | Role::Dedup
-                        | Role::Sched => {}
+                        | Role::Sched
+                        | Role::Metrics => {}
                     }
                 }
             }),

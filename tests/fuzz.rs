@@ -239,8 +239,8 @@ fn value(rng: &mut Rng, ctx: &Ctx, cmd: &Command, placeholder: &str, id: &str) -
         }
         // TRA.PRIORITY: both ends of 0..=2097151 and just past them.
         "priority" => rng.pick(&["0", "1", "5", "2097151", "2097152", "-1"]).to_string(),
-        // TRA.LIMIT RATE: both ends of 1..=2^31-1 and just past them.
-        "max" => rng.pick(&["1", "2", "0", "-1", "2147483647", "2147483648"]).to_string(),
+        // TRA.LIMIT RATE: both ends of 1..=2^31-1 and just past them; METRICS: 1..=10080.
+        "max" => rng.pick(&["1", "2", "0", "-1", "10080", "10081", "2147483647", "2147483648"]).to_string(),
         // TRA.JOBS / TRA.QUEUES positions.
         "i" => rng.pick(&["0", "1", "3", "100", "-1"]).to_string(),
         // EXPIRE when (ENQUEUE, SCHEDULE): its synopsis says `[EXPIRE when]`, so the arm for

@@ -367,7 +367,7 @@ proptest! {
 /// to compile in `parsed` below until it is listed here too.
 /// `FROM` is listed once, for TRA.JOBS' number; REPROCESS's `FROM completed|failed`
 /// (`Opt::FromSet`, a word) is parsed by the same code as OPTS' blob.
-const WORDS: [(&str, Opt); 31] = [
+const WORDS: [(&str, Opt); 32] = [
     ("PRIORITY", Opt::Priority),
     ("ATTEMPTS", Opt::Attempts),
     ("BACKOFF", Opt::Backoff),
@@ -399,6 +399,7 @@ const WORDS: [(&str, Opt); 31] = [
     ("DEDUPTTL", Opt::DedupTtl),
     ("EXTEND", Opt::Extend),
     ("REPLACE", Opt::Replace),
+    ("METRICS", Opt::Metrics),
 ];
 
 fn is_flag(o: Opt) -> bool {
@@ -468,6 +469,7 @@ fn parsed(o: &args::Options<&[u8]>, opt: Opt) -> Option<String> {
         Opt::Echo => f(o.echo),
         Opt::Row => f(o.row),
         Opt::Grace => n(o.grace),
+        Opt::Metrics => n(o.metrics),
         Opt::Expire | Opt::Delay => (if opt == Opt::Delay { o.delay } else { o.expire }).map(|w| match w {
             When::At(t) => t.to_string(),
             When::In(d) => d.to_string(),

@@ -87,6 +87,8 @@ pub enum Opt {
     Extend,
     /// `REPLACE`: a duplicate replaces the id's job while that job is delayed.
     Replace,
+    /// `METRICS max`: a finish counts its job by the minute, in a series of at most max points.
+    Metrics,
 }
 
 impl Opt {
@@ -124,6 +126,7 @@ impl Opt {
             Opt::DedupTtl => "DEDUPTTL",
             Opt::Extend => "EXTEND",
             Opt::Replace => "REPLACE",
+            Opt::Metrics => "METRICS",
         }
     }
 }
@@ -170,6 +173,7 @@ pub struct Options<S> {
     pub echo: bool,
     pub row: bool,
     pub alias: Option<S>,
+    pub metrics: Option<i64>,
     /// Boxed: a call without them (most producers' calls) carries a pointer's width, as
     /// these options are moved about on the producers' path.
     pub dedup: Option<Box<DedupWords<S>>>,
@@ -206,6 +210,7 @@ impl<S> Default for Options<S> {
             echo: false,
             row: false,
             alias: None,
+            metrics: None,
             dedup: None,
         }
     }
@@ -305,6 +310,7 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
             | Opt::Block
             | Opt::From
             | Opt::Grace
+            | Opt::Metrics
             | Opt::DedupTtl => {
                 let v = Some(num(0)?);
                 match opt {
@@ -318,6 +324,7 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
                     Opt::Block => o.block = v,
                     Opt::From => o.from = v,
                     Opt::Grace => o.grace = v,
+                    Opt::Metrics => o.metrics = v,
                     Opt::DedupTtl => dedup_words(&mut o).ttl = v,
                     _ => o.ttl = v,
                 }

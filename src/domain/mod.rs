@@ -11,6 +11,7 @@ pub mod id;
 pub mod limit;
 pub mod sched;
 pub mod stalled;
+pub mod tally;
 
 use crate::errors::{self, Refusal};
 use crate::keyspace;

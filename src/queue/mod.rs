@@ -14,6 +14,7 @@ pub mod ready;
 pub mod retention;
 pub mod row;
 pub mod sched;
+pub mod tally;
 
 pub use alias::Aliases;
 pub use dedup::{Claim, Release};
@@ -26,6 +27,7 @@ pub use retention::{
 };
 pub(crate) use row::Pairs;
 pub use row::{existing_row, field, meta, Found, NewJob, Row, State};
+pub use tally::{Tallied, Tally};
 
 use crate::host::Exec;
 

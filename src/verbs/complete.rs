@@ -1,4 +1,5 @@
-//! `EMQ.COMPLETE 4 job active completed events token result [KEEP n] [AGE ms]`
+//! `EMQ.COMPLETE 4 job active completed events token result [KEEP n] [AGE ms] [ECHO]
+//! [METRICS max]`
 //!
 //! Moves a held job to completed (row: result, finish time, `am+1`; the finishing token
 //! stays, so the same COMPLETE repeated after a lost reply answers 0 and writes nothing).
@@ -7,7 +8,9 @@
 //! also drops jobs finished before now−ms. At most `trafikey.retention-batch` per call.
 //! ECHO: the `completed` event carries the result too (for event readers that need it after
 //! retention deleted the row). A finish that leaves nothing ready or active also writes
-//! `drained`. The job's DEDUP id, if it has one without a TTL, is released.
+//! `drained`. The job's DEDUP id, if it has one without a TTL, is released. METRICS max: the
+//! job is counted by the minute in `metrics:completed` (`queue::tally`), a series of at most
+//! max points.
 
 use crate::config;
 use crate::domain::{self, args::Opt, Keep};
@@ -15,7 +18,7 @@ use crate::errors::{self, Refusal};
 use crate::host::command::{flag, opt, q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Key, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{self, field, Event, Events, Holder, Release, Retire, Row, State};
+use crate::queue::{self, field, Event, Events, Holder, Release, Retire, Row, State, Tallied, Tally};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Update), q(Active, Take), q(Completed, Update), q(Events, Append)]);
 /// KEEP and AGE, the retention options COMPLETE and FAIL share.
@@ -23,7 +26,9 @@ pub const KEEP: Arg = opt("keep", "KEEP", "n", Ty::Int);
 pub const AGE: Arg = opt("age", "AGE", "ms", Ty::Int);
 /// ECHO: the `completed` event carries the result.
 pub const ECHO: Arg = flag("echo", "ECHO");
-pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("result", Ty::Str), KEEP, AGE, ECHO];
+/// METRICS: the finish counts its job by the minute (COMPLETE, TRA.COMPLETENEXT, FAIL).
+pub const METRICS: Arg = opt("metrics", "METRICS", "max", Ty::Int);
+pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("result", Ty::Str), KEEP, AGE, ECHO, METRICS];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
@@ -45,15 +50,23 @@ pub struct Finish<'a> {
     pub keep: Option<i64>,
     pub age: Option<i64>,
     pub echo: bool,
+    pub metrics: Option<i64>,
 }
 
 impl<'a> Finish<'a> {
-    /// `token result [KEEP n] [AGE ms] [ECHO]`.
+    /// `token result [KEEP n] [AGE ms] [ECHO] [METRICS max]`.
     pub fn shape(args: &[ArgStr<'a>]) -> Result<Finish<'a>, Refusal> {
         match args {
             [token, result, rest @ ..] => {
-                let o = domain::args::options(rest, &[Opt::Keep, Opt::Age, Opt::Echo])?;
-                Ok(Finish { token: *token, result: *result, keep: o.keep, age: o.age, echo: o.echo })
+                let o = domain::args::options(rest, &[Opt::Keep, Opt::Age, Opt::Echo, Opt::Metrics])?;
+                Ok(Finish {
+                    token: *token,
+                    result: *result,
+                    keep: o.keep,
+                    age: o.age,
+                    echo: o.echo,
+                    metrics: o.metrics,
+                })
             }
             _ => Err(Refusal::Usage),
         }
@@ -106,9 +119,11 @@ pub fn finish_leaving<'a>(
     domain::payload(&a.result, config::max_payload(), "result")?;
     let keep = queue::keep_for(a.keep, &config::KEEP_COMPLETED)?;
     let age = queue::age(a.age)?;
+    queue::tally::check(a.metrics)?;
     let job = Holder::open(x)?;
     let completed = x.open_as(Completed, Kind::ZSet)?;
     let events = Events::open(x)?;
+    let tally = Tally::open(x, Tallied::Completed, a.metrics, 1)?;
     if !job.holds(&a.token) {
         // The same token finishing again: its reply was lost, the job is done.
         if Row(&job.row).completed_by(&a.token) {
@@ -143,5 +158,8 @@ pub fn finish_leaving<'a>(
         events.emit(x, None, Event::Drained)?;
     }
     retire.apply(&completed);
+    if let Some(t) = &tally {
+        t.apply(x)?;
+    }
     Ok((true, Left { active: job.active, events }))
 }

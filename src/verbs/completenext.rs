@@ -1,8 +1,9 @@
 //! `TRA.COMPLETENEXT 8 job wait prio active delayed completed meta events token result
-//! lease_ms [KEEP n] [AGE ms] [ECHO] [COUNT n] [ROW]` — finish and fetch in one atomic call:
-//! COMPLETE of the held job (its checks, its retention, its `completed` event, ECHO), then a
-//! CLAIM of the same queue with the same token (COUNT, default 1; ROW), under one fence read,
-//! with no moment between the two in which another client runs. Replies `[done, jobs]`:
+//! lease_ms [KEEP n] [AGE ms] [ECHO] [METRICS max] [COUNT n] [ROW]` — finish and fetch in one
+//! atomic call: COMPLETE of the held job (its checks, its retention, its `completed` event,
+//! ECHO, METRICS), then a CLAIM of the same queue with the same token (COUNT, default 1; ROW),
+//! under one fence read, with no moment between the two in which another client runs.
+//! Replies `[done, jobs]`:
 //! `done` as COMPLETE's reply (1, or 0 for the same token finishing again), `jobs` as CLAIM's.
 //! A refusal of the finish (EMQLEASE, EMQNOJOB, ...) refuses the call and writes nothing.
 //! Every declared key's type is checked before the finish writes; the claim can still meet
@@ -18,7 +19,7 @@ use crate::keyspace::Role::*;
 use crate::queue::{Event, Events, Ready};
 
 use super::claim::{Opened, Pass, Take};
-use super::complete::{finish_leaving, Drained, Finish, Left, AGE, ECHO, KEEP};
+use super::complete::{finish_leaving, Drained, Finish, Left, AGE, ECHO, KEEP, METRICS};
 
 pub const KEYS: Keys = Keys::of(&[
     q(Job, Update),
@@ -37,6 +38,7 @@ pub const ARGS: &[Arg] = &[
     KEEP,
     AGE,
     ECHO,
+    METRICS,
     opt("count", "COUNT", "n", Ty::Int),
     flag("row", "ROW"),
 ];
@@ -64,10 +66,16 @@ impl Verb for CompleteNext {
                 let lease = crate::domain::args::number(lease, "lease_ms")?;
                 let o = crate::domain::args::options(
                     rest,
-                    &[Opt::Keep, Opt::Age, Opt::Echo, Opt::Count, Opt::Row],
+                    &[Opt::Keep, Opt::Age, Opt::Echo, Opt::Metrics, Opt::Count, Opt::Row],
                 )?;
-                let finish =
-                    Finish { token: *token, result: *result, keep: o.keep, age: o.age, echo: o.echo };
+                let finish = Finish {
+                    token: *token,
+                    result: *result,
+                    keep: o.keep,
+                    age: o.age,
+                    echo: o.echo,
+                    metrics: o.metrics,
+                };
                 Ok(Args { finish, take: (lease, o.count, o.row) })
             }
             _ => Err(Refusal::Usage),

@@ -1,5 +1,5 @@
 //! `EMQ.FAIL 7 job active wait prio delayed failed events token error [KEEP n] [AGE ms]
-//! [FINAL | RETRY [LIFO] | DELAY when] [STACK blob]`
+//! [FINAL | RETRY [LIFO] | DELAY when] [STACK blob] [METRICS max]`
 //!
 //! Counts the attempt (`am+1`), keeps the error, clears the token, stores STACK in `s` (a
 //! FAIL without it deletes `s`: the row holds the last failure's stack), then: the client's
@@ -8,9 +8,10 @@
 //! `am >= attempts` → failed for good (retention as COMPLETE, default
 //! `trafikey.keep-failed`), reply `failed`; else the backoff delay (FIXED d, or EXP
 //! d·2^(am−1)): 0 or none → ready again at the back, reply `retry`; above 0 → delayed,
-//! reply `delayed`.
+//! reply `delayed`. METRICS max: a job failed for good is counted by the minute in
+//! `metrics:failed` (`queue::tally`); a retried or delayed one is not.
 
-use super::complete::{AGE, KEEP};
+use super::complete::{AGE, KEEP, METRICS};
 use crate::config;
 use crate::domain::args::When;
 use crate::domain::{self, args::Opt, AfterFail, Keep};
@@ -18,7 +19,9 @@ use crate::errors::Refusal;
 use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Lit, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{self, field, End, Event, Events, Holder, Ready, Release, Retire, Row, State};
+use crate::queue::{
+    self, field, End, Event, Events, Holder, Ready, Release, Retire, Row, State, Tallied, Tally,
+};
 
 pub const KEYS: Keys = Keys::of(&[
     q(Job, Update),
@@ -45,6 +48,7 @@ pub const ARGS: &[Arg] = &[
     )
     .optional(),
     opt("stack", "STACK", "blob", Ty::Str),
+    METRICS,
 ];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
@@ -66,6 +70,7 @@ pub struct Args<'a> {
     age: Option<i64>,
     decision: Decision,
     stack: Option<ArgStr<'a>>,
+    metrics: Option<i64>,
 }
 
 /// What the caller decided, over the job's attempts and backoff.
@@ -88,7 +93,16 @@ impl Verb for Fail {
             [token, error, rest @ ..] => {
                 let o = domain::args::options(
                     rest,
-                    &[Opt::Keep, Opt::Age, Opt::Final, Opt::Retry, Opt::Lifo, Opt::Delay, Opt::Stack],
+                    &[
+                        Opt::Keep,
+                        Opt::Age,
+                        Opt::Final,
+                        Opt::Retry,
+                        Opt::Lifo,
+                        Opt::Delay,
+                        Opt::Stack,
+                        Opt::Metrics,
+                    ],
                 )?;
                 let decision = match (o.final_, o.retry, o.delay) {
                     (false, false, None) => Decision::Backoff,
@@ -100,7 +114,15 @@ impl Verb for Fail {
                 if o.lifo && !o.retry {
                     return Err(Refusal::Shape("LIFO goes with RETRY".into()));
                 }
-                Ok(Args { token: *token, error: *error, keep: o.keep, age: o.age, decision, stack: o.stack })
+                Ok(Args {
+                    token: *token,
+                    error: *error,
+                    keep: o.keep,
+                    age: o.age,
+                    decision,
+                    stack: o.stack,
+                    metrics: o.metrics,
+                })
             }
             _ => Err(Refusal::Usage),
         }
@@ -119,6 +141,7 @@ impl Verb for Fail {
         if let Some(stack) = &a.stack {
             domain::payload(stack, config::max_payload(), "STACK")?;
         }
+        queue::tally::check(a.metrics)?;
         let job = Holder::open(x)?;
         let ready = Ready::open(x)?;
         let delayed = x.open_as(Delayed, Kind::ZSet)?;
@@ -152,6 +175,8 @@ impl Verb for Fail {
         } else {
             Release::default()
         };
+        let tally =
+            if next == AfterFail::Fail { Tally::open(x, Tallied::Failed, a.metrics, 1)? } else { None };
 
         job.active.zrem(id.str_ref());
         job.active.signal_ready();
@@ -170,6 +195,9 @@ impl Verb for Fail {
                 }
                 release.apply();
                 events.emit(x, Some(id.str_ref()), Event::Failed { error, attempt: made, attempts })?;
+                if let Some(t) = &tally {
+                    t.apply(x)?;
+                }
                 c"failed"
             }
             AfterFail::Retry => {

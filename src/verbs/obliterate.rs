@@ -2,11 +2,12 @@
 //! — deletes a whole queue, at most n keys a call (1..=10000, default 1000): its job
 //! schedulers first (the `sched:<id>` hashes `scheds` names, and their entries), then the rows
 //! of its jobs (taken from the sets, in this order: wait, prio, active, delayed, completed,
-//! failed), then, once no job is left, the sets, `meta`, `events` and the alias hash. Refuses with `EMQSTATE`
-//! while jobs are active, unless FORCE (their holders then find no job). Replies the number of
-//! keys still left (schedulers, rows and the queue's own keys): the client repeats until 0;
-//! the queue then leaves `TRA.QUEUES`. Rows, `scheds` and the scheduler hashes are opened as
-//! the caller. Fenced.
+//! failed), then, once no job is left, the sets, `meta`, `events`, the alias hash and the
+//! METRICS keys (`metrics:completed`, `metrics:failed` and their `:data`). Refuses with
+//! `EMQSTATE` while jobs are active, unless FORCE (their holders then find no job). Replies the
+//! number of keys still left (schedulers, rows and the queue's own keys): the client repeats
+//! until 0; the queue then leaves `TRA.QUEUES`. Rows, `scheds`, the scheduler hashes, the
+//! alias hash and the METRICS keys are opened as the caller. Fenced.
 
 use crate::domain::{self, args::Opt};
 use crate::errors::Refusal;
@@ -64,6 +65,7 @@ impl Verb for Obliterate {
         // entries through a handle of its own, which may empty the hash, and a handle opened
         // before that would still point at the hash it held.
         drop(x.open_undeclared_existing(Alias, b"", Access::Write)?);
+        let metrics = metrics_keys(x)?;
         let active_len = zsets.iter().find(|(r, _)| *r == Active).map_or(0, |(_, k)| k.len());
         if active_len > 0 && !force {
             return Err(Refusal::State(format!("queue has {active_len} active jobs: give FORCE")));
@@ -126,6 +128,7 @@ impl Verb for Obliterate {
             .chain(zsets.iter().map(|(_, k)| k))
             .chain([&meta, &events])
             .chain(&alias)
+            .chain(&metrics)
             .collect();
         let mut keys_left = 0u64;
         if jobs_left == 0 {
@@ -148,4 +151,13 @@ impl Verb for Obliterate {
         }
         Ok(Reply::Int(i64::try_from(left).unwrap_or(i64::MAX)))
     }
+}
+
+/// The queue's METRICS keys that exist, opened as the caller (found, not declared).
+fn metrics_keys(x: &mut Exec<'_>) -> Result<Vec<crate::host::Key>, Refusal> {
+    let mut keys = Vec::new();
+    for suffix in [&b"completed"[..], b"completed:data", b"failed", b"failed:data"] {
+        keys.extend(x.open_undeclared_existing(Metrics, suffix, Access::Write)?);
+    }
+    Ok(keys)
 }
