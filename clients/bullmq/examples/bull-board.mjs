@@ -6,8 +6,8 @@
 // in every state (it obliterates them first: never on a server whose queues of those names
 // matter). BOARD_PORT picks the board's port (default: a free one); it binds 127.0.0.1 only.
 // What trafikey cannot serve answers the board with the backend's NotSupportedError, whose
-// message names the missing feature: editing a job's data, flows. The board's reads of job
-// schedulers answer "none" (none can be made on trafikey), so no adapter wrapper is needed.
+// message names the missing feature: editing a job's data, flows. No adapter wrapper is
+// needed.
 import express from 'express';
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
@@ -76,7 +76,8 @@ export async function seedDemo({ Queue, Worker }, connection, names = ['mail', '
       }
       return { delivered: job.data.to };
     },
-    { connection, concurrency: 1 },
+    // metrics: the server counts finished jobs by the minute, which the board shows.
+    { connection, concurrency: 1, metrics: { maxDataPoints: 1440 } },
   );
   await worker.waitUntilReady();
   // One job at a time through the single slot, so each reaches its state before the next.

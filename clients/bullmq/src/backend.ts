@@ -51,6 +51,8 @@ type Cmd = (string | number | Buffer)[];
  * job) and the token BullMQ gave it, which a caller must name to act as the holder.
  */
 const held = new Map<string, { module: string; bull: string }>();
+/** The longest metrics series the module keeps (one week of minutes). */
+const METRICS_MAX = 10080;
 /** TRA.ADD and EMQ.EXTENDS take at most 250 jobs a call (the module's 2 ms bound). */
 const ADD_BATCH = 250;
 const EXTEND_BATCH = 250;
@@ -330,6 +332,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   private hasDedup = false;
   /** TRA.SCHEDULER/TRA.SCHEDULERS: job schedulers kept by the server. */
   private hasSched = false;
+  /** A worker's `metrics` option as the finishes' `METRICS max`: none without it. */
+  private metrics: Cmd = [];
   /** Aliases named by events this backend read (module id → custom id), the newest 10 000. */
   private readonly aliases = new Map<string, string>();
 
@@ -532,6 +536,16 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         throw new NotSupportedError('a worker rate limiter (limiter option; this module has no TRA.LIMIT: upgrade)');
       }
       await this.conn.call('TRA.LIMIT', 1, this.key('meta'), 'RATE', ...this.rateArgs(limiter.max, limiter.duration));
+    }
+    const points = (this.opts as any).metrics?.maxDataPoints;
+    if (points && this.blockingConn) {
+      // A worker's metrics are counted by the server as each finish writes (METRICS on
+      // COMPLETE, COMPLETENEXT and FAIL), by the minute of its clock.
+      const docs = JSON.stringify(await this.conn.call('COMMAND', 'DOCS', 'EMQ.COMPLETE'));
+      if (!docs.includes('"METRICS"')) {
+        throw new NotSupportedError('metrics (this module has no METRICS on its finishes: upgrade)');
+      }
+      this.metrics = ['METRICS', Math.min(METRICS_MAX, Math.max(1, Math.floor(Number(points))))];
     }
     const maxStalled = (this.opts as any).maxStalledCount;
     if (this.native && this.blockingConn && typeof maxStalled === 'number') {
@@ -1338,7 +1352,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       let reply: unknown[];
       try {
         gather(this.conn);
-        reply = (await this.conn.call('TRA.COMPLETENEXT', 8, this.jobKey(id), this.key('wait'), this.key('prio'), this.key('active'), this.key('delayed'), this.key('completed'), this.key('meta'), this.key('events'), claimToken, rv, this.lease, ...keepArgs(keep), 'ECHO', ...this.row())) as unknown[];
+        reply = (await this.conn.call('TRA.COMPLETENEXT', 8, this.jobKey(id), this.key('wait'), this.key('prio'), this.key('active'), this.key('delayed'), this.key('completed'), this.key('meta'), this.key('events'), claimToken, rv, this.lease, ...keepArgs(keep), 'ECHO', ...this.metrics, ...this.row())) as unknown[];
       } catch (err) {
         throw this.finishError(err, jobId, await this.stateOf(id), 'moveToFinished');
       }
@@ -1351,7 +1365,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       return { result: [undefined, undefined, 0, 0], finishedOn };
     }
     try {
-      await this.conn.call('EMQ.COMPLETE', 4, this.jobKey(id), this.key('active'), this.key('completed'), this.key('events'), this.tokenFor(id, token), rv, ...keepArgs(keep), ...(this.moduleDrains ? ['ECHO'] : []));
+      await this.conn.call('EMQ.COMPLETE', 4, this.jobKey(id), this.key('active'), this.key('completed'), this.key('events'), this.tokenFor(id, token), rv, ...keepArgs(keep), ...(this.moduleDrains ? ['ECHO'] : []), ...this.metrics);
     } catch (err) {
       throw this.finishError(err, jobId, await this.stateOf(id), 'moveToFinished');
     }
@@ -1401,7 +1415,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     fieldsToUpdate?: Record<string, any>,
   ): Promise<{ result: void | any[]; finishedOn: number }> {
     const keep = removeOnFail ?? (this.opts as any).removeOnFail;
-    await this.fail(job.id as string, token, failedReason, [...keepArgs(keep), 'FINAL'], fieldsToUpdate?.stacktrace, 'moveToFinished');
+    await this.fail(job.id as string, token, failedReason, [...keepArgs(keep), 'FINAL', ...this.metrics], fieldsToUpdate?.stacktrace, 'moveToFinished');
     const finishedOn = Date.now();
     await this.requeueNext(this.keepLastId(job.opts));
     // BullMQ's retries-exhausted: the last attempt failed (not an early UnrecoverableError).
@@ -2364,8 +2378,21 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     return {};
   }
 
-  async getMetrics(): Promise<[string[], string[], number]> {
-    throw new NotSupportedError('metrics');
+  /**
+   * The counter and series a worker's `metrics` option has the server keep (METRICS on the
+   * finishes), in BullMQ's layout: `[count, prevTS, prevCount]`, the points from `start` to
+   * `end` (newest first), and how many points there are.
+   */
+  async getMetrics(type: 'completed' | 'failed', start = 0, end = -1): Promise<[string[], string[], number]> {
+    await this.waitUntilReady();
+    const [meta, data, count] = await replies(
+      this.conn
+        .multi()
+        .hmget(this.key(`metrics:${type}`), 'count', 'prevTS', 'prevCount')
+        .lrange(this.key(`metrics:${type}:data`), start, end)
+        .llen(this.key(`metrics:${type}:data`)),
+    );
+    return [meta as string[], data as string[], Number(count)];
   }
 
   async getClientList(): Promise<string[]> {

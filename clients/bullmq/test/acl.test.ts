@@ -24,7 +24,7 @@ function recipe(u: string, queue: string): string[] {
     '+hget', '+hmget', '+hgetall', '+hexists', '+hset', '+hsetnx', '+hdel', '+hincrby',
     '+get', '+set', '+del', '+exists', '+lrange', '+llen', '+ltrim', '+rpush',
     '+zrange', '+zrevrange', '+zrangebyscore', '+zcount', '+xadd', '+xtrim', '+xrange', '+xrevrange', '+xread',
-    '+multi', '+exec', '+ping', '+info', '+time', '+command|info',
+    '+multi', '+exec', '+ping', '+info', '+time', '+command|info', '+command|docs',
     '+client|id', '+client|setname', '+client|setinfo', '+client|unblock',
   ];
 }

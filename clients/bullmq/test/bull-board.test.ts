@@ -182,10 +182,11 @@ describe('bull-board on trafikey', () => {
     const flow = await api('GET', `api/queues/mail/${id}/flow`);
     expect(flow.status).toBe(200);
     expect(flow.body.isFlowNode).toBe(false);
-    // Metrics are not supported: the board's metrics answer empty, not an error.
+    // The demo's worker has metrics: the server counted its one completed and one failed job.
     const metrics = await api('GET', 'api/queues/mail/metrics');
     expect(metrics.status).toBe(200);
-    expect(metrics.body).toEqual({ completed: null, failed: null });
+    expect(metrics.body.completed.meta.count).toBe(1);
+    expect(metrics.body.failed.meta.count).toBe(1);
     const mail = (await api('GET', 'api/queues')).body.queues.find((q: any) => q.name === 'mail');
     expect(mail.counts).toMatchObject({ waiting: 2, prioritized: 1 });
   });

@@ -524,13 +524,12 @@ describe('getters and administration', () => {
 });
 
 describe('unsupported features say so', () => {
-  it('updateData, flows, metrics', async () => {
+  it('updateData, flows', async () => {
     const job = await queue.add('u', {});
     await expect(job.updateData({ x: 1 })).rejects.toThrow(/updateData.*not supported/);
     // A queue without schedulers reads none (bull-board reads them on every refresh).
     expect(await queue.getJobSchedulersCount()).toBe(0);
     expect(await queue.getJobSchedulers()).toEqual([]);
-    await expect(queue.getMetrics('completed')).rejects.toThrow(/metrics.*not supported/);
     const flow = track(new FlowProducer({ connection }));
     await expect(flow.add({ name: 'p', queueName: name, children: [{ name: 'c', queueName: name }] })).rejects.toThrow(/flows.*not supported/);
   });
