@@ -121,6 +121,7 @@ pub enum Call {
         keep: Option<i64>,
         age: Option<i64>,
         echo: bool,
+        metrics: Option<i64>,
     },
     Promote {
         id: Vec<u8>,
@@ -142,6 +143,7 @@ pub enum Call {
         age: Option<i64>,
         decision: Decision,
         stack: Option<Vec<u8>>,
+        metrics: Option<i64>,
     },
     Reprocess {
         id: Vec<u8>,
@@ -158,6 +160,12 @@ pub enum Call {
     },
     /// A client's `HSET emq:{Q}:meta max-stalls v` (Some), or its HDEL (None).
     MetaStalls(Option<Vec<u8>>),
+    /// A client's `HINCRBY emq:{Q}:metrics:<kind> prevTS -ms` (kind 0 completed, 1 failed):
+    /// the current minute moved back, so that the next count ends it.
+    MetricsBack {
+        kind: usize,
+        ms: i64,
+    },
     Requeue {
         id: Vec<u8>,
         token: Vec<u8>,
@@ -190,6 +198,7 @@ pub enum Call {
         lease: i64,
         keep: Option<i64>,
         echo: bool,
+        metrics: Option<i64>,
         count: Option<i64>,
         row: bool,
     },
@@ -282,6 +291,7 @@ impl Call {
             Call::Priority { .. } => "TRA.PRIORITY",
             Call::MetaStalls(Some(_)) => "HSET",
             Call::MetaStalls(None) => "HDEL",
+            Call::MetricsBack { .. } => "HINCRBY",
             Call::Add { .. } => "TRA.ADD",
             Call::Limit(_) => "TRA.LIMIT",
             Call::Limits => "TRA.LIMITS",
@@ -398,18 +408,24 @@ impl Call {
                     a.extend([id.clone(), t.clone()]);
                 }
             }
-            Call::Complete { token, result, keep, age, echo, .. } => {
+            Call::Complete { token, result, keep, age, echo, metrics, .. } => {
                 a.extend([token.clone(), result.clone()]);
                 retention(&mut a, keep, age);
                 if *echo {
                     a.push(w("ECHO"));
                 }
+                if let Some(m) = metrics {
+                    a.extend([w("METRICS"), num(*m)]);
+                }
             }
-            Call::CompleteNext { token, result, lease, keep, echo, count, row, .. } => {
+            Call::CompleteNext { token, result, lease, keep, echo, metrics, count, row, .. } => {
                 a.extend([token.clone(), result.clone(), num(*lease)]);
                 retention(&mut a, keep, &None);
                 if *echo {
                     a.push(w("ECHO"));
+                }
+                if let Some(m) = metrics {
+                    a.extend([w("METRICS"), num(*m)]);
                 }
                 if let Some(n) = count {
                     a.extend([w("COUNT"), num(*n)]);
@@ -430,7 +446,7 @@ impl Call {
                     a.extend([w("KEEP"), num(*k)]);
                 }
             }
-            Call::Promote { .. } | Call::MetaStalls(_) => {}
+            Call::Promote { .. } | Call::MetaStalls(_) | Call::MetricsBack { .. } => {}
             Call::Reprocess { from, keep_made, keep_started, lifo, .. } => {
                 if let Some(set) = from {
                     a.extend([w("FROM"), w(set.word())]);
@@ -450,7 +466,7 @@ impl Call {
             }
             Call::Reschedule { when, .. } => a.push(when.text()),
             Call::Delay { token, when, .. } => a.extend([token.clone(), when.text()]),
-            Call::Fail { token, error, keep, age, decision, stack, .. } => {
+            Call::Fail { token, error, keep, age, decision, stack, metrics, .. } => {
                 a.extend([token.clone(), error.clone()]);
                 match decision {
                     Decision::Backoff => {}
@@ -469,6 +485,9 @@ impl Call {
                     a.extend([w("STACK"), s.clone()]);
                 }
                 retention(&mut a, keep, age);
+                if let Some(m) = metrics {
+                    a.extend([w("METRICS"), num(*m)]);
+                }
             }
             Call::Requeue { token, .. } => a.push(token.clone()),
             Call::Stalled { max_stalls, count } => {
@@ -567,6 +586,15 @@ impl Call {
                 vec![self.verb().as_bytes().to_vec(), q.k("meta").into_bytes(), b"max-stalls".to_vec()];
             argv.extend(v.clone());
             return argv;
+        }
+        if let Call::MetricsBack { kind, ms } = self {
+            let key = q.k(if *kind == 0 { "metrics:completed" } else { "metrics:failed" });
+            return vec![
+                b"HINCRBY".to_vec(),
+                key.into_bytes(),
+                b"prevTS".to_vec(),
+                (-ms).to_string().into_bytes(),
+            ];
         }
         if let Call::SchedSet { sid, .. } | Call::SchedDel { sid } = self {
             let mut v = vec![self.verb().as_bytes().to_vec(), b"4".to_vec()];

@@ -90,6 +90,7 @@ pub fn found_divergences_replay() {
         keep: Some(-1),
         age: None,
         echo: false,
+        metrics: None,
         lc: false,
     };
     let found: Vec<(&str, Case)> = vec![
@@ -153,6 +154,7 @@ pub fn found_divergences_replay() {
                     keep: Some(-1),
                     age: None,
                     echo: false,
+                    metrics: None,
                     lc: false,
                 },
                 Op::Reprocess {
@@ -257,6 +259,7 @@ pub fn every_path_deletes_the_log_with_its_row() {
         keep,
         age,
         echo: false,
+        metrics: None,
         lc: false,
     };
     let cfg = Cfg {
@@ -322,6 +325,7 @@ pub fn every_path_deletes_the_log_with_its_row() {
                         age: None,
                         decision: DecisionC::Final,
                         stack: None,
+                        metrics: None,
                         lc: false,
                     },
                 ],

@@ -160,6 +160,7 @@ pub enum Op {
         keep: Option<i64>,
         age: Option<i64>,
         echo: bool,
+        metrics: Option<i64>,
         lc: bool,
     },
     /// TRA.COMPLETENEXT: COMPLETE, then CLAIM with the same token.
@@ -170,6 +171,7 @@ pub enum Op {
         lease: i64,
         keep: Option<i64>,
         echo: bool,
+        metrics: Option<i64>,
         count: Option<i64>,
         row: bool,
     },
@@ -193,6 +195,7 @@ pub enum Op {
         age: Option<i64>,
         decision: DecisionC,
         stack: Option<B>,
+        metrics: Option<i64>,
         lc: bool,
     },
     Reprocess {
@@ -210,6 +213,11 @@ pub enum Op {
     },
     /// A client sets (Some) or deletes (None) the queue's own `max-stalls` in `meta`.
     MetaStalls(Option<B>),
+    /// A client moves a METRICS counter's minute back by `minutes` (kind 0 completed, 1 failed).
+    MetricsBack {
+        kind: usize,
+        minutes: i64,
+    },
     Requeue {
         id: IdC,
         tok: TokC,
@@ -406,7 +414,7 @@ impl Resolver<'_> {
                     .collect();
                 (Call::Extends { lease: *lease, pairs }, false)
             }
-            Op::Complete { id, tok, result, keep, age, echo, lc } => {
+            Op::Complete { id, tok, result, keep, age, echo, metrics, lc } => {
                 let id = self.id(id);
                 (
                     Call::Complete {
@@ -416,11 +424,12 @@ impl Resolver<'_> {
                         keep: *keep,
                         age: *age,
                         echo: *echo,
+                        metrics: *metrics,
                     },
                     *lc,
                 )
             }
-            Op::CompleteNext { id, tok, result, lease, keep, echo, count, row } => {
+            Op::CompleteNext { id, tok, result, lease, keep, echo, metrics, count, row } => {
                 let id = self.id(id);
                 (
                     Call::CompleteNext {
@@ -430,6 +439,7 @@ impl Resolver<'_> {
                         lease: *lease,
                         keep: *keep,
                         echo: *echo,
+                        metrics: *metrics,
                         count: *count,
                         row: *row,
                     },
@@ -444,7 +454,7 @@ impl Resolver<'_> {
                 let id = self.id(id);
                 (Call::Delay { token: self.tok(tok, &id), id, when: self.when(when) }, false)
             }
-            Op::Fail { id, tok, error, keep, age, decision, stack, lc } => {
+            Op::Fail { id, tok, error, keep, age, decision, stack, metrics, lc } => {
                 let id = self.id(id);
                 let decision = match decision {
                     DecisionC::Backoff => Decision::Backoff,
@@ -463,6 +473,7 @@ impl Resolver<'_> {
                         age: *age,
                         decision,
                         stack: stack.as_ref().map(|s| s.0.clone()),
+                        metrics: *metrics,
                     },
                     *lc,
                 )
@@ -481,6 +492,9 @@ impl Resolver<'_> {
                 (Call::Priority { id: self.id(id), priority: *priority, lifo: *lifo }, false)
             }
             Op::MetaStalls(v) => (Call::MetaStalls(v.as_ref().map(|b| b.0.clone())), false),
+            Op::MetricsBack { kind, minutes } => {
+                (Call::MetricsBack { kind: *kind, ms: minutes * 60_000 }, false)
+            }
             Op::Requeue { id, tok } => {
                 let id = self.id(id);
                 (Call::Requeue { token: self.tok(tok, &id), id }, false)
@@ -740,6 +754,13 @@ pub fn job_c() -> BoxedStrategy<JobC> {
         .boxed()
 }
 
+/// METRICS on a finish: mostly none; short series (so the trim shows), the cap, and past
+/// both ends of 1..=10080.
+pub fn metrics() -> BoxedStrategy<Option<i64>> {
+    prop::option::weighted(0.3, prop::sample::select(vec![1i64, 2, 3, 60, METRICS_MAX, 0, METRICS_MAX + 1]))
+        .boxed()
+}
+
 pub fn keep() -> BoxedStrategy<Option<i64>> {
     weighted(vec![
         (30, Just(None).boxed()),
@@ -893,14 +914,15 @@ pub fn op(crashy: bool) -> BoxedStrategy<Op> {
         ),
         (
             h(9),
-            (held_id(), tok_c(), result.clone(), keep(), age(), prop::bool::weighted(0.3), lc())
-                .prop_map(|(id, tok, result, keep, age, echo, lc)| Op::Complete {
+            (held_id(), tok_c(), result.clone(), keep(), age(), prop::bool::weighted(0.3), metrics(), lc())
+                .prop_map(|(id, tok, result, keep, age, echo, metrics, lc)| Op::Complete {
                     id,
                     tok,
                     result: B(result),
                     keep,
                     age,
                     echo,
+                    metrics,
                     lc,
                 })
                 .boxed(),
@@ -914,16 +936,18 @@ pub fn op(crashy: bool) -> BoxedStrategy<Op> {
                 lease(),
                 keep(),
                 prop::bool::weighted(0.3),
+                metrics(),
                 count.clone(),
                 prop::bool::weighted(0.2),
             )
-                .prop_map(|(id, tok, result, lease, keep, echo, count, row)| Op::CompleteNext {
+                .prop_map(|(id, tok, result, lease, keep, echo, metrics, count, row)| Op::CompleteNext {
                     id,
                     tok,
                     result: B(result),
                     lease,
                     keep,
                     echo,
+                    metrics,
                     count,
                     row,
                 })
@@ -937,8 +961,8 @@ pub fn op(crashy: bool) -> BoxedStrategy<Op> {
         ),
         (
             h(9),
-            (held_id(), tok_c(), error, keep(), age(), decision(), stack(), lc())
-                .prop_map(|(id, tok, error, keep, age, decision, stack, lc)| Op::Fail {
+            (held_id(), tok_c(), error, keep(), age(), decision(), stack(), metrics(), lc())
+                .prop_map(|(id, tok, error, keep, age, decision, stack, metrics, lc)| Op::Fail {
                     id,
                     tok,
                     error: B(error),
@@ -946,6 +970,7 @@ pub fn op(crashy: bool) -> BoxedStrategy<Op> {
                     age,
                     decision,
                     stack,
+                    metrics,
                     lc,
                 })
                 .boxed(),
@@ -987,6 +1012,12 @@ pub fn op(crashy: bool) -> BoxedStrategy<Op> {
             )
             .prop_map(Op::MetaStalls)
             .boxed(),
+        ),
+        (
+            2,
+            (0usize..2, prop::sample::select(vec![1i64, 2, 3, 70, 20_000]))
+                .prop_map(|(kind, minutes)| Op::MetricsBack { kind, minutes })
+                .boxed(),
         ),
         (h(3), (held_id(), tok_c()).prop_map(|(id, tok)| Op::Requeue { id, tok }).boxed()),
         (

@@ -1,7 +1,9 @@
 //! Model-based property test of the job queue: a pure Rust model of the thirteen job verbs
 //! (ENQUEUE, CLAIM with PAUSE/RESUME, EXTEND, EXTENDS, COMPLETE, SCHEDULE, PROMOTE,
 //! RESCHEDULE, DELAY, FAIL, REPROCESS, REQUEUE, STALLED; ENQUEUE and SCHEDULE with and without
-//! `EXPIRE when`; CLAIM with ROW, COMPLETE with ECHO; FAIL with the caller's `FINAL | RETRY
+//! `EXPIRE when`; CLAIM with ROW, COMPLETE with ECHO; COMPLETE, TRA.COMPLETENEXT and FAIL with
+//! `METRICS max`, whose counters and series the view compares, and whose minute a client moves
+//! back (`HINCRBY … prevTS`) so that counts end minutes; FAIL with the caller's `FINAL | RETRY
 //! [LIFO] | DELAY when`, its refused shapes, and `STACK`; REPROCESS with `FROM`, `KEEPMADE`,
 //! `KEEPSTARTED`, `LIFO`; STALLED without MAXSTALLS honouring a queue's own `max-stalls`,
 //! which the steps set and delete in `meta` with HSET/HDEL as a client would) and of the

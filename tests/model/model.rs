@@ -32,6 +32,8 @@ pub const DEDUP_IDS: [&[u8]; 3] = [b"d1", b"d2", b"d3"];
 pub const ADD_MAX: usize = 250;
 pub const PROGRESS_MAX: usize = 4096;
 pub const LOG_KEEP_MAX: i64 = 1_000_000;
+/// The longest METRICS series (one week of minutes).
+pub const METRICS_MAX: i64 = 10_080;
 pub const DELETE_COUNT_DEFAULT: i64 = 1000;
 pub const DELETE_COUNT_MAX: i64 = 10_000;
 pub const PAGE_MAX: i64 = 1000;
@@ -210,6 +212,8 @@ pub struct Model {
     /// one's pending iteration makes the next. The server runs with upkeep off, so the other
     /// maker of iterations (upkeep, at an iteration's own time) never acts here.
     pub scheds: BTreeMap<Vec<u8>, Sched>,
+    /// METRICS, completed then failed: each counter's fields as stored and its series.
+    pub tallies: [Tallied; 2],
 }
 
 /// A job scheduler as the contract describes it ("Job schedulers").
@@ -421,7 +425,39 @@ impl Model {
             aliases: BTreeMap::new(),
             dedups: BTreeMap::new(),
             scheds: BTreeMap::new(),
+            tallies: Default::default(),
         }
+    }
+
+    /// METRICS' range, checked with the other values.
+    pub fn metrics_ok(max: Option<i64>) -> Result<(), Refused> {
+        max.map_or(Ok(()), |m| within(m, 1, METRICS_MAX).map(|_| ()))
+    }
+
+    /// One job of `kind` (0 completed, 1 failed) counted by the minute at `now`, as the
+    /// contract's "Metrics" says: the first job starts the first minute; a job in a later
+    /// minute than `prevTS`'s pushes the ended minute's count and a 0 for each empty minute
+    /// between, at most `max` points, trims the series to `max`, and enters its minute.
+    pub fn count_metrics(&mut self, kind: usize, max: Option<i64>, now: i64) {
+        let Some(max) = max else { return };
+        let t = &mut self.tallies[kind];
+        let before = t.count.unwrap_or(0);
+        t.count = Some(before + 1);
+        let Some(since) = t.since else {
+            (t.since, t.at) = (Some(now), Some(before));
+            return;
+        };
+        let minutes = (now.div_euclid(60_000) - since.div_euclid(60_000)).min(max);
+        if minutes <= 0 {
+            return;
+        }
+        let ended = (before - t.at.unwrap_or(0)).max(0);
+        t.series.insert(0, ended);
+        for _ in 1..minutes {
+            t.series.insert(0, 0);
+        }
+        t.series.truncate(max as usize);
+        (t.since, t.at) = (Some(now), Some(before));
     }
 
     /// Release job `id`'s DEDUP id while it names the job: a finish (`with_ttl` false) leaves
@@ -844,18 +880,18 @@ impl Model {
                 }
                 Ok(Reply::Array(out))
             }
-            Call::Complete { id, token, result, keep, age, echo } => {
+            Call::Complete { id, token, result, keep, age, echo, metrics } => {
                 gate(id)?;
                 token_ok(token)?;
-                self.complete(id, token, result, *keep, *age, *echo, true, now, ev)
+                self.complete(id, token, result, *keep, *age, *echo, *metrics, true, now, ev)
             }
-            Call::CompleteNext { id, token, result, lease, keep, echo, count, row } => {
+            Call::CompleteNext { id, token, result, lease, keep, echo, metrics, count, row } => {
                 // The id gate, then the claim's values, then the finish's.
                 gate(id)?;
                 token_ok(token)?;
                 let lease = within(*lease, 1, LEASE_MAX)?;
                 let count = within(count.unwrap_or(1), 1, CLAIM_COUNT_MAX)?.min(CLAIM_PER_CALL) as usize;
-                let done = self.complete(id, token, result, *keep, None, *echo, false, now, ev)?;
+                let done = self.complete(id, token, result, *keep, None, *echo, *metrics, false, now, ev)?;
                 let jobs = self.claim(token, lease, count, *row, now, ev);
                 if jobs == Reply::Array(vec![]) && self.drained() {
                     ev.push(event("drained", None, &[]));
@@ -902,7 +938,7 @@ impl Model {
                 ev.push(event("delayed", Some(id), &[("due", n(due))]));
                 Ok(Reply::Int(due))
             }
-            Call::Fail { id, token, error, keep, age, decision, stack } => {
+            Call::Fail { id, token, error, keep, age, decision, stack, metrics } => {
                 // Shape: FINAL, RETRY and DELAY exclude each other; LIFO only with RETRY.
                 if matches!(decision, Decision::Clash | Decision::LifoAlone) {
                     return Err("EMQSHAPE");
@@ -922,6 +958,7 @@ impl Model {
                 if stack.as_ref().is_some_and(|s| s.len() > self.cfg.max_payload) {
                     return Err("EMQARG");
                 }
+                Model::metrics_ok(*metrics)?;
                 if !self.rows.contains_key(id) {
                     return Err("EMQNOJOB");
                 }
@@ -968,6 +1005,7 @@ impl Model {
                         &[("error", error.clone()), ("attempt", n(made)), ("attempts", n(attempts))],
                     ));
                     self.retire(Finished::Failed, before, added, keep, soft, age, now);
+                    self.count_metrics(1, *metrics, now);
                     return Ok(Reply::Simple("failed".into()));
                 }
                 let d = backoff_delay(backoff, made);
@@ -1037,6 +1075,12 @@ impl Model {
                 }
                 ev.push(event("priority", Some(id), &[("priority", n(p))]));
                 Ok(Reply::Int(1))
+            }
+            Call::MetricsBack { kind, ms } => {
+                let t = &mut self.tallies[*kind];
+                let v = t.since.unwrap_or(0) - ms;
+                t.since = Some(v);
+                Ok(Reply::Int(v))
             }
             Call::MetaStalls(v) => {
                 let had = self.meta_stalls.is_some();
@@ -1261,24 +1305,40 @@ impl Model {
                 // Then, once no job is left, the queue's own keys (a set is gone with its
                 // last job; meta exists while paused or holding max-stalls; events once one
                 // was written; the alias hash while it holds an entry), in that order.
+                // Then the METRICS keys: each kind's counter, then its series.
                 let mut keys_left = 0;
+                let own = |m: &Model| {
+                    let counter = |t: &Tallied| t.count.is_some() || t.since.is_some() || t.at.is_some();
+                    [
+                        m.meta_exists(),
+                        m.events_exist,
+                        !m.aliases.is_empty(),
+                        counter(&m.tallies[0]),
+                        !m.tallies[0].series.is_empty(),
+                        counter(&m.tallies[1]),
+                        !m.tallies[1].series.is_empty(),
+                    ]
+                };
                 if jobs_left == 0 {
-                    let meta = self.meta_exists();
-                    let alias = !self.aliases.is_empty();
-                    for exists in [meta, self.events_exist, alias].iter().enumerate() {
-                        if !*exists.1 {
+                    for (i, exists) in own(self).into_iter().enumerate() {
+                        if !exists {
                             continue;
                         }
                         if budget > 0 {
                             budget -= 1;
-                            match exists.0 {
+                            match i {
                                 0 => {
                                     self.paused = false;
                                     self.meta_stalls = None;
                                     self.lim = Lim::default();
                                 }
                                 1 => self.events_exist = false,
-                                _ => self.aliases.clear(),
+                                2 => self.aliases.clear(),
+                                3 | 5 => {
+                                    let t = &mut self.tallies[(i - 3) / 2];
+                                    (t.count, t.since, t.at) = (None, None, None);
+                                }
+                                _ => self.tallies[(i - 4) / 2].series.clear(),
                             }
                         } else {
                             keys_left += 1;
@@ -1286,9 +1346,7 @@ impl Model {
                     }
                 } else {
                     keys_left = sets.iter().filter(|s| self.set_len(**s) > 0).count()
-                        + usize::from(self.meta_exists())
-                        + usize::from(self.events_exist)
-                        + usize::from(!self.aliases.is_empty());
+                        + own(self).into_iter().filter(|e| *e).count();
                 }
                 Ok(Reply::Int((jobs_left + keys_left + scheds_left) as i64))
             }
@@ -1518,6 +1576,7 @@ impl Model {
         keep: Option<i64>,
         age: Option<i64>,
         echo: bool,
+        metrics: Option<i64>,
         drained: bool,
         now: i64,
         ev: &mut Vec<Event>,
@@ -1528,6 +1587,7 @@ impl Model {
         let soft = keep.is_none();
         let keep = keep_of(keep, self.cfg.keep_completed)?;
         let age = age_of(age)?;
+        Model::metrics_ok(metrics)?;
         let Some(r) = self.rows.get(id) else { return Err("EMQNOJOB") };
         if !self.held(id, token) {
             // The same token repeating a COMPLETE it already made: 0, nothing written.
@@ -1561,6 +1621,7 @@ impl Model {
             ev.push(event("drained", None, &[]));
         }
         self.retire(Finished::Completed, before, added, keep, soft, age, now);
+        self.count_metrics(0, metrics, now);
         Ok(Reply::Int(1))
     }
 
@@ -1926,6 +1987,7 @@ impl Model {
             aliases: self.aliases.clone(),
             dedups: self.dedups.clone(),
             limit_times: (self.lim.hold, self.lim.count, self.lim.until),
+            tallies: self.tallies.clone(),
         }
     }
 }

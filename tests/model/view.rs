@@ -53,6 +53,17 @@ pub struct View {
     /// it, its end), 0 when absent. In the view so that a step whose reply does not show the
     /// instant it ran at (TRA.LIMIT FOR, a rate-limited CLAIM) pins it by what it wrote.
     pub limit_times: (i64, i64, i64),
+    /// METRICS, completed then failed: the counter's `count`, `prevTS`, `prevCount` as stored
+    /// (None where absent), and the series, newest first.
+    pub tallies: [Tallied; 2],
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Tallied {
+    pub count: Option<i64>,
+    pub since: Option<i64>,
+    pub at: Option<i64>,
+    pub series: Vec<i64>,
 }
 
 pub fn cmd(parts: &[&[u8]]) -> Vec<Vec<u8>> {
@@ -127,6 +138,11 @@ pub fn read_view(
         cmds.push(vec![b"PEXPIRETIME".to_vec(), k]);
     }
     cmds.push(cmd(&[b"HMGET", q.k("meta").as_bytes(), b"hold-until", b"rate"]));
+    for kind in ["completed", "failed"] {
+        let counter = q.k(&format!("metrics:{kind}"));
+        cmds.push(cmd(&[b"HMGET", counter.as_bytes(), b"count", b"prevTS", b"prevCount"]));
+        cmds.push(cmd(&[b"LRANGE", format!("{counter}:data").as_bytes(), b"0", b"-1"]));
+    }
     let r = c.pipeline(&cmds);
     let mut wait: Vec<Vec<u8>> = arr(&r[0])?.iter().map(bulk).collect::<Result<_, _>>()?;
     wait.reverse();
@@ -213,6 +229,21 @@ pub fn read_view(
             _ => (hold, 0, 0),
         }
     };
+    let mut tallies: [Tallied; 2] = Default::default();
+    for (k, t) in tallies.iter_mut().enumerate() {
+        let at = 12 + 2 * pool + 2 * DEDUP_IDS.len() + 2 * k;
+        let got = arr(&r[at])?;
+        let field = |i: usize| -> Result<Option<i64>, String> {
+            if got[i].is_nil() {
+                Ok(None)
+            } else {
+                int_of(&bulk(&got[i])?).map(Some)
+            }
+        };
+        (t.count, t.since, t.at) = (field(0)?, field(1)?, field(2)?);
+        t.series =
+            arr(&r[at + 1])?.iter().map(|v| bulk(v).and_then(|b| int_of(&b))).collect::<Result<_, _>>()?;
+    }
     let mut events = Vec::new();
     for e in arr(&r[7 + pool])? {
         let e = arr(e)?;
@@ -271,6 +302,7 @@ pub fn read_view(
         aliases,
         dedups,
         limit_times,
+        tallies,
     };
     Ok((view, events))
 }
@@ -353,7 +385,7 @@ pub fn differences(
             .collect::<Vec<_>>()
             .join(" ")
     };
-    let sets: [(&str, String, String); 12] = [
+    let sets: [(&str, String, String); 13] = [
         ("wait (claim order)", show_ids(&m.wait), show_ids(&s.wait)),
         ("prio", show_scored(&m.prio), show_scored(&s.prio)),
         ("active", show_scored(&m.active), show_scored(&s.active)),
@@ -366,6 +398,7 @@ pub fn differences(
         ("aliases", format!("{:?}", show_pairs(&m.aliases)), format!("{:?}", show_pairs(&s.aliases))),
         ("dedup ids", show_dedups(m), show_dedups(s)),
         ("limit times (hold, count, until)", format!("{:?}", m.limit_times), format!("{:?}", s.limit_times)),
+        ("metrics (completed, failed)", format!("{:?}", m.tallies), format!("{:?}", s.tallies)),
     ];
     for (name, a, b) in sets {
         if a != b {
