@@ -121,6 +121,45 @@ fn a_later_minute_pushes_the_ended_one_and_the_empty_ones_cut_to_max() {
 }
 
 #[test]
+fn a_long_gap_keeps_the_newest_old_points_that_fit() {
+    let primary = Server::quiet();
+    let replica = Server::quiet();
+    let mut c = primary.conn();
+    let mut r = replica.follow(&primary);
+    let q = Q::new("long");
+    let ids = held(&mut c, &q, 2);
+    let (ckey, data) = (q.k("metrics:completed"), q.k("metrics:completed:data"));
+    for (max, gap, want_kept) in [(100i64, 71i64, 5usize), (72, 71, 1)] {
+        c.call(&[b"DEL", data.as_bytes()]);
+        c.call(&[b"RPUSH", data.as_bytes(), b"5", b"4", b"3", b"2", b"1"]);
+        // Nine jobs counted, two of them in the minute `gap` minutes back; the minutes that
+        // passed are read back from the counter, in case a minute began meanwhile.
+        let now = now_ms(&mut c);
+        let since = (now / 60_000 - gap) * 60_000;
+        c.call(&[
+            b"HSET",
+            ckey.as_bytes(),
+            b"count",
+            b"9",
+            b"prevTS",
+            since.to_string().as_bytes(),
+            b"prevCount",
+            b"7",
+        ]);
+        let id = &ids[if max == 100 { 0 } else { 1 }];
+        assert_eq!(complete(&q, &mut c, id, "t", &[b"METRICS", max.to_string().as_bytes()]), Reply::Int(1));
+        let got = series(&mut c, &q, "completed");
+        let minutes = (counter(&mut c, &q, "completed")[1].unwrap() / 60_000 - since / 60_000) as usize;
+        let mut want = vec![0; minutes - 1];
+        want.push(2);
+        want.extend([5, 4, 3, 2, 1].iter().take(want_kept.min(max as usize - minutes)));
+        assert_eq!(got, want, "METRICS {max} after {minutes} minutes");
+    }
+    assert_eq!(c.call(&[b"WAIT", b"1", b"5000"]), Reply::Int(1));
+    assert_eq!(digest(&mut c), digest(&mut r));
+}
+
+#[test]
 fn the_longest_series_fills_in_one_call() {
     let s = Server::quiet();
     let mut c = s.conn();

@@ -580,20 +580,30 @@ impl Key {
 
     /// LPUSH of `values` in order (the last ends at the head), one effect for all of them.
     pub fn lpush_many(&self, values: &[StrRef<'_>]) -> Result<(), Refusal> {
+        self.push_many(true, values)
+    }
+
+    /// RPUSH of `values` in order (the last ends at the tail), one effect for all of them.
+    pub fn rpush_many(&self, values: &[StrRef<'_>]) -> Result<(), Refusal> {
+        self.push_many(false, values)
+    }
+
+    fn push_many(&self, head: bool, values: &[StrRef<'_>]) -> Result<(), Refusal> {
         if values.is_empty() {
             return Ok(());
         }
         let k = self.live().ok_or_else(crate::errors::host_reply)?;
         let Some(f) = api!(RedisModule_ListPush) else { return Err(crate::errors::host_reply()) };
+        let side = if head { raw::REDISMODULE_LIST_HEAD } else { raw::REDISMODULE_LIST_TAIL };
         for v in values {
             // SAFETY: writable list (or empty) key, live string.
-            unsafe { f(k, raw::REDISMODULE_LIST_HEAD as c_int, v.raw()) };
+            unsafe { f(k, side as c_int, v.raw()) };
         }
         if super::effects::build() {
             let mut effect = Vec::with_capacity(values.len().saturating_add(1));
             effect.push(self.name());
             effect.extend(values.iter().map(|v| v.raw()));
-            replicate(self.ctx, c"LPUSH", &effect);
+            replicate(self.ctx, if head { c"LPUSH" } else { c"RPUSH" }, &effect);
         } else {
             super::effects::skip(self.ctx);
         }

@@ -13,6 +13,9 @@ static COUNT: Lit = Lit::new(c"count");
 static PREV_TS: Lit = Lit::new(c"prevTS");
 static PREV_COUNT: Lit = Lit::new(c"prevCount");
 static ZERO: Lit = Lit::new(c"0");
+/// Up to this many zeros a count pushes its points onto the series' head; beyond, it
+/// rebuilds the series from the tail, which costs far less per point.
+const HEAD_PUSHES: usize = 64;
 
 /// What a finish counts in: its jobs' end.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -73,8 +76,7 @@ impl Tally {
     }
 
     /// Write the planned count: the counter (one HSET effect, of `count` alone within a
-    /// minute), and when a minute ended its points (one LPUSH) and the series cut to its cap
-    /// (one RPOP of the oldest).
+    /// minute), and when a minute ended the new points, the series kept within its cap.
     pub fn apply(&self, x: &Exec) -> Result<(), Refusal> {
         let after = self.step.counter;
         let (count, at_since) = (x.int(after.count)?, x.int(after.at_since)?);
@@ -85,12 +87,41 @@ impl Tally {
         self.counter.hset(if moved { &pairs } else { &pairs[..1] })?;
         if let (Some((ended, zeros)), Some((series, max))) = (self.step.points, &self.series) {
             let ended = x.int(ended)?;
-            let mut points = Vec::with_capacity(usize::try_from(zeros).unwrap_or(0).saturating_add(1));
-            points.push(ended.str_ref());
-            points.extend((0..zeros).map(|_| ZERO.str_ref()));
-            series.lpush_many(&points)?;
-            let over = series.len().saturating_sub(u64::try_from(*max).unwrap_or(0));
-            series.rpop_drop(usize::try_from(over).unwrap_or(0));
+            let zeros = usize::try_from(zeros).unwrap_or(0);
+            let (len, max) = (series.len(), u64::try_from(*max).unwrap_or(0));
+            // The old points that stay: the newest, as many as the cap leaves room for.
+            let keep = len.min(max.saturating_sub(zeros as u64).saturating_sub(1));
+            if zeros < HEAD_PUSHES {
+                // A few points: the oldest beyond the cap dropped (one RPOP), the new ones
+                // pushed onto the head (one LPUSH): the minute that ended, then the zeros.
+                series.rpop_drop(usize::try_from(len.saturating_sub(keep)).unwrap_or(0));
+                let mut points = Vec::with_capacity(zeros.saturating_add(1));
+                points.push(ended.str_ref());
+                points.extend((0..zeros).map(|_| ZERO.str_ref()));
+                series.lpush_many(&points)?;
+            } else {
+                // A long gap: each push onto a list's head moves what the head node holds, so
+                // the series is rebuilt from its tail instead (one DEL, one RPUSH): the zeros
+                // (newest first), the minute that ended, then the old points that stay.
+                let stay = match keep {
+                    0 => Vec::new(),
+                    k => series.range_read(
+                        c"LRANGE",
+                        0,
+                        i64::try_from(k).unwrap_or(0).saturating_sub(1),
+                        None,
+                    )?,
+                };
+                let stay = stay.iter().map(|p| x.string(p)).collect::<Result<Vec<_>, _>>()?;
+                if len > 0 {
+                    series.delete();
+                }
+                let mut points = Vec::with_capacity(zeros.saturating_add(1).saturating_add(stay.len()));
+                points.extend((0..zeros).map(|_| ZERO.str_ref()));
+                points.push(ended.str_ref());
+                points.extend(stay.iter().map(Str::str_ref));
+                series.rpush_many(&points)?;
+            }
         }
         Ok(())
     }
