@@ -30,6 +30,23 @@ fn series(c: &mut Conn, q: &Q, kind: &str) -> Vec<i64> {
     c.call(&[b"LRANGE", key.as_bytes(), b"0", b"-1"]).strings().iter().map(|s| s.parse().unwrap()).collect()
 }
 
+/// A client writes the completed counter: `count`, the minute entered at `since`, `prevCount`.
+fn plant(c: &mut Conn, q: &Q, count: i64, since: i64, at: i64) {
+    let (count, since, at) = (count.to_string(), since.to_string(), at.to_string());
+    let key = q.k("metrics:completed");
+    let r = c.call(&[
+        b"HSET",
+        key.as_bytes(),
+        b"count",
+        count.as_bytes(),
+        b"prevTS",
+        since.as_bytes(),
+        b"prevCount",
+        at.as_bytes(),
+    ]);
+    assert!(r.err().is_none(), "{r:?}");
+}
+
 fn now_ms(c: &mut Conn) -> i64 {
     let t = c.call(&[b"TIME"]).strings();
     t[0].parse::<i64>().unwrap() * 1000 + t[1].parse::<i64>().unwrap() / 1000
@@ -90,16 +107,7 @@ fn a_later_minute_pushes_the_ended_one_and_the_empty_ones_cut_to_max() {
     let now = now_ms(&mut c);
     // Five jobs counted, two of them before the minute that began three minutes ago.
     let three_ago = (now / 60_000 - 3) * 60_000;
-    c.call(&[
-        b"HSET",
-        key.as_bytes(),
-        b"count",
-        b"5",
-        b"prevTS",
-        three_ago.to_string().as_bytes(),
-        b"prevCount",
-        b"2",
-    ]);
+    plant(&mut c, &q, 5, three_ago, 2);
     assert_eq!(complete(&q, &mut c, &ids[0], "t", &[b"METRICS", b"60"]), Reply::Int(1));
     let [count, since, at] = counter(&mut c, &q, "completed");
     assert_eq!((count, at), (Some(6), Some(5)));
@@ -128,7 +136,7 @@ fn a_long_gap_keeps_the_newest_old_points_that_fit() {
     let mut r = replica.follow(&primary);
     let q = Q::new("long");
     let ids = held(&mut c, &q, 2);
-    let (ckey, data) = (q.k("metrics:completed"), q.k("metrics:completed:data"));
+    let data = q.k("metrics:completed:data");
     for (max, gap, want_kept) in [(100i64, 71i64, 5usize), (72, 71, 1)] {
         c.call(&[b"DEL", data.as_bytes()]);
         c.call(&[b"RPUSH", data.as_bytes(), b"5", b"4", b"3", b"2", b"1"]);
@@ -136,16 +144,7 @@ fn a_long_gap_keeps_the_newest_old_points_that_fit() {
         // passed are read back from the counter, in case a minute began meanwhile.
         let now = now_ms(&mut c);
         let since = (now / 60_000 - gap) * 60_000;
-        c.call(&[
-            b"HSET",
-            ckey.as_bytes(),
-            b"count",
-            b"9",
-            b"prevTS",
-            since.to_string().as_bytes(),
-            b"prevCount",
-            b"7",
-        ]);
+        plant(&mut c, &q, 9, since, 7);
         let id = &ids[if max == 100 { 0 } else { 1 }];
         assert_eq!(complete(&q, &mut c, id, "t", &[b"METRICS", max.to_string().as_bytes()]), Reply::Int(1));
         let got = series(&mut c, &q, "completed");
@@ -165,16 +164,7 @@ fn the_longest_series_fills_in_one_call() {
     let mut c = s.conn();
     let q = Q::new("week");
     let ids = held(&mut c, &q, 1);
-    c.call(&[
-        b"HSET",
-        q.k("metrics:completed").as_bytes(),
-        b"count",
-        b"1",
-        b"prevTS",
-        b"0",
-        b"prevCount",
-        b"0",
-    ]);
+    plant(&mut c, &q, 1, 0, 0);
     assert_eq!(complete(&q, &mut c, &ids[0], "t", &[b"METRICS", b"10080"]), Reply::Int(1));
     let key = q.k("metrics:completed:data");
     assert_eq!(c.call(&[b"LLEN", key.as_bytes()]), Reply::Int(10_080));
@@ -203,16 +193,7 @@ fn refusals_write_nothing() {
     });
     // A METRICS key of another type: WRONGTYPE before the finish writes. The series is
     // opened only by a count that ends a minute, as this one does.
-    c.call(&[
-        b"HSET",
-        q.k("metrics:completed").as_bytes(),
-        b"count",
-        b"1",
-        b"prevTS",
-        b"0",
-        b"prevCount",
-        b"0",
-    ]);
+    plant(&mut c, &q, 1, 0, 0);
     c.call(&[b"SET", q.k("metrics:completed:data").as_bytes(), b"x"]);
     c.call(&[b"SET", q.k("metrics:failed").as_bytes(), b"x"]);
     unchanged(&mut c, |c| {
@@ -233,16 +214,7 @@ fn acl_judges_both_keys_as_the_callers() {
     let q = Q::new("acl");
     let ids = held(&mut admin, &q, 3);
     // A count that ends a minute, so that the series is opened.
-    admin.call(&[
-        b"HSET",
-        q.k("metrics:completed").as_bytes(),
-        b"count",
-        b"1",
-        b"prevTS",
-        b"0",
-        b"prevCount",
-        b"0",
-    ]);
+    plant(&mut admin, &q, 1, 0, 0);
     let mut setuser: Vec<Vec<u8>> =
         ["ACL", "SETUSER", "w", "on", ">pw", "-@all", "+@emq", "resetkeys", "%R~{emq}:*"]
             .iter()

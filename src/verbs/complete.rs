@@ -13,7 +13,11 @@
 //! max points.
 
 use crate::config;
-use crate::domain::{self, args::Opt, Keep};
+use crate::domain::{
+    self,
+    args::{Opt, Options},
+    Keep,
+};
 use crate::errors::{self, Refusal};
 use crate::host::command::{flag, opt, q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Key, Kind, Reply, Verb};
@@ -59,17 +63,15 @@ impl<'a> Finish<'a> {
         match args {
             [token, result, rest @ ..] => {
                 let o = domain::args::options(rest, &[Opt::Keep, Opt::Age, Opt::Echo, Opt::Metrics])?;
-                Ok(Finish {
-                    token: *token,
-                    result: *result,
-                    keep: o.keep,
-                    age: o.age,
-                    echo: o.echo,
-                    metrics: o.metrics,
-                })
+                Ok(Finish::of(*token, *result, &o))
             }
             _ => Err(Refusal::Usage),
         }
+    }
+
+    /// The finish the options of a call give (KEEP, AGE, ECHO, METRICS).
+    pub fn of(token: ArgStr<'a>, result: ArgStr<'a>, o: &Options<ArgStr<'a>>) -> Finish<'a> {
+        Finish { token, result, keep: o.keep, age: o.age, echo: o.echo, metrics: o.metrics }
     }
 }
 

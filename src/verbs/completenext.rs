@@ -68,15 +68,7 @@ impl Verb for CompleteNext {
                     rest,
                     &[Opt::Keep, Opt::Age, Opt::Echo, Opt::Metrics, Opt::Count, Opt::Row],
                 )?;
-                let finish = Finish {
-                    token: *token,
-                    result: *result,
-                    keep: o.keep,
-                    age: o.age,
-                    echo: o.echo,
-                    metrics: o.metrics,
-                };
-                Ok(Args { finish, take: (lease, o.count, o.row) })
+                Ok(Args { finish: Finish::of(*token, *result, &o), take: (lease, o.count, o.row) })
             }
             _ => Err(Refusal::Usage),
         }
