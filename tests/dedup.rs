@@ -453,14 +453,9 @@ fn dedup_refusals_write_nothing() {
 
 #[test]
 fn replicas_and_the_aof_hold_what_the_primary_holds() {
-    let primary = Server::start(Opts {
-        server_args: vec!["--appendonly".into(), "yes".into()],
-        module_args: vec!["upkeep".into(), "no".into()],
-        ..Opts::default()
-    });
+    let primary = Server::quiet_aof();
     let replica = Server::quiet();
     let mut p = primary.conn();
-    p.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]);
     let mut r = replica.follow(&primary);
     let q = Q::new("repl");
     q.enqueue(&mut p, &jid(1), &[b"DEDUP", b"a"]);

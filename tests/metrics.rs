@@ -257,14 +257,9 @@ fn acl_judges_both_keys_as_the_callers() {
 
 #[test]
 fn replicas_and_the_aof_hold_what_the_primary_holds() {
-    let primary = Server::start(Opts {
-        server_args: vec!["--appendonly".into(), "yes".into()],
-        module_args: vec!["upkeep".into(), "no".into()],
-        ..Opts::default()
-    });
+    let primary = Server::quiet_aof();
     let replica = Server::quiet();
     let mut p = primary.conn();
-    p.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]);
     let mut r = replica.follow(&primary);
     let q = Q::new("repl");
     let ids = held(&mut p, &q, 4);

@@ -149,6 +149,17 @@ impl Server {
         s
     }
 
+    /// [`Server::quiet`] with the AOF on: a restart replays the primary's effects.
+    pub fn quiet_aof() -> Server {
+        let s = Server::start(Opts {
+            server_args: vec!["--appendonly".into(), "yes".into()],
+            module_args: vec!["upkeep".into(), "no".into()],
+            ..Opts::default()
+        });
+        assert_eq!(s.conn().call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
+        s
+    }
+
     pub fn start(o: Opts) -> Server {
         for _ in 0..5 {
             if let Some(s) = Server::try_start(&o, None) {
