@@ -158,6 +158,40 @@ fn a_long_gap_keeps_the_newest_old_points_that_fit() {
     assert_eq!(digest(&mut c), digest(&mut r));
 }
 
+/// Calls of `cmd` the server counted (INFO commandstats), the module's own included.
+fn calls(c: &mut Conn, cmd: &str) -> i64 {
+    let info = c.call(&[b"INFO", b"commandstats"]).str();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:calls=")))
+        .map_or(0, |v| v.split(',').next().unwrap().parse().unwrap())
+}
+
+#[test]
+fn a_gap_of_64_empty_minutes_or_more_rebuilds_the_series_fewer_push_onto_its_head() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("paths");
+    let ids = held(&mut c, &q, 2);
+    let data = q.k("metrics:completed:data");
+    for (id, gap) in ids.iter().zip([64i64, 65]) {
+        c.call(&[b"DEL", data.as_bytes()]);
+        c.call(&[b"RPUSH", data.as_bytes(), b"7", b"6"]);
+        let since = (now_ms(&mut c) / 60_000 - gap) * 60_000;
+        plant(&mut c, &q, 3, since, 1);
+        let before = calls(&mut c, "lrange");
+        assert_eq!(complete(&q, &mut c, id, "t", &[b"METRICS", b"1000"]), Reply::Int(1));
+        let read = calls(&mut c, "lrange") - before;
+        // The minutes that passed, read back (a minute may have begun meanwhile).
+        let minutes = (counter(&mut c, &q, "completed")[1].unwrap() / 60_000 - since / 60_000) as usize;
+        let mut want = vec![0; minutes - 1];
+        want.extend([2, 7, 6]);
+        assert_eq!(series(&mut c, &q, "completed"), want);
+        // The rebuild reads the old points that stay (one LRANGE inside the call); a few
+        // new points are pushed onto the head without reading anything.
+        assert_eq!(read, i64::from(minutes - 1 >= 64), "{} empty minutes", minutes - 1);
+    }
+}
+
 #[test]
 fn the_longest_series_fills_in_one_call() {
     let s = Server::quiet();

@@ -113,9 +113,7 @@ impl Tally {
                     )?,
                 };
                 let stay = stay.iter().map(|p| x.string(p)).collect::<Result<Vec<_>, _>>()?;
-                if len > 0 {
-                    series.delete();
-                }
+                series.delete();
                 let mut points = Vec::with_capacity(zeros.saturating_add(1).saturating_add(stay.len()));
                 points.extend((0..zeros).map(|_| ZERO.str_ref()));
                 points.push(ended.str_ref());
