@@ -188,7 +188,8 @@ fn a_gap_of_64_empty_minutes_or_more_rebuilds_the_series_fewer_push_onto_its_hea
         assert_eq!(series(&mut c, &q, "completed"), want);
         // The rebuild reads the old points that stay (one LRANGE inside the call); a few
         // new points are pushed onto the head without reading anything.
-        assert_eq!(read, i64::from(minutes - 1 >= 64), "{} empty minutes", minutes - 1);
+        let empty = minutes - 1;
+        assert_eq!(read, i64::from(empty >= 64), "{empty} empty minutes");
     }
 }
 
