@@ -70,9 +70,10 @@ const EXPECTED: &[(&str, Work)] = &[
     ("TRA.JOBS wait COUNT 1000 (cap)", w(1000, 0, 0, 0, 2, 1)),
     ("TRA.CLEAN completed COUNT 10000 (cap)", w(200, 0, 200, 3, 202, 0)),
     ("TRA.REMOVE the last waiting job", w(1, 0, 1, 4, 2, 1)),
-    // OBLITERATE looks up the queue's `scheds` too (its schedulers go first).
     ("TRA.DRAIN COUNT 10000 (cap)", w(200, 0, 200, 3, 203, 1)),
-    ("TRA.OBLITERATE FORCE COUNT 10000 (cap)", w(0, 0, 200, 2, 206, 1)),
+    // OBLITERATE looks up the queue's `scheds` too (its schedulers go first), and its four
+    // METRICS keys.
+    ("TRA.OBLITERATE FORCE COUNT 10000 (cap)", w(0, 0, 200, 2, 210, 1)),
 ];
 
 fn call(c: &mut Conn, v: &[Vec<u8>]) -> Reply {
