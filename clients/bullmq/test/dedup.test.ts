@@ -1,10 +1,9 @@
 // Deduplication through BullMQ's API, kept by the module (DEDUP on the producers, TRA.DEDUP,
 // TRA.UNDEDUP), and keepLastIfActive kept by the adapter, on a real Valkey.
-import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
-import { randomUUID } from 'node:crypto';
+import { describe, expect, inject, it } from 'vitest';
 import { withBackend, type Job } from 'bullmq';
-import { Redis } from 'ioredis';
-import { closeTracked, sleep, track, until } from './helpers.js';
+import type { Redis } from 'ioredis';
+import { eachQueue, sleep, track, until } from './helpers.js';
 import { withTrafikey } from '../src/index.js';
 
 const port = inject('port');
@@ -17,18 +16,7 @@ let raw: Redis;
 
 const dedupKey = (id: string) => `emq:{bull:${name}}:dedup:${id}`;
 
-beforeEach(async () => {
-  name = `dedup-${randomUUID()}`;
-  queue = track(new Queue(name, { connection }));
-  raw = new Redis(connection);
-  await queue.waitUntilReady();
-});
-
-afterEach(async () => {
-  await queue.obliterate({ force: true }).catch(() => undefined);
-  await closeTracked();
-  raw.disconnect();
-});
+eachQueue('dedup', n => new Queue(n, { connection }), connection, t => ({ name, queue, raw } = t));
 
 describe('deduplication', () => {
   it('a duplicate creates nothing, answers the holder and emits deduplicated in BullMQ fields', async () => {

@@ -1,10 +1,9 @@
 // Rate limits and global concurrency through BullMQ's API, kept and obeyed by the module
 // (TRA.LIMIT, TRA.LIMITS), on a real Valkey.
-import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
-import { randomUUID } from 'node:crypto';
+import { describe, expect, inject, it } from 'vitest';
 import { withBackend, type Job } from 'bullmq';
-import { Redis } from 'ioredis';
-import { closeTracked, sleep, track, until } from './helpers.js';
+import type { Redis } from 'ioredis';
+import { eachQueue, sleep, track, until } from './helpers.js';
 import { withTrafikey } from '../src/index.js';
 
 const port = inject('port');
@@ -26,18 +25,7 @@ async function limits(): Promise<Record<string, unknown>> {
   return o;
 }
 
-beforeEach(async () => {
-  name = `lim-${randomUUID()}`;
-  queue = track(new Queue(name, { connection }));
-  raw = new Redis(connection);
-  await queue.waitUntilReady();
-});
-
-afterEach(async () => {
-  await queue.obliterate({ force: true }).catch(() => undefined);
-  await closeTracked();
-  raw.disconnect();
-});
+eachQueue('lim', n => new Queue(n, { connection }), connection, t => ({ name, queue, raw } = t));
 
 describe('rate limits', () => {
   it("a worker's limiter is its queue's rate limit: a full window claims nothing more", async () => {

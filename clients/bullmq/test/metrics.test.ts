@@ -1,10 +1,9 @@
 // A worker's `metrics` option, counted by the module as each finish writes (METRICS), and read
 // back through BullMQ's getMetrics and its Prometheus export, on a real Valkey.
-import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
-import { randomUUID } from 'node:crypto';
+import { describe, expect, inject, it } from 'vitest';
 import { withBackend, UnrecoverableError } from 'bullmq';
-import { Redis } from 'ioredis';
-import { closeTracked, track, until } from './helpers.js';
+import type { Redis } from 'ioredis';
+import { eachQueue, track, until } from './helpers.js';
 import { withTrafikey } from '../src/index.js';
 
 const port = inject('port');
@@ -17,18 +16,7 @@ let raw: Redis;
 
 const key = (role: string) => `emq:{bull:${name}}:${role}`;
 
-beforeEach(async () => {
-  name = `met-${randomUUID()}`;
-  queue = track(new Queue(name, { connection }));
-  raw = new Redis(connection);
-  await queue.waitUntilReady();
-});
-
-afterEach(async () => {
-  await queue.obliterate({ force: true }).catch(() => undefined);
-  await closeTracked();
-  raw.disconnect();
-});
+eachQueue('met', n => new Queue(n, { connection }), connection, t => ({ name, queue, raw } = t));
 
 /** A worker with metrics that completes jobs whose data is `ok` and fails the others for good. */
 function worker(done: { n: number }, metrics = true) {
