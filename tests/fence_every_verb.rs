@@ -133,6 +133,10 @@ fn calls(cmd: &Command) -> Vec<Vec<Vec<u8>>> {
                 &["2", &r1, &r2, "a", "{}", "0", "b", "{}", "4", "ALIAS", "x", "DELAY", "+5"],
             )]
         }
+        "TRA.COMPLETESNEXT" => {
+            let (r3, r4) = (format!("emq:{{{QUEUE}}}:job:{}", j(3)), format!("emq:{{{QUEUE}}}:job:{}", j(4)));
+            vec![with(QUEUE, "", "", &["2", &r3, &r4, "t3", "ok", "t4", "ok", "c9", "60000", "ECHO", "ROW"])]
+        }
         "TRA.OBLITERATE" => {
             vec![with(GONE, "", "", &["FORCE", "COUNT", "1"]), with(GONE, "", "", &["FORCE"])]
         }

@@ -1,5 +1,5 @@
 //! A claim that returns the job (`CLAIM … ROW`) and finish-and-fetch in one atomic call
-//! (`TRA.COMPLETENEXT`), against a real server: what they answer, what they write, that a
+//! (`TRA.COMPLETENEXT`, and `TRA.COMPLETESNEXT` for many jobs), against a real server: what they answer, what they write, that a
 //! refusal writes nothing, and that a replica holds the same.
 // A test may panic: that is how it fails. The module's own rules are for src/.
 #![allow(
@@ -215,4 +215,173 @@ fn a_finish_with_a_job_left_in_either_ready_set_is_not_drained() {
         assert_eq!(q.run(&mut c, "EMQ.COMPLETE", &jid(2), &[b"w", b"ok", b"ECHO"]), Reply::Int(1));
         assert_eq!(events(&mut c, &q).last().map(String::as_str), Some("drained"), "{i}");
     }
+}
+
+/// `TRA.COMPLETESNEXT`: each `(id, token)` finished with the result `r:<id>`, then jobs
+/// claimed with `claim` for 30 s.
+fn many(q: &Q, c: &mut Conn, entries: &[(String, &str)], claim: &str, extra: &[&[u8]]) -> Reply {
+    let mut v: Vec<Vec<u8>> = vec![b"TRA.COMPLETESNEXT".to_vec(), b"7".to_vec()];
+    for role in ["wait", "prio", "active", "delayed", "completed", "meta", "events"] {
+        v.push(q.k(role).into_bytes());
+    }
+    v.push(entries.len().to_string().into_bytes());
+    v.extend(entries.iter().map(|(id, _)| q.job(id).into_bytes()));
+    for (id, token) in entries {
+        v.push(token.as_bytes().to_vec());
+        v.push(format!("r:{id}").into_bytes());
+    }
+    v.push(claim.as_bytes().to_vec());
+    v.push(b"30000".to_vec());
+    v.extend(extra.iter().map(|e| e.to_vec()));
+    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
+    c.call(&refs)
+}
+
+fn ints(r: &Reply) -> Vec<i64> {
+    r.array().iter().map(Reply::int).collect()
+}
+
+fn ids(r: &Reply) -> Vec<String> {
+    r.array().iter().map(|j| j.array()[0].str()).collect()
+}
+
+#[test]
+fn completesnext_finishes_many_then_claims_one_for_each_finished() {
+    let primary = Server::quiet();
+    let replica = Server::quiet();
+    let mut r = replica.follow(&primary);
+    let mut c = primary.conn();
+    let q = Q::new("many");
+    for n in 1..=6 {
+        assert_eq!(q.enqueue(&mut c, &jid(n), &[]), Reply::Int(1));
+    }
+    assert_eq!(q.run(&mut c, "EMQ.CLAIM", "", &[b"w1", b"30000", b"COUNT", b"3"]).array().len(), 3);
+    let before = events(&mut c, &q).len();
+
+    // Two held, one with a wrong token, one with no row: two finish, two jobs are claimed.
+    let entries = [(jid(1), "w1"), (jid(2), "w1"), (jid(3), "other"), (jid(9), "w1")];
+    let reply = many(&q, &mut c, &entries, "w2", &[b"ECHO", b"METRICS", b"5"]);
+    assert_eq!(ints(&reply.array()[0]), [1, 1, -1, -2]);
+    assert_eq!(ids(&reply.array()[1]), [jid(4), jid(5)]);
+    let snap = q.check_invariant(&mut c);
+    for (id, state) in
+        [(1, "completed"), (2, "completed"), (3, "active"), (4, "active"), (5, "active"), (6, "wait")]
+    {
+        assert_eq!(snap.state_of(&jid(id)).as_deref(), Some(state), "{}", jid(id));
+    }
+    assert_eq!(snap.field(&jid(2), "r").as_deref(), Some(format!("r:{}", jid(2)).as_str()));
+    assert_eq!(snap.field(&jid(3), "tk").as_deref(), Some("w1"), "not held by `other`: untouched");
+    assert_eq!(snap.field(&jid(4), "tk").as_deref(), Some("w2"), "claimed with the claim's token");
+    let ev = events(&mut c, &q);
+    assert_eq!(&ev[before..], ["completed", "completed", "active", "active"]);
+    let echoed = c.call(&[b"XREVRANGE", q.k("events").as_bytes(), b"+", b"-", b"COUNT", b"3"]);
+    let fields: Vec<String> = echoed.array()[2].array()[1].array().iter().map(Reply::str).collect();
+    assert_eq!(fields[fields.len() - 2..], ["result".to_string(), format!("r:{}", jid(2))], "ECHO");
+    let counted = c.call(&[b"HGET", q.k("metrics:completed").as_bytes(), b"count"]);
+    assert_eq!(counted.str(), "2", "METRICS counts the jobs finished");
+
+    // The same call again: the two finishes are repeats (0, nothing written for them), and
+    // each still fetches: one job is left to take.
+    let reply = many(&q, &mut c, &entries, "w2", &[]);
+    assert_eq!(ints(&reply.array()[0]), [0, 0, -1, -2]);
+    assert_eq!(ids(&reply.array()[1]), [jid(6)]);
+
+    // No entry finishes nor repeats: nothing is written, not even a claim.
+    let reply = unchanged(&mut c, |c| many(&q, c, &[(jid(3), "other"), (jid(8), "w1")], "w2", &[]));
+    assert_eq!(
+        reply,
+        Reply::Array(vec![Reply::Array(vec![Reply::Int(-1), Reply::Int(-2)]), Reply::Array(vec![])])
+    );
+
+    // Refusals write nothing.
+    let held = [(jid(3), "w1"), (jid(4), "w2")];
+    let twice = [(jid(3), "w1"), (jid(3), "w1")];
+    let no_token = [(jid(3), "")];
+    type Case<'a> = (&'a [(String, &'a str)], &'a [&'a [u8]], &'a str);
+    let cases: [Case; 6] = [
+        (&held, &[b"KEEP", b"-2"], "EMQARG"),
+        (&held, &[b"METRICS", b"0"], "EMQARG"),
+        (&held, &[b"COUNT", b"2"], "EMQSHAPE"),
+        (&held, &[b"ROW", b"ROW"], "EMQSHAPE"),
+        (&twice, &[], "EMQARG"),
+        (&no_token, &[], "EMQARG"),
+    ];
+    for (entries, extra, class) in cases {
+        let e = unchanged(&mut c, |c| many(&q, c, entries, "w2", extra));
+        assert!(e.error().starts_with(class), "{entries:?} {extra:?}: {e:?}");
+    }
+    // The lease, and a pair missing: the row keys say how many pairs there are.
+    let base: Vec<Vec<u8>> = ["TRA.COMPLETESNEXT", "7"]
+        .iter()
+        .map(|w| w.as_bytes().to_vec())
+        .chain(
+            ["wait", "prio", "active", "delayed", "completed", "meta", "events"]
+                .iter()
+                .map(|r| q.k(r).into_bytes()),
+        )
+        .chain([b"2".to_vec(), q.job(&jid(3)).into_bytes(), q.job(&jid(4)).into_bytes()])
+        .collect();
+    let tails: [(&[&[u8]], &str); 3] = [
+        (&[b"w1", b"ok", b"w2", b"ok", b"w2", b"0"], "EMQARG"),
+        (&[b"w1", b"ok", b"w2", b"ok", b"30000"], "EMQSHAPE"),
+        (&[b"w1", b"ok", b"w2", b"30000"], "EMQSHAPE"),
+    ];
+    for (tail, class) in tails {
+        let mut v: Vec<&[u8]> = base.iter().map(Vec::as_slice).collect();
+        v.extend_from_slice(tail);
+        let e = unchanged(&mut c, |c| c.call(&v));
+        assert!(e.error().starts_with(class), "{tail:?}: {e:?}");
+    }
+    // A row of another queue is refused by the layout check.
+    let other = Q::new("other");
+    let mut v: Vec<&[u8]> = base.iter().map(Vec::as_slice).collect();
+    let foreign = other.job(&jid(4));
+    let last = v.len() - 1;
+    v[last] = foreign.as_bytes();
+    v.extend_from_slice(&[b"w1", b"ok", b"w2", b"ok", b"w2", b"30000"]);
+    let e = unchanged(&mut c, |c| c.call(&v));
+    assert!(e.error().starts_with("EMQ"), "{e:?}");
+    // A declared key of the wrong type refuses before the first write.
+    c.call(&[b"SET", q.k("delayed").as_bytes(), b"x"]);
+    let e = unchanged(&mut c, |c| many(&q, c, &held, "w2", &[]));
+    assert!(e.error().starts_with("WRONGTYPE"), "{e:?}");
+    c.call(&[b"DEL", q.k("delayed").as_bytes()]);
+
+    // The last three held jobs, finished with KEEP 0 and nothing left to take: their rows
+    // go, and the call ends with one `drained`.
+    let last = [(jid(3), "w1"), (jid(4), "w2"), (jid(5), "w2"), (jid(6), "w2")];
+    let reply = many(&q, &mut c, &last, "w3", &[b"KEEP", b"0", b"ROW"]);
+    assert_eq!(ints(&reply.array()[0]), [1, 1, 1, 1]);
+    assert_eq!(reply.array()[1], Reply::Array(vec![]));
+    let snap = q.check_invariant(&mut c);
+    assert!(last.iter().all(|(id, _)| !snap.rows.contains_key(id)), "KEEP 0 deletes the rows");
+    let ev = events(&mut c, &q);
+    assert_eq!(ev.iter().filter(|e| *e == "drained").count(), 1);
+    assert_eq!(ev.last().map(String::as_str), Some("drained"));
+
+    c.call(&[b"WAIT", b"1", b"5000"]);
+    wait_for(|| digest(&mut r) == digest(&mut c), "the replica holds what the primary holds");
+}
+
+/// ROW hands out each claimed job's row as CLAIM … ROW does, and the claim takes no more
+/// jobs than entries finished, however many are ready.
+#[test]
+fn completesnext_with_row_answers_as_claim_with_row() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("rows");
+    for n in 1..=8 {
+        assert_eq!(q.enqueue(&mut c, &jid(n), &[b"OPTS", b"{\"a\":1}"]), Reply::Int(1));
+    }
+    assert_eq!(q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"30000", b"COUNT", b"2"]).array().len(), 2);
+    let reply = many(&q, &mut c, &[(jid(1), "w"), (jid(2), "w")], "w", &[b"ROW"]);
+    let jobs = reply.array()[1].array();
+    assert_eq!(ids(&reply.array()[1]), [jid(3), jid(4)]);
+    for j in jobs {
+        let e = j.array();
+        assert_eq!(e.len(), 5, "[id name data attempt row]");
+        assert!(map(&e[4]).iter().any(|(k, v)| k == "opts" && v.str() == "{\"a\":1}"));
+    }
+    let snap = q.snapshot(&mut c);
+    assert_eq!((5..=8).filter(|n| snap.state_of(&jid(*n)).as_deref() == Some("wait")).count(), 4);
 }

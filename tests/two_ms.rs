@@ -64,6 +64,9 @@ const EXPECTED: &[(&str, Work)] = &[
     ("STALLED COUNT 10000 (cap)", w(100, 100, 0, 503, 2, 0)),
     ("EXTENDS 250 pairs (cap)", w(250, 0, 0, 250, 251, 0)),
     ("TRA.COMPLETES 50 jobs (cap)", w(50, 0, 1, 152, 1, 0)),
+    // The writes of TRA.COMPLETES and of a CLAIM at its cap, added (152 + 102); the reads of
+    // the CLAIM alone, since the finishes share its fence read.
+    ("TRA.COMPLETESNEXT 50 jobs (cap)", w(50, 0, 1, 254, 2, 0)),
     ("TRA.ADD 250 jobs (cap)", w(250, 0, 251, 1010, 1, 0)),
     ("COMPLETE KEEP 1 (retention-batch default)", w(1, 200, 200, 6, 202, 0)),
     ("COMPLETE KEEP 1 (retention-batch 200, cap)", w(1, 200, 200, 6, 202, 0)),
@@ -292,6 +295,19 @@ fn no_call_does_more_than_its_cap_at_the_defaults_and_at_every_cap() {
     let refs: Vec<&[u8]> = a.iter().map(Vec::as_slice).collect();
     let what = format!("TRA.COMPLETES {} jobs (cap)", batch.array().len());
     m.run(&mut c, &what, &q.cmd("TRA.COMPLETES", "", &["active", "completed", "events"], &refs));
+
+    // TRA.COMPLETESNEXT of the most jobs it takes, fetching as many again with their rows:
+    // its items are the finishes' codes.
+    let batch = call(&mut c, &claim(&q, "600000", "1000"));
+    let ids: Vec<String> = batch.array().iter().map(|j| j.array()[0].str()).collect();
+    let roles = ["wait", "prio", "active", "delayed", "completed", "meta", "events"];
+    let mut v = q.cmd("TRA.COMPLETESNEXT", "", &roles, &[ids.len().to_string().as_bytes()]);
+    v.extend(ids.iter().map(|id| q.job(id).into_bytes()));
+    v.extend(ids.iter().flat_map(|_| [b"w".to_vec(), b"ok".to_vec()]));
+    v.extend([b"w".to_vec(), b"600000".to_vec(), b"ROW".to_vec()]);
+    let r = m.run(&mut c, &format!("TRA.COMPLETESNEXT {} jobs (cap)", ids.len()), &v);
+    m.seen.last_mut().expect("a figure").1.items = r.array()[0].array().len() as i64;
+    assert_eq!(r.array()[1].array().len(), ids.len(), "as many fetched as finished");
 
     // TRA.ADD of the most jobs it takes (read from its refusal of one more), each with ALIAS.
     let add = |n: u64| {

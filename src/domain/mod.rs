@@ -36,8 +36,9 @@ pub const DELETE_COUNT_DEFAULT: i64 = 1000;
 /// made); the benchmark's `--only-caps` measures each one's microseconds there beside the 2 ms
 /// goal (about 10 µs a job at that size). What is left waits for the next call, or for upkeep;
 /// so a reply shorter than COUNT does not mean that nothing is left.
-/// Jobs one CLAIM hands out (and meets in all its passes), and jobs one TRA.COMPLETES takes:
-/// 50, so that a CLAIM at its COUNT cap that also promotes `promote-batch` at its cap fits.
+/// Jobs one CLAIM hands out (and meets in all its passes), and jobs one TRA.COMPLETES or
+/// TRA.COMPLETESNEXT takes: 50, so that a CLAIM at its COUNT cap that also promotes
+/// `promote-batch` at its cap fits.
 pub const CLAIM_PER_CALL: i64 = 50;
 /// Due jobs one CLAIM promotes (the cap of `promote-batch`); upkeep promotes the rest.
 pub const PROMOTE_PER_CALL: i64 = 100;

@@ -180,6 +180,11 @@ impl<'a> Take<'a> {
         Ok(Take { token, lease, count, row })
     }
 
+    /// The same claim, for at most `count` jobs.
+    pub fn at_most(self, count: usize) -> Take<'a> {
+        Take { count: self.count.min(count), ..self }
+    }
+
     /// Claims, within the queue's limits (`domain::limit`); the flags say whether it met no
     /// expired job it could not go past (a waiting claimer may then wait), and whether the
     /// queue has a global concurrency (a waiter then also waits for a job to leave `active`).

@@ -89,13 +89,8 @@ impl Verb for CompleteNext {
         let opened = Opened { meta, pass: Pass { ready, delayed, active, events } };
         let jobs = match take.run(x, Some(opened)) {
             Ok((jobs, _, _)) => {
-                // Drained only when the claim found nothing: the sets are opened for that alone.
                 if jobs.is_empty() {
-                    let events = Events::open(x)?;
-                    let (ready, active) = (Ready::open(x)?, x.open_as(Active, Kind::ZSet)?);
-                    if events.on() && active.len() == 0 && ready.wait.len() == 0 && ready.prio.len() == 0 {
-                        events.emit(x, None, Event::Drained)?;
-                    }
+                    drained_if_idle(x)?;
                 }
                 jobs.reply()
             }
@@ -103,4 +98,15 @@ impl Verb for CompleteNext {
         };
         Ok(Reply::Array(vec![Reply::Int(done.into()), jobs]))
     }
+}
+
+/// After a finish and a claim that found nothing: `drained` when nothing is ready or active.
+/// The sets are opened again for this alone, the claim having closed its handles.
+pub fn drained_if_idle(x: &mut Exec) -> Result<(), Refusal> {
+    let events = Events::open(x)?;
+    let (ready, active) = (Ready::open(x)?, x.open_as(Active, Kind::ZSet)?);
+    if events.on() && active.len() == 0 && ready.wait.len() == 0 && ready.prio.len() == 0 {
+        events.emit(x, None, Event::Drained)?;
+    }
+    Ok(())
 }

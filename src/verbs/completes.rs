@@ -12,9 +12,9 @@ use crate::config;
 use crate::domain::{self, Keep};
 use crate::errors::Refusal;
 use crate::host::command::{block, q, val, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{Access, ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::{Access, ArgStr, Exec, Key, Kind, Reply, Str, Verb};
 use crate::keyspace::Role::{self, *};
-use crate::queue::{self, field, Event, Events, Release, Retire, Row, State};
+use crate::queue::{self, field, Event, Events, Release, Retire, Row, State, Tallied, Tally};
 
 pub const KEYS: Keys = Keys::of(&[q(Active, Take), q(Completed, Update), q(Events, Append)]);
 pub const ARGS: &[Arg] =
@@ -71,83 +71,124 @@ impl Verb for Completes {
         if ids.windows(2).any(|w| w.first() == w.get(1)) {
             return Err(Refusal::Arg("an id given twice".into()));
         }
-        let keep = queue::keep_for(None, &config::KEEP_COMPLETED)?;
         let active = x.open_as(Active, Kind::ZSet)?;
         let completed = x.open_as(Completed, Kind::ZSet)?;
         let events = Events::open(x)?;
-
-        // Read and check everything first: each row (as the caller), what its entry comes to.
-        let mut rows = Vec::with_capacity(a.jobs.len());
-        let mut fates = Vec::with_capacity(a.jobs.len());
-        for [id, token, _] in &a.jobs {
+        let mut held = Vec::with_capacity(a.jobs.len());
+        for [id, token, result] in &a.jobs {
             let row = x.open_undeclared(Role::Job, id, Access::Update)?;
-            let fate = if !row.exists_as(Kind::Hash)? {
+            let exists = row.exists_as(Kind::Hash)?;
+            held.push(Held { id: x.string(id)?, row, exists, token: *token, result: *result });
+        }
+        let fates = finish_many(x, &held, Finishing::default(), &active, &completed, &events)?;
+        Ok(Reply::Array(fates.into_iter().map(Reply::Int).collect()))
+    }
+}
+
+/// A job a batch finishes: its id, its row (open, and whether it exists), the token that
+/// should hold it and its result.
+pub struct Held<'a> {
+    pub id: Str,
+    pub row: Key,
+    pub exists: bool,
+    pub token: ArgStr<'a>,
+    pub result: ArgStr<'a>,
+}
+
+/// How a batch finishes its jobs: COMPLETE's options (KEEP, AGE, ECHO, METRICS).
+#[derive(Clone, Copy, Default)]
+pub struct Finishing {
+    pub keep: Option<i64>,
+    pub age: Option<i64>,
+    pub echo: bool,
+    pub metrics: Option<i64>,
+}
+
+/// Each job as COMPLETE would finish it, answered by a code: `DONE`, `REPEAT`, `NOT_HELD`,
+/// `NO_JOB`. Everything is read and checked first (retention, logs, DEDUP ids, the metrics
+/// keys), then written; nothing is written when no job finishes. Retention counts the
+/// batch's finished jobs together, as one COMPLETE of them all would.
+pub fn finish_many(
+    x: &mut Exec,
+    held: &[Held],
+    how: Finishing,
+    active: &Key,
+    completed: &Key,
+    events: &Events,
+) -> Result<Vec<i64>, Refusal> {
+    let keep = queue::keep_for(how.keep, &config::KEEP_COMPLETED)?;
+    let age = queue::age(how.age)?;
+    queue::tally::check(how.metrics)?;
+    let fates: Vec<i64> = held
+        .iter()
+        .map(|h| {
+            if !h.exists {
                 NO_JOB
-            } else if Row(&row).held_by(token) && active.zscore(id.str_ref()).is_some() {
+            } else if Row(&h.row).held_by(&h.token) && active.zscore(h.id.str_ref()).is_some() {
                 DONE
-            } else if Row(&row).completed_by(token) {
+            } else if Row(&h.row).completed_by(&h.token) {
                 REPEAT
             } else {
                 NOT_HELD
-            };
-            rows.push(row);
-            fates.push(fate);
-        }
-        let finishing = fates.iter().filter(|f| **f == DONE).count() as u64;
-        if finishing == 0 {
-            // Nothing finishes: nothing is written, retention included.
-            return Ok(Reply::Array(fates.into_iter().map(Reply::Int).collect()));
-        }
-        let now = x.now();
-        let adding = if keep == Keep::None { 0 } else { finishing };
-        let retire = Retire::plan(x, &completed, adding, now, keep, None)?;
-        let finishing: Vec<Option<&[u8]>> =
-            a.jobs.iter().zip(&fates).map(|([id, ..], f)| (*f == DONE).then(|| id.bytes())).collect();
-        let at_once = domain::gone_at_once(&finishing, retire.drop_new, keep == Keep::None);
-        let mut logs = Vec::with_capacity(a.jobs.len());
-        let mut releases = Vec::new();
-        // Per job: attempts made once it finishes, read with its DEDUP id.
-        let mut made_of = Vec::with_capacity(a.jobs.len());
-        for ((([id, ..], fate), gone), row) in a.jobs.iter().zip(&fates).zip(&at_once).zip(&rows) {
-            logs.push(if *fate == DONE && *gone { queue::log_of(x, id)? } else { None });
-            if *fate == DONE {
-                let [made, dedup, ..] = row.hget_many(&[&field::MADE, &field::DEDUP]);
-                made_of.push(made.and_then(|m| domain::args::int(m.bytes())).unwrap_or(0).saturating_add(1));
-                releases.push(Release::finishing_of(x, id, dedup)?);
-            } else {
-                made_of.push(0);
             }
-        }
-
-        // Write.
-        let taken: Vec<_> = a
-            .jobs
-            .iter()
-            .zip(&fates)
-            .filter(|(_, f)| **f == DONE)
-            .map(|([id, ..], _)| id.str_ref())
-            .collect();
-        active.zrem_many(&taken);
-        if !taken.is_empty() {
-            active.signal_ready();
-        }
-        for (((([id, _, result], row), (fate, gone)), log), made) in
-            a.jobs.iter().zip(&rows).zip(fates.iter().zip(&at_once)).zip(logs).zip(made_of)
-        {
-            if *fate != DONE {
-                continue;
-            }
-            let made_s = x.int(made)?;
-            let id_s = x.string(id)?;
-            let fields = [(&field::RESULT, result.str_ref()), (&field::MADE, made_s.str_ref())];
-            let keep = if *gone { Keep::None } else { keep };
-            queue::finish(x, row, &completed, &id_s, State::Completed, keep, &fields, log)?;
-            events.emit(x, Some(id.str_ref()), Event::Completed { attempt: made, result: None })?;
-        }
-        for r in &releases {
-            r.apply();
-        }
-        retire.apply(&completed);
-        Ok(Reply::Array(fates.into_iter().map(Reply::Int).collect()))
+        })
+        .collect();
+    let finishing = fates.iter().filter(|f| **f == DONE).count() as u64;
+    if finishing == 0 {
+        // Nothing finishes: nothing is written, retention included.
+        return Ok(fates);
     }
+    let now = x.now();
+    let adding = if keep == Keep::None { 0 } else { finishing };
+    let retire = Retire::plan(x, completed, adding, now, keep, age)?;
+    let tally =
+        Tally::open(x, Tallied::Completed, how.metrics, i64::try_from(finishing).unwrap_or(i64::MAX))?;
+    let ids: Vec<Option<&[u8]>> =
+        held.iter().zip(&fates).map(|(h, f)| (*f == DONE).then(|| h.id.bytes())).collect();
+    let at_once = domain::gone_at_once(&ids, retire.drop_new, keep == Keep::None);
+    let mut logs = Vec::with_capacity(held.len());
+    let mut releases = Vec::new();
+    // Per job: attempts made once it finishes, read with its DEDUP id.
+    let mut made_of = Vec::with_capacity(held.len());
+    for ((h, fate), gone) in held.iter().zip(&fates).zip(&at_once) {
+        logs.push(if *fate == DONE && *gone { queue::log_of(x, h.id.bytes())? } else { None });
+        if *fate == DONE {
+            let [made, dedup, ..] = h.row.hget_many(&[&field::MADE, &field::DEDUP]);
+            made_of.push(made.and_then(|m| domain::args::int(m.bytes())).unwrap_or(0).saturating_add(1));
+            releases.push(Release::finishing_of(x, h.id.bytes(), dedup)?);
+        } else {
+            made_of.push(0);
+        }
+    }
+    for h in held {
+        if h.result.str_ref().is_missing() {
+            return Err(crate::errors::host_reply());
+        }
+    }
+
+    // Write.
+    let taken: Vec<_> =
+        held.iter().zip(&fates).filter(|(_, f)| **f == DONE).map(|(h, _)| h.id.str_ref()).collect();
+    active.zrem_many(&taken);
+    active.signal_ready();
+    for ((((h, fate), gone), log), made) in held.iter().zip(&fates).zip(&at_once).zip(logs).zip(made_of) {
+        if *fate != DONE {
+            continue;
+        }
+        let made_s = x.int(made)?;
+        let result = h.result.str_ref();
+        let fields = [(&field::RESULT, result), (&field::MADE, made_s.str_ref())];
+        let keep = if *gone { Keep::None } else { keep };
+        queue::finish(x, &h.row, completed, &h.id, State::Completed, keep, &fields, log)?;
+        let echoed = how.echo.then_some(result);
+        events.emit(x, Some(h.id.str_ref()), Event::Completed { attempt: made, result: echoed })?;
+    }
+    for r in &releases {
+        r.apply();
+    }
+    retire.apply(completed);
+    if let Some(t) = &tally {
+        t.apply(x)?;
+    }
+    Ok(fates)
 }

@@ -51,6 +51,7 @@ pub mod clean;
 pub mod complete;
 pub mod completenext;
 pub mod completes;
+pub mod completesnext;
 pub mod counts;
 pub mod dedup;
 pub mod delay;
@@ -145,6 +146,7 @@ table! {
     undedup
     scheduler
     schedulers
+    completesnext
 }
 
 /// The capability tokens of the registered commands, in table order.
@@ -296,6 +298,7 @@ mod tests {
             (undedup::COMMAND, "write fast", "emq write fast", true),
             (scheduler::COMMAND, "write deny-oom", "emq write", true),
             (schedulers::COMMAND, "readonly", "emq read", false),
+            (completesnext::COMMAND, "write", "emq write", true),
         ];
         assert_eq!(want.len(), COMMANDS.len());
         for (cmd, flags, acl, fenced) in want {
