@@ -324,10 +324,11 @@ fn valid(rng: &mut Rng, ctx: &Ctx, cmd: &Command) -> (Vec<Vec<u8>>, usize) {
     (v, first_arg)
 }
 
-/// A call with a tail of keys (TRA.ADD): `n`, n keys of the tail's role (ids of the pool, so
-/// some exist and some repeat), then one job per key — `name data k` and k option words, from
-/// the table's option vocabulary with values that parse (an ALIAS of a few keys, so they
-/// collide). Now and then LIFO beside DELAY, which is refused.
+/// A call with a tail of keys: `n`, n keys of the tail's role (ids of the pool, so some exist
+/// and some repeat), then for TRA.COMPLETESNEXT a finish per key, the claim and options; for
+/// TRA.ADD one job per key — `name data k` and k option words, from the table's option
+/// vocabulary with values that parse (an ALIAS of a few keys, so they collide). Now and then
+/// LIFO beside DELAY, which is refused.
 fn tail_call(
     rng: &mut Rng,
     ctx: &Ctx,
@@ -345,6 +346,26 @@ fn tail_call(
     let ids: Vec<String> = (0..n).map(|_| rng.pick(&ctx.ids).clone()).collect();
     v.extend(ids.iter().map(|id| role_key(queue, role, id)));
     let first_arg = v.len();
+    if cmd.name == "TRA.COMPLETESNEXT" {
+        // A `token result` pair per row, the claim's token and lease, then options.
+        for id in &ids {
+            v.push(value(rng, ctx, cmd, "token", id));
+            v.push(value(rng, ctx, cmd, "result", id));
+        }
+        v.push(value(rng, ctx, cmd, "token", ""));
+        v.push(value(rng, ctx, cmd, "lease_ms", ""));
+        for _ in 0..rng.below(4) {
+            let w: &[&str] = match rng.below(5) {
+                0 => &["KEEP", *rng.pick(&["-1", "0", "3", "-2"])],
+                1 => &["AGE", *rng.pick(&["0", "1000"])],
+                2 => &["ECHO"],
+                3 => &["METRICS", *rng.pick(&["1", "10080", "0"])],
+                _ => &["ROW"],
+            };
+            v.extend(w.iter().map(|x| x.as_bytes().to_vec()));
+        }
+        return (v, first_arg);
+    }
     for id in &ids {
         v.push(value(rng, ctx, cmd, "name", id));
         v.push(value(rng, ctx, cmd, "data", id));

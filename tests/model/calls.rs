@@ -239,6 +239,18 @@ pub enum Call {
     Completes {
         triples: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)>,
     },
+    // TRA.COMPLETESNEXT: (id, token, result) triples (each id a row key of the call), then
+    // the claim's token and lease, and COMPLETE's options.
+    CompletesNext {
+        triples: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)>,
+        claim: Vec<u8>,
+        lease: i64,
+        keep: Option<i64>,
+        age: Option<i64>,
+        echo: bool,
+        metrics: Option<i64>,
+        row: bool,
+    },
     // TRA.ADD: the jobs, one row key each.
     Add {
         jobs: Vec<AddJob>,
@@ -288,6 +300,7 @@ impl Call {
             Call::SetProgress { .. } => "TRA.SETPROGRESS",
             Call::AddLog { .. } => "TRA.ADDLOG",
             Call::CompleteNext { .. } => "TRA.COMPLETENEXT",
+            Call::CompletesNext { .. } => "TRA.COMPLETESNEXT",
             Call::Priority { .. } => "TRA.PRIORITY",
             Call::MetaStalls(Some(_)) => "HSET",
             Call::MetaStalls(None) => "HDEL",
@@ -560,6 +573,22 @@ impl Call {
                     a.extend([id.clone(), t.clone(), r.clone()]);
                 }
             }
+            Call::CompletesNext { triples, claim, lease, keep, age, echo, metrics, row } => {
+                for (_, t, r) in triples {
+                    a.extend([t.clone(), r.clone()]);
+                }
+                a.extend([claim.clone(), num(*lease)]);
+                retention(&mut a, keep, age);
+                if *echo {
+                    a.push(w("ECHO"));
+                }
+                if let Some(m) = metrics {
+                    a.extend([w("METRICS"), num(*m)]);
+                }
+                if *row {
+                    a.push(w("ROW"));
+                }
+            }
             Call::Add { jobs } => {
                 for j in jobs {
                     let mut o = Vec::new();
@@ -616,6 +645,9 @@ impl Call {
             Call::Counts => [&ALL[..], &["meta"]].concat(),
             Call::Jobs { set, .. } => vec![set.word()],
             Call::Add { .. } => vec!["wait", "prio", "delayed", "events"],
+            Call::CompletesNext { .. } => {
+                vec!["wait", "prio", "active", "delayed", "completed", "meta", "events"]
+            }
             Call::Limit(_) => vec!["meta"],
             Call::Limits => vec!["meta", "active"],
             _ => keys_of(self.verb()).to_vec(),
@@ -626,6 +658,14 @@ impl Call {
             v.extend(roles.iter().map(|r| q.k(r).into_bytes()));
             v.push(jobs.len().to_string().into_bytes());
             v.extend(jobs.iter().map(|j| q.job(&String::from_utf8_lossy(&j.id)).into_bytes()));
+            v.extend(self.args(lc));
+            return v;
+        }
+        if let Call::CompletesNext { triples, .. } = self {
+            // The seven queue keys, then `n` and the rows.
+            v.extend(roles.iter().map(|r| q.k(r).into_bytes()));
+            v.push(triples.len().to_string().into_bytes());
+            v.extend(triples.iter().map(|(id, ..)| q.job(&String::from_utf8_lossy(id)).into_bytes()));
             v.extend(self.args(lc));
             return v;
         }

@@ -289,6 +289,19 @@ pub enum Op {
         entries: Vec<Entry>,
         fill: Option<usize>,
     },
+    /// TRA.COMPLETESNEXT: entries as TRA.COMPLETES's, then a claim of one job for each
+    /// finished (or repeated) with the call's claim token.
+    CompletesNext {
+        entries: Vec<Entry>,
+        fill: Option<usize>,
+        claim: ClaimTok,
+        lease: i64,
+        keep: Option<i64>,
+        age: Option<i64>,
+        echo: bool,
+        metrics: Option<i64>,
+        row: bool,
+    },
     /// Real waiting, ms.
     Sleep(u64),
 }
@@ -317,6 +330,54 @@ impl Resolver<'_> {
             IdC::Finished(k) => pick(self.m.completed.keys().chain(self.m.failed.keys()).collect(), *k),
         }
     }
+    /// A claim's token: a fresh one, one of the pool's, or one out of range.
+    pub fn claim_token(&mut self, tok: &ClaimTok) -> Vec<u8> {
+        match tok {
+            ClaimTok::Fresh => {
+                *self.fresh += 1;
+                format!("c{}", self.fresh).into_bytes()
+            }
+            ClaimTok::Pool(i) => TOKENS[*i].to_vec(),
+            ClaimTok::Empty => vec![],
+            ClaimTok::Long => vec![b't'; TOKEN_MAX + 1],
+        }
+    }
+
+    /// TRA.COMPLETES's (and TRA.COMPLETESNEXT's) entries: the explicit choices first (two
+    /// of them may name one job: refused), then each `Next` a job none of the others names;
+    /// `fill` pads with jobs that do not exist.
+    pub fn triples(&self, entries: &[Entry], fill: Option<usize>) -> Vec<(Vec<u8>, Vec<u8>, Vec<u8>)> {
+        let chosen: Vec<Option<Vec<u8>>> = entries
+            .iter()
+            .map(|(e, _, _)| match e {
+                EntryId::Any(c) => Some(self.id(c)),
+                EntryId::Next => None,
+            })
+            .collect();
+        let mut named: BTreeSet<Vec<u8>> = chosen.iter().flatten().cloned().collect();
+        let mut held: Vec<Vec<u8>> = self.m.active.keys().cloned().collect();
+        let mut triples = Vec::new();
+        for ((_, t, r), c) in entries.iter().zip(chosen) {
+            let id = c.unwrap_or_else(|| {
+                held.retain(|h| !named.contains(h));
+                let spare = (0..self.pool).map(pool_id).find(|p| !named.contains(p));
+                if held.is_empty() {
+                    spare.unwrap_or_else(|| pool_id(0))
+                } else {
+                    held.remove(0)
+                }
+            });
+            named.insert(id.clone());
+            triples.push((id.clone(), self.tok(t, &id), r.0.clone()));
+        }
+        let mut k = 0u64;
+        while fill.is_some_and(|f| triples.len() < f) {
+            triples.push((jid(900_000 + k).into_bytes(), TOKENS[0].to_vec(), b"ok".to_vec()));
+            k += 1;
+        }
+        triples
+    }
+
     pub fn tok(&self, c: &TokC, id: &[u8]) -> Vec<u8> {
         match c {
             TokC::Holder => {
@@ -388,15 +449,7 @@ impl Resolver<'_> {
                 (Call::Add { jobs }, *lc)
             }
             Op::Claim { tok, lease, count, row, lc } => {
-                let token = match tok {
-                    ClaimTok::Fresh => {
-                        *self.fresh += 1;
-                        format!("c{}", self.fresh).into_bytes()
-                    }
-                    ClaimTok::Pool(i) => TOKENS[*i].to_vec(),
-                    ClaimTok::Empty => vec![],
-                    ClaimTok::Long => vec![b't'; TOKEN_MAX + 1],
-                };
+                let token = self.claim_token(tok);
                 (Call::Claim { token, lease: *lease, count: *count, row: *row }, *lc)
             }
             Op::Pause(on, lc) => (Call::Pause(*on), *lc),
@@ -544,37 +597,13 @@ impl Resolver<'_> {
                 (Call::Jobs { set: sets[*set % 6], from: *from, count: *count, rev: *rev }, *lc)
             }
             Op::Completes { entries, fill } => {
-                // The explicit choices first (two of them may name one job: refused), then
-                // each `Next` a job none of the others names.
-                let chosen: Vec<Option<Vec<u8>>> = entries
-                    .iter()
-                    .map(|(e, _, _)| match e {
-                        EntryId::Any(c) => Some(self.id(c)),
-                        EntryId::Next => None,
-                    })
-                    .collect();
-                let mut named: BTreeSet<Vec<u8>> = chosen.iter().flatten().cloned().collect();
-                let mut held: Vec<Vec<u8>> = self.m.active.keys().cloned().collect();
-                let mut triples = Vec::new();
-                for ((_, t, r), c) in entries.iter().zip(chosen) {
-                    let id = c.unwrap_or_else(|| {
-                        held.retain(|h| !named.contains(h));
-                        let spare = (0..self.pool).map(pool_id).find(|p| !named.contains(p));
-                        if held.is_empty() {
-                            spare.unwrap_or_else(|| pool_id(0))
-                        } else {
-                            held.remove(0)
-                        }
-                    });
-                    named.insert(id.clone());
-                    triples.push((id.clone(), self.tok(t, &id), r.0.clone()));
-                }
-                let mut k = 0u64;
-                while fill.is_some_and(|f| triples.len() < f) {
-                    triples.push((jid(900_000 + k).into_bytes(), TOKENS[0].to_vec(), b"ok".to_vec()));
-                    k += 1;
-                }
-                (Call::Completes { triples }, false)
+                (Call::Completes { triples: self.triples(entries, *fill) }, false)
+            }
+            Op::CompletesNext { entries, fill, claim, lease, keep, age, echo, metrics, row } => {
+                let triples = self.triples(entries, *fill);
+                let claim = self.claim_token(claim);
+                let (lease, keep, age, echo, metrics, row) = (*lease, *keep, *age, *echo, *metrics, *row);
+                (Call::CompletesNext { triples, claim, lease, keep, age, echo, metrics, row }, false)
             }
             Op::Sleep(_) => unreachable!("sleeps are not calls"),
         }
@@ -1068,6 +1097,23 @@ pub fn op(crashy: bool) -> BoxedStrategy<Op> {
                 .boxed(),
         ),
         (h(6), completes().prop_map(|(entries, fill)| Op::Completes { entries, fill }).boxed()),
+        (
+            h(6),
+            (
+                completes(),
+                claim_tok(),
+                lease(),
+                keep(),
+                age(),
+                prop::bool::weighted(0.3),
+                metrics(),
+                prop::bool::weighted(0.3),
+            )
+                .prop_map(|((entries, fill), claim, lease, keep, age, echo, metrics, row)| {
+                    Op::CompletesNext { entries, fill, claim, lease, keep, age, echo, metrics, row }
+                })
+                .boxed(),
+        ),
         (4, id_c().prop_map(|id| Op::Job { id }).boxed()),
         (2, Just(Op::Counts).boxed()),
         (4, (limit_arg(), lc()).prop_map(|(l, lc)| Op::Limit(l, lc)).boxed()),

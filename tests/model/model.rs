@@ -1473,6 +1473,83 @@ impl Model {
                 }
                 Ok(Reply::Array(out))
             }
+            Call::CompletesNext { triples, claim, lease, keep, age, echo, metrics, row } => {
+                // The order of checks: every row's id, the count, each pair, a repeat, the
+                // claim's values, the options.
+                for (id, _, _) in triples {
+                    gate(id)?;
+                }
+                if triples.is_empty() || triples.len() > COMPLETES_MAX {
+                    return Err("EMQARG");
+                }
+                for (_, t, r) in triples {
+                    token_ok(t)?;
+                    if r.len() > self.cfg.max_payload {
+                        return Err("EMQARG");
+                    }
+                }
+                let distinct: BTreeSet<&Vec<u8>> = triples.iter().map(|(id, _, _)| id).collect();
+                if distinct.len() != triples.len() {
+                    return Err("EMQARG");
+                }
+                token_ok(claim)?;
+                let lease = within(*lease, 1, LEASE_MAX)?;
+                let soft = keep.is_none();
+                let keep = keep_of(*keep, self.cfg.keep_completed)?;
+                let age = age_of(*age)?;
+                Model::metrics_ok(*metrics)?;
+                // Each entry as TRA.COMPLETES answers it, with COMPLETE's options.
+                let before = self.finished_before(Finished::Completed);
+                let mut codes = Vec::new();
+                let mut added = Vec::new();
+                for (id, token, result) in triples {
+                    let Some(r) = self.rows.get(id) else {
+                        codes.push(-2);
+                        continue;
+                    };
+                    if !self.held(id, token) {
+                        let repeat = r.state == St::Completed && r.token.as_deref() == Some(&token[..]);
+                        codes.push(if repeat { 0 } else { -1 });
+                        continue;
+                    }
+                    self.active.remove(id);
+                    let made = r.made + 1;
+                    self.release(id, false);
+                    if keep == 0 {
+                        self.drop_row(id);
+                    } else {
+                        let r = self.row(id);
+                        r.state = St::Completed;
+                        r.result = Some(result.clone());
+                        r.finished = Some(now);
+                        r.made = made;
+                        self.completed.insert(id.clone(), now);
+                        added.push(id.clone());
+                    }
+                    let mut facts = vec![("attempt", n(made))];
+                    if *echo {
+                        facts.push(("result", result.clone()));
+                    }
+                    ev.push(event("completed", Some(id), &facts));
+                    codes.push(1);
+                }
+                if codes.contains(&1) {
+                    self.retire(Finished::Completed, before, added, keep, soft, age, now);
+                    for _ in codes.iter().filter(|c| **c == 1) {
+                        self.count_metrics(0, *metrics, now);
+                    }
+                }
+                let wanted = codes.iter().filter(|c| **c >= 0).count();
+                let codes = Reply::Array(codes.into_iter().map(Reply::Int).collect());
+                if wanted == 0 {
+                    return Ok(Reply::Array(vec![codes, Reply::Array(vec![])]));
+                }
+                let jobs = self.claim(claim, lease, wanted, *row, now, ev);
+                if jobs == Reply::Array(vec![]) && self.drained() {
+                    ev.push(event("drained", None, &[]));
+                }
+                Ok(Reply::Array(vec![codes, jobs]))
+            }
             Call::Jobs { set, from, count, rev } => {
                 let from = within(from.unwrap_or(0), 0, TIME_MAX)?;
                 let count = within(count.unwrap_or(100), 1, PAGE_MAX)?;

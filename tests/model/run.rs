@@ -44,6 +44,17 @@ pub fn outcome(call: &Call, r: &Reply) -> String {
                 |i: usize| a.get(i).map_or(0, |x| if let Reply::Array(v) = x { v.len().min(1) } else { 0 });
             format!("requeued {} failed {}", n(0), n(1))
         }
+        (Call::CompletesNext { .. }, Reply::Array(a)) => match a.as_slice() {
+            [Reply::Array(codes), Reply::Array(jobs)] => {
+                let seen: Vec<String> = [1, 0, -1, -2]
+                    .iter()
+                    .filter(|v| codes.contains(&Reply::Int(**v)))
+                    .map(i64::to_string)
+                    .collect();
+                format!("[{}] + {} jobs", seen.join(" "), jobs.len().min(2))
+            }
+            _ => "?".into(),
+        },
         (Call::Completes { .. }, Reply::Array(a)) => {
             let mut seen: Vec<String> = Vec::new();
             for v in [1, 0, -1, -2] {
