@@ -276,6 +276,25 @@ function gather(conn: Redis): void {
     corkedCalls.set(socket, n);
   }
 }
+/** Finish-and-fetch calls per TRA.COMPLETESNEXT at most: a write's worth of calls. */
+const FINISHES_MAX = 16;
+
+/** A finish-and-fetch waiting to be sent with the others of its turn. */
+interface Finishing {
+  id: string;
+  token: string;
+  rv: string;
+  resolve: (f: Finished) => void;
+  reject: (err: unknown) => void;
+}
+
+/** A finish-and-fetch's answer: 1 finished or 0 a repeat, and the next job with its module token. */
+interface Finished {
+  done: number;
+  token: string;
+  job?: any[];
+}
+
 /** Calls per write (bench.mjs, add from 50 Queues: 8, 16, 32 and one write a turn tried). */
 const GATHER_MAX = 16;
 /** The calls held by a corked socket, this one included. */
@@ -332,6 +351,10 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   private hasDedup = false;
   /** TRA.SCHEDULER/TRA.SCHEDULERS: job schedulers kept by the server. */
   private hasSched = false;
+  /** TRA.COMPLETESNEXT: the finish-and-fetch calls of one turn go as one call. */
+  private hasFinishes = false;
+  /** The finish-and-fetch calls of this turn not sent yet, by their options. */
+  private readonly finishing = new Map<string, Finishing[]>();
   /** A worker's `metrics` option as the finishes' `METRICS max`: none without it. */
   private metrics: Cmd = [];
   /** Aliases named by events this backend read (module id → custom id), the newest 10 000. */
@@ -519,7 +542,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (fence !== WIRE) {
       throw new Error(`trafikey-bullmq: ${FENCE} holds ${fence}, not ${WIRE}`);
     }
-    const probe = (await this.conn.call('COMMAND', 'INFO', 'TRA.SETPROGRESS', 'TRA.ADDLOG', 'TRA.COMPLETENEXT', 'TRA.ADD', 'TRA.PRIORITY', 'TRA.LIMIT', 'TRA.DEDUP', 'TRA.SCHEDULER')) as unknown[];
+    const probe = (await this.conn.call('COMMAND', 'INFO', 'TRA.SETPROGRESS', 'TRA.ADDLOG', 'TRA.COMPLETENEXT', 'TRA.ADD', 'TRA.PRIORITY', 'TRA.LIMIT', 'TRA.DEDUP', 'TRA.SCHEDULER', 'TRA.COMPLETESNEXT')) as unknown[];
     this.anyReporter = !!probe[0] && !!probe[1];
     this.moduleDrains = !!probe[2];
     this.native = !!probe[3];
@@ -527,6 +550,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     this.hasLimits = !!probe[5];
     this.hasDedup = !!probe[6];
     this.hasSched = !!probe[7];
+    this.hasFinishes = !!probe[8];
     const limiter = (this.opts as any).limiter as { max?: number; duration?: number } | undefined;
     if (limiter && this.blockingConn) {
       // A worker's limiter becomes its queue's rate limit, obeyed by every claim of the queue
@@ -1348,19 +1372,16 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     const keepLast = this.keepLastId(job.opts);
     if (fetchNext && this.moduleDrains && this.stash.length === 0 && keepLast === undefined) {
       // Finish and fetch in one atomic call; the next job is claimed with the same token.
-      const claimToken = this.tokenFor(id, token);
-      let reply: unknown[];
+      let done: Finished;
       try {
-        gather(this.conn);
-        reply = (await this.conn.call('TRA.COMPLETENEXT', 8, this.jobKey(id), this.key('wait'), this.key('prio'), this.key('active'), this.key('delayed'), this.key('completed'), this.key('meta'), this.key('events'), claimToken, rv, this.lease, ...keepArgs(keep), 'ECHO', ...this.metrics, ...this.row())) as unknown[];
+        done = await this.finishNext(id, this.tokenFor(id, token), rv, [...keepArgs(keep), 'ECHO', ...this.metrics, ...this.row()]);
       } catch (err) {
         throw this.finishError(err, jobId, await this.stateOf(id), 'moveToFinished');
       }
       const finishedOn = Date.now();
       held.delete(this.heldKey(id));
-      const jobs = reply[1];
-      if (Array.isArray(jobs) && jobs.length > 0) {
-        return { result: await this.handOut({ id: String(jobs[0][0]), token: claimToken, entry: jobs[0] }, token, (this.opts as any).name), finishedOn };
+      if (done.job) {
+        return { result: await this.handOut({ id: String(done.job[0]), token: done.token, entry: done.job }, token, (this.opts as any).name), finishedOn };
       }
       return { result: [undefined, undefined, 0, 0], finishedOn };
     }
@@ -1373,6 +1394,81 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     held.delete(this.heldKey(id));
     await this.requeueNext(keepLast);
     return { result: await this.next(token, fetchNext, true), finishedOn };
+  }
+
+  /**
+   * A finish-and-fetch, sent with the others of this turn that take the same options: one
+   * TRA.COMPLETESNEXT for many (up to `FINISHES_MAX`), TRA.COMPLETENEXT for one. A worker
+   * running many jobs at once finishes those that ended together in one call, and the server
+   * pays once for what every call pays (the fence, the queue's keys, its limits). Settles with
+   * the next job and its module token, or fails as TRA.COMPLETENEXT would for this job alone.
+   */
+  private finishNext(id: string, token: string, rv: string, tail: Cmd): Promise<Finished> {
+    return new Promise((resolve, reject) => {
+      const entry: Finishing = { id, token, rv, resolve, reject };
+      if (!this.hasFinishes) {
+        this.sendFinishes([entry], tail);
+        return;
+      }
+      const key = tail.join('\u0000');
+      let batch = this.finishing.get(key);
+      if (!batch) {
+        const mine: Finishing[] = [];
+        batch = mine;
+        this.finishing.set(key, mine);
+        process.nextTick(() => {
+          if (this.finishing.get(key) === mine) {
+            this.finishing.delete(key);
+            this.sendFinishes(mine, tail);
+          }
+        });
+      }
+      batch.push(entry);
+      if (batch.length >= FINISHES_MAX) {
+        this.finishing.delete(key);
+        this.sendFinishes(batch, tail);
+      }
+    });
+  }
+
+  private sendFinishes(batch: Finishing[], tail: Cmd): void {
+    gather(this.conn);
+    const keys = ['wait', 'prio', 'active', 'delayed', 'completed', 'meta', 'events'].map(r => this.key(r));
+    const [first] = batch;
+    if (batch.length === 1) {
+      this.conn.call('TRA.COMPLETENEXT', 8, this.jobKey(first.id), ...keys, first.token, first.rv, this.lease, ...tail).then(
+        reply => {
+          const [done, jobs] = reply as [number, unknown];
+          first.resolve({ done: Number(done), token: first.token, job: Array.isArray(jobs) ? jobs[0] : undefined });
+        },
+        first.reject,
+      );
+      return;
+    }
+    const pairs = batch.flatMap(e => [e.token, e.rv]);
+    // The jobs fetched are claimed under a token of the backend's own: each is then held by
+    // its caller's BullMQ token alone (`tokenFor`), not by another caller's.
+    const claim = `tkf:${randomUUID()}`;
+    this.conn.call('TRA.COMPLETESNEXT', 7, ...keys, batch.length, ...batch.map(e => this.jobKey(e.id)), ...pairs, claim, this.lease, ...tail).then(
+      reply => {
+        const [codes, jobs] = reply as [number[], unknown];
+        const next = Array.isArray(jobs) ? [...jobs] : [];
+        batch.forEach((e, i) => {
+          const code = Number(codes[i]);
+          if (code >= 0) {
+            e.resolve({ done: code, token: claim, job: next.shift() });
+          } else {
+            // What TRA.COMPLETENEXT refuses this job with.
+            e.reject(new Error(code === -2 ? `EMQNOJOB ${e.id}` : `EMQLEASE ${e.id}`));
+          }
+        });
+      },
+      () => {
+        // Refused whole (nothing written): each alone, so that one job's refusal (its result
+        // too large, say) stays its own.
+        batch.forEach(e => this.sendFinishes([e], tail));
+      },
+    );
   }
 
   private failCmd(id: string, token: string, reason: string): Cmd {

@@ -277,6 +277,53 @@ describe('workers', () => {
     expect(await second!.getState()).toBe('failed');
   });
 
+  it('finish-and-fetch calls of one turn go as one call, each answered for itself', async () => {
+    const worker = track(new Worker(name, null, { connection, autorun: false }));
+    await queue.addBulk(Array.from({ length: 9 }, (_, i) => ({ name: `j${i}`, data: {} })));
+    const held: Job[] = [];
+    for (let i = 0; i < 4; i++) {
+      held.push((await worker.getNextJob(`t${i}`))!);
+    }
+    const raw = new Redis(connection);
+    const calls = async () => Number(/cmdstat_tra\.completesnext:calls=(\d+)/.exec(await raw.info('commandstats'))?.[1] ?? 0);
+    try {
+      const before = await calls();
+      // Three finishes by the holders' tokens and one by a token that is not its holder's.
+      const got = await Promise.allSettled([
+        held[0].moveToCompleted('r0', 't0', true),
+        held[1].moveToCompleted('r1', 'wrong', true),
+        held[2].moveToCompleted('r2', 't2', true),
+        held[3].moveToCompleted('r3', 't3', true),
+      ]);
+      expect(await calls()).toBe(before + 1);
+      expect(got[1].status).toBe('rejected');
+      expect(String((got[1] as PromiseRejectedResult).reason?.message)).toContain(`Missing lock for job ${held[1].id}`);
+      const next = [got[0], got[2], got[3]].map(g => (g as PromiseFulfilledResult<any>).value as [any, string]);
+      expect(next.map(([data]) => data.name)).toEqual(['j4', 'j5', 'j6']);
+      for (const [i, job] of [[0, held[0]], [2, held[2]], [3, held[3]]] as const) {
+        expect(await job.getState()).toBe('completed');
+        expect((await queue.getJob(job.id!))!.returnvalue).toBe(`r${i}`);
+      }
+      expect(await held[1].getState()).toBe('active');
+      // Each fetched job is held by its caller's token, and by no other.
+      const fetched = await queue.getJob(next[1][1]);
+      expect(await fetched!.extendLock('t2', 5000)).toBe(1);
+      expect(await fetched!.extendLock('t0', 5000)).toBe(0);
+
+      // The same job finished twice in one turn: the call is refused whole (an id given
+      // twice), and each finish is sent alone: the first completes it, the second is the
+      // holder's repeat, answered as done.
+      const twice = await Promise.all([
+        held[1].moveToCompleted('again', 't1', true),
+        held[1].moveToCompleted('again', 't1', true),
+      ]);
+      expect(await held[1].getState()).toBe('completed');
+      expect(twice.filter(r => Array.isArray(r) && r[0]).length).toBe(2);
+    } finally {
+      await raw.quit();
+    }
+  });
+
   it('runs jobs at the worker concurrency, no more', async () => {
     let running = 0;
     let most = 0;
