@@ -986,8 +986,27 @@ fn round_forms(
         if here {
             fresh(c)?;
             rows.push(measured(srv, Who::Trafikey, forms::NEXT_NAMES, forms::NEXT, "p32", 0, || {
-                forms::lifecycle_next(srv, n, shape(o, DEPTH))
+                forms::lifecycle_next(srv, n, shape(o, DEPTH), false)
             }));
+            if commands_here(c, &["TRA.COMPLETESNEXT"]) {
+                fresh(c)?;
+                rows.push(measured(
+                    srv,
+                    Who::Trafikey,
+                    forms::MANY_NAMES,
+                    forms::NEXT,
+                    forms::NEXT_MANY,
+                    0,
+                    || forms::lifecycle_next(srv, n, shape(o, DEPTH), true),
+                ));
+            } else {
+                rows.push(skipped(
+                    Who::Trafikey,
+                    forms::NEXT,
+                    forms::NEXT_MANY,
+                    "TRA.COMPLETESNEXT is not in this build",
+                ));
+            }
             for (mode, with) in [(forms::WITHOUT_ROW, false), (forms::WITH_ROW, true)] {
                 prefill(srv, c, &native, o)?;
                 rows.push(measured(srv, Who::Trafikey, forms::ROW_NAMES, forms::ROW_PAIR, mode, 0, || {

@@ -1,7 +1,8 @@
 //! The module 0.3.0 forms beside their rivals (BullMQ-on-trafikey runs from bench.rs): the
-//! bulk add `TRA.ADD`, the finish-and-fetch lifecycle with one `TRA.COMPLETENEXT` per job, and
-//! claim+complete with `CLAIM … ROW` beside it without. Each is a phase of `load::phase` on the
-//! bench queue, its replies checked.
+//! bulk add `TRA.ADD`, the finish-and-fetch lifecycle with one `TRA.COMPLETENEXT` per job (and
+//! with one `TRA.COMPLETESNEXT` for all a connection holds), and claim+complete with
+//! `CLAIM … ROW` beside it without. Each is a phase of `load::phase` on the bench queue, its
+//! replies checked.
 
 use crate::load::{self, Ctx, Measured, Pipe};
 use crate::queue::{expect_one, jid, Shape, QUEUE};
@@ -9,7 +10,7 @@ use crate::resp::Reply;
 use crate::server::Server;
 
 /// The rows' workloads and modes.
-pub use crate::report::{BULK, NEXT, ROW_PAIR, WITHOUT_ROW, WITH_ROW};
+pub use crate::report::{BULK, NEXT, NEXT_MANY, ROW_PAIR, WITHOUT_ROW, WITH_ROW};
 /// TRA.ADD's batches: 32, and 256 capped at the verb's 250.
 pub const BATCHES: [(usize, &str, &str); 2] = crate::report::BULK_LANES;
 
@@ -80,6 +81,30 @@ impl K {
         p.cmd(&[b"EMQ.ENQUEUE", b"4", &job, &self.wait, &self.prio, &self.events, NAME, DATA]);
     }
 
+    /// One TRA.COMPLETESNEXT finishing every job of `ids` and fetching as many.
+    fn completes_next(&self, p: &mut Pipe, ids: &[Vec<u8>], token: &[u8]) {
+        let n = ids.len().to_string();
+        let jobs: Vec<Vec<u8>> = ids.iter().map(|id| K::job(id)).collect();
+        let mut a: Vec<&[u8]> = vec![
+            b"TRA.COMPLETESNEXT",
+            b"7",
+            &self.wait,
+            &self.prio,
+            &self.active,
+            &self.delayed,
+            &self.completed,
+            &self.meta,
+            &self.events,
+            n.as_bytes(),
+        ];
+        a.extend(jobs.iter().map(Vec::as_slice));
+        for _ in ids {
+            a.extend([token, RESULT]);
+        }
+        a.extend([token, LEASE_MS]);
+        p.cmd(&a);
+    }
+
     fn complete_next(&self, p: &mut Pipe, id: &[u8], token: &[u8]) {
         let job = K::job(id);
         p.cmd(&[
@@ -121,6 +146,7 @@ fn ids(r: &Reply, row: bool) -> Result<Vec<Vec<u8>>, String> {
 /// The commands each row's time inside is read from.
 pub const ADD_NAMES: &[&str] = &["tra.add"];
 pub const NEXT_NAMES: &[&str] = &["emq.enqueue", "emq.claim", "tra.completenext"];
+pub const MANY_NAMES: &[&str] = &["emq.enqueue", "emq.claim", "tra.completesnext"];
 pub const ROW_NAMES: &[&str] = &["emq.claim", "emq.complete"];
 
 /// Jobs `0..n` added with `TRA.ADD`, `per_call` a call, one call at a time on each connection
@@ -167,11 +193,12 @@ pub fn bulk_add(srv: &Server, n: u64, per_call: usize, s: Shape) -> Result<Measu
 
 /// The lifecycle with finish-and-fetch: each connection enqueues its share `depth` per write;
 /// in the same write it finishes every job it holds with one `TRA.COMPLETENEXT` each, which
-/// fetches the next job (one call per job); a connection holding nothing claims
-/// `CLAIM … COUNT depth` once. A connection ends when it has enqueued its share, holds nothing
-/// and its claim found nothing ready: every job enqueued before that claim is held by someone
-/// who finishes it, and every later one is enqueued by a connection still running.
-pub fn lifecycle_next(srv: &Server, n: u64, s: Shape) -> Result<Measured<()>, String> {
+/// fetches the next job (one call per job), or with `many` one `TRA.COMPLETESNEXT` for all it
+/// holds; a connection holding nothing claims `CLAIM … COUNT depth` once. A connection ends
+/// when it has enqueued its share, holds nothing and its claim found nothing ready: every job
+/// enqueued before that claim is held by someone who finishes it, and every later one is
+/// enqueued by a connection still running.
+pub fn lifecycle_next(srv: &Server, n: u64, s: Shape, many: bool) -> Result<Measured<()>, String> {
     let k = K::new();
     let m = load::phase(srv, s.conns, s.limit, |cx: &mut Ctx| {
         let mut p = Pipe::new();
@@ -190,6 +217,8 @@ pub fn lifecycle_next(srv: &Server, n: u64, s: Shape) -> Result<Measured<()>, St
             let claiming = held.is_empty();
             if claiming {
                 k.claim(&mut p, &tok, s.depth, false);
+            } else if many {
+                k.completes_next(&mut p, &held, &tok);
             } else {
                 for id in &held {
                     k.complete_next(&mut p, id, &tok);
@@ -197,7 +226,7 @@ pub fn lifecycle_next(srv: &Server, n: u64, s: Shape) -> Result<Measured<()>, St
             }
             let t0 = std::time::Instant::now();
             let r = p.run(cx.conn)?;
-            let want = e + if claiming { 1 } else { held.len() };
+            let want = e + if claiming || many { 1 } else { held.len() };
             if r.len() != want {
                 return Err(format!("{} replies for {want} commands", r.len()));
             }
@@ -210,6 +239,25 @@ pub fn lifecycle_next(srv: &Server, n: u64, s: Shape) -> Result<Measured<()>, St
                 if next.is_empty() && chunk.is_none() {
                     return Ok((done, ()));
                 }
+            } else if many {
+                match &r[e] {
+                    Reply::Array(a) if a.len() == 2 => {
+                        let codes = match &a[0] {
+                            Reply::Array(c) => c,
+                            other => return Err(format!("TRA.COMPLETESNEXT gave codes {other:?}")),
+                        };
+                        if codes.len() != held.len() {
+                            return Err(format!("{} codes for {} jobs", codes.len(), held.len()));
+                        }
+                        for c in codes {
+                            expect_one(c, "TRA.COMPLETESNEXT's finish")?;
+                        }
+                        next = ids(&a[1], false)?;
+                    }
+                    other => return Err(format!("TRA.COMPLETESNEXT answered {other:?}")),
+                }
+                cx.record(t0, held.len());
+                done += held.len() as u64;
             } else {
                 for x in &r[e..] {
                     match x {

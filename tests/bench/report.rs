@@ -210,6 +210,8 @@ fn pair(rows: &mut [Row], of: (Who, &str, &str), beside: (Who, &str, &str)) {
 /// The rows of the BullMQ forms (tests/bench/forms.rs): workloads and modes.
 pub const BULK: &str = "bulk add";
 pub const NEXT: &str = "lifecycle, finish-and-fetch";
+/// The finish-and-fetch lifecycle's mode with one TRA.COMPLETESNEXT for the jobs a connection holds.
+pub const NEXT_MANY: &str = "p32, one TRA.COMPLETESNEXT a write";
 pub const ROW_PAIR: &str = "claim+complete, CLAIM … ROW";
 pub const WITHOUT_ROW: &str = "p32, without ROW";
 pub const WITH_ROW: &str = "p32, ROW";
@@ -978,7 +980,7 @@ impl Report {
 ### Finish-and-fetch and CLAIM … ROW
 "
             );
-            let _ = writeln!(s, "Finish-and-fetch: the pipelined lifecycle (events on) with each held job finished by one `TRA.COMPLETENEXT` that also fetches the next (one call per job beside its ENQUEUE; a connection holding nothing claims `COUNT {}` once), beside ChasquiMQ's lifecycle of the same run and trafikey's own p32 lifecycle (one COMPLETE per job). CLAIM … ROW: claim+complete p32 of N prefilled jobs with `ROW` on every CLAIM, right after the same without ROW (the ratio pairs the two rows of each pass).
+            let _ = writeln!(s, "Finish-and-fetch: the pipelined lifecycle (events on) with each held job finished by one `TRA.COMPLETENEXT` that also fetches the next (one call per job beside its ENQUEUE; a connection holding nothing claims `COUNT {}` once), beside ChasquiMQ's lifecycle of the same run and trafikey's own p32 lifecycle (one COMPLETE per job); then the same lifecycle with the jobs a connection holds finished by one `TRA.COMPLETESNEXT` a write (no goal: the goal's form is one call per job). CLAIM … ROW: claim+complete p32 of N prefilled jobs with `ROW` on every CLAIM, right after the same without ROW (the ratio pairs the two rows of each pass).
 ", self.depth);
             let _ = writeln!(
                 s,
@@ -1028,6 +1030,19 @@ impl Report {
                     r,
                     "",
                 );
+                let m = self.get(Who::Trafikey, NEXT, NEXT_MANY);
+                if m.is_some() || why(Who::Trafikey, NEXT, NEXT_MANY).is_some() {
+                    let r = m.zip(q).map(|(m, q)| m.cpu_per_job() / q.cpu_per_job());
+                    line(
+                        "lifecycle, one TRA.COMPLETESNEXT for the jobs held",
+                        m,
+                        why(Who::Trafikey, NEXT, NEXT_MANY),
+                        "ChasquiMQ lifecycle",
+                        q,
+                        r,
+                        "",
+                    );
+                }
             }
             if has(ROW_PAIR) {
                 let w = self.get(Who::Trafikey, ROW_PAIR, WITH_ROW);
