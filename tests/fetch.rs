@@ -310,6 +310,13 @@ fn completesnext_finishes_many_then_claims_one_for_each_finished() {
         let e = unchanged(&mut c, |c| many(&q, c, entries, "w2", extra));
         assert!(e.error().starts_with(class), "{entries:?} {extra:?}: {e:?}");
     }
+    // At most 50 jobs a call: 50 answer each for itself (none here, so nothing is written),
+    // 51 are refused as such.
+    let absent: Vec<(String, &str)> = (100..151).map(|i| (jid(i), "w1")).collect();
+    let reply = unchanged(&mut c, |c| many(&q, c, &absent[..50], "w2", &[]));
+    assert_eq!(ints(&reply.array()[0]), [-2; 50]);
+    let e = unchanged(&mut c, |c| many(&q, c, &absent, "w2", &[]));
+    assert_eq!(e.error(), "EMQARG n must be 1..=50");
     // The lease, and a pair missing: the row keys say how many pairs there are.
     let base: Vec<Vec<u8>> = ["TRA.COMPLETESNEXT", "7"]
         .iter()
