@@ -1439,39 +1439,11 @@ impl Model {
                 // Each entry as COMPLETE would answer it; retention as COMPLETE without KEEP.
                 let keep = self.cfg.keep_completed;
                 let before = self.finished_before(Finished::Completed);
-                let mut out = Vec::new();
-                let mut added = Vec::new();
-                for (id, token, result) in triples {
-                    let Some(r) = self.rows.get(id) else {
-                        out.push(Reply::Int(-2));
-                        continue;
-                    };
-                    if !self.held(id, token) {
-                        let repeat = r.state == St::Completed && r.token.as_deref() == Some(&token[..]);
-                        out.push(Reply::Int(if repeat { 0 } else { -1 }));
-                        continue;
-                    }
-                    self.active.remove(id);
-                    let made = r.made + 1;
-                    self.release(id, false);
-                    if keep == 0 {
-                        self.drop_row(id);
-                    } else {
-                        let r = self.row(id);
-                        r.state = St::Completed;
-                        r.result = Some(result.clone());
-                        r.finished = Some(now);
-                        r.made = made;
-                        self.completed.insert(id.clone(), now);
-                        added.push(id.clone());
-                    }
-                    ev.push(event("completed", Some(id), &[("attempt", n(made))]));
-                    out.push(Reply::Int(1));
-                }
-                if out.contains(&Reply::Int(1)) {
+                let (codes, added) = self.finish_each(triples, keep, false, now, ev);
+                if codes.contains(&1) {
                     self.retire(Finished::Completed, before, added, keep, true, None, now);
                 }
-                Ok(Reply::Array(out))
+                Ok(Reply::Array(codes.into_iter().map(Reply::Int).collect()))
             }
             Call::CompletesNext { triples, claim, lease, keep, age, echo, metrics, row } => {
                 // The order of checks: every row's id, the count, each pair, a repeat, the
@@ -1500,39 +1472,7 @@ impl Model {
                 Model::metrics_ok(*metrics)?;
                 // Each entry as TRA.COMPLETES answers it, with COMPLETE's options.
                 let before = self.finished_before(Finished::Completed);
-                let mut codes = Vec::new();
-                let mut added = Vec::new();
-                for (id, token, result) in triples {
-                    let Some(r) = self.rows.get(id) else {
-                        codes.push(-2);
-                        continue;
-                    };
-                    if !self.held(id, token) {
-                        let repeat = r.state == St::Completed && r.token.as_deref() == Some(&token[..]);
-                        codes.push(if repeat { 0 } else { -1 });
-                        continue;
-                    }
-                    self.active.remove(id);
-                    let made = r.made + 1;
-                    self.release(id, false);
-                    if keep == 0 {
-                        self.drop_row(id);
-                    } else {
-                        let r = self.row(id);
-                        r.state = St::Completed;
-                        r.result = Some(result.clone());
-                        r.finished = Some(now);
-                        r.made = made;
-                        self.completed.insert(id.clone(), now);
-                        added.push(id.clone());
-                    }
-                    let mut facts = vec![("attempt", n(made))];
-                    if *echo {
-                        facts.push(("result", result.clone()));
-                    }
-                    ev.push(event("completed", Some(id), &facts));
-                    codes.push(1);
-                }
+                let (codes, added) = self.finish_each(triples, keep, *echo, now, ev);
                 if codes.contains(&1) {
                     self.retire(Finished::Completed, before, added, keep, soft, age, now);
                     for _ in codes.iter().filter(|c| **c == 1) {
@@ -1565,6 +1505,54 @@ impl Model {
                 Ok(Reply::Array(vec![Reply::Int(next), Reply::Array(page)]))
             }
         }
+    }
+
+    /// TRA.COMPLETES' answer for each `(id, token, result)`: 1 completed (its row kept unless
+    /// `keep` is 0, its `completed` event with the result under `echo`), 0 a repeat of that
+    /// token's finish, -1 not held with that token, -2 no such job. Also the ids kept in
+    /// `completed`, for retention.
+    fn finish_each(
+        &mut self,
+        triples: &[(Vec<u8>, Vec<u8>, Vec<u8>)],
+        keep: i64,
+        echo: bool,
+        now: i64,
+        ev: &mut Vec<Event>,
+    ) -> (Vec<i64>, Vec<Vec<u8>>) {
+        let mut codes = Vec::new();
+        let mut added = Vec::new();
+        for (id, token, result) in triples {
+            let Some(r) = self.rows.get(id) else {
+                codes.push(-2);
+                continue;
+            };
+            if !self.held(id, token) {
+                let repeat = r.state == St::Completed && r.token.as_deref() == Some(&token[..]);
+                codes.push(if repeat { 0 } else { -1 });
+                continue;
+            }
+            self.active.remove(id);
+            let made = r.made + 1;
+            self.release(id, false);
+            if keep == 0 {
+                self.drop_row(id);
+            } else {
+                let r = self.row(id);
+                r.state = St::Completed;
+                r.result = Some(result.clone());
+                r.finished = Some(now);
+                r.made = made;
+                self.completed.insert(id.clone(), now);
+                added.push(id.clone());
+            }
+            let mut facts = vec![("attempt", n(made))];
+            if echo {
+                facts.push(("result", result.clone()));
+            }
+            ev.push(event("completed", Some(id), &facts));
+            codes.push(1);
+        }
+        (codes, added)
     }
 
     /// Whether `meta` exists: while paused, holding `max-stalls`, or any limit or window.
