@@ -1419,23 +1419,7 @@ impl Model {
                 if triples.is_empty() {
                     return Err("EMQSHAPE");
                 }
-                // The id gate first (every id argument), then the ranges.
-                for (id, _, _) in triples {
-                    gate(id)?;
-                }
-                if triples.len() > COMPLETES_MAX {
-                    return Err("EMQARG");
-                }
-                for (_, t, r) in triples {
-                    token_ok(t)?;
-                    if r.len() > self.cfg.max_payload {
-                        return Err("EMQARG");
-                    }
-                }
-                let distinct: BTreeSet<&Vec<u8>> = triples.iter().map(|(id, _, _)| id).collect();
-                if distinct.len() != triples.len() {
-                    return Err("EMQARG");
-                }
+                self.triples_ok(triples)?;
                 // Each entry as COMPLETE would answer it; retention as COMPLETE without KEEP.
                 let keep = self.cfg.keep_completed;
                 let before = self.finished_before(Finished::Completed);
@@ -1446,24 +1430,9 @@ impl Model {
                 Ok(Reply::Array(codes.into_iter().map(Reply::Int).collect()))
             }
             Call::CompletesNext { triples, claim, lease, keep, age, echo, metrics, row } => {
-                // The order of checks: every row's id, the count, each pair, a repeat, the
-                // claim's values, the options.
-                for (id, _, _) in triples {
-                    gate(id)?;
-                }
-                if triples.is_empty() || triples.len() > COMPLETES_MAX {
-                    return Err("EMQARG");
-                }
-                for (_, t, r) in triples {
-                    token_ok(t)?;
-                    if r.len() > self.cfg.max_payload {
-                        return Err("EMQARG");
-                    }
-                }
-                let distinct: BTreeSet<&Vec<u8>> = triples.iter().map(|(id, _, _)| id).collect();
-                if distinct.len() != triples.len() {
-                    return Err("EMQARG");
-                }
+                // The entries as TRA.COMPLETES checks them, then the claim's values, then the
+                // options.
+                self.triples_ok(triples)?;
                 token_ok(claim)?;
                 let lease = within(*lease, 1, LEASE_MAX)?;
                 let soft = keep.is_none();
@@ -1507,6 +1476,28 @@ impl Model {
         }
     }
 
+    /// The entries of TRA.COMPLETES and TRA.COMPLETESNEXT, checked in order: every id (the
+    /// gate), their count (1..=50), each token and result, an id given twice.
+    fn triples_ok(&self, triples: &[(Vec<u8>, Vec<u8>, Vec<u8>)]) -> Result<(), Refused> {
+        for (id, _, _) in triples {
+            gate(id)?;
+        }
+        if triples.is_empty() || triples.len() > COMPLETES_MAX {
+            return Err("EMQARG");
+        }
+        for (_, t, r) in triples {
+            token_ok(t)?;
+            if r.len() > self.cfg.max_payload {
+                return Err("EMQARG");
+            }
+        }
+        let distinct: BTreeSet<&Vec<u8>> = triples.iter().map(|(id, _, _)| id).collect();
+        if distinct.len() != triples.len() {
+            return Err("EMQARG");
+        }
+        Ok(())
+    }
+
     /// TRA.COMPLETES' answer for each `(id, token, result)`: 1 completed (its row kept unless
     /// `keep` is 0, its `completed` event with the result under `echo`), 0 a repeat of that
     /// token's finish, -1 not held with that token, -2 no such job. Also the ids kept in
@@ -1531,28 +1522,45 @@ impl Model {
                 codes.push(if repeat { 0 } else { -1 });
                 continue;
             }
-            self.active.remove(id);
-            let made = r.made + 1;
-            self.release(id, false);
-            if keep == 0 {
-                self.drop_row(id);
-            } else {
-                let r = self.row(id);
-                r.state = St::Completed;
-                r.result = Some(result.clone());
-                r.finished = Some(now);
-                r.made = made;
-                self.completed.insert(id.clone(), now);
-                added.push(id.clone());
-            }
-            let mut facts = vec![("attempt", n(made))];
-            if echo {
-                facts.push(("result", result.clone()));
-            }
-            ev.push(event("completed", Some(id), &facts));
+            added.extend(self.complete_held(id, result, keep, echo, now, ev));
             codes.push(1);
         }
         (codes, added)
+    }
+
+    /// Completes a job its caller holds: out of `active` and its lease, its row deleted when
+    /// `keep` is 0, else in `completed` with its result; its `completed` event (the result
+    /// under `echo`). The id when it is kept in `completed`, for retention.
+    fn complete_held(
+        &mut self,
+        id: &Vec<u8>,
+        result: &[u8],
+        keep: i64,
+        echo: bool,
+        now: i64,
+        ev: &mut Vec<Event>,
+    ) -> Option<Vec<u8>> {
+        self.active.remove(id);
+        let made = self.rows.get(id).map_or(0, |r| r.made) + 1;
+        self.release(id, false);
+        let mut added = None;
+        if keep == 0 {
+            self.drop_row(id);
+        } else {
+            let r = self.row(id);
+            r.state = St::Completed;
+            r.result = Some(result.to_vec());
+            r.finished = Some(now);
+            r.made = made;
+            self.completed.insert(id.clone(), now);
+            added = Some(id.clone());
+        }
+        let mut facts = vec![("attempt", n(made))];
+        if echo {
+            facts.push(("result", result.to_vec()));
+        }
+        ev.push(event("completed", Some(id), &facts));
+        added
     }
 
     /// Whether `meta` exists: while paused, holding `max-stalls`, or any limit or window.
@@ -1662,26 +1670,7 @@ impl Model {
             return Err("EMQLEASE");
         }
         let before = self.finished_before(Finished::Completed);
-        self.active.remove(id);
-        let made = r.made + 1;
-        let mut added = vec![];
-        self.release(id, false);
-        if keep == 0 {
-            self.drop_row(id);
-        } else {
-            let r = self.row(id);
-            r.state = St::Completed;
-            r.result = Some(result.to_vec());
-            r.finished = Some(now);
-            r.made = made;
-            self.completed.insert(id.clone(), now);
-            added.push(id.clone());
-        }
-        let mut facts = vec![("attempt", n(made))];
-        if echo {
-            facts.push(("result", result.to_vec()));
-        }
-        ev.push(event("completed", Some(id), &facts));
+        let added = self.complete_held(id, result, keep, echo, now, ev).into_iter().collect();
         if drained && self.drained() {
             ev.push(event("drained", None, &[]));
         }
