@@ -81,22 +81,18 @@ impl K {
         p.cmd(&[b"EMQ.ENQUEUE", b"4", &job, &self.wait, &self.prio, &self.events, NAME, DATA]);
     }
 
+    /// The queue keys both finish-and-fetch verbs declare after their rows, in their order.
+    fn finish_keys(&self) -> [&[u8]; 7] {
+        [&self.wait, &self.prio, &self.active, &self.delayed, &self.completed, &self.meta, &self.events]
+    }
+
     /// One TRA.COMPLETESNEXT finishing every job of `ids` and fetching as many.
     fn completes_next(&self, p: &mut Pipe, ids: &[Vec<u8>], token: &[u8]) {
         let n = ids.len().to_string();
         let jobs: Vec<Vec<u8>> = ids.iter().map(|id| K::job(id)).collect();
-        let mut a: Vec<&[u8]> = vec![
-            b"TRA.COMPLETESNEXT",
-            b"7",
-            &self.wait,
-            &self.prio,
-            &self.active,
-            &self.delayed,
-            &self.completed,
-            &self.meta,
-            &self.events,
-            n.as_bytes(),
-        ];
+        let mut a: Vec<&[u8]> = vec![b"TRA.COMPLETESNEXT", b"7"];
+        a.extend(self.finish_keys());
+        a.push(n.as_bytes());
         a.extend(jobs.iter().map(Vec::as_slice));
         for _ in ids {
             a.extend([token, RESULT]);
@@ -107,21 +103,10 @@ impl K {
 
     fn complete_next(&self, p: &mut Pipe, id: &[u8], token: &[u8]) {
         let job = K::job(id);
-        p.cmd(&[
-            b"TRA.COMPLETENEXT",
-            b"8",
-            &job,
-            &self.wait,
-            &self.prio,
-            &self.active,
-            &self.delayed,
-            &self.completed,
-            &self.meta,
-            &self.events,
-            token,
-            RESULT,
-            LEASE_MS,
-        ]);
+        let mut a: Vec<&[u8]> = vec![b"TRA.COMPLETENEXT", b"8", &job];
+        a.extend(self.finish_keys());
+        a.extend([token, RESULT, LEASE_MS]);
+        p.cmd(&a);
     }
 }
 
