@@ -7,6 +7,7 @@ pub mod args;
 pub mod bus;
 pub mod claim;
 pub mod coherence;
+pub mod fnv;
 pub mod id;
 pub mod limit;
 pub mod sched;

@@ -14,7 +14,7 @@ use chrono_tz::Tz;
 use croner::parser::{CronParser, Seconds, Year};
 use croner::Cron;
 
-use super::{id, TIME_MAX};
+use super::{fnv::fnv, id, TIME_MAX};
 use crate::errors::{printable, Refusal};
 
 /// Longest scheduler id, in bytes: its iterations' custom ids `repeat:<id>:<ms>` stay within
@@ -212,14 +212,9 @@ pub fn alias(scheduler: &[u8], at: i64) -> Vec<u8> {
     a
 }
 
-/// FNV-1a of the scheduler's id: the low bits of its iterations' ids.
-fn fnv(b: &[u8]) -> u64 {
-    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &c| (h ^ u64::from(c)).wrapping_mul(0x0100_0000_01b3))
-}
-
 /// The branded id of the iteration at `at`, `probe`-th try: a snowflake whose high 42 bits
 /// are the time (so iterations sort by time, as client-minted ids do) and whose low 22 come
-/// from the scheduler's id, plus the probe when an id is taken.
+/// from the scheduler's id (its FNV-1a), plus the probe when an id is taken.
 pub fn iteration_id(scheduler: &[u8], at: i64, probe: u64) -> [u8; id::LEN] {
     let time = u64::try_from(at).unwrap_or(0) & ((1u64 << 42) - 1);
     let low = fnv(scheduler).wrapping_add(probe) & ((1u64 << 22) - 1);

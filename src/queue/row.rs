@@ -241,15 +241,22 @@ impl<'a> NewJob<'a> {
     }
 
     /// Write job `id`'s row: its state and the immutable fields. The name, data, OPTS and
-    /// ALIAS go in as the server strings they arrived in, uncopied.
-    pub fn create(&self, x: &Exec, row: &Key, id: &[u8], state: State, now: i64) -> Result<(), Refusal> {
+    /// ALIAS go in as the server strings they arrived in, uncopied; `created` is the call's
+    /// clock, made once for all the rows a call creates.
+    pub fn create(
+        &self,
+        x: &Exec,
+        row: &Key,
+        id: &[u8],
+        state: State,
+        created: StrRef<'_>,
+    ) -> Result<(), Refusal> {
         let (name, data) = (self.name.str_ref(), self.data.str_ref());
         let null = |a: Option<ArgStr>| a.is_some_and(|a| a.str_ref().is_missing());
         let dedup = self.dedup.as_ref().map(|d| d.id);
         if name.is_missing() || data.is_missing() || null(self.opts) || null(self.alias) || null(dedup) {
             return Err(errors::host_reply());
         }
-        let created = x.int(now)?;
         let prio = (self.priority != 0).then(|| x.int(self.priority)).transpose()?;
         let attempts = (self.attempts != 1).then(|| x.int(self.attempts)).transpose()?;
         let backoff = self.backoff.map(|b| x.string(domain::backoff_encode(b).as_bytes())).transpose()?;
@@ -259,7 +266,7 @@ impl<'a> NewJob<'a> {
             (&field::STATE, state.lit().str_ref()),
             (&field::NAME, name),
             (&field::DATA, data),
-            (&field::CREATED, created.str_ref())
+            (&field::CREATED, created)
         ];
         pairs.extend(prio.as_ref().map(|v| (&field::PRIORITY, v.str_ref())));
         pairs.extend(attempts.as_ref().map(|v| (&field::ATTEMPTS, v.str_ref())));

@@ -13,7 +13,7 @@
 //! as does a later job of the call giving the id an earlier one took; REPLACE replaces only
 //! a holder outside the call. Each created job has ENQUEUE's or SCHEDULE's event. Fenced.
 
-use crate::domain::{self, args::Opt, args::Options};
+use crate::domain::{self, args::Opt, args::Options, fnv::FnvMap, fnv::FnvSet};
 use crate::errors::Refusal;
 use crate::host::command::{block, q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
@@ -125,6 +125,8 @@ impl Verb for Add {
             return Err(Refusal::Arg(format!("n must be 1..={max}")));
         }
         let now = x.now();
+        // Every row of the call is created at the same instant: one string for all.
+        let created_at = x.int(now)?;
         let mut checked = Vec::with_capacity(jobs.len());
         for j in &jobs {
             let job = NewJob::check(j.name, j.data, &j.o, now)?;
@@ -140,17 +142,17 @@ impl Verb for Add {
         // Decide each job before the first write: every row opened and type-checked, every
         // DEDUP id's key opened as the caller.
         // The call's ids, which a REPLACE leaves alone: gathered only when a job gives DEDUP.
-        let tail_ids: std::collections::HashSet<&[u8]> = if checked.iter().any(|(j, ..)| j.dedup.is_some()) {
+        let tail_ids: FnvSet<&[u8]> = if checked.iter().any(|(j, ..)| j.dedup.is_some()) {
             rows.iter().map(|(_, id)| *id).collect()
         } else {
-            std::collections::HashSet::new()
+            FnvSet::default()
         };
         let mut keys = Vec::with_capacity(rows.len());
         let mut fates = Vec::with_capacity(rows.len());
-        let mut ids: std::collections::HashSet<&[u8]> = std::collections::HashSet::with_capacity(rows.len());
-        let mut named: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+        let mut ids: FnvSet<&[u8]> = FnvSet::with_capacity_and_hasher(rows.len(), Default::default());
+        let mut named: FnvSet<&[u8]> = FnvSet::default();
         // DEDUP ids decided by an earlier job of the call: the job that holds each.
-        let mut held: std::collections::HashMap<&[u8], Vec<u8>> = std::collections::HashMap::new();
+        let mut held: FnvMap<&[u8], Vec<u8>> = FnvMap::default();
         for ((name, id), (job, ..)) in rows.iter().zip(&checked) {
             let row = x.open_tail(*name, true);
             let exists = row.exists_as(Kind::Hash)?;
@@ -221,14 +223,14 @@ impl Verb for Add {
             match due {
                 None => {
                     let state = if job.priority == 0 { State::Wait } else { State::Prio };
-                    job.create(x, row, id, state, now)?;
+                    job.create(x, row, id, state, created_at.str_ref())?;
                     super::enqueue::name_alias(aliases.as_ref(), job, &id_s)?;
                     ready.put(id_s.str_ref(), job.priority, End::lifo(*lifo))?;
                     let name = job.name.str_ref();
                     events.emit(x, Some(id_s.str_ref()), Event::Added { name, prio: job.priority, alias })?;
                 }
                 Some(due) => {
-                    job.create(x, row, id, State::Delayed, now)?;
+                    job.create(x, row, id, State::Delayed, created_at.str_ref())?;
                     super::enqueue::name_alias(aliases.as_ref(), job, &id_s)?;
                     delayed.zadd(*due, id_s.str_ref())?;
                     let name = job.name.str_ref();

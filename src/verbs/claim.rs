@@ -18,7 +18,7 @@
 //! `meta` read-only, so a worker with read-only `meta` can claim but not pause).
 
 use crate::config;
-use crate::domain::{self, args::Opt, claim::Pick, claim::Plan};
+use crate::domain::{self, args::Opt, claim::Pick, claim::Plan, fnv::fnv};
 use crate::errors::Refusal;
 use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{one, Access, ArgStr, Exec, Key, Kind, Reply, Str, Verb};
@@ -364,7 +364,8 @@ fn take(
         let picks = plan.finish(&prom, &prio);
         drop((prom, prio));
         let mut lowest = lowest.into_iter().map(|(m, _)| Some(m)).collect::<Few<_>>();
-        // Each id met so far, hashed: a pick is compared in full only with a hash it matches.
+        // Each id met so far, hashed (FNV-1a): a pick is compared in full only with a hash it
+        // matches.
         let mut seen: Few<u64> = promoted.iter().map(|p| fnv(p.id.bytes())).collect();
         for pick in picks {
             let (id, src) = match pick {
@@ -501,11 +502,6 @@ fn take(
     }
     succession.make(x, &delayed, &events)?;
     Ok((Taken4 { jobs: out, rows }, expired))
-}
-
-/// FNV-1a of an id: which ids a claim has met, cheaply (a full comparison settles a match).
-fn fnv(b: &[u8]) -> u64 {
-    b.iter().fold(0xcbf2_9ce4_8422_2325, |h, &x| (h ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// The call's working lists: on the stack for the usual few jobs, sized once beyond that (a

@@ -153,7 +153,7 @@ impl Verb for Enqueue {
         let now = x.now();
         let id = x.string(x.id)?;
         let state = if job.priority == 0 { State::Wait } else { State::Prio };
-        job.create(x, &row, x.id, state, now)?;
+        job.create(x, &row, x.id, state, x.int(now)?.str_ref())?;
         name_alias(aliases.as_ref(), &job, &id)?;
         if let Some(c) = replaced {
             c.delete();

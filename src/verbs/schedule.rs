@@ -102,7 +102,7 @@ impl Verb for Schedule {
                 None => None,
             };
         let id = x.string(x.id)?;
-        job.create(x, &row, x.id, State::Delayed, now)?;
+        job.create(x, &row, x.id, State::Delayed, x.int(now)?.str_ref())?;
         name_alias(aliases.as_ref(), &job, &id)?;
         if let Some(c) = replaced {
             c.delete();
