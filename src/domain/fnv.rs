@@ -11,7 +11,12 @@ const PRIME: u64 = 0x0100_0000_01b3;
 
 /// FNV-1a of `b`.
 pub fn fnv(b: &[u8]) -> u64 {
-    b.iter().fold(BASIS, |h, &c| (h ^ u64::from(c)).wrapping_mul(PRIME))
+    extend(BASIS, b)
+}
+
+/// The hash `h` carried on over `b`.
+fn extend(h: u64, b: &[u8]) -> u64 {
+    b.iter().fold(h, |h, &c| (h ^ u64::from(c)).wrapping_mul(PRIME))
 }
 
 /// FNV-1a as a `Hasher`, for the sets and maps of one call.
@@ -29,7 +34,7 @@ impl Hasher for Fnv {
     }
 
     fn write(&mut self, b: &[u8]) {
-        self.0 = b.iter().fold(self.0, |h, &c| (h ^ u64::from(c)).wrapping_mul(PRIME));
+        self.0 = extend(self.0, b);
     }
 }
 
