@@ -76,15 +76,22 @@ impl Verb for Inspect {
 /// caller (TRA.JOB reads them).
 pub fn view(id: &[u8], row: &Key, state: Reply, deadline: Reply, due: Reply) -> Reply {
     let mut fields = Fields::read(row);
-    let mut get = |f: &Lit| fields.take(f);
-    let mut pairs = Vec::with_capacity(FACTS.saturating_add(4));
+    let mut pairs = Vec::with_capacity(FACTS.len().saturating_add(4));
     pairs.extend([
         ("id", Reply::bulk(id)),
         ("state", state),
-        ("name", text(get(&field::NAME))),
-        ("data", text(get(&field::DATA))),
+        ("name", text(fields.take(&field::NAME))),
+        ("data", text(fields.take(&field::DATA))),
     ]);
-    facts(&mut get, deadline, due, |name, v| pairs.push((name, v)));
+    let (mut deadline, mut due) = (Some(deadline), Some(due));
+    for fact in FACTS.iter() {
+        let v = match fact.show {
+            Show::Deadline => deadline.take().unwrap_or(Reply::Null),
+            Show::Due => due.take().unwrap_or(Reply::Null),
+            _ => fact.field.map_or(Reply::Null, |f| fact.show.of(fields.take(f))),
+        };
+        pairs.push((fact.name, v));
+    }
     Reply::Map(pairs)
 }
 
@@ -93,9 +100,10 @@ pub fn view(id: &[u8], row: &Key, state: Reply, deadline: Reply, due: Reply) -> 
 /// claimed job) — and without the facts that are null or at their defaults (priority 0,
 /// attempts 1, made 0, stalls 0), so the reply grows only by what the worker did not have.
 /// `fields` is the row as read before the claim wrote it (name and data taken out); the
-/// claim's own writes are given.
+/// claim's own writes are given. Only the fields the row holds are looked at (a fresh job's
+/// row has two more), not every fact.
 pub fn claimed_view(
-    mut fields: Fields,
+    fields: &mut Fields,
     started: i64,
     claimed: i64,
     expire_spent: bool,
@@ -106,94 +114,160 @@ pub fn claimed_view(
     if expire_spent {
         fields.take(&field::EXPIRE);
     }
-    // Every field left may show, and the three the claim gives.
-    let mut pairs = Vec::with_capacity(fields.0.len().saturating_add(3));
-    let mut get = |f: &Lit| fields.take(f);
-    facts(&mut get, Reply::Int(deadline), Reply::Null, |name, v| {
-        let v = match name {
-            "started" => Reply::Int(started),
-            "claimed" => Reply::Int(claimed),
-            _ => v,
+    let mut shown: smallvec::SmallVec<[(usize, Reply); 8]> = smallvec::SmallVec::new();
+    shown.extend([
+        (STARTED_AT, Reply::Int(started)),
+        (CLAIMED_AT, Reply::Int(claimed)),
+        (DEADLINE_AT, Reply::Int(deadline)),
+    ]);
+    for (lit, value) in fields.0.drain(..) {
+        let Some(at) = FACTS.iter().position(|f| f.field.is_some_and(|f| std::ptr::eq(f, lit))) else {
+            continue;
         };
-        let default = matches!(
-            (name, &v),
-            (_, Reply::Null) | ("priority" | "made" | "stalls", Reply::Int(0)) | ("attempts", Reply::Int(1))
-        );
-        if !default {
-            pairs.push((name, v));
+        let Some(fact) = FACTS.get(at) else { continue };
+        let v = fact.show.of(Some(value));
+        if !fact.show.is_default(&v) {
+            shown.push((at, v));
         }
-    });
-    Reply::Map(pairs)
+    }
+    shown.sort_unstable_by_key(|(at, _)| *at);
+    Reply::Map(shown.into_iter().filter_map(|(at, v)| Some((FACTS.get(at)?.name, v))).collect())
 }
 
 /// A row read in one pass (a map shows nearly every field; a lookup each walked the row once
 /// per field): each field's value is handed out once.
-pub struct Fields(smallvec::SmallVec<[(&'static [u8], Str); 26]>);
+pub struct Fields(smallvec::SmallVec<[(&'static Lit, Str); 26]>);
 
 impl Fields {
     pub fn read(row: &Key) -> Fields {
         let mut fields = smallvec::SmallVec::new();
         row.hscan(|name, value| {
             if let Some(f) = field::ALL.iter().find(|f| same(f.bytes(), name)) {
-                fields.push((f.bytes(), value));
+                fields.push((*f, value));
             }
         });
         Fields(fields)
     }
 
     pub fn take(&mut self, f: &Lit) -> Option<Str> {
-        let at = self.0.iter().position(|(name, _)| same(name, f.bytes()))?;
+        let at = self.0.iter().position(|(lit, _)| std::ptr::eq(*lit, f))?;
         Some(self.0.swap_remove(at).1)
     }
 
     pub fn peek(&self, f: &Lit) -> Option<&Str> {
-        self.0.iter().find(|(name, _)| same(name, f.bytes())).map(|(_, v)| v)
+        self.0.iter().find(|(lit, _)| std::ptr::eq(*lit, f)).map(|(_, v)| v)
     }
 }
 
 /// Field names are one or two bytes: compared in line, where a call to compare memory cost
-/// more than the comparison (a view makes some 200 of them).
+/// more than the comparison.
 #[inline(always)]
 fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
-/// How many facts `facts` hands out.
-const FACTS: usize = 22;
+/// How a fact shows its field's value.
+#[derive(Clone, Copy)]
+enum Show {
+    Text,
+    /// An integer, with the value it has when the field is absent.
+    Int(Option<i64>),
+    /// `FIXED <ms>` or `EXP <ms>`.
+    Backoff,
+    /// Not a field: the job's score in `active`.
+    Deadline,
+    /// Not a field: the job's score in `delayed`.
+    Due,
+}
 
-/// The facts after `id state name data`, in TRA.JOB's order, each handed to `put` as it is
-/// read: a claim with ROW keeps only a few of them, and gathering all first (an array of
-/// every fact, then a filtered copy) cost more than reading them.
-fn facts(
-    get: &mut impl FnMut(&Lit) -> Option<Str>,
-    deadline: Reply,
-    due: Reply,
-    mut put: impl FnMut(&'static str, Reply),
-) {
-    let backoff = get(&field::BACKOFF).and_then(|b| domain::backoff_decode(b.bytes())).map(|b| match b {
-        Backoff::Fixed(ms) => format!("FIXED {ms}"),
-        Backoff::Exp(ms) => format!("EXP {ms}"),
-    });
-    put("opts", text(get(&field::OPTS)));
-    put("priority", int(get(&field::PRIORITY), Some(0)));
-    put("attempts", int(get(&field::ATTEMPTS), Some(1)));
-    put("backoff", backoff.map_or(Reply::Null, |b| Reply::bulk(b.as_bytes())));
-    put("created", int(get(&field::CREATED), None));
-    put("started", int(get(&field::STARTED), Some(0)));
-    put("made", int(get(&field::MADE), Some(0)));
-    put("stalls", int(get(&field::STALLS), Some(0)));
-    put("claimed", int(get(&field::CLAIMED), None));
-    put("deadline", deadline);
-    put("due", due);
-    put("expire", int(get(&field::EXPIRE), None));
-    put("progress", text(get(&field::PROGRESS)));
-    put("result", text(get(&field::RESULT)));
-    put("error", text(get(&field::ERROR)));
-    put("finished", int(get(&field::FINISHED), None));
-    put("stack", text(get(&field::STACK)));
-    put("alias", text(get(&field::ALIAS)));
-    put("dedup", text(get(&field::DEDUP)));
-    put("scheduler", text(get(&field::SCHEDULER)));
-    put("iteration", int(get(&field::ITERATION), None));
-    put("count", int(get(&field::ROUND), None));
+impl Show {
+    fn of(self, s: Option<Str>) -> Reply {
+        match self {
+            Show::Text => text(s),
+            Show::Int(default) => int(s, default),
+            Show::Backoff => s.and_then(|b| domain::backoff_decode(b.bytes())).map_or(Reply::Null, |b| {
+                Reply::bulk(
+                    match b {
+                        Backoff::Fixed(ms) => format!("FIXED {ms}"),
+                        Backoff::Exp(ms) => format!("EXP {ms}"),
+                    }
+                    .as_bytes(),
+                )
+            }),
+            Show::Deadline | Show::Due => Reply::Null,
+        }
+    }
+
+    /// Null, or the integer the field has when absent: what `CLAIM … ROW` leaves out.
+    fn is_default(self, v: &Reply) -> bool {
+        match (self, v) {
+            (_, Reply::Null) => true,
+            (Show::Int(Some(d)), Reply::Int(v)) => d == *v,
+            _ => false,
+        }
+    }
+}
+
+/// One fact of the map after `id state name data`.
+struct Fact {
+    name: &'static str,
+    field: Option<&'static Lit>,
+    show: Show,
+}
+
+const fn fact(name: &'static str, field: &'static Lit, show: Show) -> Fact {
+    Fact { name, field: Some(field), show }
+}
+
+/// The facts after `id state name data`, in TRA.JOB's order.
+static FACTS: [Fact; 22] = [
+    fact("opts", &field::OPTS, Show::Text),
+    fact("priority", &field::PRIORITY, Show::Int(Some(0))),
+    fact("attempts", &field::ATTEMPTS, Show::Int(Some(1))),
+    fact("backoff", &field::BACKOFF, Show::Backoff),
+    fact("created", &field::CREATED, Show::Int(None)),
+    fact("started", &field::STARTED, Show::Int(Some(0))),
+    fact("made", &field::MADE, Show::Int(Some(0))),
+    fact("stalls", &field::STALLS, Show::Int(Some(0))),
+    fact("claimed", &field::CLAIMED, Show::Int(None)),
+    Fact { name: "deadline", field: None, show: Show::Deadline },
+    Fact { name: "due", field: None, show: Show::Due },
+    fact("expire", &field::EXPIRE, Show::Int(None)),
+    fact("progress", &field::PROGRESS, Show::Text),
+    fact("result", &field::RESULT, Show::Text),
+    fact("error", &field::ERROR, Show::Text),
+    fact("finished", &field::FINISHED, Show::Int(None)),
+    fact("stack", &field::STACK, Show::Text),
+    fact("alias", &field::ALIAS, Show::Text),
+    fact("dedup", &field::DEDUP, Show::Text),
+    fact("scheduler", &field::SCHEDULER, Show::Text),
+    fact("iteration", &field::ITERATION, Show::Int(None)),
+    fact("count", &field::ROUND, Show::Int(None)),
+];
+
+/// Where `CLAIM … ROW`'s given facts stand in `FACTS`.
+const STARTED_AT: usize = 5;
+const CLAIMED_AT: usize = 8;
+const DEADLINE_AT: usize = 9;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_given_facts_stand_where_their_names_are() {
+        let at = |name: &str| FACTS.iter().position(|f| f.name == name);
+        assert_eq!(at("started"), Some(STARTED_AT));
+        assert_eq!(at("claimed"), Some(CLAIMED_AT));
+        assert_eq!(at("deadline"), Some(DEADLINE_AT));
+    }
+
+    #[test]
+    fn a_fact_is_left_out_at_its_default_or_null_only() {
+        assert!(Show::Int(Some(1)).is_default(&Reply::Int(1)));
+        assert!(!Show::Int(Some(1)).is_default(&Reply::Int(2)));
+        assert!(!Show::Int(None).is_default(&Reply::Int(0)));
+        assert!(Show::Text.is_default(&Reply::Null));
+        assert!(!Show::Backoff.is_default(&Reply::bulk(b"FIXED 5")));
+    }
 }
