@@ -957,7 +957,9 @@ const NO_FORMS: &str = "TRA.ADD / TRA.COMPLETENEXT are not in this build (module
 
 /// The rows of the BullMQ forms (forms.rs): trafikey's bulk add `TRA.ADD` in batches of 32
 /// and 250, each beside ChasquiMQ's `add_bulk` of the same size; the finish-and-fetch lifecycle
-/// (one `TRA.COMPLETENEXT` per job; ChasquiMQ's lifecycle row is the pass's own); claim+complete
+/// (one `TRA.COMPLETENEXT` per job, its jobs enqueued one `EMQ.ENQUEUE` each as trafikey's own
+/// lifecycle, and one `TRA.ADD` a write as ChasquiMQ's producers call `add_bulk`; ChasquiMQ's
+/// lifecycle row is the pass's own); claim+complete
 /// with `CLAIM … ROW` right after the same without. BullMQ on trafikey runs right after BullMQ
 /// on Valkey in each of their rounds (`report::pair_bull`).
 fn round_forms(
@@ -986,8 +988,18 @@ fn round_forms(
         if here {
             fresh(c)?;
             rows.push(measured(srv, Who::Trafikey, forms::NEXT_NAMES, forms::NEXT, "p32", 0, || {
-                forms::lifecycle_next(srv, n, shape(o, DEPTH), false)
+                forms::lifecycle_next(srv, n, shape(o, DEPTH), false, forms::Producer::Enqueue)
             }));
+            fresh(c)?;
+            rows.push(measured(
+                srv,
+                Who::Trafikey,
+                forms::NEXT_NAMES,
+                forms::NEXT,
+                forms::NEXT_ADD,
+                0,
+                || forms::lifecycle_next(srv, n, shape(o, DEPTH), false, forms::Producer::Add),
+            ));
             if commands_here(c, &["TRA.COMPLETESNEXT"]) {
                 fresh(c)?;
                 rows.push(measured(
@@ -997,7 +1009,7 @@ fn round_forms(
                     forms::NEXT,
                     forms::NEXT_MANY,
                     0,
-                    || forms::lifecycle_next(srv, n, shape(o, DEPTH), true),
+                    || forms::lifecycle_next(srv, n, shape(o, DEPTH), true, forms::Producer::Enqueue),
                 ));
             } else {
                 rows.push(skipped(
@@ -1015,6 +1027,7 @@ fn round_forms(
             }
         } else {
             rows.push(skipped(Who::Trafikey, forms::NEXT, "p32", NO_FORMS));
+            rows.push(skipped(Who::Trafikey, forms::NEXT, forms::NEXT_ADD, NO_FORMS));
             rows.push(skipped(Who::Trafikey, forms::ROW_PAIR, forms::WITHOUT_ROW, NO_FORMS));
             rows.push(skipped(Who::Trafikey, forms::ROW_PAIR, forms::WITH_ROW, NO_FORMS));
         }

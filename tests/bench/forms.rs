@@ -10,7 +10,7 @@ use crate::resp::Reply;
 use crate::server::Server;
 
 /// The rows' workloads and modes.
-pub use crate::report::{BULK, NEXT, NEXT_MANY, ROW_PAIR, WITHOUT_ROW, WITH_ROW};
+pub use crate::report::{BULK, NEXT, NEXT_ADD, NEXT_MANY, ROW_PAIR, WITHOUT_ROW, WITH_ROW};
 /// TRA.ADD's batches: 32, and 256 capped at the verb's 250.
 pub const BATCHES: [(usize, &str, &str); 2] = crate::report::BULK_LANES;
 
@@ -81,6 +81,27 @@ impl K {
         p.cmd(&[b"EMQ.ENQUEUE", b"4", &job, &self.wait, &self.prio, &self.events, NAME, DATA]);
     }
 
+    /// One TRA.ADD of the jobs numbered `jobs`, each with no options.
+    fn add(&self, p: &mut Pipe, jobs: &[u64]) {
+        let rows: Vec<Vec<u8>> = jobs.iter().map(|&j| K::job(&jid(j))).collect();
+        let count = jobs.len().to_string();
+        let mut a: Vec<&[u8]> = Vec::with_capacity(7 + 4 * jobs.len());
+        a.extend_from_slice(&[
+            b"TRA.ADD",
+            b"4",
+            &self.wait,
+            &self.prio,
+            &self.delayed,
+            &self.events,
+            count.as_bytes(),
+        ]);
+        a.extend(rows.iter().map(Vec::as_slice));
+        for _ in jobs {
+            a.extend_from_slice(&[NAME, DATA, b"0"]);
+        }
+        p.cmd(&a);
+    }
+
     /// The queue keys both finish-and-fetch verbs declare after their rows, in their order.
     fn finish_keys(&self) -> [&[u8]; 7] {
         [&self.wait, &self.prio, &self.active, &self.delayed, &self.completed, &self.meta, &self.events]
@@ -131,6 +152,7 @@ fn ids(r: &Reply, row: bool) -> Result<Vec<Vec<u8>>, String> {
 /// The commands each row's time inside is read from.
 pub const ADD_NAMES: &[&str] = &["tra.add"];
 pub const NEXT_NAMES: &[&str] = &["emq.enqueue", "emq.claim", "tra.completenext"];
+pub const NEXT_ADD_NAMES: &[&str] = &["tra.add", "emq.claim", "tra.completenext"];
 pub const MANY_NAMES: &[&str] = &["emq.enqueue", "emq.claim", "tra.completesnext"];
 pub const ROW_NAMES: &[&str] = &["emq.claim", "emq.complete"];
 
@@ -143,23 +165,7 @@ pub fn bulk_add(srv: &Server, n: u64, per_call: usize, s: Shape) -> Result<Measu
         let mine: Vec<u64> = load::share(n, s.conns, cx.index).collect();
         for chunk in mine.chunks(per_call) {
             cx.check_time()?;
-            let rows: Vec<Vec<u8>> = chunk.iter().map(|&j| K::job(&jid(j))).collect();
-            let count = chunk.len().to_string();
-            let mut a: Vec<&[u8]> = Vec::with_capacity(7 + 4 * chunk.len());
-            a.extend_from_slice(&[
-                b"TRA.ADD",
-                b"4",
-                &k.wait,
-                &k.prio,
-                &k.delayed,
-                &k.events,
-                count.as_bytes(),
-            ]);
-            a.extend(rows.iter().map(Vec::as_slice));
-            for _ in chunk {
-                a.extend_from_slice(&[NAME, DATA, b"0"]);
-            }
-            p.cmd(&a);
+            k.add(&mut p, chunk);
             let t0 = std::time::Instant::now();
             let r = p.run(cx.conn)?;
             cx.record(t0, chunk.len());
@@ -176,14 +182,29 @@ pub fn bulk_add(srv: &Server, n: u64, per_call: usize, s: Shape) -> Result<Measu
     })
 }
 
-/// The lifecycle with finish-and-fetch: each connection enqueues its share `depth` per write;
-/// in the same write it finishes every job it holds with one `TRA.COMPLETENEXT` each, which
-/// fetches the next job (one call per job), or with `many` one `TRA.COMPLETESNEXT` for all it
-/// holds; a connection holding nothing claims `CLAIM … COUNT depth` once. A connection ends
-/// when it has enqueued its share, holds nothing and its claim found nothing ready: every job
-/// enqueued before that claim is held by someone who finishes it, and every later one is
-/// enqueued by a connection still running.
-pub fn lifecycle_next(srv: &Server, n: u64, s: Shape, many: bool) -> Result<Measured<()>, String> {
+/// How the finish-and-fetch lifecycle's connections enqueue the `depth` jobs of a write.
+#[derive(Clone, Copy)]
+pub enum Producer {
+    /// One `EMQ.ENQUEUE` a job, as trafikey's own p32 lifecycle.
+    Enqueue,
+    /// One `TRA.ADD` of them all, as ChasquiMQ's lifecycle producers call `add_bulk` of 32.
+    Add,
+}
+
+/// The lifecycle with finish-and-fetch: each connection enqueues its share `depth` per write
+/// (as `producer` says); in the same write it finishes every job it holds with one
+/// `TRA.COMPLETENEXT` each, which fetches the next job (one call per job), or with `many` one
+/// `TRA.COMPLETESNEXT` for all it holds; a connection holding nothing claims
+/// `CLAIM … COUNT depth` once. A connection ends when it has enqueued its share, holds nothing
+/// and its claim found nothing ready: every job enqueued before that claim is held by someone
+/// who finishes it, and every later one is enqueued by a connection still running.
+pub fn lifecycle_next(
+    srv: &Server,
+    n: u64,
+    s: Shape,
+    many: bool,
+    producer: Producer,
+) -> Result<Measured<()>, String> {
     let k = K::new();
     let m = load::phase(srv, s.conns, s.limit, |cx: &mut Ctx| {
         let mut p = Pipe::new();
@@ -195,10 +216,20 @@ pub fn lifecycle_next(srv: &Server, n: u64, s: Shape, many: bool) -> Result<Meas
         loop {
             cx.check_time()?;
             let chunk = chunks.next();
-            let e = chunk.map_or(0, <[u64]>::len);
-            for &j in chunk.unwrap_or(&[]) {
-                k.enqueue(&mut p, &jid(j));
-            }
+            let jobs = chunk.unwrap_or(&[]);
+            let e = match producer {
+                Producer::Enqueue => {
+                    for &j in jobs {
+                        k.enqueue(&mut p, &jid(j));
+                    }
+                    jobs.len()
+                }
+                Producer::Add if jobs.is_empty() => 0,
+                Producer::Add => {
+                    k.add(&mut p, jobs);
+                    1
+                }
+            };
             let claiming = held.is_empty();
             if claiming {
                 k.claim(&mut p, &tok, s.depth, false);
@@ -216,7 +247,17 @@ pub fn lifecycle_next(srv: &Server, n: u64, s: Shape, many: bool) -> Result<Meas
                 return Err(format!("{} replies for {want} commands", r.len()));
             }
             for x in &r[..e] {
-                expect_one(x, "ENQUEUE")?;
+                match (producer, x) {
+                    (Producer::Enqueue, x) => expect_one(x, "ENQUEUE")?,
+                    (Producer::Add, Reply::Array(a)) if a.len() == jobs.len() => {
+                        for x in a {
+                            expect_one(x, "TRA.ADD entry")?;
+                        }
+                    }
+                    (Producer::Add, other) => {
+                        return Err(format!("TRA.ADD of {} jobs answered {other:?}", jobs.len()))
+                    }
+                }
             }
             let mut next = Vec::new();
             if claiming {
