@@ -135,7 +135,8 @@ pub fn claimed_view(
 }
 
 /// A row read in one pass (a map shows nearly every field; a lookup each walked the row once
-/// per field): each field's value is handed out once.
+/// per field): each field's value is handed out once. A field is named by its static `Lit`,
+/// found by address (each static has its own).
 pub struct Fields(smallvec::SmallVec<[(&'static Lit, Str); 26]>);
 
 impl Fields {
