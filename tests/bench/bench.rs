@@ -994,7 +994,7 @@ fn round_forms(
             rows.push(measured(
                 srv,
                 Who::Trafikey,
-                forms::NEXT_NAMES,
+                forms::NEXT_ADD_NAMES,
                 forms::NEXT,
                 forms::NEXT_ADD,
                 0,
