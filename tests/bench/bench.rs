@@ -959,9 +959,9 @@ const NO_FORMS: &str = "TRA.ADD / TRA.COMPLETENEXT are not in this build (module
 /// and 250, each beside ChasquiMQ's `add_bulk` of the same size; the finish-and-fetch lifecycle
 /// (one `TRA.COMPLETENEXT` per job, its jobs enqueued one `EMQ.ENQUEUE` each as trafikey's own
 /// lifecycle, and one `TRA.ADD` a write as ChasquiMQ's producers call `add_bulk`; ChasquiMQ's
-/// lifecycle row is the pass's own); claim+complete
-/// with `CLAIM … ROW` right after the same without. BullMQ on trafikey runs right after BullMQ
-/// on Valkey in each of their rounds (`report::pair_bull`).
+/// lifecycle row is the pass's own); claim+complete with `CLAIM … ROW` right after the same
+/// without. BullMQ on trafikey runs right after BullMQ on Valkey in each of their rounds
+/// (`report::pair_bull`).
 fn round_forms(
     srv: &Server,
     c: &mut Conn,
