@@ -121,10 +121,11 @@ pub fn claimed_view(
         (DEADLINE_AT, Reply::Int(deadline)),
     ]);
     for (lit, value) in fields.0.drain(..) {
-        let Some(at) = FACTS.iter().position(|f| f.field.is_some_and(|f| std::ptr::eq(f, lit))) else {
+        let Some((at, fact)) =
+            FACTS.iter().enumerate().find(|(_, f)| f.field.is_some_and(|f| std::ptr::eq(f, lit)))
+        else {
             continue;
         };
-        let Some(fact) = FACTS.get(at) else { continue };
         let v = fact.show.of(Some(value));
         if !fact.show.is_default(&v) {
             shown.push((at, v));

@@ -986,20 +986,14 @@ fn round_forms(
             chq.bulk(srv, c, o, batch, chq_mode, rows)?;
         }
         if here {
-            fresh(c)?;
-            rows.push(measured(srv, Who::Trafikey, forms::NEXT_NAMES, forms::NEXT, "p32", 0, || {
-                forms::lifecycle_next(srv, n, shape(o, DEPTH), false, forms::Producer::Enqueue)
-            }));
-            fresh(c)?;
-            rows.push(measured(
-                srv,
-                Who::Trafikey,
-                forms::NEXT_ADD_NAMES,
-                forms::NEXT,
-                forms::NEXT_ADD,
-                0,
-                || forms::lifecycle_next(srv, n, shape(o, DEPTH), false, forms::Producer::Add),
-            ));
+            for (mode, producer) in
+                [("p32", forms::Producer::Enqueue), (forms::NEXT_ADD, forms::Producer::Add)]
+            {
+                fresh(c)?;
+                rows.push(measured(srv, Who::Trafikey, producer.names(), forms::NEXT, mode, 0, || {
+                    forms::lifecycle_next(srv, n, shape(o, DEPTH), false, producer)
+                }));
+            }
             if commands_here(c, &["TRA.COMPLETESNEXT"]) {
                 fresh(c)?;
                 rows.push(measured(

@@ -151,8 +151,6 @@ fn ids(r: &Reply, row: bool) -> Result<Vec<Vec<u8>>, String> {
 
 /// The commands each row's time inside is read from.
 pub const ADD_NAMES: &[&str] = &["tra.add"];
-pub const NEXT_NAMES: &[&str] = &["emq.enqueue", "emq.claim", "tra.completenext"];
-pub const NEXT_ADD_NAMES: &[&str] = &["tra.add", "emq.claim", "tra.completenext"];
 pub const MANY_NAMES: &[&str] = &["emq.enqueue", "emq.claim", "tra.completesnext"];
 pub const ROW_NAMES: &[&str] = &["emq.claim", "emq.complete"];
 
@@ -189,6 +187,16 @@ pub enum Producer {
     Enqueue,
     /// One `TRA.ADD` of them all, as ChasquiMQ's lifecycle producers call `add_bulk` of 32.
     Add,
+}
+
+impl Producer {
+    /// The commands a finish-and-fetch row's time inside is read from, with these producers.
+    pub const fn names(self) -> &'static [&'static str] {
+        match self {
+            Producer::Enqueue => &["emq.enqueue", "emq.claim", "tra.completenext"],
+            Producer::Add => &["tra.add", "emq.claim", "tra.completenext"],
+        }
+    }
 }
 
 /// The lifecycle with finish-and-fetch: each connection enqueues its share `depth` per write
