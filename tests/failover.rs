@@ -6,7 +6,9 @@
 //! * With `WAIT 1 ms` after every call, nothing acknowledged is lost when the primary is killed
 //!   (`kill -9`) and the replica promoted (`REPLICAOF NO ONE`): the randomized workload's model
 //!   (`trafikey_support::reliability::Worker`) holds on the new primary, and every lease whose
-//!   claim reached the replica is finished with its token there.
+//!   claim reached the replica is finished with its token there. The call in flight at the kill
+//!   may have reached the replica unacknowledged; an EXTEND to 1 ms among them is replayed on
+//!   purpose, and its job is not counted as a lease to honour.
 //! * Sentinel: one primary, one replica, three sentinels (the same valkey-server binary with
 //!   `--sentinel`, no module); workers that find the primary through a sentinel, claim with
 //!   BLOCK and complete, and on any error find it again; producers that count a job as
@@ -182,6 +184,50 @@ fn with_wait_nothing_acknowledged_is_lost_when_the_primary_dies() {
         "primary killed: {acked} acknowledged (WAITed) calls, none lost; {held} leases finished by their tokens \
          on the new primary; the end: {done} completed, {failed} failed"
     );
+}
+
+/// The call in flight when the primary dies may reach the replica without its `WAIT`: an EXTEND
+/// with a 1 ms lease then leaves its job active by its token but expiring. That job is not a
+/// lease the new primary must honour, and `finish_held` leaves it to be taken back.
+#[test]
+fn an_unacknowledged_short_extend_that_reached_the_replica_is_not_a_lease_to_honour() {
+    let seed = seed("FAILOVER_SEED");
+    let primary = Server::start(Opts { module_args: workload_args(), ..Opts::default() });
+    let mut p = primary.conn();
+    assert_eq!(p.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
+    let replica = Server::start(Opts { module_args: workload_args(), ..Opts::default() });
+    let mut r = replica.follow(&primary);
+    let mut w = Worker::new("shortextend", 0, Rng(seed));
+    let live = |w: &Worker| -> Vec<(String, String)> {
+        w.jobs
+            .iter()
+            .filter_map(|(id, s)| match s {
+                St::Held { tok, expiring: false } => Some((id.clone(), tok.clone())),
+                _ => None,
+            })
+            .collect()
+    };
+    for _ in 0..2000 {
+        if live(&w).len() >= 2 {
+            break;
+        }
+        assert!(w.step(&mut p, &mut |_| true), "the primary answers");
+    }
+    let before = live(&w);
+    assert!(before.len() >= 2, "the workload holds two jobs: {before:?}");
+    let (id, tok) = before[0].clone();
+    assert!(matches!(w.q.run(&mut p, "EMQ.EXTEND", &id, &[tok.as_bytes(), b"1"]), Reply::Int(d) if d > 0));
+    w.pending = Some(Op::Hold(id.clone(), "EMQ.EXTEND"));
+    assert_eq!(p.call(&[b"WAIT", b"1", b"2000"]), Reply::Int(1), "the replica has the EXTEND");
+    drop(p);
+    drop(primary);
+    assert_eq!(r.call(&[b"REPLICAOF", b"NO", b"ONE"]), Reply::Simple("OK".into()));
+    let snap = check_rows(&mut r, &w.q);
+    let v = w.verify(&snap);
+    assert!(v.lost.is_empty(), "seed {seed}: nothing acknowledged lost: {:#?}", v.lost);
+    assert_eq!(v.leases_held, before.len() - 1, "the extended job is not counted");
+    w.resync(&mut r);
+    assert_eq!(w.finish_held(&mut r), v.leases_held, "every counted lease finished by its token");
 }
 
 // ---------------------------------------------------------------------------------------

@@ -666,6 +666,10 @@ impl Worker {
             }
         }
         for (id, st) in &self.jobs {
+            // The pending call on a held job may have reached the keyspace unacknowledged: an
+            // EXTEND with a 1 ms lease leaves it active by its token but expiring, so it is not
+            // counted among the leases `finish_held` must honour.
+            let pending_on_it = matches!(&self.pending, Some(Op::Hold(p, _)) if p == id);
             let actual = snap.state_of(id);
             let tk = snap.field(id, "tk");
             let a = actual.as_deref();
@@ -677,7 +681,7 @@ impl Worker {
                 St::Delayed => ready || a == Some("delayed") || by_pending_claim,
                 St::Held { tok, expiring: false } => {
                     let held = a == Some("active") && tk.as_deref() == Some(tok.as_str());
-                    v.leases_held += usize::from(held);
+                    v.leases_held += usize::from(held && !pending_on_it);
                     held
                 }
                 St::Held { tok, expiring: true } => {
