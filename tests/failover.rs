@@ -198,22 +198,13 @@ fn an_unacknowledged_short_extend_that_reached_the_replica_is_not_a_lease_to_hon
     let replica = Server::start(Opts { module_args: workload_args(), ..Opts::default() });
     let mut r = replica.follow(&primary);
     let mut w = Worker::new("shortextend", 0, Rng(seed));
-    let live = |w: &Worker| -> Vec<(String, String)> {
-        w.jobs
-            .iter()
-            .filter_map(|(id, s)| match s {
-                St::Held { tok, expiring: false } => Some((id.clone(), tok.clone())),
-                _ => None,
-            })
-            .collect()
-    };
     for _ in 0..2000 {
-        if live(&w).len() >= 2 {
+        if w.held().len() >= 2 {
             break;
         }
         assert!(w.step(&mut p, &mut |_| true), "the primary answers");
     }
-    let before = live(&w);
+    let before = w.held();
     assert!(before.len() >= 2, "the workload holds two jobs: {before:?}");
     let (id, tok) = before[0].clone();
     assert!(matches!(w.q.run(&mut p, "EMQ.EXTEND", &id, &[tok.as_bytes(), b"1"]), Reply::Int(d) if d > 0));

@@ -394,7 +394,8 @@ impl Worker {
         self.jobs.iter().filter(|(_, s)| f(s)).map(|(i, _)| i.clone()).collect()
     }
 
-    fn held(&self) -> Vec<(String, String)> {
+    /// The jobs held under a live lease, with their tokens.
+    pub fn held(&self) -> Vec<(String, String)> {
         self.jobs
             .iter()
             .filter_map(|(i, s)| match s {
