@@ -53,11 +53,6 @@ fn add_cmd(q: &Q, jobs: &[(&str, &str, &[&str])]) -> Vec<Vec<u8>> {
     v
 }
 
-fn run(c: &mut Conn, v: &[Vec<u8>]) -> Reply {
-    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
-    c.call(&refs)
-}
-
 fn ints(r: &Reply) -> Vec<i64> {
     r.array().iter().map(Reply::int).collect()
 }
@@ -77,7 +72,7 @@ fn job_map(c: &mut Conn, q: &Q, id: &str) -> Vec<String> {
 const REMOVE_KEYS: [&str; 8] = ["job", "wait", "prio", "active", "delayed", "completed", "failed", "events"];
 
 fn remove(c: &mut Conn, q: &Q, id: &str) -> Reply {
-    run(c, &q.cmd("TRA.REMOVE", id, &REMOVE_KEYS, &[]))
+    c.call_v(&q.cmd("TRA.REMOVE", id, &REMOVE_KEYS, &[]))
 }
 
 /// The `name` of every argument doc in a `COMMAND DOCS` reply, depth first.
@@ -213,7 +208,7 @@ fn an_alias_goes_with_its_row_on_every_path_that_deletes_one() {
         q.k("delayed").into(),
         q.k("events").into(),
     ];
-    assert_eq!(run(&mut c, &drain), Reply::Int(2));
+    assert_eq!(c.call_v(&drain), Reply::Int(2));
     assert!(!live(&mut c, "a6"));
     // TRA.COMPLETES under keep-completed 0
     c.call(&[b"CONFIG", b"SET", b"trafikey.keep-completed", b"0"]);
@@ -228,7 +223,7 @@ fn an_alias_goes_with_its_row_on_every_path_that_deletes_one() {
     for r in ["wait", "prio", "active", "delayed", "completed", "failed", "meta", "events"] {
         ob.push(q.k(r).into_bytes());
     }
-    assert_eq!(run(&mut c, &ob), Reply::Int(0));
+    assert_eq!(c.call_v(&ob), Reply::Int(0));
     assert_eq!(c.call(&[b"EXISTS", q.k("alias").as_bytes()]), Reply::Int(0));
     q.check_invariant(&mut c);
 }
@@ -263,7 +258,7 @@ fn alias_refusals_write_nothing() {
     unchanged(&mut c, |c| {
         let r = q2.enqueue(c, &jid(3), &[b"ALIAS", b"k"]);
         assert!(r.error().starts_with("WRONGTYPE"), "{r:?}");
-        let r = run(c, &add_cmd(&q2, &[(&jid(4), "n", &[]), (&jid(5), "n", &["ALIAS", "k"])]));
+        let r = c.call_v(&add_cmd(&q2, &[(&jid(4), "n", &[]), (&jid(5), "n", &["ALIAS", "k"])]));
         assert!(r.error().starts_with("WRONGTYPE"), "{r:?}");
     });
     assert_eq!(q2.enqueue(&mut c, &jid(3), &[]), Reply::Int(1), "without ALIAS the hash is not opened");
@@ -275,22 +270,19 @@ fn the_bulk_add_creates_each_job_as_enqueue_or_schedule_would() {
     q.enqueue(&mut c, &jid(1), &[]);
     q.enqueue(&mut c, &jid(2), &[b"ALIAS", b"taken"]);
     let (j1, j3, j4, j5, j6, j7, j8) = (jid(1), jid(3), jid(4), jid(5), jid(6), jid(7), jid(8));
-    let r = run(
-        &mut c,
-        &add_cmd(
-            &q,
-            &[
-                (&j3, "a", &[]),
-                (&j1, "exists", &[]),
-                (&j4, "b", &["PRIORITY", "5", "ALIAS", "k4"]),
-                (&j5, "c", &["DELAY", "+60000", "ALIAS", "k5", "ATTEMPTS", "3"]),
-                (&j3, "again", &[]),
-                (&j6, "d", &["ALIAS", "taken"]),
-                (&j7, "e", &["ALIAS", "k4"]),
-                (&j8, "f", &["LIFO"]),
-            ],
-        ),
-    );
+    let r = c.call_v(&add_cmd(
+        &q,
+        &[
+            (&j3, "a", &[]),
+            (&j1, "exists", &[]),
+            (&j4, "b", &["PRIORITY", "5", "ALIAS", "k4"]),
+            (&j5, "c", &["DELAY", "+60000", "ALIAS", "k5", "ATTEMPTS", "3"]),
+            (&j3, "again", &[]),
+            (&j6, "d", &["ALIAS", "taken"]),
+            (&j7, "e", &["ALIAS", "k4"]),
+            (&j8, "f", &["LIFO"]),
+        ],
+    ));
     assert_eq!(ints(&r), [1, 0, 1, 1, 0, 0, 0, 1]);
     let snap = q.check_invariant(&mut c);
     // LIFO went to the front (right end), the rest to the back.
@@ -317,7 +309,7 @@ fn the_bulk_add_creates_each_job_as_enqueue_or_schedule_would() {
     let v = add_cmd(&q, &[(&jid(20), "a", &[]), (&jid(21), "b", &["LIFO"])]);
     let mut g: Vec<Vec<u8>> = vec![b"COMMAND".to_vec(), b"GETKEYS".to_vec()];
     g.extend(v);
-    let keys = run(&mut c, &g).strings();
+    let keys = c.call_v(&g).strings();
     assert_eq!(
         keys,
         [q.k("wait"), q.k("prio"), q.k("delayed"), q.k("events"), q.job(&jid(20)), q.job(&jid(21))]
@@ -348,53 +340,57 @@ fn a_refused_bulk_add_writes_nothing() {
     ];
     unchanged(&mut c, |c| {
         for (v, want) in &cases {
-            let r = run(c, v);
+            let r = c.call_v(v);
             assert!(r.error().starts_with(want), "{want}: {r:?}");
         }
         // The count and the rows: n not a number, fewer rows than n, a job per row, layout.
         let mut v = add_cmd(&q, &[(&a, "x", &[])]);
         v[6] = b"x".to_vec();
-        assert_eq!(run(c, &v).error(), "EMQSHAPE n is not an integer");
+        assert_eq!(c.call_v(&v).error(), "EMQSHAPE n is not an integer");
         let mut v = add_cmd(&q, &[(&a, "x", &[])]);
         v[6] = b"5".to_vec();
-        assert_eq!(run(c, &v).error(), "EMQSHAPE TRA.ADD needs 5 keys after n");
+        assert_eq!(c.call_v(&v).error(), "EMQSHAPE TRA.ADD needs 5 keys after n");
         let mut v = add_cmd(&q, &[(&a, "x", &[]), (&b, "y", &[])]);
         v.truncate(v.len() - 3);
-        assert_eq!(run(c, &v).error(), "EMQSHAPE 2 row keys but 1 jobs");
+        assert_eq!(c.call_v(&v).error(), "EMQSHAPE 2 row keys but 1 jobs");
         let mut v = add_cmd(&q, &[(&a, "x", &[])]);
         v.push(b"y".to_vec());
-        assert!(run(c, &v).error().starts_with("EMQSHAPE TRA.ADD takes"), "a job cut short");
+        assert!(c.call_v(&v).error().starts_with("EMQSHAPE TRA.ADD takes"), "a job cut short");
         let mut v = add_cmd(&q, &[(&a, "x", &["LIFO"])]);
         *v.last_mut().unwrap() = b"PRIORITY".to_vec();
         let k = v.len() - 2;
         v[k] = b"9".to_vec();
-        assert!(run(c, &v).error().starts_with("EMQSHAPE TRA.ADD takes"), "k beyond the words");
+        assert!(c.call_v(&v).error().starts_with("EMQSHAPE TRA.ADD takes"), "k beyond the words");
         let mut v = add_cmd(&q, &[(&a, "x", &[])]);
         v[7] = Q::new("elsewhere").job(&a).into_bytes();
-        assert_eq!(run(c, &v).error(), "EMQLAYOUT all keys must name one queue");
+        assert_eq!(c.call_v(&v).error(), "EMQLAYOUT all keys must name one queue");
         let mut v = add_cmd(&q, &[(&a, "x", &[])]);
         v[7] = q.k("wait").into_bytes();
-        assert_eq!(run(c, &v).error(), "EMQLAYOUT key 5 must be emq:{Q}:job:<ID>");
+        assert_eq!(c.call_v(&v).error(), "EMQLAYOUT key 5 must be emq:{Q}:job:<ID>");
     });
     // Shorter than `n`'s position: the server's arity error (its key spec reads `n` there),
     // and the server lives — also through COMMAND GETKEYS and as a user with key rules.
     let short = &add_cmd(&q, &[(&a, "x", &[])])[..6];
     unchanged(&mut c, |c| {
-        assert!(run(c, short).error().starts_with("ERR wrong number of arguments"), "{:?}", run(c, short));
+        assert!(
+            c.call_v(short).error().starts_with("ERR wrong number of arguments"),
+            "{:?}",
+            c.call_v(short)
+        );
         let mut g: Vec<Vec<u8>> = vec![b"COMMAND".to_vec(), b"GETKEYS".to_vec()];
         g.extend(short.iter().cloned());
-        assert!(run(c, &g).err().is_some());
+        assert!(c.call_v(&g).err().is_some());
     });
     c.call(&[b"ACL", b"SETUSER", b"few", b"on", b">pw", b"~emq:{all}:*", b"%R~{emq}:*", b"+@all"]);
     let mut few = _s.conn();
     few.call(&[b"AUTH", b"few", b"pw"]);
-    assert!(run(&mut few, short).error().starts_with("ERR wrong number of arguments"));
+    assert!(few.call_v(short).error().starts_with("ERR wrong number of arguments"));
     assert_eq!(c.call(&[b"PING"]), Reply::Simple("PONG".into()));
     // 251 jobs: refused as a whole.
     let many: Vec<String> = (100..351).map(jid).collect();
     let jobs: Vec<(&str, &str, &[&str])> = many.iter().map(|i| (i.as_str(), "n", &[][..])).collect();
-    unchanged(&mut c, |c| assert_eq!(run(c, &add_cmd(&q, &jobs)).error(), "EMQARG n must be 1..=250"));
-    assert_eq!(ints(&run(&mut c, &add_cmd(&q, &jobs[..250]))).iter().sum::<i64>(), 250);
+    unchanged(&mut c, |c| assert_eq!(c.call_v(&add_cmd(&q, &jobs)).error(), "EMQARG n must be 1..=250"));
+    assert_eq!(ints(&c.call_v(&add_cmd(&q, &jobs[..250]))).iter().sum::<i64>(), 250);
     c.call(&[b"DEL", q.job(&jid(9)).as_bytes()]);
     q.check_invariant(&mut c);
 }
@@ -409,13 +405,10 @@ fn replicas_hold_what_the_primary_holds() {
     q.enqueue(&mut p, &jid(1), &[b"ALIAS", b"one"]);
     q.run(&mut p, "EMQ.SCHEDULE", &jid(2), &[b"+100000", b"s", b"{}", b"ALIAS", b"two"]);
     let (a, b, d) = (jid(3), jid(4), jid(5));
-    run(
-        &mut p,
-        &add_cmd(
-            &q,
-            &[(&a, "x", &["ALIAS", "three"]), (&b, "y", &["DELAY", "+5000"]), (&d, "z", &["PRIORITY", "2"])],
-        ),
-    );
+    p.call_v(&add_cmd(
+        &q,
+        &[(&a, "x", &["ALIAS", "three"]), (&b, "y", &["DELAY", "+5000"]), (&d, "z", &["PRIORITY", "2"])],
+    ));
     remove(&mut p, &q, &jid(1));
     assert_eq!(p.call(&[b"WAIT", b"1", b"5000"]), Reply::Int(1));
     assert_eq!(digest(&mut p), digest(&mut r));
@@ -454,13 +447,13 @@ fn acl_judges_the_alias_hash_and_every_row_as_the_callers() {
         assert!(q.enqueue(&mut w, &jid(1), &[b"ALIAS", b"k"]).error().starts_with("NOPERM"));
         let r = q.run(&mut w, "EMQ.SCHEDULE", &jid(1), &[b"+5", b"n", b"{}", b"ALIAS", b"k"]);
         assert!(r.error().starts_with("NOPERM"));
-        let r = run(&mut w, &add_cmd(&q, &[(&jid(1), "n", &[]), (&jid(2), "n", &["ALIAS", "k"])]));
+        let r = w.call_v(&add_cmd(&q, &[(&jid(1), "n", &[]), (&jid(2), "n", &["ALIAS", "k"])]));
         assert!(r.error().starts_with("NOPERM"), "{r:?}");
         // A row the user may not write: the server refuses before the module runs.
-        let r = run(&mut w, &add_cmd(&q, &[(&jid(1), "n", &[]), (&jid(66), "n", &[])]));
+        let r = w.call_v(&add_cmd(&q, &[(&jid(1), "n", &[]), (&jid(66), "n", &[])]));
         assert!(r.error().starts_with("NOPERM"), "{r:?}");
     });
-    assert_eq!(ints(&run(&mut w, &add_cmd(&q, &[(&jid(1), "n", &[]), (&jid(2), "n", &[])]))), [1, 1]);
+    assert_eq!(ints(&w.call_v(&add_cmd(&q, &[(&jid(1), "n", &[]), (&jid(2), "n", &[])]))), [1, 1]);
     // With the alias hash present, deleting a job without an alias does not open it.
     q.enqueue(&mut admin, &jid(3), &[b"ALIAS", b"k"]);
     let mut rm = q.cmd(
@@ -469,7 +462,7 @@ fn acl_judges_the_alias_hash_and_every_row_as_the_callers() {
         &["job", "wait", "prio", "active", "delayed", "completed", "failed", "events"],
         &[],
     );
-    assert_eq!(run(&mut w, &rm), Reply::Int(1));
+    assert_eq!(w.call_v(&rm), Reply::Int(1));
     // An aliased one: NOPERM, nothing written.
     rm = q.cmd(
         "TRA.REMOVE",
@@ -477,7 +470,7 @@ fn acl_judges_the_alias_hash_and_every_row_as_the_callers() {
         &["job", "wait", "prio", "active", "delayed", "completed", "failed", "events"],
         &[],
     );
-    unchanged(&mut admin, |_| assert!(run(&mut w, &rm).error().starts_with("NOPERM")));
+    unchanged(&mut admin, |_| assert!(w.call_v(&rm).error().starts_with("NOPERM")));
     // The alias hash gone (deleted by hand), the row still naming its alias: a finish under
     // KEEP 0 looks the hash up, finds none and opens nothing of it.
     assert_eq!(admin.call(&[b"DEL", q.k("alias").as_bytes()]), Reply::Int(1));

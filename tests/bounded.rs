@@ -23,11 +23,6 @@ fn cmd(q: &Q, verb: &str, roles: &[&str], args: &[&[u8]]) -> Vec<Vec<u8>> {
     q.cmd(verb, "", roles, args)
 }
 
-fn call(c: &mut Conn, v: &[Vec<u8>]) -> Reply {
-    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
-    c.call(&refs)
-}
-
 /// The server process's CPU time so far, µs.
 fn cpu_us(c: &mut Conn) -> i64 {
     let mut secs = |f: &str| info_field(c, "cpu", f).parse::<f64>().unwrap_or(0.0);
@@ -42,7 +37,7 @@ const QUEUE_KEYS: i64 = 8;
 /// Runs one call, keeping the most server CPU any call used (printed at the end).
 fn timed(c: &mut Conn, v: &[Vec<u8>], most: &mut (String, i64)) -> Reply {
     let t0 = cpu_us(c);
-    let r = call(c, v);
+    let r = c.call_v(v);
     let used = cpu_us(c) - t0;
     if used > most.1 {
         *most = (String::from_utf8_lossy(&v[0]).into_owned(), used);
@@ -106,8 +101,7 @@ fn a_million_jobs_and_every_call_bounded_by_its_work() {
     let mut drained = 0;
     let mut calls = 0;
     loop {
-        let n =
-            call(&mut c, &cmd(&q, "TRA.DRAIN", &["wait", "prio", "delayed", "events"], &[b"DELAYED"])).int();
+        let n = c.call_v(&cmd(&q, "TRA.DRAIN", &["wait", "prio", "delayed", "events"], &[b"DELAYED"])).int();
         assert!(n <= DELETE_PER_CALL, "DRAIN deleted {n} jobs in one call");
         calls += 1;
         if n == 0 {

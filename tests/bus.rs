@@ -44,10 +44,10 @@ impl Topic {
         v
     }
     fn append(&self, c: &mut Conn, id: &str, payload: &[u8], extra: &[&[u8]]) -> Reply {
-        call(c, &self.cmd("EMQ.APPEND", id, payload, extra))
+        c.call_v(&self.cmd("EMQ.APPEND", id, payload, extra))
     }
     fn publish(&self, c: &mut Conn, id: &str, payload: &[u8], extra: &[&[u8]]) -> Reply {
-        call(c, &self.cmd("EMQ.PUBLISH", id, payload, extra))
+        c.call_v(&self.cmd("EMQ.PUBLISH", id, payload, extra))
     }
     fn failures(&self, c: &mut Conn, id: &str, extra: &[&[u8]]) -> Reply {
         let key = self.fails(id);
@@ -69,11 +69,6 @@ impl Topic {
     fn zcard(&self, c: &mut Conn) -> i64 {
         c.call(&[b"ZCARD", self.seen().as_bytes()]).int()
     }
-}
-
-fn call(c: &mut Conn, v: &[Vec<u8>]) -> Reply {
-    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
-    c.call(&refs)
 }
 
 fn mid(n: u64) -> String {
@@ -506,19 +501,19 @@ fn bad_input_is_refused_with_its_class_and_writes_nothing() {
             ("EMQARG", &id, b"x", vec![b"MAXLEN", b"1000000001"]),
         ];
         for (class, id, payload, extra) in &cases {
-            let e = unchanged(&mut c, |c| call(c, &t.cmd(verb, id, payload, extra)));
+            let e = unchanged(&mut c, |c| c.call_v(&t.cmd(verb, id, payload, extra)));
             assert!(e.error().starts_with(class), "{verb} {id} {extra:?}: {e:?}");
         }
         // Arity and numkeys.
         let good = t.cmd(verb, &id, b"x", &[]);
         for cut in [2usize, 4, 5] {
-            let e = unchanged(&mut c, |c| call(c, &good[..cut]));
+            let e = unchanged(&mut c, |c| c.call_v(&good[..cut]));
             assert!(e.error().starts_with("EMQSHAPE"), "{verb} cut {cut}: {e:?}");
         }
         for n in [&b"1"[..], b"3", b"x"] {
             let mut v = good.clone();
             v[1] = n.to_vec();
-            assert!(unchanged(&mut c, |c| call(c, &v)).error().starts_with("EMQSHAPE"));
+            assert!(unchanged(&mut c, |c| c.call_v(&v)).error().starts_with("EMQSHAPE"));
         }
         // Layout: the roles in order, one topic.
         let other = Topic::new("other");
@@ -533,14 +528,14 @@ fn bad_input_is_refused_with_its_class_and_writes_nothing() {
         ] {
             let mut v = good.clone();
             v[pos] = key.into_bytes();
-            let e = unchanged(&mut c, |c| call(c, &v));
+            let e = unchanged(&mut c, |c| c.call_v(&v));
             assert!(e.error().starts_with("EMQLAYOUT"), "{verb} {v:?}: {e:?}");
         }
         // Wrong types on either key.
         for key in [t.bus(), t.seen()] {
             c.call(&[b"RENAME", key.as_bytes(), b"aside"]);
             c.call(&[b"SET", key.as_bytes(), b"x"]);
-            let e = unchanged(&mut c, |c| call(c, &good));
+            let e = unchanged(&mut c, |c| c.call_v(&good));
             assert_eq!(
                 e.error(),
                 "WRONGTYPE Operation against a key holding the wrong kind of value",

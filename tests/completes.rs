@@ -13,11 +13,6 @@
 
 use trafikey_support::*;
 
-fn call(c: &mut Conn, v: &[Vec<u8>]) -> Reply {
-    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
-    c.call(&refs)
-}
-
 fn completes(q: &Q, jobs: &[(&str, &str, &str)]) -> Vec<Vec<u8>> {
     let mut a: Vec<&[u8]> = Vec::new();
     for (id, tok, res) in jobs {
@@ -58,7 +53,7 @@ fn each_entry_answers_as_complete_would() {
             (&jid(5), "w", "r5"),
         ],
     );
-    assert_eq!(ints(&call(&mut c, &batch)), [1, 1, -1, -2, -1]);
+    assert_eq!(ints(&c.call_v(&batch)), [1, 1, -1, -2, -1]);
     let snap = q.check_invariant(&mut c);
     for (id, res) in [(jid(1), "r1"), (jid(2), "r2")] {
         assert_eq!(snap.state_of(&id).as_deref(), Some("completed"));
@@ -68,7 +63,7 @@ fn each_entry_answers_as_complete_would() {
     assert_eq!(snap.state_of(&jid(3)).as_deref(), Some("active"), "not its token: untouched");
     assert_eq!(snap.state_of(&jid(5)).as_deref(), Some("wait"));
     // The same batch again: the two completed answer 0 and nothing is written.
-    let again = unchanged(&mut c, |c| call(c, &batch));
+    let again = unchanged(&mut c, |c| c.call_v(&batch));
     assert_eq!(ints(&again), [0, 0, -1, -2, -1]);
     // One `completed` event per job finished.
     let ev = c.call(&[b"XRANGE", q.k("events").as_bytes(), b"-", b"+"]);
@@ -97,11 +92,11 @@ fn retention_and_acl_apply_as_to_complete() {
     let mut u = s.conn();
     assert_eq!(u.call(&[b"AUTH", b"norows", b"pw"]), Reply::Simple("OK".into()));
     let batch = completes(&q, &[(&jid(1), "w", "a"), (&jid(2), "w", "b"), (&jid(3), "w", "c")]);
-    let e = unchanged(&mut c, |_| call(&mut u, &batch));
+    let e = unchanged(&mut c, |_| u.call_v(&batch));
     assert!(e.err().is_some_and(|e| e.starts_with("NOPERM")), "{e:?}");
     // keep-completed 0: each finished row is deleted at once.
     c.call(&[b"CONFIG", b"SET", b"trafikey.keep-completed", b"0"]);
-    assert_eq!(ints(&call(&mut c, &batch)), [1, 1, 1]);
+    assert_eq!(ints(&c.call_v(&batch)), [1, 1, 1]);
     let snap = q.check_invariant(&mut c);
     assert!((1..=3).all(|n| snap.state_of(&jid(n)).is_none()), "deleted by retention");
 }
@@ -134,7 +129,7 @@ fn bad_input_is_refused_and_writes_nothing() {
         ),
     ];
     for (v, class) in cases {
-        let r = unchanged(&mut c, |c| call(c, &v));
+        let r = unchanged(&mut c, |c| c.call_v(&v));
         assert!(r.err().is_some_and(|e| e.starts_with(class)), "{class}: {r:?}");
     }
 }
@@ -156,9 +151,7 @@ fn completes_takes_a_full_claim_of_fifty() {
     };
     let call = |c: &mut Conn, args: &[Vec<u8>]| {
         let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-        let v = q.cmd("TRA.COMPLETES", "", &["active", "completed", "events"], &refs);
-        let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
-        c.call(&refs)
+        c.call_v(&q.cmd("TRA.COMPLETES", "", &["active", "completed", "events"], &refs))
     };
     let mut over = held.clone();
     over.push(jid(51));

@@ -43,11 +43,6 @@ fn soak() -> bool {
 
 const LEASE_MS: u64 = 300;
 
-fn call(c: &mut Conn, v: &[Vec<u8>]) -> Reply {
-    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
-    c.call(&refs)
-}
-
 fn claim_cmd(q: &Q, tok: &str, count: u64, block: Option<u64>) -> Vec<Vec<u8>> {
     claim_for(q, tok, LEASE_MS, count, block)
 }
@@ -133,7 +128,7 @@ fn every_job_ends_exactly_once_while_workers_die_holding_jobs() {
                     }
                     let mut c = Conn::connect(port).expect("connect");
                     let tok = format!("d{w}-{n}");
-                    abandoned += granted(&call(&mut c, &claim_cmd(&q, &tok, 1 + n % 4, None))).len();
+                    abandoned += granted(&c.call_v(&claim_cmd(&q, &tok, 1 + n % 4, None))).len();
                     drop(c);
                     died.fetch_add(1, Ordering::Relaxed);
                 }
@@ -155,7 +150,7 @@ fn every_job_ends_exactly_once_while_workers_die_holding_jobs() {
                     }
                     let tok = format!("h{w}-{n}");
                     let sent = Instant::now();
-                    let got = granted(&call(&mut c, &claim_cmd(&q, &tok, 1 + n % 4, Some(100))));
+                    let got = granted(&c.call_v(&claim_cmd(&q, &tok, 1 + n % 4, Some(100))));
                     for (id, attempt) in got {
                         let k = snowflake(&id);
                         let (verb, args): (&str, Vec<&[u8]>) = if k.is_multiple_of(101) {
@@ -315,7 +310,7 @@ fn sixteen_claimers_never_share_a_live_lease() {
                     // of any of them shows.
                     let lease_ms = 150 + rng.below(300);
                     let sent = epoch.elapsed();
-                    let got = granted(&call(&mut c, &claim_for(&q, &tok, lease_ms, 1 + rng.below(3), None)));
+                    let got = granted(&c.call_v(&claim_for(&q, &tok, lease_ms, 1 + rng.below(3), None)));
                     let recv = epoch.elapsed();
                     if got.is_empty() {
                         sleep(Duration::from_millis(1));
@@ -385,7 +380,7 @@ fn sixteen_claimers_never_share_a_live_lease() {
         assert!(Instant::now() < deadline, "{open} jobs open");
         let tok = format!("end-{finals}");
         let sent = epoch.elapsed();
-        let got = granted(&call(&mut admin, &claim_cmd(&q, &tok, 1000, Some(500))));
+        let got = granted(&admin.call_v(&claim_cmd(&q, &tok, 1000, Some(500))));
         let recv = epoch.elapsed();
         for (id, _) in got {
             assert_eq!(q.run(&mut admin, "EMQ.COMPLETE", &id, &[tok.as_bytes(), b"ok"]), Reply::Int(1));
@@ -482,7 +477,7 @@ fn upkeep_switched_on_brings_back_what_ran_out_while_it_was_off() {
     {
         // A worker claims and dies.
         let mut w = s.conn();
-        let got = granted(&call(&mut w, &claim_cmd(&q, "dead", 1, None)));
+        let got = granted(&w.call_v(&claim_cmd(&q, "dead", 1, None)));
         assert_eq!(got[0].0, jid(1));
     }
     sleep(Duration::from_millis(LEASE_MS + 200));

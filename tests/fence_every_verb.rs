@@ -164,11 +164,6 @@ fn calls(cmd: &Command) -> Vec<Vec<Vec<u8>>> {
 /// A fence outcome: its name, how to make it, the answer every fenced call then gets.
 type Outcome<'a> = (&'a str, &'a dyn Fn(&mut Conn), &'a str);
 
-fn run(c: &mut Conn, v: &[Vec<u8>]) -> Reply {
-    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
-    c.call(&refs)
-}
-
 fn must(r: Reply, what: &str) {
     assert!(r.err().is_none(), "{what}: {r:?}");
 }
@@ -239,7 +234,7 @@ fn every_fenced_command_answers_each_fence_outcome_and_writes_nothing() {
         set(&mut c);
         for (name, v) in &all {
             let t0 = Instant::now();
-            let r = unchanged(&mut c, |c| run(c, v));
+            let r = unchanged(&mut c, |c| c.call_v(v));
             assert_eq!(r, Reply::Error(want.to_string()), "{name} with {{emq}}:version {what}");
             assert!(t0.elapsed() < Duration::from_secs(2), "{name} answered at once");
             refused += 1;
@@ -248,7 +243,7 @@ fn every_fenced_command_answers_each_fence_outcome_and_writes_nothing() {
     // A database where INSTALL never ran: every call answers the absent fence there too.
     must(c.call(&[b"SELECT", b"1"]), "SELECT");
     for (name, v) in &all {
-        let r = unchanged(&mut c, |c| run(c, v));
+        let r = unchanged(&mut c, |c| c.call_v(v));
         assert_eq!(r, Reply::Error(ABSENT.to_string()), "{name} in database 1");
         refused += 1;
     }
@@ -257,7 +252,7 @@ fn every_fenced_command_answers_each_fence_outcome_and_writes_nothing() {
     must(c.call(&[b"DEL", b"{emq}:version"]), "DEL");
     assert_eq!(c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
     for (name, v) in &all {
-        let r = run(&mut c, v);
+        let r = c.call_v(v);
         assert!(r.err().is_none(), "{name} with the fence in place: {r:?}");
     }
     Q::new(QUEUE).check_invariant(&mut c);
@@ -300,12 +295,12 @@ fn every_fenced_command_refuses_a_user_who_may_only_write_the_fence_key() {
     let mut w = s.conn();
     must(w.call(&[b"AUTH", b"wo", b"pw"]), "AUTH");
     for (name, v) in &all {
-        let r = unchanged(&mut c, |_| run(&mut w, v));
+        let r = unchanged(&mut c, |_| w.call_v(v));
         assert_eq!(r, Reply::Error("NOPERM No permissions to access a key".into()), "{name}");
     }
     user(&mut c, b"%R~{emq}:version");
     for (name, v) in &all {
-        let r = run(&mut w, v);
+        let r = w.call_v(v);
         assert!(r.err().is_none(), "{name} with read access to the fence key: {r:?}");
     }
     Q::new(QUEUE).check_invariant(&mut c);
@@ -358,7 +353,7 @@ fn every_command_refuses_a_stray_argument_and_writes_nothing() {
         for v in valid {
             let mut stray = v.clone();
             stray.push(b"STRAY".to_vec());
-            let r = unchanged(&mut c, |c| run(c, &stray));
+            let r = unchanged(&mut c, |c| c.call_v(&stray));
             let e = r.err().unwrap_or_else(|| panic!("{} took a stray argument: {r:?}", cmd.name));
             assert!(e.starts_with("EMQSHAPE"), "{} with a stray argument: {e}", cmd.name);
             tried.insert(cmd.name);
@@ -368,7 +363,7 @@ fn every_command_refuses_a_stray_argument_and_writes_nothing() {
     // Each valid call without the stray argument goes through.
     for cmd in COMMANDS.iter().filter(|c| !c.fenced) {
         for v in unfenced_calls(cmd) {
-            let r = run(&mut c, &v);
+            let r = c.call_v(&v);
             assert!(r.err().is_none(), "{}: {r:?}", cmd.name);
         }
     }
@@ -391,7 +386,7 @@ fn every_fenced_command_answers_a_host_failure_with_its_own_class() {
     let (mut host, mut ok) = (0, 0);
     for cmd in &fenced {
         for v in calls(cmd) {
-            match run(&mut c, &v) {
+            match c.call_v(&v) {
                 Reply::Error(e) if e == "EMQHOST unexpected reply from the host" => host += 1,
                 Reply::Error(e) => assert!(
                     !e.starts_with("EMQWIRE"),

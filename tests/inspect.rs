@@ -20,11 +20,6 @@ fn counts_cmd(q: &Q) -> Vec<Vec<u8>> {
     v
 }
 
-fn call(c: &mut Conn, v: &[Vec<u8>]) -> Reply {
-    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
-    c.call(&refs)
-}
-
 fn job(c: &mut Conn, q: &Q, id: &str) -> Reply {
     c.call(&[b"TRA.JOB", b"1", q.job(id).as_bytes()])
 }
@@ -150,7 +145,7 @@ fn tra_counts_reads_the_depth_in_one_call() {
     let s = Server::quiet();
     let mut c = s.conn();
     let q = Q::new("depth");
-    let zero = call(&mut c, &counts_cmd(&q));
+    let zero = c.call_v(&counts_cmd(&q));
     let as_pairs: Vec<(String, i64)> = pairs(&zero).into_iter().map(|(k, v)| (k, v.int())).collect();
     assert_eq!(
         as_pairs,
@@ -173,15 +168,15 @@ fn tra_counts_reads_the_depth_in_one_call() {
     q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"60000", b"COUNT", b"2"]);
     q.run(&mut c, "EMQ.COMPLETE", &jid(1), &[b"w", b"ok"]);
     q.run(&mut c, "EMQ.CLAIM", "", &[b"PAUSE"]);
-    let r = call(&mut c, &counts_cmd(&q));
+    let r = c.call_v(&counts_cmd(&q));
     let got: Vec<i64> = pairs(&r).into_iter().map(|(_, v)| v.int()).collect();
     assert_eq!(got, [3, 1, 1, 1, 1, 0, 1]);
     // No fence: it reads a node without {emq}:version too.
     c.call(&[b"DEL", b"{emq}:version"]);
-    assert!(call(&mut c, &counts_cmd(&q)).err().is_none());
+    assert!(c.call_v(&counts_cmd(&q)).err().is_none());
     let mut bad = counts_cmd(&q);
     bad[8] = q.k("events").into_bytes();
-    assert!(call(&mut c, &bad).error().starts_with("EMQLAYOUT"));
+    assert!(c.call_v(&bad).error().starts_with("EMQLAYOUT"));
 }
 
 #[test]
@@ -256,7 +251,7 @@ fn a_read_only_user_can_look_but_not_change() {
     let mut d = s.conn();
     assert_eq!(d.call(&[b"AUTH", b"dash", b"pw"]), Reply::Simple("OK".into()));
     assert_eq!(pairs(&job(&mut d, &q, &jid(1)))[1].1.str(), "wait");
-    assert!(call(&mut d, &counts_cmd(&q)).err().is_none());
+    assert!(d.call_v(&counts_cmd(&q)).err().is_none());
     assert_eq!(jobs(&mut d, &q, "wait", &[]).1, [jid(1)]);
     let e = unchanged(&mut admin, |_| q.enqueue(&mut d, &jid(2), &[]));
     assert!(e.error().starts_with("NOPERM"), "{e:?}");

@@ -70,11 +70,6 @@ fn producers(q: &Q, bus: &Q, n: u64) -> Vec<(&'static str, Vec<Vec<u8>>)> {
     ]
 }
 
-fn call(c: &mut Conn, v: &[Vec<u8>]) -> Reply {
-    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
-    c.call(&refs)
-}
-
 fn claim(q: &Q, c: &mut Conn, tok: &str, count: u64) -> Vec<String> {
     let n = count.to_string();
     let r = ok(q.run(c, "EMQ.CLAIM", "", &[tok.as_bytes(), b"600000", b"COUNT", n.as_bytes()]));
@@ -134,7 +129,7 @@ fn a_full_server_refuses_producers_and_still_drains() {
 
     // Every producer is refused with the OOM error and writes nothing.
     for (verb, cmd) in producers(&q, &bus, 1) {
-        let r = unchanged(&mut c, |c| call(c, &cmd));
+        let r = unchanged(&mut c, |c| c.call_v(&cmd));
         assert!(r.err().is_some_and(|e| e.starts_with(OOM)), "{verb} at the limit: {r:?}");
     }
     // The verbs that move and finish jobs still work.
@@ -184,7 +179,7 @@ fn a_full_server_refuses_producers_and_still_drains() {
     );
     assert!(used(&mut c) > limit, "still over the limit");
     for (verb, cmd) in producers(&q, &bus, 2) {
-        let r = unchanged(&mut c, |c| call(c, &cmd));
+        let r = unchanged(&mut c, |c| c.call_v(&cmd));
         assert!(r.err().is_some_and(|e| e.starts_with(OOM)), "{verb} still refused: {r:?}");
     }
     assert_eq!(ok(q.run(&mut c, "EMQ.COMPLETE", &got[9], &[b"m1", b"ok", b"KEEP", b"0"])), Reply::Int(1));
@@ -219,7 +214,7 @@ fn a_full_server_refuses_producers_and_still_drains() {
     assert!(after < limit, "the drain freed memory: {after} of {limit}");
     // Below the limit again: every producer works.
     for (verb, cmd) in producers(&q, &bus, 3) {
-        let r = call(&mut c, &cmd);
+        let r = c.call_v(&cmd);
         assert!(r.err().is_none() && !r.is_nil(), "{verb} after the drain: {r:?}");
     }
     q.check_invariant(&mut c);

@@ -34,22 +34,17 @@ fn set_cmd(q: &Q, id: &str, args: &[&str]) -> Vec<Vec<u8>> {
     v
 }
 
-fn run(c: &mut Conn, v: &[Vec<u8>]) -> Reply {
-    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
-    c.call(&refs)
-}
-
 /// `TRA.SCHEDULER … SET args…`: the pending job's id and time.
 fn set(c: &mut Conn, q: &Q, id: &str, args: &[&str]) -> (String, i64) {
     let mut a = vec!["SET"];
     a.extend_from_slice(args);
-    let r = run(c, &set_cmd(q, id, &a));
+    let r = c.call_v(&set_cmd(q, id, &a));
     assert!(r.err().is_none(), "SET {id} {args:?}: {r:?}");
     (r.array()[0].str(), r.array()[1].int())
 }
 
 fn sched(c: &mut Conn, q: &Q, id: &str, args: &[&str]) -> Reply {
-    run(c, &set_cmd(q, id, args))
+    c.call_v(&set_cmd(q, id, args))
 }
 
 fn reads(c: &mut Conn, q: &Q, args: &[&str]) -> Reply {
@@ -447,7 +442,7 @@ fn a_last_iteration_removed_is_not_made_again_at_its_time() {
         set(&mut c, &q, "s", &["EVERY", "60000", "START", &start, "END", &start, "JOB", "j", "{}"]);
     assert_eq!(score(&mut c, &q, "s"), Some(at));
     let roles = ["job", "wait", "prio", "active", "delayed", "completed", "failed", "events"];
-    assert_eq!(run(&mut c, &q.cmd("TRA.REMOVE", &id, &roles, &[])), Reply::Int(1));
+    assert_eq!(c.call_v(&q.cmd("TRA.REMOVE", &id, &roles, &[])), Reply::Int(1));
     assert!(iterations(&mut c, &q).is_empty());
     wait_for(|| get(&mut c, &q, "s").is_none(), "the scheduler to end");
     assert_eq!(score(&mut c, &q, "s"), None);
@@ -629,7 +624,7 @@ fn refusals_write_nothing() {
     // Layout, numkeys and the read command's shape.
     let mut bad = set_cmd(&q, "kept", &["DEL"]);
     bad[3] = b"emq:{refuse}:wait".to_vec();
-    let r = unchanged(&mut c, |c| run(c, &bad));
+    let r = unchanged(&mut c, |c| c.call_v(&bad));
     assert!(r.error().starts_with("EMQLAYOUT"), "{r:?}");
     let r = reads(&mut c, &q, &["LIST", "0"]);
     assert!(r.error().starts_with("EMQSHAPE"), "{r:?}");
@@ -815,7 +810,7 @@ fn found_keys_are_judged_as_the_callers() {
 /// `TRA.DRAIN … args`.
 fn drain(c: &mut Conn, q: &Q, args: &[&[u8]]) -> Reply {
     let v = q.cmd("TRA.DRAIN", "", &["wait", "prio", "delayed", "events"], args);
-    run(c, &v)
+    c.call_v(&v)
 }
 
 /// `TRA.OBLITERATE … FORCE COUNT n`.
@@ -823,7 +818,7 @@ fn obliterate(c: &mut Conn, q: &Q, n: usize) -> Reply {
     let all = ["wait", "prio", "active", "delayed", "completed", "failed", "meta", "events"];
     let n = n.to_string();
     let v = q.cmd("TRA.OBLITERATE", "", &all, &[b"FORCE", b"COUNT", n.as_bytes()]);
-    run(c, &v)
+    c.call_v(&v)
 }
 
 /// DRAIN keeps every scheduler's pending iteration — delayed, or promoted early to `wait` or

@@ -79,11 +79,6 @@ const EXPECTED: &[(&str, Work)] = &[
     ("TRA.OBLITERATE FORCE COUNT 10000 (cap)", w(0, 0, 200, 2, 210, 1)),
 ];
 
-fn call(c: &mut Conn, v: &[Vec<u8>]) -> Reply {
-    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
-    c.call(&refs)
-}
-
 /// What one call did, read from the server around it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Work {
@@ -149,7 +144,7 @@ impl Meter {
     fn run(&mut self, c: &mut Conn, what: &str, v: &[Vec<u8>]) -> Reply {
         let own = String::from_utf8_lossy(&v[0]).to_ascii_lowercase();
         let a = snap(c);
-        let r = call(c, v);
+        let r = c.call_v(v);
         let b = snap(c);
         assert!(r.err().is_none(), "{what}: {r:?}");
         let items = match &r {
@@ -199,7 +194,7 @@ fn set_to_cap(c: &mut Conn, name: &str) -> String {
 
 /// The largest COUNT a command takes, read from its refusal of more (which writes nothing).
 fn count_cap(c: &mut Conn, v: Vec<Vec<u8>>) -> String {
-    let r = call(c, &v);
+    let r = c.call_v(&v);
     let e = r.err().unwrap_or_else(|| panic!("a refusal of too much: {r:?}")).to_owned();
     e.rsplit("..=").next().expect("the range").trim().to_owned()
 }
@@ -248,14 +243,14 @@ fn no_call_does_more_than_its_cap_at_the_defaults_and_at_every_cap() {
         count_cap(&mut c, q.cmd("EMQ.CLAIM", "", keys_of("EMQ.CLAIM"), &[b"w", b"1", b"COUNT", TOO_MANY]));
     m.run(&mut c, &format!("CLAIM COUNT {cap} (cap) promoting (cap)"), &claim(&q, "600000", &cap));
     // The due jobs all promoted, then a CLAIM at the cap with nothing to promote.
-    while call(&mut c, &claim(&q, "600000", "1")).array().len() == 1
+    while c.call_v(&claim(&q, "600000", "1")).array().len() == 1
         && c.call(&[b"ZCARD", q.k("delayed").as_bytes()]).int() > 0
     {}
     m.run(&mut c, &format!("CLAIM COUNT {cap} (cap)"), &claim(&q, "600000", &cap));
 
     // Expired leases: 30 000 claimed with a 1 ms lease; STALLED at its default and its cap.
     for _ in 0..600 {
-        call(&mut c, &claim(&q, "1", "1000"));
+        c.call_v(&claim(&q, "1", "1000"));
     }
     sleep(Duration::from_millis(20));
     let stalled = |count: Option<&[u8]>| {
@@ -274,8 +269,8 @@ fn no_call_does_more_than_its_cap_at_the_defaults_and_at_every_cap() {
 
     // EXTENDS of the most pairs it takes (read from its refusal of one more).
     let held: Vec<Reply> =
-        (0..40).flat_map(|_| call(&mut c, &claim(&q, "600000", "1000")).array().to_vec()).collect();
-    let r = call(&mut c, &extends(&q, &held));
+        (0..40).flat_map(|_| c.call_v(&claim(&q, "600000", "1000")).array().to_vec()).collect();
+    let r = c.call_v(&extends(&q, &held));
     let e = r.err().unwrap_or_else(|| panic!("{} pairs refused: {r:?}", held.len())).to_owned();
     let pairs: usize = e
         .rsplit("at most ")
@@ -287,7 +282,7 @@ fn no_call_does_more_than_its_cap_at_the_defaults_and_at_every_cap() {
     assert!(r.array().iter().all(|d| d.int() > 0), "every lease renewed");
 
     // TRA.COMPLETES of the most jobs it takes (what one CLAIM hands out).
-    let batch = call(&mut c, &claim(&q, "600000", "1000"));
+    let batch = c.call_v(&claim(&q, "600000", "1000"));
     let mut a: Vec<Vec<u8>> = Vec::new();
     for j in batch.array() {
         a.extend([j.array()[0].str().into_bytes(), b"w".to_vec(), b"ok".to_vec()]);
@@ -298,7 +293,7 @@ fn no_call_does_more_than_its_cap_at_the_defaults_and_at_every_cap() {
 
     // TRA.COMPLETESNEXT of the most jobs it takes, fetching as many again with their rows:
     // its items are the finishes' codes.
-    let batch = call(&mut c, &claim(&q, "600000", "1000"));
+    let batch = c.call_v(&claim(&q, "600000", "1000"));
     let ids: Vec<String> = batch.array().iter().map(|j| j.array()[0].str()).collect();
     let roles = ["wait", "prio", "active", "delayed", "completed", "meta", "events"];
     let mut v = q.cmd("TRA.COMPLETESNEXT", "", &roles, &[ids.len().to_string().as_bytes()]);
@@ -333,13 +328,13 @@ fn no_call_does_more_than_its_cap_at_the_defaults_and_at_every_cap() {
     // deleted each), at the default and the cap.
     let mut done = Vec::new();
     for _ in 0..600 {
-        for j in call(&mut c, &claim(&q, "600000", "1000")).array() {
+        for j in c.call_v(&claim(&q, "600000", "1000")).array() {
             let id = j.array()[0].str();
             done.push(q.cmd("EMQ.COMPLETE", &id, keys_of("EMQ.COMPLETE"), &[b"w", b"ok", b"KEEP", b"-1"]));
         }
     }
     pipelined(&mut c, done);
-    let last = call(&mut c, &claim(&q, "600000", "2"));
+    let last = c.call_v(&claim(&q, "600000", "2"));
     let ids: Vec<String> = last.array().iter().map(|j| j.array()[0].str()).collect();
     let complete =
         |id: &str| q.cmd("EMQ.COMPLETE", id, keys_of("EMQ.COMPLETE"), &[b"w", b"ok", b"KEEP", b"1"]);
@@ -402,8 +397,8 @@ fn a_restricted_user_pays_for_a_batch_what_any_user_does() {
         (1..=1000).map(|n| q.cmd("EMQ.ENQUEUE", &jid(n), keys_of("EMQ.ENQUEUE"), &[b"job", b"{}"])).collect(),
     );
     let held: Vec<Reply> =
-        (0..20).flat_map(|_| call(&mut c, &claim(&q, "600000", "1000")).array().to_vec()).collect();
-    let r = call(&mut c, &extends(&q, &held));
+        (0..20).flat_map(|_| c.call_v(&claim(&q, "600000", "1000")).array().to_vec()).collect();
+    let r = c.call_v(&extends(&q, &held));
     let e = r.err().unwrap_or_else(|| panic!("{} pairs refused: {r:?}", held.len())).to_owned();
     let pairs: usize = e
         .rsplit("at most ")

@@ -21,11 +21,6 @@ use std::time::{Duration, Instant};
 
 use trafikey_support::*;
 
-fn call(c: &mut Conn, v: &[Vec<u8>]) -> Reply {
-    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
-    c.call(&refs)
-}
-
 fn upkeep(c: &mut Conn, field: &str) -> i64 {
     info_field(c, "trafikey", &format!("trafikey_upkeep_{field}")).parse().unwrap_or(-1)
 }
@@ -409,15 +404,12 @@ fn workers_that_wait_and_die_need_no_sweeper() {
                         break;
                     }
                     let t = token(n);
-                    let r = call(
-                        &mut c,
-                        &q.cmd(
-                            "EMQ.CLAIM",
-                            "",
-                            keys_of("EMQ.CLAIM"),
-                            &[t.as_bytes(), b"1000", b"BLOCK", b"200"],
-                        ),
-                    );
+                    let r = c.call_v(&q.cmd(
+                        "EMQ.CLAIM",
+                        "",
+                        keys_of("EMQ.CLAIM"),
+                        &[t.as_bytes(), b"1000", b"BLOCK", b"200"],
+                    ));
                     let Some(job) = r.array().first() else { continue };
                     let (id, attempt) = (job.array()[0].str(), job.array()[3].int());
                     // Workers 0 and 1 die now and then, holding the job, and never come back.
@@ -428,22 +420,19 @@ fn workers_that_wait_and_die_need_no_sweeper() {
                         // A long job: renew the lease while working.
                         for _ in 0..3 {
                             sleep(Duration::from_millis(400));
-                            let r = call(
-                                &mut c,
-                                &q.cmd(
-                                    "EMQ.EXTENDS",
-                                    "",
-                                    &["active"],
-                                    &[b"1000", id.as_bytes(), t.as_bytes()],
-                                ),
-                            );
+                            let r = c.call_v(&q.cmd(
+                                "EMQ.EXTENDS",
+                                "",
+                                &["active"],
+                                &[b"1000", id.as_bytes(), t.as_bytes()],
+                            ));
                             assert!(r.array()[0].int() > 0, "still held");
                         }
                     }
                     let fails = id.ends_with('0') && attempt == 1;
                     let (verb, arg): (&str, &[u8]) =
                         if fails { ("EMQ.FAIL", b"boom") } else { ("EMQ.COMPLETE", b"ok") };
-                    let r = call(&mut c, &q.cmd(verb, &id, keys_of(verb), &[t.as_bytes(), arg]));
+                    let r = c.call_v(&q.cmd(verb, &id, keys_of(verb), &[t.as_bytes(), arg]));
                     match r {
                         Reply::Int(1) => outcomes.push((id, "completed")),
                         Reply::Simple(ref s) if s == "retry" => {}

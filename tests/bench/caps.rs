@@ -90,11 +90,6 @@ fn cmd(verb: &str, roles: &[&str], args: &[&[u8]]) -> Vec<Vec<u8>> {
     v
 }
 
-fn call(c: &mut Conn, v: &[Vec<u8>]) -> Reply {
-    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
-    c.call(&refs)
-}
-
 fn ok(r: Reply, what: &str) -> Result<Reply, String> {
     match r.err() {
         Some(e) => Err(format!("{what}: {e}")),
@@ -137,7 +132,7 @@ fn cap_in(e: &str) -> Option<String> {
 }
 
 fn count_cap(c: &mut Conn, v: &[Vec<u8>]) -> Result<String, String> {
-    let r = call(c, v);
+    let r = c.call_v(v);
     r.err().and_then(cap_in).ok_or_else(|| format!("no cap in the refusal of too much: {r:?}"))
 }
 
@@ -188,7 +183,7 @@ impl Meter {
         let name = String::from_utf8_lossy(v.first().map_or(&[][..], Vec::as_slice)).into_owned();
         let u0 = cmd_usec(c, &name);
         let t0 = server::cpu_us(c);
-        let r = call(c, v);
+        let r = c.call_v(v);
         let t1 = server::cpu_us(c);
         let u1 = cmd_usec(c, &name);
         let r = ok(r, what)?;
@@ -299,13 +294,13 @@ fn calls_pass(
     let what = format!("CLAIM COUNT {cap} (cap), promoting promote-batch {pcap} (cap)");
     m.run(c, &what, &claim("600000", &cap), len)?;
     while c.call(&[b"ZCARD", &k(Q, "delayed")]).int() > 0 {
-        ok(call(c, &claim("600000", "1")), "CLAIM")?;
+        ok(c.call_v(&claim("600000", "1")), "CLAIM")?;
     }
     m.run(c, &format!("CLAIM COUNT {cap} (cap), nothing due"), &claim("600000", &cap), len)?;
 
     // 30 000 leases of 1 ms, lapsed.
     for _ in 0..(30_000 / cap.parse::<u64>().unwrap_or(50).max(1)) {
-        ok(call(c, &claim("1", &cap)), "CLAIM")?;
+        ok(c.call_v(&claim("1", &cap)), "CLAIM")?;
     }
     sleep(Duration::from_millis(20));
     m.run(c, "STALLED (default COUNT: stalled-batch)", &cmd("EMQ.STALLED", STALLED_KEYS, &[]), both)?;
@@ -317,7 +312,7 @@ fn calls_pass(
     // user held to this queue (ACL checked on every row).
     let mut held: Vec<Vec<u8>> = Vec::new();
     while held.len() < 1001 {
-        let r = ok(call(c, &claim("600000", &cap)), "CLAIM")?;
+        let r = ok(c.call_v(&claim("600000", &cap)), "CLAIM")?;
         if len(&r) == 0 {
             return Err("no jobs left to hold".into());
         }
@@ -341,7 +336,7 @@ fn calls_pass(
     m.run(u, &format!("EXTENDS {pairs} pairs (cap), a user held to one queue"), &extends(pairs), len)?;
 
     // TRA.COMPLETES of a whole claim.
-    let batch = ok(call(c, &claim("600000", &cap)), "CLAIM")?;
+    let batch = ok(c.call_v(&claim("600000", &cap)), "CLAIM")?;
     let mut v = cmd("TRA.COMPLETES", &["active", "completed", "events"], &[]);
     for j in batch.array() {
         v.extend([first_id(j), b"w".to_vec(), b"ok".to_vec()]);
@@ -351,7 +346,7 @@ fn calls_pass(
     // Retention: 30 000 completed kept, then COMPLETE KEEP 1 deletes a batch.
     let mut done = Vec::new();
     while done.len() < 30_000 {
-        let r = ok(call(c, &claim("600000", &cap)), "CLAIM")?;
+        let r = ok(c.call_v(&claim("600000", &cap)), "CLAIM")?;
         done.extend(r.array().iter().map(first_id));
     }
     let complete = |id: &[u8], keep: &[u8]| {

@@ -33,11 +33,6 @@ fn enqueue_cmd(q: &Q, id: &str) -> Vec<Vec<u8>> {
     q.cmd("EMQ.ENQUEUE", id, keys_of("EMQ.ENQUEUE"), &[b"job", b"{}"])
 }
 
-fn call(c: &mut Conn, v: &[Vec<u8>]) -> Reply {
-    let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
-    c.call(&refs)
-}
-
 pub fn version_is_the_six_entry_map_in_both_protocols() {
     let s = Server::start(Opts::default());
     let mut c = s.conn();
@@ -160,41 +155,41 @@ pub fn fence_lanes_refuse_and_write_nothing() {
     let q = Q::new("fence");
     let cmd = enqueue_cmd(&q, &jid(1));
     // absent
-    let e = unchanged(&mut c, |c| call(c, &cmd));
+    let e = unchanged(&mut c, |c| c.call_v(&cmd));
     assert_eq!(e.error(), "EMQWIRE expected echomq:6.0.0 but {emq}:version is absent");
     // the scripted wire's value
     c.call(&[b"SET", VK, b"echomq:4.0.0"]);
-    let e = unchanged(&mut c, |c| call(c, &cmd));
+    let e = unchanged(&mut c, |c| c.call_v(&cmd));
     assert_eq!(e.error(), "EMQWIRE expected echomq:6.0.0 found echomq:4.0.0");
     // any other value, printed safely: non-ASCII, NUL, space, and cut after 64 bytes
     c.call(&[b"SET", VK, b"echomq:6.0.0\x00\xff \xc3\xa9\r\n"]);
-    let e = unchanged(&mut c, |c| call(c, &cmd));
+    let e = unchanged(&mut c, |c| c.call_v(&cmd));
     assert_eq!(
         e.error(),
         "EMQWIRE expected echomq:6.0.0 found echomq:6.0.0\\x00\\xFF\\x20\\xC3\\xA9\\x0D\\x0A"
     );
     let long = vec![b'v'; 100];
     c.call(&[b"SET", VK, &long]);
-    let e = unchanged(&mut c, |c| call(c, &cmd));
+    let e = unchanged(&mut c, |c| c.call_v(&cmd));
     assert_eq!(e.error(), format!("EMQWIRE expected echomq:6.0.0 found {}...", "v".repeat(64)));
     // a wrong type passes the server's WRONGTYPE through
     c.call(&[b"DEL", VK]);
     c.call(&[b"LPUSH", VK, b"echomq:6.0.0"]);
-    let e = unchanged(&mut c, |c| call(c, &cmd));
+    let e = unchanged(&mut c, |c| c.call_v(&cmd));
     assert!(e.error().starts_with("WRONGTYPE"));
     // the module's value passes
     c.call(&[b"DEL", VK]);
     assert_eq!(c.call(&[b"EMQ.INSTALL", b"1", VK]), Reply::Int(1));
-    assert_eq!(call(&mut c, &cmd), Reply::Int(1));
+    assert_eq!(c.call_v(&cmd), Reply::Int(1));
     assert_eq!(c.call(&[b"GET", VK]).str(), "echomq:6.0.0", "the fence never writes");
     // shape and layout are checked before the fence
     c.call(&[b"DEL", VK]);
     let mut bad = cmd.clone();
     bad[1] = b"3".to_vec();
-    assert!(unchanged(&mut c, |c| call(c, &bad)).error().starts_with("EMQSHAPE"));
+    assert!(unchanged(&mut c, |c| c.call_v(&bad)).error().starts_with("EMQSHAPE"));
     let mut bad = cmd.clone();
     bad[3] = q.k("prio").into_bytes();
-    assert!(unchanged(&mut c, |c| call(c, &bad)).error().starts_with("EMQLAYOUT"));
+    assert!(unchanged(&mut c, |c| c.call_v(&bad)).error().starts_with("EMQLAYOUT"));
 }
 
 /// The fence key lives in the keyspace, and a keyspace is one database: each database a queue
@@ -203,19 +198,19 @@ pub fn install_is_per_database() {
     let s = Server::installed();
     let mut c = s.conn();
     let q = Q::new("db");
-    assert_eq!(call(&mut c, &enqueue_cmd(&q, &jid(1))), Reply::Int(1), "database 0 is installed");
+    assert_eq!(c.call_v(&enqueue_cmd(&q, &jid(1))), Reply::Int(1), "database 0 is installed");
     assert_eq!(c.call(&[b"SELECT", b"1"]), Reply::Simple("OK".into()));
-    let e = unchanged(&mut c, |c| call(c, &enqueue_cmd(&q, &jid(1))));
+    let e = unchanged(&mut c, |c| c.call_v(&enqueue_cmd(&q, &jid(1))));
     assert_eq!(e.error(), "EMQWIRE expected echomq:6.0.0 but {emq}:version is absent");
     assert_eq!(c.call(&[b"EMQ.INSTALL", b"1", VK]), Reply::Int(1), "installed in database 1 too");
-    assert_eq!(call(&mut c, &enqueue_cmd(&q, &jid(1))), Reply::Int(1), "its own queue, its own ids");
+    assert_eq!(c.call_v(&enqueue_cmd(&q, &jid(1))), Reply::Int(1), "its own queue, its own ids");
     assert_eq!(c.call(&[b"SELECT", b"0"]), Reply::Simple("OK".into()));
     assert_eq!(c.call(&[b"LLEN", q.k("wait").as_bytes()]), Reply::Int(1));
     assert_eq!(c.call(&[b"FLUSHDB"]), Reply::Simple("OK".into()));
-    let e = call(&mut c, &enqueue_cmd(&q, &jid(2)));
+    let e = c.call_v(&enqueue_cmd(&q, &jid(2)));
     assert!(e.error().ends_with("is absent"), "FLUSHDB takes the fence key with it: {e:?}");
     c.call(&[b"SELECT", b"1"]);
-    assert_eq!(call(&mut c, &enqueue_cmd(&q, &jid(2))), Reply::Int(1), "database 1 keeps its own");
+    assert_eq!(c.call_v(&enqueue_cmd(&q, &jid(2))), Reply::Int(1), "database 1 keeps its own");
 }
 
 pub fn fence_reads_as_the_caller() {
@@ -228,22 +223,22 @@ pub fn fence_reads_as_the_caller() {
     admin.call(&[b"ACL", b"SETUSER", b"seeing", b"on", b">pw", b"~emq:*", b"%R~{emq}:*", b"+@all"]);
     let mut blind = s.conn();
     assert_eq!(blind.call(&[b"AUTH", b"blind", b"pw"]), Reply::Simple("OK".into()));
-    let e = unchanged(&mut blind, |c| call(c, &enqueue_cmd(&q, &jid(1))));
+    let e = unchanged(&mut blind, |c| c.call_v(&enqueue_cmd(&q, &jid(1))));
     assert_eq!(e.error(), "NOPERM No permissions to access a key");
     let mut seeing = s.conn();
     seeing.call(&[b"AUTH", b"seeing", b"pw"]);
-    assert_eq!(call(&mut seeing, &enqueue_cmd(&q, &jid(1))), Reply::Int(1));
+    assert_eq!(seeing.call_v(&enqueue_cmd(&q, &jid(1))), Reply::Int(1));
     // Declared keys are checked by the server per role: read-only on the queue cannot enqueue.
     admin.call(&[b"ACL", b"SETUSER", b"reader", b"on", b">pw", b"%R~emq:*", b"%R~{emq}:*", b"+@all"]);
     let mut reader = s.conn();
     reader.call(&[b"AUTH", b"reader", b"pw"]);
-    let e = call(&mut reader, &enqueue_cmd(&q, &jid(2)));
+    let e = reader.call_v(&enqueue_cmd(&q, &jid(2)));
     assert!(e.error().starts_with("NOPERM"), "{e:?}");
     // ACL categories: a user with +@emq only can run the verbs but not INSTALL.
     admin.call(&[b"ACL", b"SETUSER", b"worker", b"on", b">pw", b"~*", b"+@emq"]);
     let mut worker = s.conn();
     worker.call(&[b"AUTH", b"worker", b"pw"]);
-    assert_eq!(call(&mut worker, &enqueue_cmd(&q, &jid(3))), Reply::Int(1));
+    assert_eq!(worker.call_v(&enqueue_cmd(&q, &jid(3))), Reply::Int(1));
     assert!(worker.call(&[b"EMQ.INSTALL", b"1", VK]).error().starts_with("NOPERM"));
     assert!(worker.call(&[b"EMQ.VERSION"]).err().is_none());
 }
@@ -266,7 +261,7 @@ pub fn cluster_enabled_server_is_refused_before_the_read() {
     assert_eq!(e.error(), "EMQWIRE trafikey serves standalone servers only");
     c.call(&[b"SET", VK, b"echomq:6.0.0"]);
     let q = Q::new("c");
-    let e = unchanged(&mut c, |c| call(c, &enqueue_cmd(&q, &jid(1))));
+    let e = unchanged(&mut c, |c| c.call_v(&enqueue_cmd(&q, &jid(1))));
     assert_eq!(e.error(), "EMQWIRE trafikey serves standalone servers only");
 }
 
@@ -358,14 +353,14 @@ pub fn enqueue_refuses_bad_input_with_its_class_and_writes_nothing() {
     ] {
         let mut v = base.clone();
         v[pos] = key.into_bytes();
-        let e = unchanged(&mut c, |c| call(c, &v));
+        let e = unchanged(&mut c, |c| c.call_v(&v));
         assert!(e.error().starts_with("EMQLAYOUT"), "{v:?}: {e:?}");
     }
     // numkeys
     for n in [&b"3"[..], b"5", b"-1", b"x", b""] {
         let mut v = base.clone();
         v[1] = n.to_vec();
-        assert!(unchanged(&mut c, |c| call(c, &v)).error().starts_with("EMQSHAPE"));
+        assert!(unchanged(&mut c, |c| c.call_v(&v)).error().starts_with("EMQSHAPE"));
     }
     assert!(unchanged(&mut c, |c| c.call(&[b"EMQ.ENQUEUE"])).error().starts_with("EMQSHAPE"));
     assert!(unchanged(&mut c, |c| c.call(&[b"EMQ.ENQUEUE", b"4", q.job(&id).as_bytes()]))

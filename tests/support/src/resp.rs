@@ -73,6 +73,11 @@ pub struct Conn {
     r: BufReader<TcpStream>,
 }
 
+/// A command's owned words as the slices `encode` takes.
+fn words(args: &[Vec<u8>]) -> Vec<&[u8]> {
+    args.iter().map(Vec::as_slice).collect()
+}
+
 pub fn encode(args: &[&[u8]], out: &mut Vec<u8>) {
     out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
     for a in args {
@@ -105,12 +110,16 @@ impl Conn {
         self.read().expect("read")
     }
 
+    /// `call` with a command built as owned words.
+    pub fn call_v(&mut self, args: &[Vec<u8>]) -> Reply {
+        self.call(&words(args))
+    }
+
     /// Several commands in one write, their replies in order.
     pub fn pipeline(&mut self, cmds: &[Vec<Vec<u8>>]) -> Vec<Reply> {
         let mut out = Vec::new();
         for c in cmds {
-            let refs: Vec<&[u8]> = c.iter().map(Vec::as_slice).collect();
-            encode(&refs, &mut out);
+            encode(&words(c), &mut out);
         }
         self.w.write_all(&out).expect("send");
         cmds.iter().map(|_| self.read().expect("read")).collect()
