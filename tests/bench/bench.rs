@@ -536,70 +536,69 @@ fn prefill(srv: &Server, c: &mut Conn, e: &Engine, o: &Opts) -> Result<(), Strin
     queue::enqueue(srv, e, o.n, shape(o, DEPTH)).map(|_| ())
 }
 
-/// Round 2: claim+complete of N waiting jobs.
-fn round_claim(
-    srv: &Server,
-    c: &mut Conn,
-    x: &Contender,
-    o: &Opts,
-    rows: &mut Vec<Row>,
-) -> Result<(), String> {
-    let (names, e, n) = (x.engine.commands(), x.engine, o.n);
-    for &(mode, depth) in modes(o) {
-        if !x.verbs {
-            rows.push(skipped(x.who, "claim+complete", mode, NO_VERBS));
-            continue;
-        }
-        prefill(srv, c, e, o)?;
-        rows.push(measured(srv, x.who, names, "claim+complete", mode, 0, || {
-            queue::claim_complete(srv, e, n, shape(o, depth))
-        }));
-    }
-    if x.who == Who::Trafikey {
-        if !x.waits || !x.verbs {
-            rows.push(skipped(x.who, report::BLOCKING_CLAIM, "p32", NO_WAITS));
-        } else {
-            prefill(srv, c, e, o)?;
-            let row = blocking_row(srv, c, x, report::BLOCKING_CLAIM, || {
-                waiting::blocking(srv, n, 0, CONNS, DEPTH, o.phase_limit)
-            });
-            rows.push(row);
-        }
-    }
-    batch_lane(srv, c, x, o, "claim+complete", rows)
+/// A workload of N jobs on a server in a shape.
+type Workload = fn(&Server, &Engine, u64, Shape) -> Result<load::Measured<()>, String>;
+
+/// What rounds 2 and 3 measure: a workload's label, whether its N jobs wait before the
+/// measure (prefilled) or its producers add them during it, how it runs, and its blocking
+/// twin (its label and how many of the connections produce).
+struct Work {
+    name: &'static str,
+    prefilled: bool,
+    run: Workload,
+    blocking: &'static str,
+    producers: usize,
 }
 
+/// Round 2: claim+complete of N waiting jobs.
+const CLAIM_COMPLETE: Work = Work {
+    name: "claim+complete",
+    prefilled: true,
+    run: queue::claim_complete,
+    blocking: report::BLOCKING_CLAIM,
+    producers: 0,
+};
+
 /// Round 3: the full lifecycle.
-fn round_lifecycle(
+const LIFECYCLE: Work = Work {
+    name: "lifecycle",
+    prefilled: false,
+    run: queue::lifecycle,
+    blocking: report::BLOCKING_LIFE,
+    producers: CONNS / 2,
+};
+
+/// Round 2 or 3: `w` in each mode, then (trafikey) its blocking twin, then its batch lane.
+fn round_work(
     srv: &Server,
     c: &mut Conn,
     x: &Contender,
     o: &Opts,
+    w: &Work,
     rows: &mut Vec<Row>,
 ) -> Result<(), String> {
     let (names, e, n) = (x.engine.commands(), x.engine, o.n);
+    let setup = |c: &mut Conn| if w.prefilled { prefill(srv, c, e, o) } else { fresh(c) };
     for &(mode, depth) in modes(o) {
         if !x.verbs {
-            rows.push(skipped(x.who, "lifecycle", mode, NO_VERBS));
+            rows.push(skipped(x.who, w.name, mode, NO_VERBS));
             continue;
         }
-        fresh(c)?;
-        rows.push(measured(srv, x.who, names, "lifecycle", mode, 0, || {
-            queue::lifecycle(srv, e, n, shape(o, depth))
-        }));
+        setup(c)?;
+        rows.push(measured(srv, x.who, names, w.name, mode, 0, || (w.run)(srv, e, n, shape(o, depth))));
     }
     if x.who == Who::Trafikey {
         if !x.waits || !x.verbs {
-            rows.push(skipped(x.who, report::BLOCKING_LIFE, "p32", NO_WAITS));
+            rows.push(skipped(x.who, w.blocking, "p32", NO_WAITS));
         } else {
-            fresh(c)?;
-            let row = blocking_row(srv, c, x, report::BLOCKING_LIFE, || {
-                waiting::blocking(srv, n, CONNS / 2, CONNS - CONNS / 2, DEPTH, o.phase_limit)
+            setup(c)?;
+            let row = blocking_row(srv, c, x, w.blocking, || {
+                waiting::blocking(srv, n, w.producers, CONNS - w.producers, DEPTH, o.phase_limit)
             });
             rows.push(row);
         }
     }
-    batch_lane(srv, c, x, o, "lifecycle", rows)
+    batch_lane(srv, c, x, o, w.name, rows)
 }
 
 /// Round 4: CLAIM alone, then COMPLETE alone, one call at a time: each verb's server CPU
@@ -831,8 +830,8 @@ fn pass(
     let mut idle = Vec::new();
     if o.only_waiting {
         for x in contenders.iter().filter(|x| x.who == Who::Trafikey) {
-            round_claim(srv, c, x, o, &mut rows)?;
-            round_lifecycle(srv, c, x, o, &mut rows)?;
+            round_work(srv, c, x, o, &CLAIM_COMPLETE, &mut rows)?;
+            round_work(srv, c, x, o, &LIFECYCLE, &mut rows)?;
             round_waiting(srv, c, x, o, &mut rows, &mut idle)?;
         }
         bull.round(srv, c, o, BULL_WAITING, &mut rows, &mut memory)?;
@@ -864,13 +863,13 @@ fn pass(
     bull.round_trafikey(srv, c, o, "enqueue", &mut rows)?;
     chq.round(srv, c, o, "enqueue", Setting::Default, &mut rows, &mut memory)?;
     for x in contenders {
-        round_claim(srv, c, x, o, &mut rows)?;
+        round_work(srv, c, x, o, &CLAIM_COMPLETE, &mut rows)?;
     }
     bull.round(srv, c, o, "claim", &mut rows, &mut memory)?;
     bull.round_trafikey(srv, c, o, "claim", &mut rows)?;
     chq.round(srv, c, o, "process", Setting::Default, &mut rows, &mut memory)?;
     for x in contenders {
-        round_lifecycle(srv, c, x, o, &mut rows)?;
+        round_work(srv, c, x, o, &LIFECYCLE, &mut rows)?;
     }
     if o.wants(Who::Floor) {
         fresh(c)?;
@@ -1211,22 +1210,10 @@ impl Bull {
         }
         say(&format!("BullMQ {part} (node bench.mjs)"));
         let p = bullmq::Params {
-            port: srv.port,
-            n: o.n,
-            mem: o.mem,
-            conns: CONNS,
-            batch: DEPTH,
-            phase_limit: o.phase_limit,
-            server_pid: srv.pid(),
-            only: part.to_string(),
-            wait_jobs: o.wait_jobs,
-            gap_ms: WAIT_GAP.as_millis() as u64,
-            waiters: BULL_WAITERS,
-            spread: SPREAD,
             events: setting != Setting::EventsOff,
             best_only: setting != Setting::Default,
             replica_port: srv.replica.as_ref().map(|r| r.port),
-            trafikey_client: None,
+            ..bull_params(srv, o, part)
         };
         match bullmq::run(&self.dir, &p) {
             Ok(out) => {
@@ -1236,6 +1223,29 @@ impl Bull {
             Err(e) => rows.push(failed(Who::BullMq, "bench.mjs", "", e)),
         }
         fresh(c)
+    }
+}
+
+/// bench.mjs's run of `part` on `srv` as this run's options set it: BullMQ's own backend,
+/// events on, every mode, no replica.
+fn bull_params(srv: &Server, o: &Opts, part: &str) -> bullmq::Params {
+    bullmq::Params {
+        port: srv.port,
+        n: o.n,
+        mem: o.mem,
+        conns: CONNS,
+        batch: DEPTH,
+        phase_limit: o.phase_limit,
+        server_pid: srv.pid(),
+        only: part.to_string(),
+        wait_jobs: o.wait_jobs,
+        gap_ms: WAIT_GAP.as_millis() as u64,
+        waiters: BULL_WAITERS,
+        spread: SPREAD,
+        events: true,
+        best_only: false,
+        replica_port: None,
+        trafikey_client: None,
     }
 }
 
@@ -1267,24 +1277,7 @@ impl Bull {
             load::wait_quiet(srv.pid(), load::QUIET_CORES, o.quiet_wait);
         }
         say(&format!("BullMQ on trafikey {part} (node bench.mjs --backend trafikey)"));
-        let p = bullmq::Params {
-            port: srv.port,
-            n: o.n,
-            mem: o.mem,
-            conns: CONNS,
-            batch: DEPTH,
-            phase_limit: o.phase_limit,
-            server_pid: srv.pid(),
-            only: part.to_string(),
-            wait_jobs: o.wait_jobs,
-            gap_ms: WAIT_GAP.as_millis() as u64,
-            waiters: BULL_WAITERS,
-            spread: SPREAD,
-            events: true,
-            best_only: false,
-            replica_port: None,
-            trafikey_client: Some(client),
-        };
+        let p = bullmq::Params { trafikey_client: Some(client), ..bull_params(srv, o, part) };
         let mut none = Vec::new();
         match bullmq::run(&self.dir, &p) {
             Ok(out) => {
