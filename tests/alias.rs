@@ -15,17 +15,6 @@
 
 use trafikey_support::*;
 
-fn setup(name: &str) -> (Server, Conn, Q) {
-    let s = Server::quiet();
-    let c = s.conn();
-    (s, c, Q::new(name))
-}
-
-fn events(c: &mut Conn, q: &Q) -> Vec<Vec<String>> {
-    let r = c.call(&[b"XRANGE", q.k("events").as_bytes(), b"-", b"+"]);
-    r.array().iter().map(|e| e.array()[1].strings()).collect()
-}
-
 /// The alias hash as a map alias → id.
 fn aliases(c: &mut Conn, q: &Q) -> Vec<(String, String)> {
     let v = c.call(&[b"HGETALL", q.k("alias").as_bytes()]).strings();
@@ -97,7 +86,7 @@ fn flat(r: &Reply, out: &mut Vec<String>) {
 
 #[test]
 fn an_alias_names_one_live_job_and_its_events_carry_it() {
-    let (_s, mut c, q) = setup("al");
+    let (_s, mut c, q) = queue_on_quiet_server("al");
     assert_eq!(q.enqueue(&mut c, &jid(1), &[b"ALIAS", b"order-7"]), Reply::Int(1));
     assert_eq!(aliases(&mut c, &q), [("order-7".to_string(), jid(1))]);
     // The same key again, under another id, by ENQUEUE or SCHEDULE: 0, nothing written.
@@ -110,7 +99,7 @@ fn an_alias_names_one_live_job_and_its_events_carry_it() {
     assert_eq!(r, Reply::Int(1));
     let r = q.run(&mut c, "EMQ.SCHEDULE", &jid(5), &[b"+60000", b"mail", b"{}"]);
     assert_eq!(r, Reply::Int(1));
-    let ev = events(&mut c, &q);
+    let ev = q.events(&mut c);
     assert_eq!(ev[0], ["event", "added", "id", &jid(1), "name", "job", "prio", "0", "alias", "order-7"]);
     assert_eq!(&ev[1][..4], ["event", "delayed", "id", &jid(4)]);
     assert_eq!(ev[1][4], "due");
@@ -163,7 +152,7 @@ fn a_finish_that_empties_the_alias_hash_beside_a_retirement_with_nothing_to_unal
 
 #[test]
 fn an_alias_goes_with_its_row_on_every_path_that_deletes_one() {
-    let (_s, mut c, q) = setup("gone");
+    let (_s, mut c, q) = queue_on_quiet_server("gone");
     let tok = |c: &mut Conn, t: &str| {
         let r = q.run(c, "EMQ.CLAIM", "", &[t.as_bytes(), b"60000"]);
         r.array()[0].array()[0].str()
@@ -232,7 +221,7 @@ fn an_alias_goes_with_its_row_on_every_path_that_deletes_one() {
 /// `k` goes.
 #[test]
 fn only_an_entry_that_still_names_the_job_is_deleted() {
-    let (_s, mut c, q) = setup("other");
+    let (_s, mut c, q) = queue_on_quiet_server("other");
     q.enqueue(&mut c, &jid(1), &[b"ALIAS", b"x"]);
     c.call(&[b"HSET", q.k("alias").as_bytes(), b"x", jid(9).as_bytes()]);
     assert_eq!(remove(&mut c, &q, &jid(1)), Reply::Int(1));
@@ -241,7 +230,7 @@ fn only_an_entry_that_still_names_the_job_is_deleted() {
 
 #[test]
 fn alias_refusals_write_nothing() {
-    let (_s, mut c, q) = setup("refuse");
+    let (_s, mut c, q) = queue_on_quiet_server("refuse");
     q.enqueue(&mut c, &jid(1), &[b"ALIAS", b"k"]);
     let long = vec![b'a'; 257];
     unchanged(&mut c, |c| {
@@ -266,7 +255,7 @@ fn alias_refusals_write_nothing() {
 
 #[test]
 fn the_bulk_add_creates_each_job_as_enqueue_or_schedule_would() {
-    let (_s, mut c, q) = setup("bulk");
+    let (_s, mut c, q) = queue_on_quiet_server("bulk");
     q.enqueue(&mut c, &jid(1), &[]);
     q.enqueue(&mut c, &jid(2), &[b"ALIAS", b"taken"]);
     let (j1, j3, j4, j5, j6, j7, j8) = (jid(1), jid(3), jid(4), jid(5), jid(6), jid(7), jid(8));
@@ -299,7 +288,7 @@ fn the_bulk_add_creates_each_job_as_enqueue_or_schedule_would() {
         aliases(&mut c, &q),
         [("k4".to_string(), j4.clone()), ("k5".to_string(), j5.clone()), ("taken".to_string(), jid(2))]
     );
-    let ev = events(&mut c, &q);
+    let ev = q.events(&mut c);
     assert_eq!(ev.len(), 2 + 4);
     assert_eq!(ev[2], ["event", "added", "id", &j3, "name", "a", "prio", "0"]);
     assert_eq!(ev[3], ["event", "added", "id", &j4, "name", "b", "prio", "5", "alias", "k4"]);
@@ -318,7 +307,7 @@ fn the_bulk_add_creates_each_job_as_enqueue_or_schedule_would() {
 
 #[test]
 fn a_refused_bulk_add_writes_nothing() {
-    let (_s, mut c, q) = setup("all");
+    let (_s, mut c, q) = queue_on_quiet_server("all");
     q.enqueue(&mut c, &jid(1), &[]);
     c.call(&[b"SET", q.job(&jid(9)).as_bytes(), b"x"]);
     let (a, b) = (jid(2), jid(3));
@@ -481,7 +470,7 @@ fn acl_judges_the_alias_hash_and_every_row_as_the_callers() {
 
 #[test]
 fn command_docs_list_the_new_forms() {
-    let (_s, mut c, _q) = setup("docs");
+    let (_s, mut c, _q) = queue_on_quiet_server("docs");
     let docs = |c: &mut Conn, name: &[u8]| {
         let mut out = Vec::new();
         flat(&c.call(&[b"COMMAND", b"DOCS", name]), &mut out);

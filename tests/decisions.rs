@@ -22,12 +22,6 @@ fn quiet() -> Vec<String> {
     vec!["upkeep".into(), "no".into()]
 }
 
-fn setup(name: &str) -> (Server, Conn, Q) {
-    let s = Server::quiet();
-    let c = s.conn();
-    (s, c, Q::new(name))
-}
-
 /// Claims the next ready job with `token` (60 s lease) and returns its id.
 fn claim_one(q: &Q, c: &mut Conn, token: &str) -> String {
     let r = q.run(c, "EMQ.CLAIM", "", &[token.as_bytes(), b"60000"]);
@@ -52,11 +46,6 @@ fn last_event(c: &mut Conn, q: &Q) -> Vec<String> {
     r.array()[0].array()[1].strings()
 }
 
-fn events(c: &mut Conn, q: &Q) -> Vec<Vec<String>> {
-    let r = c.call(&[b"XRANGE", q.k("events").as_bytes(), b"-", b"+"]);
-    r.array().iter().map(|e| e.array()[1].strings()).collect()
-}
-
 fn wait_list(c: &mut Conn, q: &Q) -> Vec<String> {
     c.call(&[b"LRANGE", q.k("wait").as_bytes(), b"0", b"-1"]).strings()
 }
@@ -73,7 +62,7 @@ fn fact(c: &mut Conn, q: &Q, id: &str, name: &str) -> Reply {
 
 #[test]
 fn retry_and_delay_decide_over_attempts_and_backoff() {
-    let (_s, mut c, q) = setup("decide");
+    let (_s, mut c, q) = queue_on_quiet_server("decide");
     for i in 1..=4 {
         q.enqueue(&mut c, &jid(i), &[b"BACKOFF", b"FIXED", b"60000"]);
     }
@@ -122,7 +111,7 @@ fn retry_and_delay_decide_over_attempts_and_backoff() {
 
 #[test]
 fn every_failed_event_carries_the_max_attempts() {
-    let (_s, mut c, q) = setup("facts");
+    let (_s, mut c, q) = queue_on_quiet_server("facts");
     q.enqueue(&mut c, &jid(1), &[]);
     q.enqueue(&mut c, &jid(2), &[b"ATTEMPTS", b"3"]);
     q.enqueue(&mut c, &jid(3), &[b"EXPIRE", b"1"]);
@@ -140,7 +129,7 @@ fn every_failed_event_carries_the_max_attempts() {
     std::thread::sleep(std::time::Duration::from_millis(5));
     let r = q.run(&mut c, "EMQ.STALLED", "", &[b"MAXSTALLS", b"0"]);
     assert_eq!(r.array()[1].strings(), [jid(2)]);
-    let failed: Vec<Vec<String>> = events(&mut c, &q).into_iter().filter(|e| e[1] == "failed").collect();
+    let failed: Vec<Vec<String>> = q.events(&mut c).into_iter().filter(|e| e[1] == "failed").collect();
     assert_eq!(
         failed,
         [
@@ -154,7 +143,7 @@ fn every_failed_event_carries_the_max_attempts() {
 
 #[test]
 fn stack_is_the_last_failures_and_reprocess_keeps_it() {
-    let (_s, mut c, q) = setup("stack");
+    let (_s, mut c, q) = queue_on_quiet_server("stack");
     q.enqueue(&mut c, &jid(1), &[b"ATTEMPTS", b"9"]);
     let a = claim_one(&q, &mut c, "t1");
     assert_eq!(fact(&mut c, &q, &a, "stack"), Reply::Nil);
@@ -183,7 +172,7 @@ fn stack_is_the_last_failures_and_reprocess_keeps_it() {
 
 #[test]
 fn reprocess_from_keeps_counters_and_lifo() {
-    let (_s, mut c, q) = setup("again");
+    let (_s, mut c, q) = queue_on_quiet_server("again");
     for i in 1..=3 {
         q.enqueue(&mut c, &jid(i), &[]);
     }
@@ -215,7 +204,7 @@ fn reprocess_from_keeps_counters_and_lifo() {
 
 #[test]
 fn priority_moves_a_ready_job_as_the_new_value_needs() {
-    let (_s, mut c, q) = setup("prio");
+    let (_s, mut c, q) = queue_on_quiet_server("prio");
     for i in 1..=3 {
         q.enqueue(&mut c, &jid(i), &[]);
     }
@@ -253,7 +242,7 @@ fn priority_moves_a_ready_job_as_the_new_value_needs() {
 
 #[test]
 fn new_forms_refuse_bad_input_and_write_nothing() {
-    let (_s, mut c, q) = setup("bad");
+    let (_s, mut c, q) = queue_on_quiet_server("bad");
     q.enqueue(&mut c, &jid(1), &[b"ATTEMPTS", b"3"]);
     let a = claim_one(&q, &mut c, "t");
     c.call(&[b"CONFIG", b"SET", b"trafikey.max-payload", b"4"]);
@@ -308,7 +297,7 @@ fn new_forms_refuse_bad_input_and_write_nothing() {
 
 #[test]
 fn a_queue_sets_its_own_max_stalls() {
-    let (_s, mut c, q) = setup("stalls");
+    let (_s, mut c, q) = queue_on_quiet_server("stalls");
     let stall = |c: &mut Conn, args: &[&[u8]]| -> Reply {
         q.run(c, "EMQ.CLAIM", "", &[b"t", b"1"]);
         std::thread::sleep(std::time::Duration::from_millis(5));
@@ -345,7 +334,7 @@ fn a_queue_sets_its_own_max_stalls() {
 
 #[test]
 fn stalled_reads_meta_as_the_caller_only_without_maxstalls() {
-    let (_s, mut admin, q) = setup("aclm");
+    let (_s, mut admin, q) = queue_on_quiet_server("aclm");
     q.enqueue(&mut admin, &jid(1), &[]);
     q.run(&mut admin, "EMQ.CLAIM", "", &[b"t", b"1"]);
     std::thread::sleep(std::time::Duration::from_millis(5));
@@ -432,7 +421,7 @@ fn a_replica_holds_what_the_new_forms_wrote() {
 /// TRA.PRIORITY, replayed with the jobs they assume: each reply as the page shows it.
 #[test]
 fn the_reference_examples_replay() {
-    let (_s, mut c, q) = setup("mail");
+    let (_s, mut c, q) = queue_on_quiet_server("mail");
     let tokens = ["w1-7f3a", "w1-7f3b", "w1-7f3c", "w1-7f3d"];
     let ids: Vec<String> = ["JOB0000000001a", "JOB0000000001b", "JOB0000000001c", "JOB0000000001d"]
         .iter()
@@ -487,7 +476,7 @@ fn the_reference_examples_replay() {
     q.check_invariant(&mut c);
 
     // STALLED with the queue's own max-stalls: a fresh queue, 1a held and lapsed twice.
-    let (_s, mut c, q) = setup("mail");
+    let (_s, mut c, q) = queue_on_quiet_server("mail");
     q.enqueue(&mut c, "JOB0000000001a", &[]);
     q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"1"]);
     std::thread::sleep(std::time::Duration::from_millis(5));

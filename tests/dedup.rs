@@ -15,17 +15,6 @@
 
 use trafikey_support::*;
 
-fn setup(name: &str) -> (Server, Conn, Q) {
-    let s = Server::quiet();
-    let c = s.conn();
-    (s, c, Q::new(name))
-}
-
-fn events(c: &mut Conn, q: &Q) -> Vec<Vec<String>> {
-    let r = c.call(&[b"XRANGE", q.k("events").as_bytes(), b"-", b"+"]);
-    r.array().iter().map(|e| e.array()[1].strings()).collect()
-}
-
 fn dkey(q: &Q, id: &str) -> String {
     q.k(&format!("dedup:{id}"))
 }
@@ -78,7 +67,7 @@ fn bulk(s: &str) -> Reply {
 
 #[test]
 fn a_live_id_answers_its_holder_and_creates_nothing() {
-    let (_s, mut c, q) = setup("simple");
+    let (_s, mut c, q) = queue_on_quiet_server("simple");
     assert_eq!(q.enqueue(&mut c, &jid(1), &[b"DEDUP", b"d"]), Reply::Int(1));
     assert_eq!(holder(&mut c, &q, "d"), Some(jid(1)));
     assert_eq!(pttl(&mut c, &dkey(&q, "d")), -1, "without DEDUPTTL the id has no expiry");
@@ -90,7 +79,7 @@ fn a_live_id_answers_its_holder_and_creates_nothing() {
     let snap = q.check_invariant(&mut c);
     assert_eq!(snap.rows.len(), 2);
     assert_eq!(snap.field(&jid(1), "de").as_deref(), Some("d"));
-    let ev = events(&mut c, &q);
+    let ev = q.events(&mut c);
     for (e, refused) in ev[1..4].iter().zip([jid(2), jid(3), jid(4)]) {
         assert_eq!(e, &["event", "deduplicated", "id", &jid(1), "dedup", "d", "refused", &refused]);
     }
@@ -113,7 +102,7 @@ fn a_live_id_answers_its_holder_and_creates_nothing() {
 
 #[test]
 fn the_id_goes_with_every_finish_and_every_deletion() {
-    let (_s, mut c, q) = setup("paths");
+    let (_s, mut c, q) = queue_on_quiet_server("paths");
     let live = |c: &mut Conn, d: &str| c.call(&[b"EXISTS", dkey(&q, d).as_bytes()]) == Reply::Int(1);
     let mut n = 0;
     let mut next = |c: &mut Conn, d: &str, opts: &[&[u8]]| {
@@ -204,7 +193,7 @@ fn the_id_goes_with_every_finish_and_every_deletion() {
 /// An id that names another job (rewritten by a client) is left alone when a job with it goes.
 #[test]
 fn only_an_id_that_still_names_the_job_is_released() {
-    let (_s, mut c, q) = setup("other");
+    let (_s, mut c, q) = queue_on_quiet_server("other");
     q.enqueue(&mut c, &jid(1), &[b"DEDUP", b"d"]);
     c.call(&[b"SET", dkey(&q, "d").as_bytes(), jid(9).as_bytes()]);
     assert_eq!(c.call_v(&q.cmd("TRA.REMOVE", &jid(1), &REMOVE_KEYS, &[])), Reply::Int(1));
@@ -213,7 +202,7 @@ fn only_an_id_that_still_names_the_job_is_released() {
 
 #[test]
 fn a_ttl_is_the_servers_expiry_and_outlives_the_finish() {
-    let (_s, mut c, q) = setup("ttl");
+    let (_s, mut c, q) = queue_on_quiet_server("ttl");
     assert_eq!(q.enqueue(&mut c, &jid(1), &[b"DEDUP", b"t", b"DEDUPTTL", b"300"]), Reply::Int(1));
     let t = pttl(&mut c, &dkey(&q, "t"));
     assert!(t > 0 && t <= 300, "{t}");
@@ -230,7 +219,7 @@ fn a_ttl_is_the_servers_expiry_and_outlives_the_finish() {
 
 #[test]
 fn extend_restarts_the_ttl_on_each_duplicate() {
-    let (_s, mut c, q) = setup("ext");
+    let (_s, mut c, q) = queue_on_quiet_server("ext");
     let key = dkey(&q, "e");
     let expiretime = |c: &mut Conn| c.call(&[b"PEXPIRETIME", key.as_bytes()]).int();
     let now = |c: &mut Conn| {
@@ -252,13 +241,13 @@ fn extend_restarts_the_ttl_on_each_duplicate() {
     let t = expiretime(&mut c);
     assert!(t >= before + 500000 && t <= after + 500000, "{before} {t} {after}");
     assert_eq!(holder(&mut c, &q, "e"), Some(jid(1)));
-    let ev = events(&mut c, &q);
+    let ev = q.events(&mut c);
     assert_eq!(ev[2], ["event", "deduplicated", "id", &jid(1), "dedup", "e", "refused", &jid(3)]);
 }
 
 #[test]
 fn replace_swaps_a_delayed_holder_for_the_new_job() {
-    let (_s, mut c, q) = setup("rep");
+    let (_s, mut c, q) = queue_on_quiet_server("rep");
     assert_eq!(schedule(&mut c, &q, &jid(1), "+600000", &[b"DEDUP", b"r", b"ALIAS", b"a1"]), Reply::Int(1));
     log_line_any(&mut c, &q, &jid(1));
     // ENQUEUE … REPLACE: the delayed holder is deleted with its log and alias, the new job holds the id.
@@ -270,7 +259,7 @@ fn replace_swaps_a_delayed_holder_for_the_new_job() {
     assert_eq!(holder(&mut c, &q, "r"), Some(jid(2)));
     assert_eq!(c.call(&[b"EXISTS", format!("emq:{{rep}}:log:{}", jid(1)).as_bytes()]), Reply::Int(0));
     assert_eq!(c.call(&[b"HEXISTS", q.k("alias").as_bytes(), b"a1"]), Reply::Int(0));
-    let ev = events(&mut c, &q);
+    let ev = q.events(&mut c);
     let n = ev.len();
     assert_eq!(ev[n - 3], ["event", "removed", "id", &jid(1), "prev", "delayed"]);
     assert_eq!(ev[n - 2], ["event", "deduplicated", "id", &jid(2), "dedup", "r", "replaced", &jid(1)]);
@@ -300,7 +289,7 @@ fn replace_swaps_a_delayed_holder_for_the_new_job() {
 
 #[test]
 fn without_replace_a_delayed_holder_is_kept() {
-    let (_s, mut c, q) = setup("keep");
+    let (_s, mut c, q) = queue_on_quiet_server("keep");
     assert_eq!(schedule(&mut c, &q, &jid(1), "+600000", &[b"DEDUP", b"k"]), Reply::Int(1));
     // A delayed holder, and each producer verb without REPLACE: a duplicate, nothing replaced.
     assert_eq!(q.enqueue(&mut c, &jid(2), &[b"DEDUP", b"k"]), bulk(&jid(1)));
@@ -315,7 +304,7 @@ fn without_replace_a_delayed_holder_is_kept() {
     assert!(snap.sets["wait"].is_empty());
     assert_eq!(snap.rows.keys().collect::<Vec<_>>(), [&jid(1)]);
     assert_eq!(holder(&mut c, &q, "k"), Some(jid(1)));
-    let refused: Vec<_> = events(&mut c, &q).into_iter().filter(|e| e[1] == "deduplicated").collect();
+    let refused: Vec<_> = q.events(&mut c).into_iter().filter(|e| e[1] == "deduplicated").collect();
     assert_eq!(refused.len(), 4);
     assert!(refused.iter().all(|e| e[3] == jid(1) && e[6] == "refused"));
 }
@@ -329,7 +318,7 @@ fn log_line_any(c: &mut Conn, q: &Q, id: &str) {
 
 #[test]
 fn the_bulk_add_dedups_against_the_queue_and_within_the_call() {
-    let (_s, mut c, q) = setup("bulk");
+    let (_s, mut c, q) = queue_on_quiet_server("bulk");
     q.enqueue(&mut c, &jid(1), &[b"DEDUP", b"old"]);
     let (j2, j3, j4, j5) = (jid(2), jid(3), jid(4), jid(5));
     let r = c.call_v(&add_cmd(
@@ -345,7 +334,7 @@ fn the_bulk_add_dedups_against_the_queue_and_within_the_call() {
     assert_eq!(holder(&mut c, &q, "new"), Some(j3.clone()));
     let snap = q.check_invariant(&mut c);
     assert_eq!(snap.rows.len(), 2);
-    let ev = events(&mut c, &q);
+    let ev = q.events(&mut c);
     assert_eq!(ev[1], ["event", "deduplicated", "id", &jid(1), "dedup", "old", "refused", &j2]);
     assert_eq!(ev[2][..4], ["event", "added", "id", &j3]);
     assert_eq!(ev[3], ["event", "deduplicated", "id", &j3, "dedup", "new", "refused", &j4]);
@@ -354,7 +343,7 @@ fn the_bulk_add_dedups_against_the_queue_and_within_the_call() {
 
 #[test]
 fn the_id_is_read_and_released_by_its_commands() {
-    let (_s, mut c, q) = setup("cmds");
+    let (_s, mut c, q) = queue_on_quiet_server("cmds");
     assert_eq!(holder(&mut c, &q, "d"), None);
     let undedup = |c: &mut Conn, job: &[&[u8]]| {
         let key = dkey(&q, "d");
@@ -384,7 +373,7 @@ fn the_id_is_read_and_released_by_its_commands() {
 
 #[test]
 fn dedup_refusals_write_nothing() {
-    let (_s, mut c, q) = setup("refuse");
+    let (_s, mut c, q) = queue_on_quiet_server("refuse");
     q.enqueue(&mut c, &jid(1), &[b"DEDUP", b"k"]);
     let long = vec![b'a'; 257];
     unchanged(&mut c, |c| {

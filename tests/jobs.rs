@@ -39,25 +39,14 @@ fn ids(jobs: &[Vec<String>]) -> Vec<String> {
     jobs.iter().map(|j| j[0].clone()).collect()
 }
 
-fn events(c: &mut Conn, q: &Q) -> Vec<Vec<String>> {
-    let r = c.call(&[b"XRANGE", q.k("events").as_bytes(), b"-", b"+"]);
-    r.array().iter().map(|e| e.array()[1].strings()).collect()
-}
-
 fn now_ms(c: &mut Conn) -> i64 {
     let t = c.call(&[b"TIME"]);
     t.array()[0].str().parse::<i64>().unwrap() * 1000 + t.array()[1].str().parse::<i64>().unwrap() / 1000
 }
 
-fn setup(name: &str) -> (Server, Conn, Q) {
-    let s = Server::quiet();
-    let c = s.conn();
-    (s, c, Q::new(name))
-}
-
 #[test]
 fn a_worker_runs_a_queue_fifo_within_priorities() {
-    let (_s, mut c, q) = setup("life");
+    let (_s, mut c, q) = queue_on_quiet_server("life");
     for i in 1..=3 {
         assert_eq!(q.enqueue(&mut c, &jid(i), &[]), Reply::Int(1));
     }
@@ -83,7 +72,7 @@ fn a_worker_runs_a_queue_fifo_within_priorities() {
     assert_eq!(snap.field(&jid(1), "r").as_deref(), Some("ok"));
     assert_eq!(snap.field(&jid(1), "am").as_deref(), Some("1"));
     assert!(claim(&q, &mut c, "w1", 1000, 5).is_empty());
-    let ev = events(&mut c, &q);
+    let ev = q.events(&mut c);
     assert_eq!(ev.iter().filter(|e| e[1] == "added").count(), 6);
     assert_eq!(ev.iter().filter(|e| e[1] == "active").count(), 6);
     let done: Vec<_> = ev.iter().filter(|e| e[1] == "completed").collect();
@@ -93,7 +82,7 @@ fn a_worker_runs_a_queue_fifo_within_priorities() {
 
 #[test]
 fn leases_are_checked_on_every_holder_verb() {
-    let (_s, mut c, q) = setup("lease");
+    let (_s, mut c, q) = queue_on_quiet_server("lease");
     let id = jid(1);
     q.enqueue(&mut c, &id, &[]);
     // not held yet: every holder verb answers EMQLEASE and writes nothing
@@ -161,7 +150,7 @@ fn leases_are_checked_on_every_holder_verb() {
 /// empty set behind (the server's own commands assert on an empty sorted set).
 #[test]
 fn extends_on_an_absent_active_set_makes_no_empty_set() {
-    let (_s, mut c, q) = setup("ghostset");
+    let (_s, mut c, q) = queue_on_quiet_server("ghostset");
     let id = jid(1);
     assert_eq!(q.enqueue(&mut c, &id, &[]), Reply::Int(1));
     assert_eq!(ids(&claim(&q, &mut c, "t", 60_000, 1)), std::slice::from_ref(&id));
@@ -175,7 +164,7 @@ fn extends_on_an_absent_active_set_makes_no_empty_set() {
 
 #[test]
 fn a_row_held_by_the_token_but_not_in_active_is_not_held() {
-    let (_s, mut c, q) = setup("ghost");
+    let (_s, mut c, q) = queue_on_quiet_server("ghost");
     let id = jid(1);
     // A second job stays in `active`, so the set is never empty.
     for n in 1..=2 {
@@ -221,7 +210,7 @@ fn a_row_held_by_the_token_but_not_in_active_is_not_held() {
 
 #[test]
 fn a_reclaimed_job_refuses_its_late_worker() {
-    let (_s, mut c, q) = setup("late");
+    let (_s, mut c, q) = queue_on_quiet_server("late");
     let id = jid(1);
     q.enqueue(&mut c, &id, &[b"ATTEMPTS", b"3"]);
     claim(&q, &mut c, "slow", 50, 1);
@@ -246,7 +235,7 @@ fn a_reclaimed_job_refuses_its_late_worker() {
     assert_eq!(snap.state_of(&id).as_deref(), Some("failed"));
     assert_eq!(snap.field(&id, "e").as_deref(), Some("stalled"));
     assert_eq!(snap.field(&id, "am").as_deref(), Some("1"));
-    let ev = events(&mut c, &q);
+    let ev = q.events(&mut c);
     let kinds: Vec<&str> = ev.iter().map(|e| e[1].as_str()).collect();
     assert_eq!(kinds, ["added", "active", "stalled", "waiting", "active", "stalled", "failed"]);
     // a lease not yet expired is left alone
@@ -258,7 +247,7 @@ fn a_reclaimed_job_refuses_its_late_worker() {
 
 #[test]
 fn fail_retries_then_backs_off_then_fails_for_good() {
-    let (_s, mut c, q) = setup("retry");
+    let (_s, mut c, q) = queue_on_quiet_server("retry");
     let (a, b) = (jid(1), jid(2));
     q.enqueue(&mut c, &a, &[b"ATTEMPTS", b"3"]);
     claim(&q, &mut c, "t", 60_000, 1);
@@ -307,7 +296,7 @@ fn fail_retries_then_backs_off_then_fails_for_good() {
 
 #[test]
 fn pause_stops_claims_but_not_promotion() {
-    let (s, mut c, q) = setup("pause");
+    let (s, mut c, q) = queue_on_quiet_server("pause");
     q.enqueue(&mut c, &jid(1), &[]);
     assert_eq!(q.run(&mut c, "EMQ.CLAIM", "", &[b"PAUSE"]), Reply::Int(1));
     assert_eq!(unchanged(&mut c, |c| q.run(c, "EMQ.CLAIM", "", &[b"pause"])), Reply::Int(0));
@@ -320,7 +309,7 @@ fn pause_stops_claims_but_not_promotion() {
     assert_eq!(q.run(&mut c, "EMQ.CLAIM", "", &[b"RESUME"]), Reply::Int(1));
     assert_eq!(q.run(&mut c, "EMQ.CLAIM", "", &[b"RESUME"]), Reply::Int(0));
     assert_eq!(ids(&claim(&q, &mut c, "t", 1000, 5)), [jid(1), jid(2)]);
-    let kinds: Vec<String> = events(&mut c, &q).iter().map(|e| e[1].clone()).collect();
+    let kinds: Vec<String> = q.events(&mut c).iter().map(|e| e[1].clone()).collect();
     assert!(kinds.contains(&"paused".to_string()) && kinds.contains(&"resumed".to_string()));
     // PAUSE needs write permission on meta, which CLAIM only reads
     let mut admin = s.conn();
@@ -351,7 +340,7 @@ fn pause_stops_claims_but_not_promotion() {
 
 #[test]
 fn delayed_jobs_become_ready_when_due_and_not_before() {
-    let (_s, mut c, q) = setup("delay");
+    let (_s, mut c, q) = queue_on_quiet_server("delay");
     let t = now_ms(&mut c);
     assert_eq!(
         q.run(&mut c, "EMQ.SCHEDULE", &jid(1), &[(t + 400).to_string().as_bytes(), b"later", b"d"]),
@@ -395,7 +384,7 @@ fn delayed_jobs_become_ready_when_due_and_not_before() {
 
 #[test]
 fn reprocess_and_requeue() {
-    let (_s, mut c, q) = setup("again");
+    let (_s, mut c, q) = queue_on_quiet_server("again");
     q.enqueue(&mut c, &jid(1), &[]);
     q.enqueue(&mut c, &jid(2), &[]);
     claim(&q, &mut c, "t", 60_000, 1);
@@ -414,7 +403,8 @@ fn reprocess_and_requeue() {
         assert_eq!(snap.field(&jid(1), f), None, "{f} cleared");
     }
     assert_eq!(snap.field(&jid(1), "n").as_deref(), Some("job"), "immutable fields stay");
-    let kinds: Vec<String> = events(&mut c, &q)
+    let kinds: Vec<String> = q
+        .events(&mut c)
         .iter()
         .map(|e| format!("{}:{}", e[1], e.get(5).cloned().unwrap_or_default()))
         .collect();
@@ -423,7 +413,7 @@ fn reprocess_and_requeue() {
 
 #[test]
 fn retention_keeps_the_newest_and_deletes_the_rest() {
-    let (_s, mut c, q) = setup("keep");
+    let (_s, mut c, q) = queue_on_quiet_server("keep");
     for i in 1..=6 {
         q.enqueue(&mut c, &jid(i), &[]);
     }
@@ -463,7 +453,7 @@ fn retention_keeps_the_newest_and_deletes_the_rest() {
 
 #[test]
 fn claim_count_is_bounded_and_orphans_are_dropped() {
-    let (_s, mut c, q) = setup("orphan");
+    let (_s, mut c, q) = queue_on_quiet_server("orphan");
     for i in 1..=5 {
         q.enqueue(&mut c, &jid(i), &[]);
     }
@@ -497,7 +487,7 @@ fn claim_count_is_bounded_and_orphans_are_dropped() {
 
 #[test]
 fn every_verb_refuses_bad_input_and_writes_nothing() {
-    let (_s, mut c, q) = setup("bad");
+    let (_s, mut c, q) = queue_on_quiet_server("bad");
     q.enqueue(&mut c, &jid(1), &[]);
     q.run(&mut c, "EMQ.SCHEDULE", &jid(2), &[b"+600000", b"n", b"d"]);
     claim(&q, &mut c, "t", 60_000, 1);
@@ -688,7 +678,7 @@ fn replica_and_aof_hold_what_the_primary_holds() {
 
 #[test]
 fn info_counts_calls_promotions_and_reclaims() {
-    let (_s, mut c, q) = setup("info");
+    let (_s, mut c, q) = queue_on_quiet_server("info");
     q.run(&mut c, "EMQ.SCHEDULE", &jid(1), &[b"+0", b"n", b"d"]);
     q.enqueue(&mut c, &jid(2), &[]);
     claim(&q, &mut c, "t", 20, 5);
@@ -708,7 +698,7 @@ fn info_counts_calls_promotions_and_reclaims() {
 
 #[test]
 fn the_events_stream_is_capped() {
-    let (_s, mut c, q) = setup("cap");
+    let (_s, mut c, q) = queue_on_quiet_server("cap");
     c.call(&[b"CONFIG", b"SET", b"trafikey.events-maxlen", b"10"]);
     for i in 0..500 {
         q.enqueue(&mut c, &jid(i), &[]);
@@ -720,7 +710,7 @@ fn the_events_stream_is_capped() {
 
 #[test]
 fn a_full_server_refuses_producers_but_still_drains() {
-    let (_s, mut c, q) = setup("oom");
+    let (_s, mut c, q) = queue_on_quiet_server("oom");
     q.enqueue(&mut c, &jid(1), &[]);
     q.enqueue(&mut c, &jid(2), &[]);
     claim(&q, &mut c, "t", 60_000, 2);
@@ -980,7 +970,7 @@ fn an_id_met_twice_in_one_claim_is_taken_once() {
         assert_eq!(c.call(&[b"EXISTS", key.as_bytes()]), Reply::Int(0), "{key}");
     }
     let failed: Vec<String> =
-        events(&mut c, &q).iter().filter(|e| e[1] == "failed").map(|e| e[3].clone()).collect();
+        q.events(&mut c).iter().filter(|e| e[1] == "failed").map(|e| e[3].clone()).collect();
     assert_eq!(failed, [jid(2)], "failed once");
     q.check_invariant(&mut c);
 }

@@ -334,6 +334,13 @@ pub fn id_of(brand: &str, mut n: u64) -> String {
     format!("{brand}{}", String::from_utf8_lossy(&p))
 }
 
+/// A quiet server, a connection to it and the keys of queue `name`.
+pub fn queue_on_quiet_server(name: &str) -> (Server, Conn, Q) {
+    let s = Server::quiet();
+    let c = s.conn();
+    (s, c, Q::new(name))
+}
+
 pub fn jid(n: u64) -> String {
     id_of("JOB", n)
 }
@@ -364,10 +371,13 @@ impl Q {
     }
 
     pub fn run(&self, c: &mut Conn, verb: &str, id: &str, args: &[&[u8]]) -> Reply {
-        let roles = keys_of(verb);
-        let v = self.cmd(verb, id, roles, args);
-        let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
-        c.call(&refs)
+        c.call_v(&self.cmd(verb, id, keys_of(verb), args))
+    }
+
+    /// The queue's events stream, oldest first: each entry's fields and values in order.
+    pub fn events(&self, c: &mut Conn) -> Vec<Vec<String>> {
+        let r = c.call(&[b"XRANGE", self.k("events").as_bytes(), b"-", b"+"]);
+        r.array().iter().map(|e| e.array()[1].strings()).collect()
     }
 
     pub fn enqueue(&self, c: &mut Conn, id: &str, args: &[&[u8]]) -> Reply {
