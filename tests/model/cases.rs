@@ -59,16 +59,7 @@ pub fn job_core_agrees_with_its_model() {
 /// The shrunk sequences the random test found where the module departed from the contract,
 /// replayed on every run whatever the random seed: regressions once the module is fixed.
 pub fn found_divergences_replay() {
-    let job = || JobC {
-        name: B(b"alpha".to_vec()),
-        data: B(b"{}".to_vec()),
-        priority: None,
-        attempts: None,
-        backoff: None,
-        expire: None,
-        alias: None,
-        dedup: None,
-    };
+    let job = JobC::plain;
     let enqueue = |i| Op::Enqueue { id: IdC::Pool(i), job: job(), lifo: false, lc: false };
     let cfg = Cfg {
         log_keep: 1000,
@@ -238,16 +229,7 @@ pub fn found_divergences_replay() {
 /// `keep-failed 0`, TRA.COMPLETES under `keep-completed 0`, REMOVE … FORCE of a held job,
 /// DRAIN, CLEAN and OBLITERATE … FORCE.
 pub fn every_path_deletes_the_log_with_its_row() {
-    let job = || JobC {
-        name: B(b"alpha".to_vec()),
-        data: B(b"{}".to_vec()),
-        priority: None,
-        attempts: None,
-        backoff: None,
-        expire: None,
-        alias: None,
-        dedup: None,
-    };
+    let job = JobC::plain;
     let enqueue = |i| Op::Enqueue { id: IdC::Pool(i), job: job(), lifo: false, lc: false };
     let claim =
         |count, lease| Op::Claim { tok: ClaimTok::Fresh, lease, count: Some(count), row: false, lc: false };
@@ -422,16 +404,7 @@ pub fn every_path_deletes_the_log_with_its_row() {
 /// also while paused (promotion runs, nothing is handed out); and a job met expired in `wait`
 /// does not use up the claim: the job behind it is handed out by the same call.
 pub fn claim_goes_past_expired_jobs() {
-    let job = |expire| JobC {
-        name: B(b"alpha".to_vec()),
-        data: B(b"{}".to_vec()),
-        priority: None,
-        attempts: None,
-        backoff: None,
-        expire,
-        alias: None,
-        dedup: None,
-    };
+    let job = |expire| JobC { expire, ..JobC::plain() };
     let expired = || Some(WhenC::Ago(5));
     let schedule =
         |i, expire| Op::Schedule { id: IdC::Pool(i), when: WhenC::Ago(10), job: job(expire), lc: false };

@@ -79,6 +79,22 @@ pub struct JobC {
     pub dedup: Option<DedupC>,
 }
 
+impl JobC {
+    /// A job named `alpha` with data `{}` and no option: the fixed cases' job.
+    pub fn plain() -> JobC {
+        JobC {
+            name: B(b"alpha".to_vec()),
+            data: B(b"{}".to_vec()),
+            priority: None,
+            attempts: None,
+            backoff: None,
+            expire: None,
+            alias: None,
+            dedup: None,
+        }
+    }
+}
+
 /// DEDUP as generated: an id (from a few, so they collide; or out of range), a TTL (long
 /// enough never to run out during a case, or 0, out of range), EXTEND (only with a TTL, as
 /// the shape rule wants), REPLACE.
