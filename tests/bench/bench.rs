@@ -1379,15 +1379,7 @@ impl Chasqui {
                         f.jobs as f64 / f.secs,
                         f.cpu_us / f.jobs as f64
                     ));
-                    rows.push(Row {
-                        jobs: f.jobs,
-                        secs: f.secs,
-                        cpu_us: f.cpu_us,
-                        p50_us: f.p50_us,
-                        p99_us: f.p99_us,
-                        foreign: Some(out.foreign),
-                        ..empty_row(Who::ChasquiMq, forms::BULK, mode, Status::Ok)
-                    });
+                    rows.push(figure_row(Who::ChasquiMq, forms::BULK, mode, f, out.foreign));
                 }
                 if !out.figures.iter().any(|f| f.workload == forms::BULK) && out.errors.is_empty() {
                     rows.push(failed(
@@ -1404,6 +1396,20 @@ impl Chasqui {
             Err(e) => rows.push(failed(Who::ChasquiMq, forms::BULK, mode, e)),
         }
         fresh(c)
+    }
+}
+
+/// A contender driver's figure as the row of `workload` in `mode`.
+fn figure_row(who: Who, workload: &'static str, mode: &'static str, f: &driver::Figure, foreign: f64) -> Row {
+    Row {
+        jobs: f.jobs,
+        secs: f.secs,
+        cpu_us: f.cpu_us,
+        p50_us: f.p50_us,
+        p99_us: f.p99_us,
+        foreign: Some(foreign),
+        replica_cpu_us: f.replica_cpu_us,
+        ..empty_row(who, workload, mode, Status::Ok)
     }
 }
 
@@ -1452,16 +1458,7 @@ fn driver_rows(
                 f.cpu_us / f.jobs as f64
             ));
         }
-        rows.push(Row {
-            jobs: f.jobs,
-            secs: f.secs,
-            cpu_us: f.cpu_us,
-            p50_us: f.p50_us,
-            p99_us: f.p99_us,
-            foreign: Some(out.foreign),
-            replica_cpu_us: f.replica_cpu_us,
-            ..empty_row(who, workload, mode, Status::Ok)
-        });
+        rows.push(figure_row(who, workload, mode, &f, out.foreign));
     }
     for e in out.errors {
         rows.push(failed(who, what, "", e));
