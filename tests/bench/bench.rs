@@ -1226,10 +1226,9 @@ impl Bull {
     }
 }
 
-/// bench.mjs's run of `part` on `srv` as this run's options set it: BullMQ's own backend,
-/// events on, every mode, no replica.
-fn bull_params(srv: &Server, o: &Opts, part: &str) -> bullmq::Params {
-    bullmq::Params {
+/// A driver's run of `part` on `srv` as this run's options set it.
+fn driver_run(srv: &Server, o: &Opts, part: &str) -> driver::Run {
+    driver::Run {
         port: srv.port,
         n: o.n,
         mem: o.mem,
@@ -1238,6 +1237,14 @@ fn bull_params(srv: &Server, o: &Opts, part: &str) -> bullmq::Params {
         phase_limit: o.phase_limit,
         server_pid: srv.pid(),
         only: part.to_string(),
+    }
+}
+
+/// bench.mjs's run of `part` on `srv` as this run's options set it: BullMQ's own backend,
+/// events on, every mode, no replica.
+fn bull_params(srv: &Server, o: &Opts, part: &str) -> bullmq::Params {
+    bullmq::Params {
+        run: driver_run(srv, o, part),
         wait_jobs: o.wait_jobs,
         gap_ms: WAIT_GAP.as_millis() as u64,
         waiters: BULL_WAITERS,
@@ -1318,14 +1325,7 @@ impl Chasqui {
             if setting == Setting::Default { "default" } else { setting.workload("lifecycle") }
         ));
         let p = chasquimq::Params {
-            port: srv.port,
-            n: o.n,
-            mem: o.mem,
-            conns: CONNS,
-            batch: DEPTH,
-            phase_limit: o.phase_limit,
-            server_pid: srv.pid(),
-            only: part.to_string(),
+            run: driver_run(srv, o, part),
             events: setting != Setting::EventsOff,
             replica_port: srv.replica.as_ref().map(|r| r.port),
         };
@@ -1359,14 +1359,7 @@ impl Chasqui {
         }
         say(&format!("ChasquiMQ {} {mode}", forms::BULK));
         let p = chasquimq::Params {
-            port: srv.port,
-            n: o.n,
-            mem: o.mem,
-            conns: CONNS,
-            batch,
-            phase_limit: o.phase_limit,
-            server_pid: srv.pid(),
-            only: "bulk".into(),
+            run: driver::Run { batch, ..driver_run(srv, o, "bulk") },
             events: true,
             replica_port: None,
         };

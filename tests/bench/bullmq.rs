@@ -15,15 +15,8 @@ pub fn installed(dir: &Path) -> bool {
 }
 
 pub struct Params {
-    pub port: u16,
-    pub n: u64,
-    pub mem: u64,
-    pub conns: usize,
-    pub batch: usize,
-    pub phase_limit: Duration,
-    pub server_pid: u32,
-    /// Which of bench.mjs's parts to run: enqueue, claim, lifecycle, memory, wake, lateness.
-    pub only: String,
+    /// Its parts (`only`): enqueue, claim, lifecycle, memory, wake, lateness.
+    pub run: crate::driver::Run,
     /// The waiting parts (wake, lateness): jobs, one `add` every `gap_ms`, Workers ×
     /// concurrency, and the delays' range (ms).
     pub wait_jobs: u64,
@@ -44,7 +37,7 @@ pub struct Params {
 
 /// Run every BullMQ workload; the whole run is bounded by a time limit of its own.
 pub fn run(dir: &Path, p: &Params) -> Result<Outcome, String> {
-    let limit = p.phase_limit * 3 + Duration::from_secs(30);
+    let limit = p.run.phase_limit * 3 + Duration::from_secs(30);
     let mut extra: Vec<String> = Vec::new();
     if !p.events {
         extra.extend(["--events".into(), "off".into()]);
@@ -66,13 +59,10 @@ pub fn run(dir: &Path, p: &Params) -> Result<Outcome, String> {
     let mut cmd = Command::new("node");
     cmd.arg(dir.join("bench.mjs"))
         .args(&extra)
-        .args(["--port", &p.port.to_string(), "--n", &p.n.to_string(), "--mem", &p.mem.to_string()])
-        .args(["--conns", &p.conns.to_string(), "--batch", &p.batch.to_string()])
-        .args(["--deadline-s", &p.phase_limit.as_secs().max(1).to_string()])
+        .args(p.run.flags())
         .args(["--wait-jobs", &p.wait_jobs.to_string(), "--gap-ms", &p.gap_ms.to_string()])
         .args(["--wait-workers", &p.waiters.0.to_string(), "--wait-concurrency", &p.waiters.1.to_string()])
         .args(["--delay-min", &p.spread.0.to_string(), "--delay-max", &p.spread.1.to_string()])
-        .args(["--only", &p.only])
         .current_dir(dir);
-    crate::driver::run(cmd, "bench.mjs", limit, p.server_pid)
+    crate::driver::run(cmd, "bench.mjs", limit, p.run.server_pid)
 }

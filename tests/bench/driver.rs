@@ -34,6 +34,38 @@ pub struct Outcome {
     pub foreign: f64,
 }
 
+/// What every driver is told, with the same flags: the server, the workload's size and
+/// shape, the time each phase may take, and which of its parts to run.
+pub struct Run {
+    pub port: u16,
+    pub n: u64,
+    pub mem: u64,
+    pub conns: usize,
+    pub batch: usize,
+    pub phase_limit: Duration,
+    pub server_pid: u32,
+    pub only: String,
+}
+
+impl Run {
+    /// The flags that say it: `--port --n --mem --conns --batch --deadline-s --only`.
+    pub fn flags(&self) -> Vec<String> {
+        let deadline = self.phase_limit.as_secs().max(1);
+        [
+            ("--port", self.port.to_string()),
+            ("--n", self.n.to_string()),
+            ("--mem", self.mem.to_string()),
+            ("--conns", self.conns.to_string()),
+            ("--batch", self.batch.to_string()),
+            ("--deadline-s", deadline.to_string()),
+            ("--only", self.only.clone()),
+        ]
+        .into_iter()
+        .flat_map(|(flag, v)| [flag.to_string(), v])
+        .collect()
+    }
+}
+
 /// Runs `cmd` (named `what` in errors) for at most `limit`, beside the server `server_pid`.
 pub fn run(mut cmd: Command, what: &str, limit: Duration, server_pid: u32) -> Result<Outcome, String> {
     let s0 = crate::load::snap(server_pid);
