@@ -23,7 +23,13 @@ pub use resp::{Conn, Reply};
 fn root() -> PathBuf {
     static ROOT: OnceLock<PathBuf> = OnceLock::new();
     ROOT.get_or_init(|| {
-        let up = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        // The package whose tests run (cargo and nextest name it at run time) is the project;
+        // the path this crate was built at comes second, as it goes stale where one target
+        // directory serves several copies of the tree (scripts/mutants' scratch copies).
+        let up = std::env::var_os("CARGO_MANIFEST_DIR")
+            .map(PathBuf::from)
+            .filter(|p| p.join("scripts/valkey-server-path").is_file())
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."));
         up.canonicalize().unwrap_or(up)
     })
     .clone()
