@@ -358,6 +358,8 @@ fn refusals_write_nothing() {
         (&["RATE"], "EMQSHAPE"),
         (&["CLEAR", "NOW"], "EMQSHAPE"),
         (&["BURST", "1"], "EMQSHAPE"),
+        (&["CONCURRENCY", "2", "1000"], "EMQSHAPE"),
+        (&["BURST", "2", "1000"], "EMQSHAPE"),
         (&[], "EMQSHAPE"),
     ];
     for (args, want) in cases {

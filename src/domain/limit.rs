@@ -31,6 +31,16 @@ pub fn stored(v: Option<i64>) -> i64 {
     v.filter(|v| (0..=super::TIME_MAX).contains(v)).unwrap_or(0)
 }
 
+/// Ms from `now` until `t`, or -2 when `t` is not after `now` (a window or a manual limit that
+/// has ended, or none: -2 as PTTL answers for a key that is gone).
+pub fn left(t: i64, now: i64) -> i64 {
+    if t > now {
+        t.saturating_sub(now)
+    } else {
+        -2
+    }
+}
+
 /// What a claim at `now` may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Allow {
@@ -166,6 +176,14 @@ mod tests {
         // A rate limit that stops the claim first is what it waits for.
         let l = Limits { concurrency: Some(2), count: 1, until: 50, ..rate(1, 50) };
         assert_eq!(l.allow(0, 2), Allow { take: 0, reopen: Some(50), by_concurrency: false });
+    }
+
+    #[test]
+    fn left_counts_down_to_the_end_and_is_minus_two_from_it() {
+        assert_eq!(left(1_005, 1_000), 5);
+        assert_eq!(left(1_001, 1_000), 1);
+        assert_eq!(left(1_000, 1_000), -2, "a limit that ends now has ended");
+        assert_eq!(left(0, 1_000), -2, "none");
     }
 
     #[test]

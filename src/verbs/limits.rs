@@ -42,7 +42,7 @@ impl Verb for Limits {
         let (_, l) = limit::read(&meta);
         let now = x.now();
         let opt = |v: Option<i64>| v.map_or(Reply::Null, Reply::Int);
-        let left = |t: i64| if t > now { t.saturating_sub(now) } else { -2 };
+        let left = |t: i64| crate::domain::limit::left(t, now);
         let window = l.window(now);
         Ok(Reply::Map(vec![
             ("rate-max", opt(l.rate.map(|r| r.0))),
