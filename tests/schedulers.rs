@@ -527,9 +527,16 @@ fn upsert_replaces_the_pending_iteration_and_del_removes_it() {
         (num(&g, "count"), num(&g, "offset"), g["name"].as_str(), g["opts"].as_str()),
         (1, 5, "new", "o")
     );
+    // The same interval with the same OFFSET keeps the time; a new OFFSET moves the phase.
+    let (_, tb) = set(&mut c, &q, "s", &["EVERY", "60000", "OFFSET", "5", "JOB", "new", "{}"]);
+    assert_eq!(tb, ta);
+    let (_, t9) = set(&mut c, &q, "s", &["EVERY", "60000", "OFFSET", "9", "JOB", "new", "{}"]);
+    assert_eq!(t9.rem_euclid(60_000), 9, "{t9}");
+    let (b, t5) = set(&mut c, &q, "s", &["EVERY", "60000", "OFFSET", "5", "JOB", "new", "{}"]);
     // Another interval: a new time, still one pending job.
     let (d, td) = set(&mut c, &q, "s", &["EVERY", "7000", "JOB", "new", "{}"]);
-    assert!(td != ta || d != b);
+    assert_ne!(td, t5, "a new interval does not keep the old time");
+    assert_ne!(d, b);
     let its = iterations(&mut c, &q);
     assert_eq!(its.len(), 1, "one pending iteration: {its:?}");
     assert_eq!(c.call(&[b"ZCARD", q.k("delayed").as_bytes()]), Reply::Int(1));
@@ -549,11 +556,71 @@ fn upsert_replaces_the_pending_iteration_and_del_removes_it() {
     let removed = c.call(&[b"XRANGE", q.k("events").as_bytes(), b"-", b"+"]);
     let last = removed.array().last().unwrap().array()[1].strings();
     assert_eq!(last[..4], ["event", "removed", "id", e.as_str()]);
+    // DEL deletes a scheduler of which only the hash or only the listing is left.
+    set(&mut c, &q, "h", &["EVERY", "1000", "JOB", "x", "{}"]);
+    assert_eq!(c.call(&[b"ZREM", q.k("scheds").as_bytes(), b"h"]), Reply::Int(1));
+    assert_eq!(sched(&mut c, &q, "h", &["DEL"]), Reply::Int(1));
+    assert_eq!(c.call(&[b"EXISTS", format!("emq:{{{}}}:sched:h", q.0).as_bytes()]), Reply::Int(0));
+    set(&mut c, &q, "l", &["EVERY", "1000", "JOB", "x", "{}"]);
+    assert_eq!(c.call(&[b"DEL", format!("emq:{{{}}}:sched:l", q.0).as_bytes()]), Reply::Int(1));
+    assert_eq!(sched(&mut c, &q, "l", &["DEL"]), Reply::Int(1));
+    assert!(c.call(&[b"ZSCORE", q.k("scheds").as_bytes(), b"l"]).is_nil());
+    // A scheduler of which only the listing was left (its hash and pending job deleted by
+    // hand) is set anew: its rule's first time, not the one after the time still listed.
+    let (z, tz) = set(&mut c, &q, "z", &["EVERY", "60000", "JOB", "x", "{}"]);
+    c.call(&[b"DEL", format!("emq:{{{}}}:sched:z", q.0).as_bytes(), q.job(&z).as_bytes()]);
+    c.call(&[b"ZREM", q.k("delayed").as_bytes(), z.as_bytes()]);
+    c.call(&[b"HDEL", q.k("alias").as_bytes(), format!("repeat:z:{tz}").as_bytes()]);
+    let (_, tz2) = set(&mut c, &q, "z", &["EVERY", "60000", "JOB", "x", "{}"]);
+    assert!(tz2 < tz + 60_000, "{tz2}: not the one after {tz}");
+    assert_eq!(sched(&mut c, &q, "z", &["DEL"]), Reply::Int(1));
+    // A rule whose first time is now (IMMEDIATELY), set again later unchanged: the pending
+    // iteration keeps its time rather than starting anew.
+    let (_, t1) = set(&mut c, &q, "i", &["EVERY", "60000", "IMMEDIATELY", "JOB", "x", "{}"]);
+    sleep(Duration::from_millis(5));
+    let (i, t2) = set(&mut c, &q, "i", &["EVERY", "60000", "IMMEDIATELY", "JOB", "x", "{}"]);
+    assert_eq!(t2, t1);
+    // Its iteration taken, the same rule set again goes on after it instead of running at once.
+    let r = q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"60000", b"COUNT", b"10"]);
+    assert!(r.array().iter().any(|j| j.array()[0].str() == i), "{r:?}");
+    let (_, t3) = set(&mut c, &q, "i", &["EVERY", "60000", "IMMEDIATELY", "JOB", "x", "{}"]);
+    assert!(t3 >= t1 + 60_000, "{t3} after {t1}");
     // A pending job that already became ready stays when its scheduler goes.
     let (f, _) = set(&mut c, &q, "t", &["EVERY", "1000", "JOB", "x", "{}"]);
     assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &f, &[]), Reply::Int(1));
     assert_eq!(sched(&mut c, &q, "t", &["DEL"]), Reply::Int(1));
     assert_eq!(job_field(&mut c, &q, &f, "st").as_deref(), Some("wait"));
+    // And one that became ready in `prio`.
+    let (g, _) = set(&mut c, &q, "u", &["EVERY", "1000", "JOB", "x", "{}", "PRIORITY", "5"]);
+    assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &g, &[]), Reply::Int(1));
+    assert_eq!(sched(&mut c, &q, "u", &["DEL"]), Reply::Int(1));
+    assert_eq!(job_field(&mut c, &q, &g, "st").as_deref(), Some("prio"));
+    assert!(!c.call(&[b"ZSCORE", q.k("prio").as_bytes(), g.as_bytes()]).is_nil(), "still in prio");
+}
+
+/// A row that names the scheduler and says `delayed` (or `prio`) but is not in that set (a
+/// keyspace changed by hand) is not its pending iteration: SET neither deletes nor moves it.
+#[test]
+fn upsert_leaves_a_row_its_set_does_not_hold() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("stray");
+    let (a, _) = set(&mut c, &q, "s", &["EVERY", "60000", "JOB", "j", "{}"]);
+    assert_eq!(c.call(&[b"ZREM", q.k("delayed").as_bytes(), a.as_bytes()]), Reply::Int(1));
+    let before = c.call(&[b"HGETALL", q.job(&a).as_bytes()]);
+    let r = sched(&mut c, &q, "s", &["SET", "EVERY", "7000", "JOB", "k", "{}"]);
+    assert!(r.err().is_none(), "{r:?}");
+    assert_eq!(c.call(&[b"HGETALL", q.job(&a).as_bytes()]), before, "the stray row as it was");
+    assert_eq!(c.call(&[b"ZSCORE", q.k("delayed").as_bytes(), a.as_bytes()]), Reply::Nil);
+    // The same for one promoted early to `prio` that `prio` (holding another job) does not hold.
+    let (p, _) = set(&mut c, &q, "p", &["EVERY", "60000", "JOB", "j", "{}", "PRIORITY", "3"]);
+    assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &p, &[]), Reply::Int(1));
+    assert_eq!(q.enqueue(&mut c, &jid(1), &[b"PRIORITY", b"1"]), Reply::Int(1));
+    assert_eq!(c.call(&[b"ZREM", q.k("prio").as_bytes(), p.as_bytes()]), Reply::Int(1));
+    let before = c.call(&[b"HGETALL", q.job(&p).as_bytes()]);
+    let r = sched(&mut c, &q, "p", &["SET", "EVERY", "7000", "JOB", "k", "{}", "PRIORITY", "3"]);
+    assert!(r.err().is_none(), "{r:?}");
+    assert_eq!(c.call(&[b"HGETALL", q.job(&p).as_bytes()]), before, "the stray row as it was");
 }
 
 #[test]
@@ -570,6 +637,7 @@ fn list_pages_by_next_time_and_count_counts() {
     assert_eq!(ids(&reads(&mut c, &q, &["LIST", "0", "-1"])), ["s1", "s2", "s3", "s4", "s5"]);
     assert_eq!(ids(&reads(&mut c, &q, &["LIST", "0", "-1", "DESC"])), ["s5", "s4", "s3", "s2", "s1"]);
     assert_eq!(ids(&reads(&mut c, &q, &["LIST", "1", "2"])), ["s2", "s3"]);
+    assert_eq!(ids(&reads(&mut c, &q, &["LIST", "2", "2"])), ["s3"]);
     assert_eq!(ids(&reads(&mut c, &q, &["LIST", "-2", "-1"])), ["s4", "s5"]);
     assert!(reads(&mut c, &q, &["LIST", "7", "9"]).array().is_empty());
     assert_eq!(reads(&mut c, &q, &["COUNT"]), Reply::Int(5));
@@ -577,6 +645,22 @@ fn list_pages_by_next_time_and_count_counts() {
     assert_eq!(reads(&mut c, &q, &["COUNT"]), Reply::Int(4));
     assert!(reads(&mut c, &q, &["GET", "s3"]).is_nil());
     assert_eq!(reads(&mut c, &Q::new("none"), &["COUNT"]), Reply::Int(0));
+}
+
+/// LIST answers at most 1 000 schedulers a call, from `start` on.
+#[test]
+fn list_answers_at_most_a_thousand_a_call() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("many");
+    let cmds: Vec<Vec<Vec<u8>>> = (0..1001)
+        .map(|i| set_cmd(&q, &format!("s{i:04}"), &["SET", "EVERY", "60000", "JOB", "j", "{}"]))
+        .collect();
+    assert!(c.pipeline(&cmds).iter().all(|r| r.err().is_none()));
+    assert_eq!(reads(&mut c, &q, &["COUNT"]), Reply::Int(1001));
+    assert_eq!(reads(&mut c, &q, &["LIST", "0", "-1"]).array().len(), 1000);
+    assert_eq!(reads(&mut c, &q, &["LIST", "1", "1001"]).array().len(), 1000);
+    assert_eq!(reads(&mut c, &q, &["LIST", "5", "-1"]).array().len(), 996);
 }
 
 #[test]
@@ -613,6 +697,7 @@ fn refusals_write_nothing() {
         ("kept", vec!["SET", "EVERY", "100", "JOB", "j", "{}", "LIFO"], "EMQSHAPE"),
         ("kept", vec!["SET", "EVERY", "100", "JOB", "j"], "EMQSHAPE"),
         ("kept", vec!["PUT"], "EMQSHAPE"),
+        ("kept", vec!["PUT", "EVERY", "100", "JOB", "j", "{}"], "EMQSHAPE"),
         ("kept", vec!["DEL", "x"], "EMQSHAPE"),
         (&long, vec!["SET", "EVERY", "100", "JOB", "j", "{}"], "EMQARG"),
         (&long, vec!["DEL"], "EMQARG"),
@@ -626,8 +711,10 @@ fn refusals_write_nothing() {
     bad[3] = b"emq:{refuse}:wait".to_vec();
     let r = unchanged(&mut c, |c| c.call_v(&bad));
     assert!(r.error().starts_with("EMQLAYOUT"), "{r:?}");
-    let r = reads(&mut c, &q, &["LIST", "0"]);
-    assert!(r.error().starts_with("EMQSHAPE"), "{r:?}");
+    for args in [&["LIST", "0"][..], &["SIZE"], &["PAGE", "0", "1"], &["GET"]] {
+        let r = reads(&mut c, &q, args);
+        assert!(r.error().starts_with("EMQSHAPE"), "{args:?}: {r:?}");
+    }
     // A wrong type under a declared key: WRONGTYPE, nothing written.
     c.call(&[b"SET", q.k("scheds").as_bytes(), b"x"]);
     let r = unchanged(&mut c, |c| sched(c, &q, "other", &["SET", "EVERY", "100", "JOB", "j", "{}"]));
@@ -969,6 +1056,8 @@ fn upsert_replaces_a_pending_iteration_that_became_ready_early() {
     let s = Server::quiet();
     let mut c = s.conn();
     let q = Q::new("ready");
+    // A field of a client's own in `meta`: the queue is not paused for it.
+    c.call(&[b"HSET", q.k("meta").as_bytes(), b"app:owner", b"billing"]);
     let start = (server_ms(&mut c) + 600_000).to_string();
     for (sid, prio, set_name, state) in [("w", None, "wait", "wait"), ("p", Some("4"), "prio", "prio")] {
         let mut args = vec!["EVERY", "60000", "START", start.as_str(), "JOB", "j", "{}"];
@@ -1013,6 +1102,20 @@ fn upsert_replaces_a_pending_iteration_that_became_ready_early() {
 /// A PATTERN scheduler set again while its first time's iteration is still held (taken, not
 /// finished: the scheduler was deleted and set again) is refused, nothing written; EVERY
 /// passes over such a time.
+/// With its pending iteration removed (TRA.REMOVE), SET of the same scheduler goes on after
+/// the last iteration made rather than making that time again.
+#[test]
+fn upsert_after_its_pending_iteration_was_removed_goes_on_after_it() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("gone");
+    let (first, at) = set(&mut c, &q, "s", &["PATTERN", "0 0 1 1 *", "JOB", "j", "{}"]);
+    assert_eq!(q.run(&mut c, "TRA.REMOVE", &first, &[]), Reply::Int(1));
+    let (next, again) = set(&mut c, &q, "s", &["PATTERN", "0 0 1 1 *", "JOB", "j", "{}"]);
+    assert_ne!(next, first);
+    assert!(again > at, "{again} after {at}");
+}
+
 #[test]
 fn upsert_of_a_pattern_whose_iteration_is_held_is_refused() {
     let s = Server::quiet();
