@@ -602,9 +602,7 @@ fn upsert_replaces_the_pending_iteration_and_del_removes_it() {
 /// keyspace changed by hand) is not its pending iteration: SET neither deletes nor moves it.
 #[test]
 fn upsert_leaves_a_row_its_set_does_not_hold() {
-    let s = Server::quiet();
-    let mut c = s.conn();
-    let q = Q::new("stray");
+    let (_s, mut c, q) = queue_on_quiet_server("stray");
     let (a, _) = set(&mut c, &q, "s", &["EVERY", "60000", "JOB", "j", "{}"]);
     assert_eq!(c.call(&[b"ZREM", q.k("delayed").as_bytes(), a.as_bytes()]), Reply::Int(1));
     let before = c.call(&[b"HGETALL", q.job(&a).as_bytes()]);
@@ -650,9 +648,7 @@ fn list_pages_by_next_time_and_count_counts() {
 /// LIST answers at most 1 000 schedulers a call, from `start` on.
 #[test]
 fn list_answers_at_most_a_thousand_a_call() {
-    let s = Server::quiet();
-    let mut c = s.conn();
-    let q = Q::new("many");
+    let (_s, mut c, q) = queue_on_quiet_server("many");
     let cmds: Vec<Vec<Vec<u8>>> = (0..1001)
         .map(|i| set_cmd(&q, &format!("s{i:04}"), &["SET", "EVERY", "60000", "JOB", "j", "{}"]))
         .collect();
@@ -1099,16 +1095,11 @@ fn upsert_replaces_a_pending_iteration_that_became_ready_early() {
     assert_eq!(job_field(&mut c, &q, &g, "st").as_deref(), Some("wait"));
 }
 
-/// A PATTERN scheduler set again while its first time's iteration is still held (taken, not
-/// finished: the scheduler was deleted and set again) is refused, nothing written; EVERY
-/// passes over such a time.
 /// With its pending iteration removed (TRA.REMOVE), SET of the same scheduler goes on after
 /// the last iteration made rather than making that time again.
 #[test]
 fn upsert_after_its_pending_iteration_was_removed_goes_on_after_it() {
-    let s = Server::quiet();
-    let mut c = s.conn();
-    let q = Q::new("gone");
+    let (_s, mut c, q) = queue_on_quiet_server("gone");
     let (first, at) = set(&mut c, &q, "s", &["PATTERN", "0 0 1 1 *", "JOB", "j", "{}"]);
     assert_eq!(q.run(&mut c, "TRA.REMOVE", &first, &[]), Reply::Int(1));
     let (next, again) = set(&mut c, &q, "s", &["PATTERN", "0 0 1 1 *", "JOB", "j", "{}"]);
@@ -1116,6 +1107,9 @@ fn upsert_after_its_pending_iteration_was_removed_goes_on_after_it() {
     assert!(again > at, "{again} after {at}");
 }
 
+/// A PATTERN scheduler set again while its first time's iteration is still held (taken, not
+/// finished: the scheduler was deleted and set again) is refused, nothing written; EVERY
+/// passes over such a time.
 #[test]
 fn upsert_of_a_pattern_whose_iteration_is_held_is_refused() {
     let s = Server::quiet();
