@@ -406,7 +406,7 @@ mod mutants_killed {
     use super::*;
 
     /// Every option, with a valid value where it takes one.
-    const EVERY: [(Opt, &[&[u8]]); 28] = [
+    const EVERY: [(Opt, &[&[u8]]); 32] = [
         (Opt::Priority, &[b"1"]),
         (Opt::Attempts, &[b"2"]),
         (Opt::Backoff, &[b"FIXED", b"3"]),
@@ -435,6 +435,10 @@ mod mutants_killed {
         (Opt::DedupTtl, &[b"15"]),
         (Opt::Extend, &[]),
         (Opt::Replace, &[]),
+        (Opt::Echo, &[]),
+        (Opt::Row, &[]),
+        (Opt::Alias, &[b"a1"]),
+        (Opt::Metrics, &[b"16"]),
     ];
 
     fn call(opts: &[(Opt, &[&'static [u8]])]) -> Vec<&'static [u8]> {
@@ -473,6 +477,9 @@ mod mutants_killed {
             assert_eq!(d.id, Some(&b"d1"[..]));
             assert_eq!(d.ttl, Some(15));
             assert!(d.extend && d.replace);
+            assert!(o.echo && o.row);
+            assert_eq!(o.alias, Some(&b"a1"[..]));
+            assert_eq!(o.metrics, Some(16));
         }
     }
 

@@ -197,6 +197,21 @@ mod tests {
         assert_eq!(stored(Some(7)), 7);
     }
 
+    #[test]
+    fn the_ranges_are_the_contracts_numbers() {
+        // Written out, not computed as the constants are.
+        assert_eq!(MAX_MAX, 2_147_483_647);
+        assert_eq!(MS_MAX, 2_147_483_648);
+    }
+
+    #[test]
+    fn any_one_limit_alone_is_a_limit() {
+        assert!(rate(1, 10).any());
+        assert!(Limits { concurrency: Some(1), ..Limits::default() }.any());
+        assert!(Limits { hold: 5, ..Limits::default() }.any());
+        assert!(!Limits { count: 3, until: 9, ..Limits::default() }.any(), "a window's tally is not a limit");
+    }
+
     proptest! {
         /// Over any sequence of claims, no window of the rate limit hands out more than `max`
         /// jobs, and no claim takes a job while a manual limit is in force.

@@ -365,6 +365,61 @@ mod tests {
         assert_eq!(alias(b"s1", 42), b"repeat:s1:42");
     }
 
+    #[test]
+    fn a_pattern_s_start_counts_when_it_is_one_of_its_times() {
+        let mut s = pattern_spec("*/10 * * * * *", "UTC");
+        s.start = Some(T0 + 10_000);
+        assert_eq!(s.first(T0), Some(T0 + 10_000), "START on a time of the pattern is the first");
+        s.start = Some(T0 + 10_500);
+        assert_eq!(s.first(T0), Some(T0 + 20_000), "never before START");
+        s.start = Some(T0);
+        assert_eq!(s.first(T0), Some(T0 + 10_000), "START now: the first time after now");
+    }
+
+    #[test]
+    fn a_start_in_the_past_is_no_start() {
+        let mut s = every_spec(1000, 0);
+        s.start = Some(T0 - 5_000);
+        assert_eq!(s.first(T0), Some(T0));
+        let mut s = pattern_spec("*/10 * * * * *", "UTC");
+        s.start = Some(T0 - 5_000);
+        assert_eq!(s.first(T0), Some(T0 + 10_000));
+    }
+
+    #[test]
+    fn immediately_is_now_unless_start_is_later() {
+        let mut s = every_spec(1000, 250);
+        s.immediately = true;
+        assert_eq!(s.first(T0 + 100), Some(T0 + 100));
+        s.start = Some(T0 + 5_000);
+        assert_eq!(s.first(T0 + 100), Some(T0 + 5_000));
+        let mut s = pattern_spec("*/10 * * * * *", "UTC");
+        s.immediately = true;
+        assert_eq!(s.first(T0 + 1), Some(T0 + 1));
+    }
+
+    #[test]
+    fn an_iteration_due_exactly_now_is_past() {
+        let s = every_spec(1000, 0);
+        assert_eq!(s.after(T0, T0 + 1000), Some(T0 + 2000));
+        assert_eq!(s.after(T0, T0 + 999), Some(T0 + 1000));
+    }
+
+    #[test]
+    fn end_may_equal_start() {
+        assert!(bounds(Some(10), Some(10), None, 0).is_ok());
+        assert!(bounds(Some(11), Some(10), None, 0).is_err());
+    }
+
+    #[test]
+    fn each_probe_is_another_id_before_the_next_millisecond_s() {
+        let ids: Vec<_> = (0..8).map(|p| iteration_id(b"s", T0, p)).collect();
+        let distinct: std::collections::BTreeSet<_> = ids.iter().collect();
+        assert_eq!(distinct.len(), ids.len());
+        let next = iteration_id(b"s", T0 + 1, 0);
+        assert!(ids.iter().all(|i| *i < next));
+    }
+
     proptest! {
         /// The time after an iteration is after it and after now, and an EVERY scheduler's
         /// times stay in its phase.
