@@ -189,7 +189,7 @@ pub fn max_payload() -> usize {
 }
 
 /// A number as the reference page writes it: powers of ten from a billion as `10^k`, whole
-/// MiB as `n MiB`, the largest exact double integer as `2^53−1`.
+/// MiB above 64 MiB as `n MiB`, the largest exact double integer as `2^53−1`.
 pub fn shown(n: i64) -> String {
     if n == domain::TIME_MAX {
         return "2^53−1".to_owned();
@@ -201,7 +201,7 @@ pub fn shown(n: i64) -> String {
         }
         p = p.saturating_mul(10);
     }
-    if n >= 1 << 20 && n % (1 << 20) == 0 && n > 1 << 26 {
+    if n > 1 << 26 && n % (1 << 20) == 0 {
         return format!("{} MiB", n >> 20);
     }
     n.to_string()
@@ -229,6 +229,9 @@ mod tests {
         assert_eq!(shown(100_000), "100000");
         assert_eq!(shown(512 << 20), "512 MiB");
         assert_eq!(shown(1 << 20), "1048576");
+        assert_eq!(shown(1 << 26), "67108864", "MiB only above 64 MiB");
+        assert_eq!(shown(65 << 20), "65 MiB");
+        assert_eq!(shown((65 << 20) + 1), "68157441");
         assert_eq!(shown(domain::TIME_MAX), "2^53−1");
         assert_eq!(shown(-1), "-1");
     }

@@ -171,11 +171,6 @@ pub fn parse_in<'k>(key: &'k [u8], queue: &[u8], role: Role) -> Option<&'k [u8]>
     role_suffix(rest, role)
 }
 
-/// The prefix every job row of queue `Q` shares: `emq:{Q}:job:`.
-pub fn job_prefix(queue: &[u8]) -> Vec<u8> {
-    key(queue, Role::Job, b"")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -165,9 +165,20 @@ pub fn page(db: c_int, from: usize, count: usize) -> (Vec<Vec<u8>>, Option<usize
 mod tests {
     use super::*;
 
-    // One test: the registry is process-wide.
+    /// The registry is process-wide: its tests take turns.
+    static TURN: Mutex<()> = Mutex::new(());
+
+    fn turn() -> MutexGuard<'static, ()> {
+        TURN.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn q(db: c_int, name: &[u8]) -> Queue {
+        (db, name.to_vec())
+    }
+
     #[test]
     fn an_agenda_by_time_and_a_list_by_name() {
+        let _turn = turn();
         clear(-1);
         note(0, b"b", Some(50));
         note(0, b"a", Some(70));
@@ -195,5 +206,63 @@ mod tests {
         assert_eq!(len(), 2);
         clear(-1);
         assert_eq!((len(), next_due()), (0, None));
+    }
+
+    #[test]
+    fn noting_a_known_queue_never_loses_its_time() {
+        let _turn = turn();
+        clear(-1);
+        note(0, b"a", Some(70));
+        note(0, b"b", Some(50));
+        note(0, b"a", None); // `b` noted last: the lookup decides
+        note(0, b"b", None); // `b` noted last: the shortcut decides
+        assert_eq!(first_due(100), Some(q(0, b"b")));
+        reschedule(&q(0, b"b"), None);
+        assert_eq!(next_due(), Some(70), "a keeps its time");
+        // The same name in another database is another queue, even right after it.
+        note(3, b"a", None);
+        assert_eq!(len(), 3);
+        assert_eq!(page(3, 0, 10), (vec![b"a".to_vec()], None));
+        clear(-1);
+    }
+
+    #[test]
+    fn expiring_jobs_come_due_in_time_order() {
+        let _turn = turn();
+        clear(-1);
+        let (mine, other) = (q(0, b"q"), q(1, b"q"));
+        note_expiry(0, b"q", b"j2", 20);
+        note_expiry(0, b"q", b"j1", 10);
+        note_expiry(0, b"q", b"j3", 30);
+        note_expiry(0, b"q", b"j4", 30);
+        note_expiry(1, b"q", b"k", 5);
+        assert_eq!(next_expiry(&mine), Some(10));
+        assert_eq!(take_expired(&mine, 9, 10), Vec::<Vec<u8>>::new(), "none due yet");
+        assert_eq!(take_expired(&mine, 20, 0), Vec::<Vec<u8>>::new(), "at most n");
+        assert_eq!(take_expired(&mine, 20, 10), [b"j1".to_vec(), b"j2".to_vec()], "due at their time");
+        assert_eq!(next_expiry(&mine), Some(30));
+        assert_eq!(take_expired(&mine, 100, 1), [b"j3".to_vec()]);
+        assert_eq!(take_expired(&mine, 100, 5), [b"j4".to_vec()]);
+        assert_eq!(next_expiry(&mine), None, "taken off the index");
+        assert_eq!(next_expiry(&other), Some(5), "another database's queue is its own");
+        clear(-1);
+        assert_eq!(next_expiry(&other), None);
+    }
+
+    #[test]
+    fn clearing_one_database_keeps_the_others() {
+        let _turn = turn();
+        clear(-1);
+        note(0, b"a", Some(50));
+        note(1, b"b", Some(10));
+        note_expiry(0, b"a", b"j", 60);
+        note_expiry(1, b"b", b"k", 20);
+        clear(1);
+        assert_eq!(len(), 1);
+        assert_eq!(page(1, 0, 10), (vec![], None));
+        assert_eq!(first_due(100), Some(q(0, b"a")), "db 1's time is off the agenda");
+        assert_eq!((next_expiry(&q(0, b"a")), next_expiry(&q(1, b"b"))), (Some(60), None));
+        clear(-1);
+        assert_eq!((len(), next_due(), next_expiry(&q(0, b"a"))), (0, None, None));
     }
 }

@@ -44,6 +44,14 @@ pub fn version_is_the_six_entry_map_in_both_protocols() {
     assert_eq!(flat[3].str(), "trafikey");
     assert_eq!(flat[5].str(), env!("CARGO_PKG_VERSION"));
     assert_eq!(flat[7], Reply::Int(0));
+    // MODULE LIST's `ver`: major·10000 + minor·100 + patch of the same version.
+    let part = |s: &str| s.parse::<i64>().unwrap();
+    let ver = part(env!("CARGO_PKG_VERSION_MAJOR")) * 10_000
+        + part(env!("CARGO_PKG_VERSION_MINOR")) * 100
+        + part(env!("CARGO_PKG_VERSION_PATCH"));
+    let listed = c.call(&[b"MODULE", b"LIST"]);
+    let entry = listed.array().iter().map(Reply::array).find(|m| m[1].str() == "trafikey").unwrap();
+    assert_eq!((entry[2].str(), &entry[3]), ("ver".to_owned(), &Reply::Int(ver)));
     assert_eq!(flat[9], Reply::Nil, "build is unset unless the builder sets one");
     let caps = flat[11].strings();
     // The wire's seventeen tokens, in its order: every one is served.
