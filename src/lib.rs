@@ -54,8 +54,13 @@ const fn parse_u32(s: &str) -> u32 {
 pub const MODULE_MAJOR: u32 = parse_u32(env!("CARGO_PKG_VERSION_MAJOR"));
 const MODULE_MINOR: u32 = parse_u32(env!("CARGO_PKG_VERSION_MINOR"));
 const MODULE_PATCH: u32 = parse_u32(env!("CARGO_PKG_VERSION_PATCH"));
+const MODULE_VER: i32 = module_ver(MODULE_MAJOR, MODULE_MINOR, MODULE_PATCH);
+
 /// `MODULE LIST`'s `ver`: major·10000 + minor·100 + patch.
-const MODULE_VER: i32 = (MODULE_MAJOR * 10_000 + MODULE_MINOR * 100 + MODULE_PATCH) as i32;
+#[allow(clippy::arithmetic_side_effects)]
+const fn module_ver(major: u32, minor: u32, patch: u32) -> i32 {
+    (major * 10_000 + minor * 100 + patch) as i32
+}
 
 /// Before anything is registered: a server the module cannot serve is refused, with one log
 /// line saying what was found and what is needed, and keeps running.
@@ -113,5 +118,19 @@ mod entry {
         init: init,
         acl_categories: ["emq"]
         commands: [],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    // Cargo's digits of this version are all single, and its major and patch 0: these
+    // cases tell the arithmetic apart where this version's would not.
+    #[test]
+    fn the_version_s_numbers() {
+        assert_eq!(super::parse_u32("0"), 0);
+        assert_eq!(super::parse_u32("7"), 7);
+        assert_eq!(super::parse_u32("307"), 307);
+        assert_eq!(super::module_ver(1, 2, 3), 10_203);
+        assert_eq!(super::module_ver(0, 3, 0), 300);
     }
 }

@@ -220,6 +220,7 @@ mod tests {
         reschedule(&q(0, b"b"), None);
         assert_eq!(next_due(), Some(70), "a keeps its time");
         // The same name in another database is another queue, even right after it.
+        note(0, b"a", None);
         note(3, b"a", None);
         assert_eq!(len(), 3);
         assert_eq!(page(3, 0, 10), (vec![b"a".to_vec()], None));
