@@ -123,8 +123,8 @@ mod entry {
 
 #[cfg(test)]
 mod tests {
-    // Cargo's digits of this version are all single, and its major and patch 0: these
-    // cases tell the arithmetic apart where this version's would not.
+    // Parts of several digits, and a major and a patch other than 0: a version such as
+    // 0.3.0 cannot tell `v * 10` from `v / 10`, nor `+ patch` from `- patch`.
     #[test]
     fn the_version_s_numbers() {
         assert_eq!(super::parse_u32("0"), 0);
