@@ -168,8 +168,11 @@ mod tests {
     /// The registry is process-wide: its tests take turns.
     static TURN: Mutex<()> = Mutex::new(());
 
-    fn turn() -> MutexGuard<'static, ()> {
-        TURN.lock().unwrap_or_else(|e| e.into_inner())
+    /// This test's turn, on an empty registry.
+    fn fresh() -> MutexGuard<'static, ()> {
+        let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        clear(-1);
+        turn
     }
 
     fn q(db: c_int, name: &[u8]) -> Queue {
@@ -178,8 +181,7 @@ mod tests {
 
     #[test]
     fn an_agenda_by_time_and_a_list_by_name() {
-        let _turn = turn();
-        clear(-1);
+        let _turn = fresh();
         note(0, b"b", Some(50));
         note(0, b"a", Some(70));
         note(0, b"c", None);
@@ -194,13 +196,13 @@ mod tests {
         assert_eq!(page(3, 0, 10), (vec![b"z".to_vec()], None));
         assert_eq!(page(1, 0, 10), (vec![], None));
         assert_eq!(first_due(5), None, "nothing due yet");
-        assert_eq!(first_due(45), Some((3, b"z".to_vec())));
-        reschedule(&(3, b"z".to_vec()), Some(100));
-        assert_eq!(first_due(45), Some((0, b"a".to_vec())));
-        reschedule(&(0, b"a".to_vec()), None);
+        assert_eq!(first_due(45), Some(q(3, b"z")));
+        reschedule(&q(3, b"z"), Some(100));
+        assert_eq!(first_due(45), Some(q(0, b"a")));
+        reschedule(&q(0, b"a"), None);
         assert_eq!(next_due(), Some(50), "nothing pending: off the agenda");
         assert_eq!(len(), 4, "but still known");
-        forget(&(0, b"a".to_vec()));
+        forget(&q(0, b"a"));
         assert_eq!(len(), 3, "gone");
         clear(3);
         assert_eq!(len(), 2);
@@ -210,8 +212,7 @@ mod tests {
 
     #[test]
     fn noting_a_known_queue_never_loses_its_time() {
-        let _turn = turn();
-        clear(-1);
+        let _turn = fresh();
         note(0, b"a", Some(70));
         note(0, b"b", Some(50));
         note(0, b"a", None); // `b` noted last: the lookup decides
@@ -229,8 +230,7 @@ mod tests {
 
     #[test]
     fn expiring_jobs_come_due_in_time_order() {
-        let _turn = turn();
-        clear(-1);
+        let _turn = fresh();
         let (mine, other) = (q(0, b"q"), q(1, b"q"));
         note_expiry(0, b"q", b"j2", 20);
         note_expiry(0, b"q", b"j1", 10);
@@ -252,8 +252,7 @@ mod tests {
 
     #[test]
     fn clearing_one_database_keeps_the_others() {
-        let _turn = turn();
-        clear(-1);
+        let _turn = fresh();
         note(0, b"a", Some(50));
         note(1, b"b", Some(10));
         note_expiry(0, b"a", b"j", 60);
