@@ -307,7 +307,7 @@ fn the_bulk_add_creates_each_job_as_enqueue_or_schedule_would() {
 
 #[test]
 fn a_refused_bulk_add_writes_nothing() {
-    let (_s, mut c, q) = queue_on_quiet_server("all");
+    let (s, mut c, q) = queue_on_quiet_server("all");
     q.enqueue(&mut c, &jid(1), &[]);
     c.call(&[b"SET", q.job(&jid(9)).as_bytes(), b"x"]);
     let (a, b) = (jid(2), jid(3));
@@ -370,9 +370,7 @@ fn a_refused_bulk_add_writes_nothing() {
         g.extend(short.iter().cloned());
         assert!(c.call_v(&g).err().is_some());
     });
-    c.call(&[b"ACL", b"SETUSER", b"few", b"on", b">pw", b"~emq:{all}:*", b"%R~{emq}:*", b"+@all"]);
-    let mut few = _s.conn();
-    few.call(&[b"AUTH", b"few", b"pw"]);
+    let mut few = s.user(&mut c, "few", "~emq:{all}:* %R~{emq}:* +@all");
     assert!(few.call_v(short).error().starts_with("ERR wrong number of arguments"));
     assert_eq!(c.call(&[b"PING"]), Reply::Simple("PONG".into()));
     // 251 jobs: refused as a whole.
@@ -410,28 +408,13 @@ fn acl_judges_the_alias_hash_and_every_row_as_the_callers() {
     let mut admin = s.conn();
     let q = Q::new("acl");
     // May touch the queue but not its alias hash, nor the row of jid(66).
-    let r = admin.call(&[
-        b"ACL",
-        b"SETUSER",
-        b"w",
-        b"on",
-        b">pw",
-        b"-@all",
-        b"+@emq",
-        b"resetkeys",
-        b"%R~{emq}:*",
-        b"~emq:{acl}:wait",
-        b"~emq:{acl}:prio",
-        b"~emq:{acl}:delayed",
-        b"~emq:{acl}:events",
-        b"~emq:{acl}:job:JOB0000000000?",
-        b"~emq:{acl}:active",
-        b"~emq:{acl}:completed",
-        b"~emq:{acl}:failed",
-    ]);
-    assert_eq!(r, Reply::Simple("OK".into()));
-    let mut w = s.conn();
-    assert_eq!(w.call(&[b"AUTH", b"w", b"pw"]), Reply::Simple("OK".into()));
+    let mut w = s.user(
+        &mut admin,
+        "w",
+        "-@all +@emq resetkeys %R~{emq}:* ~emq:{acl}:wait ~emq:{acl}:prio ~emq:{acl}:delayed \
+         ~emq:{acl}:events ~emq:{acl}:job:JOB0000000000? ~emq:{acl}:active ~emq:{acl}:completed \
+         ~emq:{acl}:failed",
+    );
     unchanged(&mut admin, |_| {
         assert!(q.enqueue(&mut w, &jid(1), &[b"ALIAS", b"k"]).error().starts_with("NOPERM"));
         let r = q.run(&mut w, "EMQ.SCHEDULE", &jid(1), &[b"+5", b"n", b"{}", b"ALIAS", b"k"]);

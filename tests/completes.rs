@@ -85,12 +85,8 @@ fn retention_and_acl_apply_as_to_complete() {
     }
     claim(&mut c, &q, "w", 3);
     // A user without the rows: refused, nothing written.
-    let rules = "on >pw resetkeys %R~{emq}:version ~emq:{keep}:active ~emq:{keep}:completed ~emq:{keep}:events -@all +tra.completes";
-    let mut args: Vec<&[u8]> = vec![b"ACL", b"SETUSER", b"norows"];
-    args.extend(rules.split_whitespace().map(str::as_bytes));
-    assert_eq!(c.call(&args), Reply::Simple("OK".into()));
-    let mut u = s.conn();
-    assert_eq!(u.call(&[b"AUTH", b"norows", b"pw"]), Reply::Simple("OK".into()));
+    let rules = "resetkeys %R~{emq}:version ~emq:{keep}:active ~emq:{keep}:completed ~emq:{keep}:events -@all +tra.completes";
+    let mut u = s.user(&mut c, "norows", rules);
     let batch = completes(&q, &[(&jid(1), "w", "a"), (&jid(2), "w", "b"), (&jid(3), "w", "c")]);
     let e = unchanged(&mut c, |_| u.call_v(&batch));
     assert!(e.err().is_some_and(|e| e.starts_with("NOPERM")), "{e:?}");

@@ -334,27 +334,16 @@ fn a_queue_sets_its_own_max_stalls() {
 
 #[test]
 fn stalled_reads_meta_as_the_caller_only_without_maxstalls() {
-    let (_s, mut admin, q) = queue_on_quiet_server("aclm");
+    let (s, mut admin, q) = queue_on_quiet_server("aclm");
     q.enqueue(&mut admin, &jid(1), &[]);
     q.run(&mut admin, "EMQ.CLAIM", "", &[b"t", b"1"]);
     std::thread::sleep(std::time::Duration::from_millis(5));
-    admin.call(&[
-        b"ACL",
-        b"SETUSER",
-        b"sweeper",
-        b"on",
-        b"nopass",
-        b"+@all",
-        b"~{emq}:version",
-        b"~emq:{aclm}:active",
-        b"~emq:{aclm}:wait",
-        b"~emq:{aclm}:prio",
-        b"~emq:{aclm}:failed",
-        b"~emq:{aclm}:events",
-        b"~emq:{aclm}:job:*",
-    ]);
-    let mut c = _s.conn();
-    assert_eq!(c.call(&[b"AUTH", b"sweeper", b"x"]), Reply::Simple("OK".into()));
+    let mut c = s.user(
+        &mut admin,
+        "sweeper",
+        "+@all ~{emq}:version ~emq:{aclm}:active ~emq:{aclm}:wait ~emq:{aclm}:prio ~emq:{aclm}:failed \
+         ~emq:{aclm}:events ~emq:{aclm}:job:*",
+    );
     let r = unchanged(&mut c, |c| q.run(c, "EMQ.STALLED", "", &[]));
     assert!(r.error().starts_with("NOPERM"), "{}", r.error());
     let r = q.run(&mut c, "EMQ.STALLED", "", &[b"MAXSTALLS", b"1"]);

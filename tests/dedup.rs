@@ -463,28 +463,13 @@ fn acl_judges_the_ids_key_as_the_callers() {
     let s = Server::quiet();
     let mut admin = s.conn();
     let q = Q::new("acl");
-    let r = admin.call(&[
-        b"ACL",
-        b"SETUSER",
-        b"w",
-        b"on",
-        b">pw",
-        b"-@all",
-        b"+@emq",
-        b"resetkeys",
-        b"%R~{emq}:*",
-        b"~emq:{acl}:wait",
-        b"~emq:{acl}:prio",
-        b"~emq:{acl}:active",
-        b"~emq:{acl}:completed",
-        b"~emq:{acl}:delayed",
-        b"~emq:{acl}:events",
-        b"~emq:{acl}:job:*",
-        b"~emq:{acl}:dedup:mine",
-    ]);
-    assert_eq!(r, Reply::Simple("OK".into()));
-    let mut w = s.conn();
-    assert_eq!(w.call(&[b"AUTH", b"w", b"pw"]), Reply::Simple("OK".into()));
+    let mut w = s.user(
+        &mut admin,
+        "w",
+        "-@all +@emq resetkeys %R~{emq}:* ~emq:{acl}:wait ~emq:{acl}:prio ~emq:{acl}:active \
+         ~emq:{acl}:completed ~emq:{acl}:delayed ~emq:{acl}:events ~emq:{acl}:job:* \
+         ~emq:{acl}:dedup:mine",
+    );
     unchanged(&mut admin, |_| {
         assert!(q.enqueue(&mut w, &jid(1), &[b"DEDUP", b"theirs"]).error().starts_with("NOPERM"));
         let r = w.call_v(&add_cmd(&q, &[(&jid(1), "n", &[]), (&jid(2), "n", &["DEDUP", "theirs"])]));

@@ -234,9 +234,7 @@ fn drop_is_declared_and_replicated_as_its_effect() {
         ["ecc:{t}:1"]
     );
     // A caller who may only read the row cannot drop it.
-    p.call(&[b"ACL", b"SETUSER", b"reader", b"on", b">pw", b"%R~*", b"+@all"]);
-    let mut reader = primary.conn();
-    reader.call(&[b"AUTH", b"reader", b"pw"]);
+    let mut reader = primary.user(&mut p, "reader", "%R~* +@all");
     p.call(&[b"SET", b"ecc:{t}:1", b"ECC00000000005v"]);
     assert!(reader.call(&[b"TRA.DROP", b"1", b"ecc:{t}:1", b"ECC00000000009"]).error().starts_with("NOPERM"));
 

@@ -238,18 +238,7 @@ fn a_read_only_user_can_look_but_not_change() {
     let mut admin = s.conn();
     let q = Q::new("ro");
     q.enqueue(&mut admin, &jid(1), &[]);
-    admin.call(&[
-        b"ACL",
-        b"SETUSER",
-        b"dash",
-        b"on",
-        b">pw",
-        b"%R~emq:{ro}:*",
-        b"%R~{emq}:version",
-        b"+@emq",
-    ]);
-    let mut d = s.conn();
-    assert_eq!(d.call(&[b"AUTH", b"dash", b"pw"]), Reply::Simple("OK".into()));
+    let mut d = s.user(&mut admin, "dash", "%R~emq:{ro}:* %R~{emq}:version +@emq");
     assert_eq!(pairs(&job(&mut d, &q, &jid(1)))[1].1.str(), "wait");
     assert!(d.call_v(&counts_cmd(&q)).err().is_none());
     assert_eq!(jobs(&mut d, &q, "wait", &[]).1, [jid(1)]);

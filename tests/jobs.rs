@@ -313,23 +313,12 @@ fn pause_stops_claims_but_not_promotion() {
     assert!(kinds.contains(&"paused".to_string()) && kinds.contains(&"resumed".to_string()));
     // PAUSE needs write permission on meta, which CLAIM only reads
     let mut admin = s.conn();
-    admin.call(&[b"ACL", b"SETUSER", b"worker", b"on", b">pw", b"~emq:*", b"-@all", b"+@emq", b"%R~{emq}:*"]);
-    admin.call(&[
-        b"ACL",
-        b"SETUSER",
-        b"worker",
-        b"resetkeys",
-        b"%R~{emq}:*",
-        b"~emq:{pause}:wait",
-        b"~emq:{pause}:prio",
-        b"~emq:{pause}:active",
-        b"~emq:{pause}:delayed",
-        b"~emq:{pause}:events",
-        b"~emq:{pause}:job:*",
-        b"%R~emq:{pause}:meta",
-    ]);
-    let mut w = s.conn();
-    w.call(&[b"AUTH", b"worker", b"pw"]);
+    let mut w = s.user(
+        &mut admin,
+        "worker",
+        "-@all +@emq %R~{emq}:* ~emq:{pause}:wait ~emq:{pause}:prio ~emq:{pause}:active \
+         ~emq:{pause}:delayed ~emq:{pause}:events ~emq:{pause}:job:* %R~emq:{pause}:meta",
+    );
     q.enqueue(&mut c, &jid(3), &[]);
     assert_eq!(ids(&claim(&q, &mut w, "w", 1000, 1)), [jid(3)]);
     let before = digest(&mut c);

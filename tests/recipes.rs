@@ -35,12 +35,7 @@ const RECIPES: &[(&str, &str)] = &[
 
 fn login(s: &Server, admin: &mut Conn, who: &str) -> Conn {
     let (_, rules) = RECIPES.iter().find(|(n, _)| *n == who).expect("a recipe");
-    let mut args: Vec<&[u8]> = vec![b"ACL", b"SETUSER", who.as_bytes(), b"on", b">pw"];
-    args.extend(rules.split_whitespace().map(str::as_bytes));
-    assert_eq!(admin.call(&args), Reply::Simple("OK".into()), "{who}");
-    let mut c = s.conn();
-    assert_eq!(c.call(&[b"AUTH", who.as_bytes(), b"pw"]), Reply::Simple("OK".into()));
-    c
+    s.user(admin, who, rules)
 }
 
 fn denied(r: &Reply) -> bool {
@@ -111,12 +106,7 @@ const DECLARED_B: &str = "%R~{emq}:version ~emq:{b}:wait ~emq:{b}:prio ~emq:{b}:
                           ~emq:{b}:meta ~emq:{b}:events ~emq:{b}:completed ~emq:{b}:failed";
 
 fn setuser(admin: &mut Conn, s: &Server, who: &str, rules: &str) -> Conn {
-    let mut args: Vec<&[u8]> = vec![b"ACL", b"SETUSER", who.as_bytes(), b"on", b">pw", b"resetkeys"];
-    args.extend(rules.split_whitespace().map(str::as_bytes));
-    assert_eq!(admin.call(&args), Reply::Simple("OK".into()), "{who}");
-    let mut c = s.conn();
-    assert_eq!(c.call(&[b"AUTH", who.as_bytes(), b"pw"]), Reply::Simple("OK".into()));
-    c
+    s.user(admin, who, &format!("resetkeys {rules}"))
 }
 
 /// The keys a verb finds itself (rows in CLAIM, STALLED, EXTENDS, retention; the fence key)

@@ -409,13 +409,7 @@ fn a_restricted_user_pays_for_a_batch_what_any_user_does() {
     let extends = extends(&q, &held[..pairs]);
     let mut m = Meter { seen: Vec::new() };
     let any = m.run(&mut c, "EXTENDS at the cap, default user", &extends);
-    let mut u = s.conn();
-    let grant: [&[u8]; 8] =
-        [b"ACL", b"SETUSER", b"billing", b"on", b">pw", b"~emq:{acl}:*", b"%R~{emq}:version", b"+@emq"];
-    assert_eq!(c.call(&grant), Reply::Simple("OK".into()));
-    let more: [&[u8]; 5] = [b"ACL", b"SETUSER", b"billing", b"+info", b"+dbsize"];
-    assert_eq!(c.call(&more), Reply::Simple("OK".into()));
-    assert_eq!(u.call(&[b"AUTH", b"billing", b"pw"]), Reply::Simple("OK".into()));
+    let mut u = s.user(&mut c, "billing", "~emq:{acl}:* %R~{emq}:version +@emq +info +dbsize");
     let mine = m.run(&mut u, "EXTENDS at the cap, one-queue user", &extends);
     assert_eq!(mine.array().len(), pairs);
     assert!(mine.array().iter().all(|d| d.int() > 0), "every lease renewed by the restricted user");

@@ -226,26 +226,18 @@ pub fn fence_reads_as_the_caller() {
     let mut admin = s.conn();
     let q = Q::new("acl");
     // blind: all of the queue's keys, but not the fence key
-    admin.call(&[b"ACL", b"SETUSER", b"blind", b"on", b">pw", b"~emq:*", b"+@all"]);
-    // seeing: the queue's keys and read on the fence key
-    admin.call(&[b"ACL", b"SETUSER", b"seeing", b"on", b">pw", b"~emq:*", b"%R~{emq}:*", b"+@all"]);
-    let mut blind = s.conn();
-    assert_eq!(blind.call(&[b"AUTH", b"blind", b"pw"]), Reply::Simple("OK".into()));
+    let mut blind = s.user(&mut admin, "blind", "~emq:* +@all");
     let e = unchanged(&mut blind, |c| c.call_v(&enqueue_cmd(&q, &jid(1))));
     assert_eq!(e.error(), "NOPERM No permissions to access a key");
-    let mut seeing = s.conn();
-    seeing.call(&[b"AUTH", b"seeing", b"pw"]);
+    // seeing: the queue's keys and read on the fence key
+    let mut seeing = s.user(&mut admin, "seeing", "~emq:* %R~{emq}:* +@all");
     assert_eq!(seeing.call_v(&enqueue_cmd(&q, &jid(1))), Reply::Int(1));
     // Declared keys are checked by the server per role: read-only on the queue cannot enqueue.
-    admin.call(&[b"ACL", b"SETUSER", b"reader", b"on", b">pw", b"%R~emq:*", b"%R~{emq}:*", b"+@all"]);
-    let mut reader = s.conn();
-    reader.call(&[b"AUTH", b"reader", b"pw"]);
+    let mut reader = s.user(&mut admin, "reader", "%R~emq:* %R~{emq}:* +@all");
     let e = reader.call_v(&enqueue_cmd(&q, &jid(2)));
     assert!(e.error().starts_with("NOPERM"), "{e:?}");
     // ACL categories: a user with +@emq only can run the verbs but not INSTALL.
-    admin.call(&[b"ACL", b"SETUSER", b"worker", b"on", b">pw", b"~*", b"+@emq"]);
-    let mut worker = s.conn();
-    worker.call(&[b"AUTH", b"worker", b"pw"]);
+    let mut worker = s.user(&mut admin, "worker", "~* +@emq");
     assert_eq!(worker.call_v(&enqueue_cmd(&q, &jid(3))), Reply::Int(1));
     assert!(worker.call(&[b"EMQ.INSTALL", b"1", VK]).error().starts_with("NOPERM"));
     assert!(worker.call(&[b"EMQ.VERSION"]).err().is_none());

@@ -304,6 +304,17 @@ impl Server {
         Conn::connect(self.port).expect("connect")
     }
 
+    /// `ACL SETUSER who on >pw` with `rules` (space-separated, as the command takes them) run
+    /// by `admin`, and a new connection authenticated as `who`.
+    pub fn user(&self, admin: &mut Conn, who: &str, rules: &str) -> Conn {
+        let mut args: Vec<&[u8]> = vec![b"ACL", b"SETUSER", who.as_bytes(), b"on", b">pw"];
+        args.extend(rules.split_whitespace().map(str::as_bytes));
+        assert_eq!(admin.call(&args), Reply::Simple("OK".into()), "ACL SETUSER {who}");
+        let mut c = self.conn();
+        assert_eq!(c.call(&[b"AUTH", who.as_bytes(), b"pw"]), Reply::Simple("OK".into()), "AUTH {who}");
+        c
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
     }
