@@ -23,29 +23,6 @@ fn aliases(c: &mut Conn, q: &Q) -> Vec<(String, String)> {
     out
 }
 
-/// `TRA.ADD 4 wait prio delayed events n rows… jobs…`: each job `(id, name, options)`.
-fn add_cmd(q: &Q, jobs: &[(&str, &str, &[&str])]) -> Vec<Vec<u8>> {
-    let mut v: Vec<Vec<u8>> = vec![b"TRA.ADD".to_vec(), b"4".to_vec()];
-    for r in ["wait", "prio", "delayed", "events"] {
-        v.push(q.k(r).into_bytes());
-    }
-    v.push(jobs.len().to_string().into_bytes());
-    for (id, ..) in jobs {
-        v.push(q.job(id).into_bytes());
-    }
-    for (_, name, opts) in jobs {
-        v.push(name.as_bytes().to_vec());
-        v.push(b"{}".to_vec());
-        v.push(opts.len().to_string().into_bytes());
-        v.extend(opts.iter().map(|o| o.as_bytes().to_vec()));
-    }
-    v
-}
-
-fn ints(r: &Reply) -> Vec<i64> {
-    r.array().iter().map(Reply::int).collect()
-}
-
 fn job_map(c: &mut Conn, q: &Q, id: &str) -> Vec<String> {
     let r = c.call(&[b"TRA.JOB", b"1", q.job(id).as_bytes()]);
     r.array()
@@ -58,10 +35,8 @@ fn job_map(c: &mut Conn, q: &Q, id: &str) -> Vec<String> {
         .collect()
 }
 
-const REMOVE_KEYS: [&str; 8] = ["job", "wait", "prio", "active", "delayed", "completed", "failed", "events"];
-
 fn remove(c: &mut Conn, q: &Q, id: &str) -> Reply {
-    c.call_v(&q.cmd("TRA.REMOVE", id, &REMOVE_KEYS, &[]))
+    c.call_v(&q.cmd("TRA.REMOVE", id, keys_of("TRA.REMOVE"), &[]))
 }
 
 /// The `name` of every argument doc in a `COMMAND DOCS` reply, depth first.
@@ -204,7 +179,7 @@ fn an_alias_goes_with_its_row_on_every_path_that_deletes_one() {
     q.enqueue(&mut c, &jid(8), &[b"ALIAS", b"a8"]);
     tok(&mut c, "t8");
     let r = q.run(&mut c, "TRA.COMPLETES", "", &[jid(8).as_bytes(), b"t8", b"ok"]);
-    assert_eq!(ints(&r), [1]);
+    assert_eq!(r.ints(), [1]);
     assert!(!live(&mut c, "a8"));
     // TRA.OBLITERATE deletes the hash with the queue's keys.
     q.enqueue(&mut c, &jid(9), &[b"ALIAS", b"a9"]);
@@ -247,7 +222,7 @@ fn alias_refusals_write_nothing() {
     unchanged(&mut c, |c| {
         let r = q2.enqueue(c, &jid(3), &[b"ALIAS", b"k"]);
         assert!(r.error().starts_with("WRONGTYPE"), "{r:?}");
-        let r = c.call_v(&add_cmd(&q2, &[(&jid(4), "n", &[]), (&jid(5), "n", &["ALIAS", "k"])]));
+        let r = c.call_v(&q2.add_cmd(&[(&jid(4), "n", &[]), (&jid(5), "n", &["ALIAS", "k"])]));
         assert!(r.error().starts_with("WRONGTYPE"), "{r:?}");
     });
     assert_eq!(q2.enqueue(&mut c, &jid(3), &[]), Reply::Int(1), "without ALIAS the hash is not opened");
@@ -259,20 +234,17 @@ fn the_bulk_add_creates_each_job_as_enqueue_or_schedule_would() {
     q.enqueue(&mut c, &jid(1), &[]);
     q.enqueue(&mut c, &jid(2), &[b"ALIAS", b"taken"]);
     let (j1, j3, j4, j5, j6, j7, j8) = (jid(1), jid(3), jid(4), jid(5), jid(6), jid(7), jid(8));
-    let r = c.call_v(&add_cmd(
-        &q,
-        &[
-            (&j3, "a", &[]),
-            (&j1, "exists", &[]),
-            (&j4, "b", &["PRIORITY", "5", "ALIAS", "k4"]),
-            (&j5, "c", &["DELAY", "+60000", "ALIAS", "k5", "ATTEMPTS", "3"]),
-            (&j3, "again", &[]),
-            (&j6, "d", &["ALIAS", "taken"]),
-            (&j7, "e", &["ALIAS", "k4"]),
-            (&j8, "f", &["LIFO"]),
-        ],
-    ));
-    assert_eq!(ints(&r), [1, 0, 1, 1, 0, 0, 0, 1]);
+    let r = c.call_v(&q.add_cmd(&[
+        (&j3, "a", &[]),
+        (&j1, "exists", &[]),
+        (&j4, "b", &["PRIORITY", "5", "ALIAS", "k4"]),
+        (&j5, "c", &["DELAY", "+60000", "ALIAS", "k5", "ATTEMPTS", "3"]),
+        (&j3, "again", &[]),
+        (&j6, "d", &["ALIAS", "taken"]),
+        (&j7, "e", &["ALIAS", "k4"]),
+        (&j8, "f", &["LIFO"]),
+    ]));
+    assert_eq!(r.ints(), [1, 0, 1, 1, 0, 0, 0, 1]);
     let snap = q.check_invariant(&mut c);
     // LIFO went to the front (right end), the rest to the back.
     assert_eq!(
@@ -295,7 +267,7 @@ fn the_bulk_add_creates_each_job_as_enqueue_or_schedule_would() {
     assert_eq!(ev[4][..4], ["event", "delayed", "id", &j5]);
     assert_eq!(ev[4][6..], ["name", "c", "alias", "k5"]);
     // COMMAND GETKEYS sees every row.
-    let v = add_cmd(&q, &[(&jid(20), "a", &[]), (&jid(21), "b", &["LIFO"])]);
+    let v = q.add_cmd(&[(&jid(20), "a", &[]), (&jid(21), "b", &["LIFO"])]);
     let mut g: Vec<Vec<u8>> = vec![b"COMMAND".to_vec(), b"GETKEYS".to_vec()];
     g.extend(v);
     let keys = c.call_v(&g).strings();
@@ -312,20 +284,20 @@ fn a_refused_bulk_add_writes_nothing() {
     c.call(&[b"SET", q.job(&jid(9)).as_bytes(), b"x"]);
     let (a, b) = (jid(2), jid(3));
     let cases: Vec<(Vec<Vec<u8>>, &str)> = vec![
-        (add_cmd(&q, &[]), "EMQARG n must be 1..=250"),
+        (q.add_cmd(&[]), "EMQARG n must be 1..=250"),
         (
-            add_cmd(&q, &[(&a, "x", &[]), (&b, "y", &["PRIORITY", "9999999"])]),
+            q.add_cmd(&[(&a, "x", &[]), (&b, "y", &["PRIORITY", "9999999"])]),
             "EMQARG PRIORITY must be 0..=2097151",
         ),
-        (add_cmd(&q, &[(&a, "x", &[]), (&b, "", &[])]), "EMQARG name must be 1..=256 bytes"),
-        (add_cmd(&q, &[(&a, "x", &[]), (&b, "y", &["ALIAS", ""])]), "EMQARG ALIAS must be 1..=256 bytes"),
-        (add_cmd(&q, &[(&a, "x", &["DELAY", "+9007199254740992"])]), "EMQARG"),
-        (add_cmd(&q, &[(&a, "x", &[]), ("JOB!", "y", &[])]), "EMQID malformed job id JOB!"),
-        (add_cmd(&q, &[(&a, "x", &["LIFO", "DELAY", "5"])]), "EMQSHAPE LIFO does not go with DELAY"),
-        (add_cmd(&q, &[(&a, "x", &["DELAY", "-5"])]), "EMQSHAPE when must be <ms> or +<ms>"),
-        (add_cmd(&q, &[(&a, "x", &["KEEP", "5"])]), "EMQSHAPE unknown option KEEP"),
-        (add_cmd(&q, &[(&a, "x", &["PRIORITY"])]), "EMQSHAPE option PRIORITY needs a value"),
-        (add_cmd(&q, &[(&a, "x", &[]), (&jid(9), "y", &[])]), "WRONGTYPE"),
+        (q.add_cmd(&[(&a, "x", &[]), (&b, "", &[])]), "EMQARG name must be 1..=256 bytes"),
+        (q.add_cmd(&[(&a, "x", &[]), (&b, "y", &["ALIAS", ""])]), "EMQARG ALIAS must be 1..=256 bytes"),
+        (q.add_cmd(&[(&a, "x", &["DELAY", "+9007199254740992"])]), "EMQARG"),
+        (q.add_cmd(&[(&a, "x", &[]), ("JOB!", "y", &[])]), "EMQID malformed job id JOB!"),
+        (q.add_cmd(&[(&a, "x", &["LIFO", "DELAY", "5"])]), "EMQSHAPE LIFO does not go with DELAY"),
+        (q.add_cmd(&[(&a, "x", &["DELAY", "-5"])]), "EMQSHAPE when must be <ms> or +<ms>"),
+        (q.add_cmd(&[(&a, "x", &["KEEP", "5"])]), "EMQSHAPE unknown option KEEP"),
+        (q.add_cmd(&[(&a, "x", &["PRIORITY"])]), "EMQSHAPE option PRIORITY needs a value"),
+        (q.add_cmd(&[(&a, "x", &[]), (&jid(9), "y", &[])]), "WRONGTYPE"),
     ];
     unchanged(&mut c, |c| {
         for (v, want) in &cases {
@@ -333,33 +305,33 @@ fn a_refused_bulk_add_writes_nothing() {
             assert!(r.error().starts_with(want), "{want}: {r:?}");
         }
         // The count and the rows: n not a number, fewer rows than n, a job per row, layout.
-        let mut v = add_cmd(&q, &[(&a, "x", &[])]);
+        let mut v = q.add_cmd(&[(&a, "x", &[])]);
         v[6] = b"x".to_vec();
         assert_eq!(c.call_v(&v).error(), "EMQSHAPE n is not an integer");
-        let mut v = add_cmd(&q, &[(&a, "x", &[])]);
+        let mut v = q.add_cmd(&[(&a, "x", &[])]);
         v[6] = b"5".to_vec();
         assert_eq!(c.call_v(&v).error(), "EMQSHAPE TRA.ADD needs 5 keys after n");
-        let mut v = add_cmd(&q, &[(&a, "x", &[]), (&b, "y", &[])]);
+        let mut v = q.add_cmd(&[(&a, "x", &[]), (&b, "y", &[])]);
         v.truncate(v.len() - 3);
         assert_eq!(c.call_v(&v).error(), "EMQSHAPE 2 row keys but 1 jobs");
-        let mut v = add_cmd(&q, &[(&a, "x", &[])]);
+        let mut v = q.add_cmd(&[(&a, "x", &[])]);
         v.push(b"y".to_vec());
         assert!(c.call_v(&v).error().starts_with("EMQSHAPE TRA.ADD takes"), "a job cut short");
-        let mut v = add_cmd(&q, &[(&a, "x", &["LIFO"])]);
+        let mut v = q.add_cmd(&[(&a, "x", &["LIFO"])]);
         *v.last_mut().unwrap() = b"PRIORITY".to_vec();
         let k = v.len() - 2;
         v[k] = b"9".to_vec();
         assert!(c.call_v(&v).error().starts_with("EMQSHAPE TRA.ADD takes"), "k beyond the words");
-        let mut v = add_cmd(&q, &[(&a, "x", &[])]);
+        let mut v = q.add_cmd(&[(&a, "x", &[])]);
         v[7] = Q::new("elsewhere").job(&a).into_bytes();
         assert_eq!(c.call_v(&v).error(), "EMQLAYOUT all keys must name one queue");
-        let mut v = add_cmd(&q, &[(&a, "x", &[])]);
+        let mut v = q.add_cmd(&[(&a, "x", &[])]);
         v[7] = q.k("wait").into_bytes();
         assert_eq!(c.call_v(&v).error(), "EMQLAYOUT key 5 must be emq:{Q}:job:<ID>");
     });
     // Shorter than `n`'s position: the server's arity error (its key spec reads `n` there),
     // and the server lives — also through COMMAND GETKEYS and as a user with key rules.
-    let short = &add_cmd(&q, &[(&a, "x", &[])])[..6];
+    let short = &q.add_cmd(&[(&a, "x", &[])])[..6];
     unchanged(&mut c, |c| {
         assert!(
             c.call_v(short).error().starts_with("ERR wrong number of arguments"),
@@ -376,8 +348,8 @@ fn a_refused_bulk_add_writes_nothing() {
     // 251 jobs: refused as a whole.
     let many: Vec<String> = (100..351).map(jid).collect();
     let jobs: Vec<(&str, &str, &[&str])> = many.iter().map(|i| (i.as_str(), "n", &[][..])).collect();
-    unchanged(&mut c, |c| assert_eq!(c.call_v(&add_cmd(&q, &jobs)).error(), "EMQARG n must be 1..=250"));
-    assert_eq!(ints(&c.call_v(&add_cmd(&q, &jobs[..250]))).iter().sum::<i64>(), 250);
+    unchanged(&mut c, |c| assert_eq!(c.call_v(&q.add_cmd(&jobs)).error(), "EMQARG n must be 1..=250"));
+    assert_eq!(c.call_v(&q.add_cmd(&jobs[..250])).ints().iter().sum::<i64>(), 250);
     c.call(&[b"DEL", q.job(&jid(9)).as_bytes()]);
     q.check_invariant(&mut c);
 }
@@ -392,10 +364,11 @@ fn replicas_hold_what_the_primary_holds() {
     q.enqueue(&mut p, &jid(1), &[b"ALIAS", b"one"]);
     q.run(&mut p, "EMQ.SCHEDULE", &jid(2), &[b"+100000", b"s", b"{}", b"ALIAS", b"two"]);
     let (a, b, d) = (jid(3), jid(4), jid(5));
-    p.call_v(&add_cmd(
-        &q,
-        &[(&a, "x", &["ALIAS", "three"]), (&b, "y", &["DELAY", "+5000"]), (&d, "z", &["PRIORITY", "2"])],
-    ));
+    p.call_v(&q.add_cmd(&[
+        (&a, "x", &["ALIAS", "three"]),
+        (&b, "y", &["DELAY", "+5000"]),
+        (&d, "z", &["PRIORITY", "2"]),
+    ]));
     remove(&mut p, &q, &jid(1));
     assert_eq!(p.call(&[b"WAIT", b"1", b"5000"]), Reply::Int(1));
     assert_eq!(digest(&mut p), digest(&mut r));
@@ -419,13 +392,13 @@ fn acl_judges_the_alias_hash_and_every_row_as_the_callers() {
         assert!(q.enqueue(&mut w, &jid(1), &[b"ALIAS", b"k"]).error().starts_with("NOPERM"));
         let r = q.run(&mut w, "EMQ.SCHEDULE", &jid(1), &[b"+5", b"n", b"{}", b"ALIAS", b"k"]);
         assert!(r.error().starts_with("NOPERM"));
-        let r = w.call_v(&add_cmd(&q, &[(&jid(1), "n", &[]), (&jid(2), "n", &["ALIAS", "k"])]));
+        let r = w.call_v(&q.add_cmd(&[(&jid(1), "n", &[]), (&jid(2), "n", &["ALIAS", "k"])]));
         assert!(r.error().starts_with("NOPERM"), "{r:?}");
         // A row the user may not write: the server refuses before the module runs.
-        let r = w.call_v(&add_cmd(&q, &[(&jid(1), "n", &[]), (&jid(66), "n", &[])]));
+        let r = w.call_v(&q.add_cmd(&[(&jid(1), "n", &[]), (&jid(66), "n", &[])]));
         assert!(r.error().starts_with("NOPERM"), "{r:?}");
     });
-    assert_eq!(ints(&w.call_v(&add_cmd(&q, &[(&jid(1), "n", &[]), (&jid(2), "n", &[])]))), [1, 1]);
+    assert_eq!(w.call_v(&q.add_cmd(&[(&jid(1), "n", &[]), (&jid(2), "n", &[])])).ints(), [1, 1]);
     // With the alias hash present, deleting a job without an alias does not open it.
     q.enqueue(&mut admin, &jid(3), &[b"ALIAS", b"k"]);
     let mut rm = q.cmd(

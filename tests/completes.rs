@@ -27,10 +27,6 @@ fn claim(c: &mut Conn, q: &Q, tok: &str, n: usize) -> Vec<String> {
     r.array().iter().map(|j| j.array()[0].str()).collect()
 }
 
-fn ints(r: &Reply) -> Vec<i64> {
-    r.array().iter().map(Reply::int).collect()
-}
-
 #[test]
 fn each_entry_answers_as_complete_would() {
     let primary = Server::quiet();
@@ -53,7 +49,7 @@ fn each_entry_answers_as_complete_would() {
             (&jid(5), "w", "r5"),
         ],
     );
-    assert_eq!(ints(&c.call_v(&batch)), [1, 1, -1, -2, -1]);
+    assert_eq!(c.call_v(&batch).ints(), [1, 1, -1, -2, -1]);
     let snap = q.check_invariant(&mut c);
     for (id, res) in [(jid(1), "r1"), (jid(2), "r2")] {
         assert_eq!(snap.state_of(&id).as_deref(), Some("completed"));
@@ -64,7 +60,7 @@ fn each_entry_answers_as_complete_would() {
     assert_eq!(snap.state_of(&jid(5)).as_deref(), Some("wait"));
     // The same batch again: the two completed answer 0 and nothing is written.
     let again = unchanged(&mut c, |c| c.call_v(&batch));
-    assert_eq!(ints(&again), [0, 0, -1, -2, -1]);
+    assert_eq!(again.ints(), [0, 0, -1, -2, -1]);
     // One `completed` event per job finished.
     let ev = c.call(&[b"XRANGE", q.k("events").as_bytes(), b"-", b"+"]);
     let done = ev.array().iter().filter(|e| e.array()[1].strings()[1] == "completed").count();
@@ -92,7 +88,7 @@ fn retention_and_acl_apply_as_to_complete() {
     assert!(e.err().is_some_and(|e| e.starts_with("NOPERM")), "{e:?}");
     // keep-completed 0: each finished row is deleted at once.
     c.call(&[b"CONFIG", b"SET", b"trafikey.keep-completed", b"0"]);
-    assert_eq!(ints(&c.call_v(&batch)), [1, 1, 1]);
+    assert_eq!(c.call_v(&batch).ints(), [1, 1, 1]);
     let snap = q.check_invariant(&mut c);
     assert!((1..=3).all(|n| snap.state_of(&jid(n)).is_none()), "deleted by retention");
 }

@@ -25,25 +25,6 @@ fn holder(c: &mut Conn, q: &Q, id: &str) -> Option<String> {
     (!r.is_nil()).then(|| r.str())
 }
 
-/// `TRA.ADD 4 wait prio delayed events n rows… jobs…`: each job `(id, name, options)`.
-fn add_cmd(q: &Q, jobs: &[(&str, &str, &[&str])]) -> Vec<Vec<u8>> {
-    let mut v: Vec<Vec<u8>> = vec![b"TRA.ADD".to_vec(), b"4".to_vec()];
-    for r in ["wait", "prio", "delayed", "events"] {
-        v.push(q.k(r).into_bytes());
-    }
-    v.push(jobs.len().to_string().into_bytes());
-    for (id, ..) in jobs {
-        v.push(q.job(id).into_bytes());
-    }
-    for (_, name, opts) in jobs {
-        v.push(name.as_bytes().to_vec());
-        v.push(b"{}".to_vec());
-        v.push(opts.len().to_string().into_bytes());
-        v.extend(opts.iter().map(|o| o.as_bytes().to_vec()));
-    }
-    v
-}
-
 fn schedule(c: &mut Conn, q: &Q, id: &str, when: &str, opts: &[&[u8]]) -> Reply {
     let mut a: Vec<&[u8]> = vec![when.as_bytes(), b"job", b"{}"];
     a.extend_from_slice(opts);
@@ -54,8 +35,6 @@ fn claim(c: &mut Conn, q: &Q, token: &str) -> String {
     let r = q.run(c, "EMQ.CLAIM", "", &[token.as_bytes(), b"60000"]);
     r.array()[0].array()[0].str()
 }
-
-const REMOVE_KEYS: [&str; 8] = ["job", "wait", "prio", "active", "delayed", "completed", "failed", "events"];
 
 fn pttl(c: &mut Conn, key: &str) -> i64 {
     c.call(&[b"PTTL", key.as_bytes()]).int()
@@ -74,7 +53,7 @@ fn a_live_id_answers_its_holder_and_creates_nothing() {
     // ENQUEUE, SCHEDULE and TRA.ADD giving the id: the holder's id, no row, one event each.
     assert_eq!(q.enqueue(&mut c, &jid(2), &[b"DEDUP", b"d"]), bulk(&jid(1)));
     assert_eq!(schedule(&mut c, &q, &jid(3), "+60000", &[b"DEDUP", b"d"]), bulk(&jid(1)));
-    let r = c.call_v(&add_cmd(&q, &[(&jid(4), "a", &["DEDUP", "d"]), (&jid(5), "b", &[])]));
+    let r = c.call_v(&q.add_cmd(&[(&jid(4), "a", &["DEDUP", "d"]), (&jid(5), "b", &[])]));
     assert_eq!(r, Reply::Array(vec![bulk(&jid(1)), Reply::Int(1)]));
     let snap = q.check_invariant(&mut c);
     assert_eq!(snap.rows.len(), 2);
@@ -155,7 +134,7 @@ fn the_id_goes_with_every_finish_and_every_deletion() {
     assert!(!live(&mut c, "x"));
     // TRA.REMOVE.
     let a = next(&mut c, "r", &[]);
-    assert_eq!(c.call_v(&q.cmd("TRA.REMOVE", &a, &REMOVE_KEYS, &[])), Reply::Int(1));
+    assert_eq!(c.call_v(&q.cmd("TRA.REMOVE", &a, keys_of("TRA.REMOVE"), &[])), Reply::Int(1));
     assert!(!live(&mut c, "r"));
     // TRA.DRAIN.
     next(&mut c, "dr", &[]);
@@ -196,7 +175,7 @@ fn only_an_id_that_still_names_the_job_is_released() {
     let (_s, mut c, q) = queue_on_quiet_server("other");
     q.enqueue(&mut c, &jid(1), &[b"DEDUP", b"d"]);
     c.call(&[b"SET", dkey(&q, "d").as_bytes(), jid(9).as_bytes()]);
-    assert_eq!(c.call_v(&q.cmd("TRA.REMOVE", &jid(1), &REMOVE_KEYS, &[])), Reply::Int(1));
+    assert_eq!(c.call_v(&q.cmd("TRA.REMOVE", &jid(1), keys_of("TRA.REMOVE"), &[])), Reply::Int(1));
     assert_eq!(holder(&mut c, &q, "d"), Some(jid(9)));
 }
 
@@ -275,10 +254,11 @@ fn replace_swaps_a_delayed_holder_for_the_new_job() {
     let snap = q.check_invariant(&mut c);
     assert_eq!(snap.sets["delayed"], [jid(5)]);
     // With EXTEND the new job's TTL starts afresh.
-    let r = c.call_v(&add_cmd(
-        &q,
-        &[(&jid(6), "x", &["DELAY", "+5", "DEDUP", "s", "DEDUPTTL", "5000000", "EXTEND", "REPLACE"])],
-    ));
+    let r = c.call_v(&q.add_cmd(&[(
+        &jid(6),
+        "x",
+        &["DELAY", "+5", "DEDUP", "s", "DEDUPTTL", "5000000", "EXTEND", "REPLACE"],
+    )]));
     assert_eq!(r, Reply::Array(vec![Reply::Int(1)]));
     assert!(c.call(&[b"PEXPIRETIME", dkey(&q, "s").as_bytes()]).int() > until + 1_000_000);
     assert_eq!(holder(&mut c, &q, "s"), Some(jid(6)));
@@ -294,10 +274,9 @@ fn without_replace_a_delayed_holder_is_kept() {
     // A delayed holder, and each producer verb without REPLACE: a duplicate, nothing replaced.
     assert_eq!(q.enqueue(&mut c, &jid(2), &[b"DEDUP", b"k"]), bulk(&jid(1)));
     assert_eq!(schedule(&mut c, &q, &jid(3), "+5", &[b"DEDUP", b"k"]), bulk(&jid(1)));
-    let r = c.call_v(&add_cmd(
-        &q,
-        &[(&jid(4), "x", &["DEDUP", "k"]), (&jid(5), "x", &["DELAY", "+5", "DEDUP", "k"])],
-    ));
+    let r = c.call_v(
+        &q.add_cmd(&[(&jid(4), "x", &["DEDUP", "k"]), (&jid(5), "x", &["DELAY", "+5", "DEDUP", "k"])]),
+    );
     assert_eq!(r, Reply::Array(vec![bulk(&jid(1)), bulk(&jid(1))]));
     let snap = q.check_invariant(&mut c);
     assert_eq!(snap.sets["delayed"], [jid(1)]);
@@ -321,15 +300,12 @@ fn the_bulk_add_dedups_against_the_queue_and_within_the_call() {
     let (_s, mut c, q) = queue_on_quiet_server("bulk");
     q.enqueue(&mut c, &jid(1), &[b"DEDUP", b"old"]);
     let (j2, j3, j4, j5) = (jid(2), jid(3), jid(4), jid(5));
-    let r = c.call_v(&add_cmd(
-        &q,
-        &[
-            (&j2, "a", &["DEDUP", "old"]),
-            (&j3, "b", &["DEDUP", "new"]),
-            (&j4, "c", &["DEDUP", "new", "DELAY", "+5000"]),
-            (&j5, "d", &["DEDUP", "old", "REPLACE"]),
-        ],
-    ));
+    let r = c.call_v(&q.add_cmd(&[
+        (&j2, "a", &["DEDUP", "old"]),
+        (&j3, "b", &["DEDUP", "new"]),
+        (&j4, "c", &["DEDUP", "new", "DELAY", "+5000"]),
+        (&j5, "d", &["DEDUP", "old", "REPLACE"]),
+    ]));
     assert_eq!(r, Reply::Array(vec![bulk(&jid(1)), Reply::Int(1), bulk(&j3), bulk(&jid(1))]));
     assert_eq!(holder(&mut c, &q, "new"), Some(j3.clone()));
     let snap = q.check_invariant(&mut c);
@@ -397,7 +373,7 @@ fn dedup_refusals_write_nothing() {
             assert!(r.error().starts_with(want), "{want}: {r:?}");
             let o: Vec<String> = opts.iter().map(|o| String::from_utf8_lossy(o).into_owned()).collect();
             let o: Vec<&str> = o.iter().map(String::as_str).collect();
-            let r = c.call_v(&add_cmd(&q, &[(&jid(3), "n", &[]), (&jid(2), "n", &o)]));
+            let r = c.call_v(&q.add_cmd(&[(&jid(3), "n", &[]), (&jid(2), "n", &o)]));
             assert!(r.error().starts_with(want), "{want}: {r:?}");
         }
         // The commands: an id out of range, a malformed job id, a wrong-typed key.
@@ -424,7 +400,7 @@ fn dedup_refusals_write_nothing() {
     unchanged(&mut c, |c| {
         let r = q.enqueue(c, &jid(4), &[b"DEDUP", b"h"]);
         assert!(r.error().starts_with("WRONGTYPE"), "{r:?}");
-        let r = c.call_v(&add_cmd(&q, &[(&jid(4), "n", &[]), (&jid(5), "n", &["DEDUP", "h"])]));
+        let r = c.call_v(&q.add_cmd(&[(&jid(4), "n", &[]), (&jid(5), "n", &["DEDUP", "h"])]));
         assert!(r.error().starts_with("WRONGTYPE"), "{r:?}");
         assert!(c.call(&[b"TRA.DEDUP", b"1", dkey(&q, "h").as_bytes()]).error().starts_with("WRONGTYPE"));
         assert!(c.call(&[b"TRA.UNDEDUP", b"1", dkey(&q, "h").as_bytes()]).error().starts_with("WRONGTYPE"));
@@ -444,7 +420,7 @@ fn replicas_and_the_aof_hold_what_the_primary_holds() {
     q.enqueue(&mut p, &jid(3), &[b"DEDUP", b"b", b"DEDUPTTL", b"200000", b"EXTEND"]);
     schedule(&mut p, &q, &jid(4), "+100000", &[b"DEDUP", b"c", b"DEDUPTTL", b"300000"]);
     schedule(&mut p, &q, &jid(5), "+100000", &[b"DEDUP", b"c", b"DEDUPTTL", b"300000", b"REPLACE"]);
-    p.call_v(&add_cmd(&q, &[(&jid(6), "x", &["DEDUP", "d"]), (&jid(7), "y", &["DEDUP", "a"])]));
+    p.call_v(&q.add_cmd(&[(&jid(6), "x", &["DEDUP", "d"]), (&jid(7), "y", &["DEDUP", "a"])]));
     assert_eq!(claim(&mut p, &q, "t"), jid(1));
     complete(&q, &mut p, &jid(1), "t", &[]);
     p.call(&[b"TRA.UNDEDUP", b"1", dkey(&q, "d").as_bytes()]);
@@ -472,7 +448,7 @@ fn acl_judges_the_ids_key_as_the_callers() {
     );
     unchanged(&mut admin, |_| {
         assert!(q.enqueue(&mut w, &jid(1), &[b"DEDUP", b"theirs"]).error().starts_with("NOPERM"));
-        let r = w.call_v(&add_cmd(&q, &[(&jid(1), "n", &[]), (&jid(2), "n", &["DEDUP", "theirs"])]));
+        let r = w.call_v(&q.add_cmd(&[(&jid(1), "n", &[]), (&jid(2), "n", &["DEDUP", "theirs"])]));
         assert!(r.error().starts_with("NOPERM"), "{r:?}");
     });
     assert_eq!(q.enqueue(&mut w, &jid(1), &[b"DEDUP", b"mine"]), Reply::Int(1));

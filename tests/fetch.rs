@@ -237,10 +237,6 @@ fn many(q: &Q, c: &mut Conn, entries: &[(String, &str)], claim: &str, extra: &[&
     c.call(&refs)
 }
 
-fn ints(r: &Reply) -> Vec<i64> {
-    r.array().iter().map(Reply::int).collect()
-}
-
 fn ids(r: &Reply) -> Vec<String> {
     r.array().iter().map(|j| j.array()[0].str()).collect()
 }
@@ -261,7 +257,7 @@ fn completesnext_finishes_many_then_claims_one_for_each_finished() {
     // Two held, one with a wrong token, one with no row: two finish, two jobs are claimed.
     let entries = [(jid(1), "w1"), (jid(2), "w1"), (jid(3), "other"), (jid(9), "w1")];
     let reply = many(&q, &mut c, &entries, "w2", &[b"ECHO", b"METRICS", b"5"]);
-    assert_eq!(ints(&reply.array()[0]), [1, 1, -1, -2]);
+    assert_eq!(reply.array()[0].ints(), [1, 1, -1, -2]);
     assert_eq!(ids(&reply.array()[1]), [jid(4), jid(5)]);
     let snap = q.check_invariant(&mut c);
     for (id, state) in
@@ -283,7 +279,7 @@ fn completesnext_finishes_many_then_claims_one_for_each_finished() {
     // The same call again: the two finishes are repeats (0, nothing written for them), and
     // each still fetches: one job is left to take.
     let reply = many(&q, &mut c, &entries, "w2", &[]);
-    assert_eq!(ints(&reply.array()[0]), [0, 0, -1, -2]);
+    assert_eq!(reply.array()[0].ints(), [0, 0, -1, -2]);
     assert_eq!(ids(&reply.array()[1]), [jid(6)]);
 
     // No entry finishes nor repeats: nothing is written, not even a claim.
@@ -314,7 +310,7 @@ fn completesnext_finishes_many_then_claims_one_for_each_finished() {
     // 51 are refused as such.
     let absent: Vec<(String, &str)> = (100..151).map(|i| (jid(i), "w1")).collect();
     let reply = unchanged(&mut c, |c| many(&q, c, &absent[..50], "w2", &[]));
-    assert_eq!(ints(&reply.array()[0]), [-2; 50]);
+    assert_eq!(reply.array()[0].ints(), [-2; 50]);
     let e = unchanged(&mut c, |c| many(&q, c, &absent, "w2", &[]));
     assert_eq!(e.error(), "EMQARG n must be 1..=50");
     // The lease, and a pair missing: the row keys say how many pairs there are.
@@ -358,7 +354,7 @@ fn completesnext_finishes_many_then_claims_one_for_each_finished() {
     // go, and the call ends with one `drained`.
     let last = [(jid(3), "w1"), (jid(4), "w2"), (jid(5), "w2"), (jid(6), "w2")];
     let reply = many(&q, &mut c, &last, "w3", &[b"KEEP", b"0", b"ROW"]);
-    assert_eq!(ints(&reply.array()[0]), [1, 1, 1, 1]);
+    assert_eq!(reply.array()[0].ints(), [1, 1, 1, 1]);
     assert_eq!(reply.array()[1], Reply::Array(vec![]));
     let snap = q.check_invariant(&mut c);
     assert!(last.iter().all(|(id, _)| !snap.rows.contains_key(id)), "KEEP 0 deletes the rows");

@@ -199,7 +199,6 @@ fn count_cap(c: &mut Conn, v: Vec<Vec<u8>>) -> String {
     e.rsplit("..=").next().expect("the range").trim().to_owned()
 }
 
-const REMOVE_KEYS: &[&str] = &["job", "wait", "prio", "active", "delayed", "completed", "failed", "events"];
 const TOO_MANY: &[u8] = b"999999999999";
 
 fn claim(q: &Q, lease: &str, count: &str) -> Vec<Vec<u8>> {
@@ -351,7 +350,11 @@ fn no_call_does_more_than_its_cap_at_the_defaults_and_at_every_cap() {
     let n = count_cap(&mut c, drain(TOO_MANY));
     let clean = q.cmd("TRA.CLEAN", "", &["completed", "events"], &[b"GRACE", b"0", b"COUNT", n.as_bytes()]);
     m.run(&mut c, &format!("TRA.CLEAN completed COUNT {n} (cap)"), &clean);
-    m.run(&mut c, "TRA.REMOVE the last waiting job", &q.cmd("TRA.REMOVE", &jid(JOBS), REMOVE_KEYS, &[]));
+    m.run(
+        &mut c,
+        "TRA.REMOVE the last waiting job",
+        &q.cmd("TRA.REMOVE", &jid(JOBS), keys_of("TRA.REMOVE"), &[]),
+    );
     m.run(&mut c, &format!("TRA.DRAIN COUNT {n} (cap)"), &drain(n.as_bytes()));
     let all = ["wait", "prio", "active", "delayed", "completed", "failed", "meta", "events"];
     let obliterate = q.cmd("TRA.OBLITERATE", "", &all, &[b"FORCE", b"COUNT", n.as_bytes()]);

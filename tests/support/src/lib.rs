@@ -387,6 +387,19 @@ impl Q {
         v
     }
 
+    /// `TRA.ADD 4 wait prio delayed events n rows… jobs…`: each job `(id, name, options)`,
+    /// its data `{}`.
+    pub fn add_cmd(&self, jobs: &[(&str, &str, &[&str])]) -> Vec<Vec<u8>> {
+        let mut v = self.cmd("TRA.ADD", "", &["wait", "prio", "delayed", "events"], &[]);
+        v.push(jobs.len().to_string().into_bytes());
+        v.extend(jobs.iter().map(|(id, ..)| self.job(id).into_bytes()));
+        for (_, name, opts) in jobs {
+            v.extend([name.as_bytes().to_vec(), b"{}".to_vec(), opts.len().to_string().into_bytes()]);
+            v.extend(opts.iter().map(|o| o.as_bytes().to_vec()));
+        }
+        v
+    }
+
     pub fn run(&self, c: &mut Conn, verb: &str, id: &str, args: &[&[u8]]) -> Reply {
         c.call_v(&self.cmd(verb, id, keys_of(verb), args))
     }

@@ -32,6 +32,11 @@ impl Reply {
         self.err().unwrap_or_else(|| panic!("expected an error, got {self:?}"))
     }
 
+    /// Each entry of an array reply as an integer.
+    pub fn ints(&self) -> Vec<i64> {
+        self.array().iter().map(Reply::int).collect()
+    }
+
     pub fn int(&self) -> i64 {
         match self {
             Reply::Int(i) => *i,
