@@ -164,14 +164,7 @@ fn an_alias_goes_with_its_row_on_every_path_that_deletes_one() {
     // TRA.DRAIN
     q.enqueue(&mut c, &jid(6), &[b"ALIAS", b"a6"]);
     q.enqueue(&mut c, &jid(7), &[]);
-    let drain = [
-        b"TRA.DRAIN".to_vec(),
-        b"4".to_vec(),
-        q.k("wait").into(),
-        q.k("prio").into(),
-        q.k("delayed").into(),
-        q.k("events").into(),
-    ];
+    let drain = q.cmd("TRA.DRAIN", "", &["wait", "prio", "delayed", "events"], &[]);
     assert_eq!(c.call_v(&drain), Reply::Int(2));
     assert!(!live(&mut c, "a6"));
     // TRA.COMPLETES under keep-completed 0

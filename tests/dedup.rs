@@ -138,14 +138,7 @@ fn the_id_goes_with_every_finish_and_every_deletion() {
     assert!(!live(&mut c, "r"));
     // TRA.DRAIN.
     next(&mut c, "dr", &[]);
-    let drain = [
-        b"TRA.DRAIN".to_vec(),
-        b"4".to_vec(),
-        q.k("wait").into(),
-        q.k("prio").into(),
-        q.k("delayed").into(),
-        q.k("events").into(),
-    ];
+    let drain = q.cmd("TRA.DRAIN", "", &["wait", "prio", "delayed", "events"], &[]);
     assert_eq!(c.call_v(&drain), Reply::Int(1));
     assert!(!live(&mut c, "dr"));
     // TRA.CLEAN of a completed job whose id has a TTL: a client deleting the job releases it.

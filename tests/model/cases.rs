@@ -138,16 +138,7 @@ pub fn found_divergences_replay() {
                     lc: false,
                 },
                 claim1(),
-                Op::Complete {
-                    id: IdC::Active(0),
-                    tok: TokC::Holder,
-                    result: B(b"ok".to_vec()),
-                    keep: Some(-1),
-                    age: None,
-                    echo: false,
-                    metrics: None,
-                    lc: false,
-                },
+                complete_all(),
                 Op::Reprocess {
                     id: IdC::Finished(0),
                     from: None,
