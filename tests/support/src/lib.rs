@@ -99,12 +99,13 @@ fn free_port() -> u16 {
 
 /// Whether the server answering on a port is `child`: Some(true) if so, Some(false) if another
 /// process answers (a port found free is free only until someone binds it, and tests start
-/// servers in parallel), None while nothing answers yet.
+/// servers in parallel), None while nothing answers yet or the connection breaks (a server
+/// another test is stopping may still accept on the port, then reset).
 fn answers(c: &mut Conn, child: &Child) -> Option<bool> {
-    if c.call(&[b"PING"]) != Reply::Simple("PONG".into()) {
+    if c.try_call(&[b"PING"]).ok()? != Reply::Simple("PONG".into()) {
         return None;
     }
-    let info = c.call(&[b"INFO", b"server"]).str();
+    let info = c.try_call(&[b"INFO", b"server"]).ok()?.str();
     let pid = info.lines().find_map(|l| l.strip_prefix("process_id:")).map(str::trim);
     Some(pid == Some(child.id().to_string().as_str()))
 }

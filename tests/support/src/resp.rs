@@ -111,8 +111,13 @@ impl Conn {
     }
 
     pub fn call(&mut self, args: &[&[u8]]) -> Reply {
-        self.send(args).expect("send");
-        self.read().expect("read")
+        self.try_call(args).expect("call")
+    }
+
+    /// `call` that hands back a broken connection instead of failing the test.
+    pub fn try_call(&mut self, args: &[&[u8]]) -> io::Result<Reply> {
+        self.send(args)?;
+        self.read()
     }
 
     /// `call` with a command built as owned words.
