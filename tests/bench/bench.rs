@@ -957,8 +957,9 @@ const NO_FORMS: &str = "TRA.ADD / TRA.COMPLETENEXT are not in this build (module
 /// The rows of the BullMQ forms (forms.rs): trafikey's bulk add `TRA.ADD` in batches of 32
 /// and 250, each beside ChasquiMQ's `add_bulk` of the same size; the finish-and-fetch lifecycle
 /// (one `TRA.COMPLETENEXT` per job, its jobs enqueued one `EMQ.ENQUEUE` each as trafikey's own
-/// lifecycle, and one `TRA.ADD` a write as ChasquiMQ's producers call `add_bulk`; ChasquiMQ's
-/// lifecycle row is the pass's own); claim+complete with `CLAIM … ROW` right after the same
+/// lifecycle, and one `TRA.ADD` a write as ChasquiMQ's producers call `add_bulk`, that last
+/// again with `KEEP 0` as ChasquiMQ keeps no finished job; ChasquiMQ's lifecycle row is the
+/// pass's own); claim+complete with `CLAIM … ROW` right after the same
 /// without. BullMQ on trafikey runs right after BullMQ on Valkey in each of their rounds
 /// (`report::pair_bull`).
 fn round_forms(
@@ -985,12 +986,14 @@ fn round_forms(
             chq.bulk(srv, c, o, batch, chq_mode, rows)?;
         }
         if here {
-            for (mode, producer) in
-                [("p32", forms::Producer::Enqueue), (forms::NEXT_ADD, forms::Producer::Add)]
-            {
+            for (mode, producer, kept) in [
+                ("p32", forms::Producer::Enqueue, forms::Kept::Default),
+                (forms::NEXT_ADD, forms::Producer::Add, forms::Kept::Default),
+                (forms::NEXT_ADD_DROP, forms::Producer::Add, forms::Kept::None),
+            ] {
                 fresh(c)?;
                 rows.push(measured(srv, Who::Trafikey, producer.names(), forms::NEXT, mode, 0, || {
-                    forms::lifecycle_next(srv, n, shape(o, DEPTH), false, producer)
+                    forms::lifecycle_next(srv, n, shape(o, DEPTH), false, producer, kept)
                 }));
             }
             if commands_here(c, &["TRA.COMPLETESNEXT"]) {
@@ -1002,7 +1005,10 @@ fn round_forms(
                     forms::NEXT,
                     forms::NEXT_MANY,
                     0,
-                    || forms::lifecycle_next(srv, n, shape(o, DEPTH), true, forms::Producer::Enqueue),
+                    || {
+                        let (enqueue, kept) = (forms::Producer::Enqueue, forms::Kept::Default);
+                        forms::lifecycle_next(srv, n, shape(o, DEPTH), true, enqueue, kept)
+                    },
                 ));
             } else {
                 rows.push(skipped(
@@ -1021,6 +1027,7 @@ fn round_forms(
         } else {
             rows.push(skipped(Who::Trafikey, forms::NEXT, "p32", NO_FORMS));
             rows.push(skipped(Who::Trafikey, forms::NEXT, forms::NEXT_ADD, NO_FORMS));
+            rows.push(skipped(Who::Trafikey, forms::NEXT, forms::NEXT_ADD_DROP, NO_FORMS));
             rows.push(skipped(Who::Trafikey, forms::ROW_PAIR, forms::WITHOUT_ROW, NO_FORMS));
             rows.push(skipped(Who::Trafikey, forms::ROW_PAIR, forms::WITH_ROW, NO_FORMS));
         }

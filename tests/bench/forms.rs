@@ -10,7 +10,7 @@ use crate::resp::Reply;
 use crate::server::Server;
 
 /// The rows' workloads and modes.
-pub use crate::report::{BULK, NEXT, NEXT_ADD, NEXT_MANY, ROW_PAIR, WITHOUT_ROW, WITH_ROW};
+pub use crate::report::{BULK, NEXT, NEXT_ADD, NEXT_ADD_DROP, NEXT_MANY, ROW_PAIR, WITHOUT_ROW, WITH_ROW};
 /// TRA.ADD's batches: 32, and 256 capped at the verb's 250.
 pub const BATCHES: [(usize, &str, &str); 2] = crate::report::BULK_LANES;
 
@@ -122,11 +122,14 @@ impl K {
         p.cmd(&a);
     }
 
-    fn complete_next(&self, p: &mut Pipe, id: &[u8], token: &[u8]) {
+    fn complete_next(&self, p: &mut Pipe, id: &[u8], token: &[u8], kept: Kept) {
         let job = K::job(id);
         let mut a: Vec<&[u8]> = vec![b"TRA.COMPLETENEXT", b"8", &job];
         a.extend(self.finish_keys());
         a.extend([token, RESULT, LEASE_MS]);
+        if kept == Kept::None {
+            a.extend([b"KEEP".as_slice(), b"0"]);
+        }
         p.cmd(&a);
     }
 }
@@ -189,6 +192,16 @@ pub enum Producer {
     Add,
 }
 
+/// What a finish keeps of the job it completes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Kept {
+    /// The row in `completed`, the server's `trafikey.keep-completed` of them (1 000 here).
+    Default,
+    /// Nothing: `KEEP 0` deletes the row as the job completes, as ChasquiMQ deletes each
+    /// entry it acks (BullMQ's `removeOnComplete: true`).
+    None,
+}
+
 impl Producer {
     /// The commands a finish-and-fetch row's time inside is read from, with these producers.
     pub const fn names(self) -> &'static [&'static str] {
@@ -201,8 +214,8 @@ impl Producer {
 
 /// The lifecycle with finish-and-fetch: each connection enqueues its share `depth` per write
 /// (as `producer` says); in the same write it finishes every job it holds with one
-/// `TRA.COMPLETENEXT` each, which fetches the next job (one call per job), or with `many` one
-/// `TRA.COMPLETESNEXT` for all it holds; a connection holding nothing claims
+/// `TRA.COMPLETENEXT` each, which fetches the next job (one call per job; `kept` says what it
+/// keeps of the job), or with `many` one `TRA.COMPLETESNEXT` for all it holds; a connection holding nothing claims
 /// `CLAIM … COUNT depth` once. A connection ends when it has enqueued its share, holds nothing
 /// and its claim found nothing ready: every job enqueued before that claim is held by someone
 /// who finishes it, and every later one is enqueued by a connection still running.
@@ -212,6 +225,7 @@ pub fn lifecycle_next(
     s: Shape,
     many: bool,
     producer: Producer,
+    kept: Kept,
 ) -> Result<Measured<()>, String> {
     let k = K::new();
     let m = load::phase(srv, s.conns, s.limit, |cx: &mut Ctx| {
@@ -245,7 +259,7 @@ pub fn lifecycle_next(
                 k.completes_next(&mut p, &held, &tok);
             } else {
                 for id in &held {
-                    k.complete_next(&mut p, id, &tok);
+                    k.complete_next(&mut p, id, &tok, kept);
                 }
             }
             let t0 = std::time::Instant::now();

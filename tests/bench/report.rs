@@ -213,6 +213,8 @@ pub const NEXT: &str = "lifecycle, finish-and-fetch";
 /// The finish-and-fetch lifecycle's mode with its jobs enqueued by one TRA.ADD a write (the
 /// mode "p32" enqueues them one EMQ.ENQUEUE each).
 pub const NEXT_ADD: &str = "p32, TRA.ADD producers";
+/// The same with `KEEP 0` on each TRA.COMPLETENEXT: no finished job kept, as ChasquiMQ keeps none.
+pub const NEXT_ADD_DROP: &str = "p32, TRA.ADD producers, KEEP 0";
 /// The finish-and-fetch lifecycle's mode with one TRA.COMPLETESNEXT for the jobs a connection holds.
 pub const NEXT_MANY: &str = "p32, one TRA.COMPLETESNEXT a write";
 pub const ROW_PAIR: &str = "claim+complete, CLAIM … ROW";
@@ -986,7 +988,7 @@ impl Report {
 ### Finish-and-fetch and CLAIM … ROW
 "
             );
-            let _ = writeln!(s, "Finish-and-fetch: the pipelined lifecycle (events on) with each held job finished by one `TRA.COMPLETENEXT` that also fetches the next (one call per job; a connection holding nothing claims `COUNT {}` once). Its jobs enqueued by one `TRA.ADD` a write, beside ChasquiMQ's lifecycle of the same run (whose producers call `add_bulk` of 32); enqueued by one `EMQ.ENQUEUE` each, beside ChasquiMQ's lifecycle and trafikey's own p32 lifecycle (one COMPLETE per job, its jobs enqueued the same way); then the same lifecycle with the jobs a connection holds finished by one `TRA.COMPLETESNEXT` a write (no goal: the goal's form is one call per job). CLAIM … ROW: claim+complete p32 of N prefilled jobs with `ROW` on every CLAIM, right after the same without ROW (the ratio pairs the two rows of each pass).
+            let _ = writeln!(s, "Finish-and-fetch: the pipelined lifecycle (events on) with each held job finished by one `TRA.COMPLETENEXT` that also fetches the next (one call per job; a connection holding nothing claims `COUNT {}` once). Its jobs enqueued by one `TRA.ADD` a write, beside ChasquiMQ's lifecycle of the same run (whose producers call `add_bulk` of 32); the same with `KEEP 0` on each finish, which deletes the job as it completes, as ChasquiMQ deletes each entry it acks (the other rows keep `trafikey.keep-completed` finished jobs, as BullMQ users keep theirs; ChasquiMQ keeps none); enqueued by one `EMQ.ENQUEUE` each, beside ChasquiMQ's lifecycle and trafikey's own p32 lifecycle (one COMPLETE per job, its jobs enqueued the same way); then the same lifecycle with the jobs a connection holds finished by one `TRA.COMPLETESNEXT` a write (no goal: the goal's form is one call per job). CLAIM … ROW: claim+complete p32 of N prefilled jobs with `ROW` on every CLAIM, right after the same without ROW (the ratio pairs the two rows of each pass).
 ", self.depth);
             let _ = writeln!(
                 s,
@@ -1024,6 +1026,18 @@ impl Report {
                     a.zip(q).map(|(a, q)| a.cpu_per_job() / q.cpu_per_job()),
                     "≤ 0.8×",
                 );
+                let d = self.get(Who::Trafikey, NEXT, NEXT_ADD_DROP);
+                if d.is_some() || why(Who::Trafikey, NEXT, NEXT_ADD_DROP).is_some() {
+                    line(
+                        "the same, each TRA.COMPLETENEXT with KEEP 0 (no finished job kept)",
+                        d,
+                        why(Who::Trafikey, NEXT, NEXT_ADD_DROP),
+                        "ChasquiMQ lifecycle (add_bulk producers)",
+                        q,
+                        d.zip(q).map(|(d, q)| d.cpu_per_job() / q.cpu_per_job()),
+                        "",
+                    );
+                }
                 let t = self.get(Who::Trafikey, NEXT, "p32");
                 let r = t.zip(q).map(|(t, q)| t.cpu_per_job() / q.cpu_per_job());
                 line(
