@@ -321,8 +321,46 @@ impl Server {
     }
 }
 
+/// Every key that expires at least `ARGV[1]` ms from now, in every database, with its expiry
+/// time (`db key ms`, sorted); a key the caller may not read shows `?`. A key about to expire
+/// is left out, as a copy read a moment later may already hide it. `KEYS`, not `SCAN`: it
+/// skips an expired key without deleting it, so reading writes nothing, even on a primary.
+const EXPIRY_TIMES: &[u8] = br"
+local t = redis.call('TIME')
+local horizon = t[1] * 1000 + math.floor(t[2] / 1000) + ARGV[1]
+local out = {}
+for db = 0, 15 do
+  if not pcall(redis.call, 'SELECT', db) then break end
+  for _, k in ipairs(redis.call('KEYS', '*')) do
+    local ok, at = pcall(redis.call, 'PEXPIRETIME', k)
+    if not ok then
+      out[#out + 1] = db .. ' ' .. k .. ' ?'
+    elseif at ~= -1 and at >= horizon then
+      out[#out + 1] = db .. ' ' .. k .. ' ' .. at
+    end
+  end
+end
+table.sort(out)
+return out
+";
+
+/// How soon a key may expire and still have its expiry time in a digest: 20 s, far from the
+/// TTLs the fuzzer and the model give (10 s at most, or 10 min and more).
+const EXPIRY_HORIZON_MS: &[u8] = b"20000";
+
+/// The keyspace's fingerprint: `DEBUG DIGEST`, which sees that a key has an expiry time but
+/// not which, and the expiry time of each key not about to expire. So two servers (a replica,
+/// an AOF replay) or two moments (before and after a refusal) compare equal only with the same
+/// expiry times too.
 pub fn digest(c: &mut Conn) -> String {
-    c.call(&[b"DEBUG", b"DIGEST"]).str()
+    let sum = c.call(&[b"DEBUG", b"DIGEST"]).str();
+    match c.call(&[b"EVAL_RO", EXPIRY_TIMES, b"0", EXPIRY_HORIZON_MS]) {
+        Reply::Array(times) => {
+            format!("{sum} {}", times.iter().map(Reply::str).collect::<Vec<_>>().join(", "))
+        }
+        // A caller without the scripting commands: the digest alone, marked as such.
+        other => format!("{sum} (expiry times unread: {other:?})"),
+    }
 }
 
 /// Run `f`, and assert the keyspace is exactly as it was (the refusal wrote nothing).
