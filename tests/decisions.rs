@@ -163,7 +163,14 @@ fn stack_is_the_last_failures_and_reprocess_keeps_it() {
     fail(&q, &mut c, &a, "t3", &[]);
     assert_eq!(fact(&mut c, &q, &a, "stack"), Reply::Nil, "a FAIL without STACK deletes it");
     claim_one(&q, &mut c, "t4");
-    fail(&q, &mut c, &a, "t4", &[b"FINAL", b"STACK", b""]);
+    fail(&q, &mut c, &a, "t4", &[b"STACK", b"at four (a.js:4)"]);
+    claim_one(&q, &mut c, "t5");
+    fail(&q, &mut c, &a, "t5", &[b"FINAL"]);
+    assert_eq!(q.check_invariant(&mut c).state_of(&a).as_deref(), Some("failed"));
+    assert_eq!(fact(&mut c, &q, &a, "stack"), Reply::Nil, "so does a final one, on the row it keeps");
+    assert_eq!(q.run(&mut c, "EMQ.REPROCESS", &a, &[]), Reply::Int(1));
+    claim_one(&q, &mut c, "t6");
+    fail(&q, &mut c, &a, "t6", &[b"FINAL", b"STACK", b""]);
     assert_eq!(fact(&mut c, &q, &a, "stack"), Reply::Bulk(vec![]), "an empty stack is a stack");
     assert_eq!(q.run(&mut c, "EMQ.REPROCESS", &a, &[]), Reply::Int(1));
     assert_eq!(fact(&mut c, &q, &a, "stack"), Reply::Bulk(vec![]), "REPROCESS keeps it");

@@ -84,6 +84,17 @@ pub fn found_divergences_replay() {
         metrics: None,
         lc: false,
     };
+    let fail = |decision, stack: Option<&str>| Op::Fail {
+        id: IdC::Active(0),
+        tok: TokC::Holder,
+        error: B(b"boom".to_vec()),
+        keep: None,
+        age: None,
+        decision,
+        stack: stack.map(|s| B(s.as_bytes().to_vec())),
+        metrics: None,
+        lc: false,
+    };
     let found: Vec<(&str, Case)> = vec![
         (
             "STALLED failing more jobs in one call than keep-failed left them all in `failed` \
@@ -196,6 +207,12 @@ pub fn found_divergences_replay() {
                 entries: vec![(EntryId::Any(IdC::Bad(0)), TokC::Pool(0), B(b"ok".to_vec()))],
                 fill: Some(COMPLETES_MAX + 1),
             }]),
+        ),
+        (
+            "Planted, and missed by the random cases: a final FAIL without STACK that left an earlier \
+             FAIL's stack on the failed row it keeps (each FAIL replaces the stack; one without \
+             STACK deletes it).",
+            case(vec![enqueue(0), claim1(), fail(DecisionC::Retry(false), Some("at x")), claim1(), fail(DecisionC::Final, None)]),
         ),
     ];
     let pair = Pair::start();
