@@ -108,8 +108,28 @@ fn leases_are_checked_on_every_holder_verb() {
         assert!(e.error().starts_with("EMQLEASE"), "{verb}: {e:?}");
     }
     // EXTEND moves the deadline; EXTENDS answers per entry
+    let t0 = now_ms(&mut c);
     let d = q.run(&mut c, "EMQ.EXTEND", &id, &[b"good", b"120000"]).int();
-    assert!((d - now_ms(&mut c) - 120_000).abs() < 2000);
+    let t1 = now_ms(&mut c);
+    assert!(
+        (t0 + 120_000..=t1 + 120_000).contains(&d),
+        "the call's now + the lease: {t0}..={t1} + 120000, {d}"
+    );
+    assert_eq!(c.call(&[b"ZSCORE", q.k("active").as_bytes(), id.as_bytes()]).str(), d.to_string());
+    // To the ms: in a script the clock stands still, so `SET … PX` beside it reads the same now.
+    let script = b"redis.call('SET', KEYS[3], 'x', 'PX', ARGV[2]) \
+        return {redis.call('EMQ.EXTEND', 2, KEYS[1], KEYS[2], ARGV[1], ARGV[2]), redis.call('PEXPIRETIME', KEYS[3])}";
+    let r = c.call(&[
+        b"EVAL",
+        script,
+        b"3",
+        q.k(&format!("job:{id}")).as_bytes(),
+        q.k("active").as_bytes(),
+        b"clock",
+        b"good",
+        b"90000",
+    ]);
+    assert_eq!(r.ints()[0], r.ints()[1], "the deadline is the call's now + the lease: {r:?}");
     let r = c.call(&[
         b"EMQ.EXTENDS",
         b"1",
