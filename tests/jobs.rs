@@ -265,6 +265,20 @@ fn a_reclaimed_job_refuses_its_late_worker() {
     claim(&q, &mut c, "fresh", 60_000, 1);
     let r = unchanged(&mut c, |c| q.run(c, "EMQ.STALLED", "", &[]));
     assert!(r.array()[0].array().is_empty() && r.array()[1].array().is_empty());
+    // A lease lapses the ms after its deadline: in a script the clock stands still, and
+    // `SET … PX 1` reads it; deadlines at now and at now − 1, and only the second is reclaimed.
+    q.enqueue(&mut c, &jid(3), &[]);
+    claim(&q, &mut c, "edge", 60_000, 2);
+    let script = b"redis.call('SET', KEYS[1], 'x', 'PX', 1) \
+        local now = redis.call('PEXPIRETIME', KEYS[1]) - 1 \
+        redis.call('ZADD', KEYS[2], 'XX', now, ARGV[1], now - 1, ARGV[2]) \
+        return redis.call(unpack(ARGV, 3))";
+    let (clock, active) = (b"clock".to_vec(), q.k("active").into_bytes());
+    let mut v: Vec<Vec<u8>> =
+        vec![b"EVAL".to_vec(), script.to_vec(), b"2".to_vec(), clock, active, jid(2).into(), jid(3).into()];
+    v.extend(q.cmd("EMQ.STALLED", "", keys_of("EMQ.STALLED"), &[]));
+    let r = c.call_v(&v);
+    assert_eq!(r.array()[0].strings(), [jid(3)], "at its deadline a lease still holds");
 }
 
 #[test]
