@@ -121,6 +121,7 @@ describe('adding', () => {
     await queue.add('p1', {}, { priority: 1 });
     await queue.add('none', {});
     await queue.add('p2', {}, { priority: 2 });
+    expect(await queue.getCountsPerPriority([0, 1, 2, 3, 4])).toEqual({ 0: 1, 1: 1, 2: 1, 3: 1, 4: 0 });
     const order: string[] = [];
     track(new Worker(name, async (job: Job) => void order.push(job.name), { connection }));
     await until(() => order.length === 4);
@@ -454,6 +455,28 @@ describe('workers', () => {
     expect(failed.stacktrace.join('\n')).toContain('try 1');
     await failed.retry('failed');
     await until(async () => (await queue.getJob(bad.id!))!.attemptsMade >= 3);
+  });
+
+  it('LIFO jobs retry at the front of wait: after a failure with attempts left, and by retry()', async () => {
+    const worker = track(new Worker(name, null, { connection }));
+    const token = randomUUID();
+    const next = async () => (await worker.getNextJob(token))!;
+    await queue.add('l', {}, { lifo: true, attempts: 2 });
+    await queue.add('a', {});
+    const first = await next();
+    expect(first.name).toBe('l');
+    // Attempts left and no backoff: ready again at once, ahead of the job that waited.
+    await first.moveToFailed(new Error('once'), token);
+    const again = await next();
+    expect(again.name).toBe('l');
+    await again.moveToFailed(new Error('twice'), token);
+    expect(await again.getState()).toBe('failed');
+    // retry() of the failed LIFO job: ahead of 'a' again.
+    await (await queue.getJob(again.id!))!.retry('failed');
+    const third = await next();
+    expect(third.name).toBe('l');
+    await third.moveToCompleted('ok', token, false);
+    expect((await next()).name).toBe('a');
   });
 
   it('pause and resume', async () => {
