@@ -12,6 +12,8 @@
     clippy::arithmetic_side_effects
 )]
 
+use std::ops::RangeInclusive;
+
 use trafikey_support::*;
 
 /// Module arguments with upkeep off (see `Server::quiet`).
@@ -44,6 +46,20 @@ fn now_ms(c: &mut Conn) -> i64 {
     t.array()[0].str().parse::<i64>().unwrap() * 1000 + t.array()[1].str().parse::<i64>().unwrap() / 1000
 }
 
+/// Runs `f` between two readings of the server's clock: the times a call in it read, plus
+/// `ms` (a lease or a delay), lie in the range returned.
+fn read_clock_around<T>(c: &mut Conn, ms: i64, f: impl FnOnce(&mut Conn) -> T) -> (T, RangeInclusive<i64>) {
+    let t0 = now_ms(c);
+    let r = f(c);
+    let t1 = now_ms(c);
+    (r, t0 + ms..=t1 + ms)
+}
+
+/// A script's first line, for a script that needs the clock its calls read: a script's clock
+/// stands still, and a key set to expire 1 ms later tells it (`now`; KEYS[1] is that key).
+const SCRIPT_NOW: &str =
+    "redis.call('SET', KEYS[1], 'x', 'PX', 1) local now = redis.call('PEXPIRETIME', KEYS[1]) - 1 ";
+
 #[test]
 fn a_worker_runs_a_queue_fifo_within_priorities() {
     let (_s, mut c, q) = queue_on_quiet_server("life");
@@ -54,9 +70,7 @@ fn a_worker_runs_a_queue_fifo_within_priorities() {
     q.enqueue(&mut c, &jid(11), &[b"PRIORITY", b"1"]);
     q.enqueue(&mut c, &jid(9), &[b"PRIORITY", b"2"]);
     // wait first in FIFO (mint) order, then prio by priority, ties by id
-    let t0 = now_ms(&mut c);
-    let got = claim(&q, &mut c, "w1", 30_000, 10);
-    let t1 = now_ms(&mut c);
+    let (got, lease_end) = read_clock_around(&mut c, 30_000, |c| claim(&q, c, "w1", 30_000, 10));
     assert_eq!(ids(&got), [jid(1), jid(2), jid(3), jid(11), jid(9), jid(10)]);
     assert_eq!(got[0][1..], ["job".to_string(), "{}".to_string(), "1".to_string()]);
     let snap = q.check_invariant(&mut c);
@@ -65,7 +79,7 @@ fn a_worker_runs_a_queue_fifo_within_priorities() {
     assert_eq!(snap.field(&jid(1), "as").as_deref(), Some("1"));
     // the lease deadline is now + lease
     let dl = c.call(&[b"ZSCORE", q.k("active").as_bytes(), jid(1).as_bytes()]).str().parse::<i64>().unwrap();
-    assert!((t0 + 30_000..=t1 + 30_000).contains(&dl), "{t0}..={t1} + 30000: {dl}");
+    assert!(lease_end.contains(&dl), "{lease_end:?}: {dl}");
     for j in &got {
         assert_eq!(q.run(&mut c, "EMQ.COMPLETE", &j[0], &[b"w1", b"ok"]), Reply::Int(1));
     }
@@ -110,24 +124,21 @@ fn leases_are_checked_on_every_holder_verb() {
         assert!(e.error().starts_with("EMQLEASE"), "{verb}: {e:?}");
     }
     // EXTEND moves the deadline; EXTENDS answers per entry
-    let t0 = now_ms(&mut c);
-    let d = q.run(&mut c, "EMQ.EXTEND", &id, &[b"good", b"120000"]).int();
-    let t1 = now_ms(&mut c);
-    assert!(
-        (t0 + 120_000..=t1 + 120_000).contains(&d),
-        "the call's now + the lease: {t0}..={t1} + 120000, {d}"
-    );
+    let (d, lease_end) =
+        read_clock_around(&mut c, 120_000, |c| q.run(c, "EMQ.EXTEND", &id, &[b"good", b"120000"]).int());
+    assert!(lease_end.contains(&d), "the call's now + the lease: {lease_end:?}, {d}");
     assert_eq!(c.call(&[b"ZSCORE", q.k("active").as_bytes(), id.as_bytes()]).str(), d.to_string());
-    // To the ms: in a script the clock stands still, so `SET … PX` beside it reads the same now.
-    let script = b"redis.call('SET', KEYS[3], 'x', 'PX', ARGV[2]) \
-        return {redis.call('EMQ.EXTEND', 2, KEYS[1], KEYS[2], ARGV[1], ARGV[2]), redis.call('PEXPIRETIME', KEYS[3])}";
+    // To the ms, in a script: the deadline is the call's now + the lease.
+    let script = format!(
+        "{SCRIPT_NOW} return {{redis.call('EMQ.EXTEND', 2, KEYS[2], KEYS[3], ARGV[1], ARGV[2]), now + ARGV[2]}}"
+    );
     let r = c.call(&[
         b"EVAL",
-        script,
+        script.as_bytes(),
         b"3",
+        b"clock",
         q.k(&format!("job:{id}")).as_bytes(),
         q.k("active").as_bytes(),
-        b"clock",
         b"good",
         b"90000",
     ]);
@@ -265,17 +276,24 @@ fn a_reclaimed_job_refuses_its_late_worker() {
     claim(&q, &mut c, "fresh", 60_000, 1);
     let r = unchanged(&mut c, |c| q.run(c, "EMQ.STALLED", "", &[]));
     assert!(r.array()[0].array().is_empty() && r.array()[1].array().is_empty());
-    // A lease lapses the ms after its deadline: in a script the clock stands still, and
-    // `SET … PX 1` reads it; deadlines at now and at now − 1, and only the second is reclaimed.
+    // A lease lapses the ms after its deadline: in a script, deadlines at now and at now − 1,
+    // and only the second is reclaimed.
     q.enqueue(&mut c, &jid(3), &[]);
     claim(&q, &mut c, "edge", 60_000, 2);
-    let script = b"redis.call('SET', KEYS[1], 'x', 'PX', 1) \
-        local now = redis.call('PEXPIRETIME', KEYS[1]) - 1 \
-        redis.call('ZADD', KEYS[2], 'XX', now, ARGV[1], now - 1, ARGV[2]) \
-        return redis.call(unpack(ARGV, 3))";
+    let script = format!(
+        "{SCRIPT_NOW} redis.call('ZADD', KEYS[2], 'XX', now, ARGV[1], now - 1, ARGV[2]) \
+         return redis.call(unpack(ARGV, 3))"
+    );
     let (clock, active) = (b"clock".to_vec(), q.k("active").into_bytes());
-    let mut v: Vec<Vec<u8>> =
-        vec![b"EVAL".to_vec(), script.to_vec(), b"2".to_vec(), clock, active, jid(2).into(), jid(3).into()];
+    let mut v: Vec<Vec<u8>> = vec![
+        b"EVAL".to_vec(),
+        script.into_bytes(),
+        b"2".to_vec(),
+        clock,
+        active,
+        jid(2).into(),
+        jid(3).into(),
+    ];
     v.extend(q.cmd("EMQ.STALLED", "", keys_of("EMQ.STALLED"), &[]));
     let r = c.call_v(&v);
     assert_eq!(r.array()[0].strings(), [jid(3)], "at its deadline a lease still holds");
@@ -306,11 +324,10 @@ fn fail_retries_then_backs_off_then_fails_for_good() {
     q.enqueue(&mut c, &b, &[b"ATTEMPTS", b"5", b"BACKOFF", b"EXP", b"100"]);
     for (n, expect) in [(1, 100), (2, 200), (3, 400)] {
         claim(&q, &mut c, "x", 60_000, 1);
-        let t0 = now_ms(&mut c);
-        assert_eq!(q.run(&mut c, "EMQ.FAIL", &b, &[b"x", b"e"]), Reply::Simple("delayed".into()));
-        let t1 = now_ms(&mut c);
+        let (r, due_at) = read_clock_around(&mut c, expect, |c| q.run(c, "EMQ.FAIL", &b, &[b"x", b"e"]));
+        assert_eq!(r, Reply::Simple("delayed".into()));
         let due = c.call(&[b"ZSCORE", q.k("delayed").as_bytes(), b.as_bytes()]).str().parse::<i64>().unwrap();
-        assert!((t0 + expect..=t1 + expect).contains(&due), "attempt {n}: due {due}, now {t0}..={t1}");
+        assert!(due_at.contains(&due), "attempt {n}: due {due}, now + {expect} in {due_at:?}");
         // not promoted before it is due, promoted after
         assert!(claim(&q, &mut c, "x", 60_000, 1).is_empty() || expect < 5);
         std::thread::sleep(std::time::Duration::from_millis(expect as u64 + 60));
@@ -323,12 +340,11 @@ fn fail_retries_then_backs_off_then_fails_for_good() {
     assert_eq!(q.run(&mut c, "EMQ.FAIL", &b, &[b"f", b"fatal", b"FINAL"]), Reply::Simple("failed".into()));
     q.enqueue(&mut c, &jid(3), &[b"ATTEMPTS", b"9", b"BACKOFF", b"FIXED", b"60000"]);
     claim(&q, &mut c, "g", 60_000, 1);
-    let t0 = now_ms(&mut c);
-    assert_eq!(q.run(&mut c, "EMQ.FAIL", &jid(3), &[b"g", b"e"]), Reply::Simple("delayed".into()));
-    let t1 = now_ms(&mut c);
+    let (r, due_at) = read_clock_around(&mut c, 60_000, |c| q.run(c, "EMQ.FAIL", &jid(3), &[b"g", b"e"]));
+    assert_eq!(r, Reply::Simple("delayed".into()));
     let due =
         c.call(&[b"ZSCORE", q.k("delayed").as_bytes(), jid(3).as_bytes()]).str().parse::<i64>().unwrap();
-    assert!((t0 + 60_000..=t1 + 60_000).contains(&due), "due {due}, now {t0}..={t1}");
+    assert!(due_at.contains(&due), "due {due}, now + 60000 in {due_at:?}");
     q.check_invariant(&mut c);
 }
 
