@@ -125,6 +125,21 @@ function num(v: unknown): number | undefined {
   return Number.isFinite(n) ? n : undefined;
 }
 
+/**
+ * A job's time as getJobData gives it: the adapter's own (`ts` in the OPTS blob), else the
+ * row's creation (a job another client made, an iteration a scheduler made); Infinity for a
+ * row that is gone.
+ */
+function jobTime(opts: string | null | undefined, created: string | null | undefined): number {
+  let ts: unknown;
+  try {
+    ts = (JSON.parse(opts ?? '{}') as { ts?: unknown }).ts;
+  } catch {
+    ts = undefined;
+  }
+  return typeof ts === 'number' ? ts : (num(created) ?? Infinity);
+}
+
 function errCode(err: unknown): string {
   const msg = (err as Error)?.message ?? '';
   return msg.split(' ', 1)[0];
@@ -1775,13 +1790,13 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         const ids = role === 'wait' ? await this.conn.lrange(this.key('wait'), 0, -1) : await this.conn.zrange(this.key(role), 0, -1);
         const p = this.conn.pipeline();
         for (const id of ids) {
-          p.hmget(this.jobKey(id), 'o', 'rs');
+          p.hmget(this.jobKey(id), 'o', 'c', 'rs');
         }
-        const rows = (await replies(p)).map(r => (r as (string | null)[] | null) ?? [null, null]);
+        const rows = (await replies(p)).map(r => (r as (string | null)[] | null) ?? [null, null, null]);
         // A job scheduler's pending iteration stays (as BullMQ's clean keeps it): the one its
         // scheduler's hash names.
         const named = this.conn.pipeline();
-        for (const [, rs] of rows) {
+        for (const [, , rs] of rows) {
           if (rs) {
             named.hget(this.key(`sched:${rs}`), 'job');
           }
@@ -1790,22 +1805,21 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         const rm = this.conn.pipeline();
         const victims: string[] = [];
         ids.forEach((id, i) => {
-          let ts = Infinity;
-          try {
-            ts = JSON.parse(String(rows[i][0])).ts;
-          } catch {
-            // a row without OPTS was not made by this adapter: leave it
-          }
-          if (ts <= timestamp && victims.length < max && !pendingIds.has(id)) {
+          const [o, c] = rows[i];
+          if (jobTime(o, c) <= timestamp && victims.length < max && !pendingIds.has(id)) {
             victims.push(id);
             rm.call('TRA.REMOVE', 8, this.jobKey(id), ...this.setKeys(), this.key('events'));
           }
         });
         if (victims.length > 0) {
-          await rm.exec();
-          await this.conn.xadd(this.key('events'), 'MAXLEN', '~', 10000, '*', 'event', 'cleaned', 'count', victims.length);
+          // A job claimed or deleted since it was read is passed over, not reported.
+          const done = await replies(rm, moved);
+          const removed = victims.filter((_, i) => Number(done[i]) === 1);
+          if (removed.length > 0) {
+            await this.conn.xadd(this.key('events'), 'MAXLEN', '~', 10000, '*', 'event', 'cleaned', 'count', removed.length);
+          }
+          out.push(...removed);
         }
-        out.push(...victims);
       }
     }
     await this.forget(out);
@@ -2369,12 +2383,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     return c;
   }
 
-  async getCounts(types: JobType[], delayedTimestamp?: number): Promise<number[]> {
+  async getCounts(types: JobType[]): Promise<number[]> {
     const c = await this.counts();
-    let delayedDue = 0;
-    if (delayedTimestamp !== undefined && types.includes('delayed' as JobType)) {
-      delayedDue = await this.conn.zcount(this.key('delayed'), '-inf', `(${delayedTimestamp}`);
-    }
     // BullMQ 6 keeps a paused queue's jobs in wait: `paused` counts nothing.
     return types.map(t => {
       switch (t as string) {
@@ -2386,7 +2396,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         case 'active':
           return c.active;
         case 'delayed':
-          return delayedTimestamp !== undefined ? delayedDue : c.delayed;
+          return c.delayed;
         case 'completed':
           return c.completed;
         case 'failed':
