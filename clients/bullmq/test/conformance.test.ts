@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { withBackend, UnrecoverableError, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { closeTracked, sleep, track, until } from './helpers.js';
-import { withTrafikey, createTrafikeyBackend, isBranded } from '../src/index.js';
+import { withTrafikey, createTrafikeyBackend, isBranded, mintJobId } from '../src/index.js';
 
 const port = inject('port');
 const connection = { host: '127.0.0.1', port };
@@ -538,6 +538,29 @@ describe('QueueEvents', () => {
     await until(() => seen.includes('completed'));
     expect(seen.slice(0, 3)).toEqual(['added', 'waiting', 'active']);
   });
+
+  it('a late reader sees each progress value and the result, though the row is gone', async () => {
+    track(
+      new Worker(
+        name,
+        async (job: Job) => {
+          for (const step of [1, 2, 3]) {
+            await job.updateProgress(step);
+          }
+          return 'done';
+        },
+        { connection },
+      ),
+    );
+    await queue.add('e', {}, { removeOnComplete: true });
+    await until(async () => (await queue.getWaitingCount()) + (await queue.getActiveCount()) === 0);
+    const events = track(new QueueEvents(name, { connection, lastEventId: '0-0' }));
+    const steps: unknown[] = [];
+    events.on('progress', ({ data }) => void steps.push(data));
+    const result = new Promise<unknown>(ok => events.on('completed', ({ returnvalue }) => ok(returnvalue)));
+    expect(await result).toBe('done');
+    expect(steps).toEqual([1, 2, 3]);
+  });
 });
 
 describe('getters and administration', () => {
@@ -580,6 +603,57 @@ describe('getters and administration', () => {
     await queue.add('z', {}, { delay: 60000 });
     await queue.obliterate({ force: true });
     expect(await queue.getJobCounts()).toMatchObject({ delayed: 0, waiting: 0, completed: 0 });
+  });
+
+  it('clean of waiting jobs goes by the time getJob shows, whoever made the job', async () => {
+    const mine = await queue.add('mine', {});
+    // A job another client made: a row without the adapter's options, timed by its creation.
+    const raw = new Redis(connection);
+    const q = createTrafikeyBackend(name, { connection });
+    try {
+      const theirs = mintJobId();
+      expect(await raw.call('EMQ.ENQUEUE', 4, q.key(`job:${theirs}`), q.key('wait'), q.key('prio'), q.key('events'), 'theirs', '{}')).toBe(1);
+      expect((await queue.getJob(theirs))!.timestamp).toBeGreaterThan(0);
+      expect(await queue.clean(60_000, 10, 'wait')).toEqual([]);
+      expect((await queue.clean(0, 10, 'wait')).sort()).toEqual([mine.id, theirs].sort());
+      expect(await queue.getWaitingCount()).toBe(0);
+    } finally {
+      raw.disconnect();
+      await q.close();
+    }
+  });
+
+  it("obliterate leaves no key of the queue behind, the adapter's own included", async () => {
+    const worker = new Worker(name, async (job: Job) => void (await job.log('ran')), { connection, name: 'w1' });
+    await queue.add('a', {});
+    await until(async () => (await queue.getCompletedCount()) === 1);
+    await worker.close();
+    const raw = new Redis(connection);
+    const q = createTrafikeyBackend(name, { connection });
+    try {
+      const pattern = q.key('*');
+      expect((await raw.keys(pattern)).length).toBeGreaterThan(0);
+      await queue.obliterate({ force: true });
+      expect(await raw.keys(pattern)).toEqual([]);
+    } finally {
+      raw.disconnect();
+      await q.close();
+    }
+  });
+
+  it('promoteJobs moves a batch of count a call and says whether more are left', async () => {
+    for (const n of ['a', 'b', 'c']) {
+      await queue.add(n, {}, { delay: 60_000 });
+    }
+    const q = createTrafikeyBackend(name, { connection });
+    try {
+      expect(await q.promoteJobs(2)).toBe(1);
+      expect(await queue.getJobCounts('waiting', 'delayed')).toEqual({ waiting: 2, delayed: 1 });
+      expect(await q.promoteJobs(2)).toBe(0);
+      expect(await queue.getJobCounts('waiting', 'delayed')).toEqual({ waiting: 3, delayed: 0 });
+    } finally {
+      await q.close();
+    }
   });
 
   it('logs and progress on a job nobody holds', async () => {

@@ -63,6 +63,17 @@ describe('job schedulers', () => {
     expect(await queue.getDelayedCount()).toBe(0);
   });
 
+  it('getJobSchedulers lists by next time, soonest first or last, a page at a time', async () => {
+    const now = Date.now();
+    await queue.upsertJobScheduler('s', { every: 60_000, startDate: now + 120_000 }, { name: 'later' });
+    await queue.upsertJobScheduler('cron', { every: 60_000, startDate: now + 60_000 }, { name: 'sooner' });
+    const keys = async (start: number, end: number, asc: boolean) => (await queue.getJobSchedulers(start, end, asc)).map(x => x.key);
+    expect(await keys(0, -1, true)).toEqual(['cron', 's']);
+    expect(await keys(0, -1, false)).toEqual(['s', 'cron']);
+    expect(await keys(0, 0, true)).toEqual(['cron']);
+    expect(await keys(1, 1, false)).toEqual(['cron']);
+  });
+
   it('the server makes the iterations on time, with or without a worker, numbered', async () => {
     await queue.upsertJobScheduler('s', { every: 200 }, { name: 'tick', data: { n: 1 } });
     // The first iteration is due at once: ready as BullMQ's.
