@@ -500,7 +500,7 @@ return out
     }
 
     /// The invariant: every job id in at most one state set, its row's state naming it, and
-    /// a row iff the job exists (is in a set).
+    /// a row iff the job exists (is in a set); a job scheduler's hash iff its id is in `scheds`.
     pub fn check_invariant(&self, c: &mut Conn) -> Snapshot {
         let s = self.snapshot(c);
         let mut seen: HashMap<String, String> = HashMap::new();
@@ -521,7 +521,32 @@ return out
         for id in s.rows.keys() {
             assert!(seen.contains_key(id), "row {id} is in no state set");
         }
+        let (listed, hashes) = self.schedulers(c);
+        assert_eq!(listed, hashes, "the schedulers in scheds, and those with a hash");
         s
+    }
+
+    /// The job schedulers' ids in `scheds`, and the ids of the `sched:<id>` hashes, each
+    /// sorted, read in one script.
+    pub fn schedulers(&self, c: &mut Conn) -> (Vec<String>, Vec<String>) {
+        const SCRIPT: &[u8] = br#"
+local p = 'emq:{' .. ARGV[1] .. '}:'
+local ok, listed = pcall(redis.call, 'ZRANGE', p .. 'scheds', 0, -1)
+local hashes = {}
+local cursor = '0'
+repeat
+  local r = redis.call('SCAN', cursor, 'MATCH', p .. 'sched:*', 'COUNT', 1000)
+  cursor = r[1]
+  for _, k in ipairs(r[2]) do table.insert(hashes, string.sub(k, #p + 7)) end
+until cursor == '0'
+return { ok and listed or {}, hashes }
+"#;
+        let r = c.call(&[b"EVAL", SCRIPT, b"0", self.0.as_bytes()]);
+        let mut listed = r.array()[0].strings();
+        let mut hashes = r.array()[1].strings();
+        listed.sort();
+        hashes.sort();
+        (listed, hashes)
     }
 }
 
