@@ -396,6 +396,7 @@ fn limit_end_offset_and_immediately() {
     // LIMIT 3: three iterations, then the scheduler is gone.
     set(&mut c, &q, "lim", &["EVERY", "50", "LIMIT", "3", "JOB", "j", "{}"]);
     wait_for(|| get(&mut c, &q, "lim").is_none(), "the limited scheduler to end");
+    assert_eq!(c.call(&[b"EXISTS", q.k("sched:lim").as_bytes()]), Reply::Int(0), "its hash is deleted");
     let its = iterations(&mut c, &q);
     let times: Vec<i64> = its.keys().filter(|(s, _)| s == "lim").map(|(_, t)| *t).collect();
     assert_eq!(times.len(), 3, "{times:?}");
@@ -406,6 +407,7 @@ fn limit_end_offset_and_immediately() {
     let end = now + 400;
     set(&mut c, &q, "end", &["EVERY", "100", "END", &end.to_string(), "JOB", "j", "{}"]);
     wait_for(|| get(&mut c, &q, "end").is_none(), "the ended scheduler to go");
+    assert_eq!(c.call(&[b"EXISTS", q.k("sched:end").as_bytes()]), Reply::Int(0), "its hash is deleted");
     let times: Vec<i64> =
         iterations(&mut c, &q).keys().filter(|(s, _)| s == "end").map(|(_, t)| *t).collect();
     assert!(!times.is_empty() && times.iter().all(|t| *t <= end), "{times:?} within {end}");
@@ -450,6 +452,40 @@ fn a_last_iteration_removed_is_not_made_again_at_its_time() {
     assert_eq!(alias_of(&mut c, &q, &format!("repeat:s:{at}")), None);
     assert_eq!(info_field(&mut c, "trafikey", "trafikey_upkeep_iterations"), "0");
     q.check_invariant(&mut c);
+}
+
+/// A scheduler whose hash holds no rule the module can read (a client wrote it) is dropped
+/// from `scheds`, once, when upkeep comes to its time or a claim takes its pending iteration,
+/// and counted in `orphans`; the hash, a client's, is left alone.
+#[test]
+fn a_scheduler_without_a_readable_rule_is_dropped_by_upkeep_and_by_a_claim() {
+    let s = Server::installed();
+    let mut c = s.conn();
+    let (by_upkeep, by_claim) = (Q::new("orphan-upkeep"), Q::new("orphan-claim"));
+    set(&mut c, &by_upkeep, "s", &["EVERY", "500", "JOB", "j", "{}"]);
+    set(&mut c, &by_claim, "s", &["EVERY", "60000", "JOB", "j", "{}"]);
+    for q in [&by_upkeep, &by_claim] {
+        assert_eq!(c.call(&[b"HDEL", q.k("sched:s").as_bytes(), b"every"]), Reply::Int(1));
+    }
+    let orphans = |c: &mut Conn| info_field(c, "trafikey", "trafikey_orphans");
+    assert_eq!(orphans(&mut c), "0");
+    // Upkeep, when its next time comes.
+    wait_for(|| score(&mut c, &by_upkeep, "s").is_none(), "upkeep to drop the scheduler");
+    assert_eq!(orphans(&mut c), "1");
+    // A claim that takes the pending iteration.
+    let q = &by_claim;
+    let pending = c.call(&[b"LRANGE", q.k("wait").as_bytes(), b"0", b"-1"]).strings();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(claim_all(q, &mut c, "w"), pending);
+    assert_eq!(score(&mut c, q, "s"), None);
+    assert_eq!(orphans(&mut c), "2");
+    for q in [&by_upkeep, &by_claim] {
+        assert_eq!(c.call(&[b"EXISTS", q.k("sched:s").as_bytes()]), Reply::Int(1), "the client's hash stays");
+        assert!(reads(&mut c, q, &["LIST", "0", "-1"]).array().is_empty());
+    }
+    // Nothing more is counted: neither is met again.
+    sleep(Duration::from_millis(300));
+    assert_eq!(orphans(&mut c), "2");
 }
 
 /// When upkeep comes to a scheduler's time and finds its custom id held by a client's job, it
@@ -961,13 +997,21 @@ fn drain_keeps_pending_iterations_wherever_they_wait() {
     for id in [&in_wait, &in_prio, &in_delayed] {
         assert!(job_field(&mut c, &q, id, "rs").is_some(), "{id} kept with its row");
     }
-    // Without DELAYED, with a large COUNT: the pending iteration in wait stays, and among
-    // several jobs the order of the rest is kept.
-    for n in [6, 7] {
-        assert_eq!(q.enqueue(&mut c, &jid(n), &[]), Reply::Int(1));
-    }
+    // Without DELAYED, with a large COUNT: the pending iterations in wait stay, in their
+    // order, among the jobs deleted around them.
+    assert_eq!(q.enqueue(&mut c, &jid(6), &[]), Reply::Int(1));
+    let (in_wait2, _) = set(&mut c, &q, "w2", &with(&["JOB", "e", "{}"]));
+    assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &in_wait2, &[]), Reply::Int(1));
+    assert_eq!(q.enqueue(&mut c, &jid(7), &[]), Reply::Int(1));
+    let pending: Vec<String> = wait_of(&mut c)
+        .array()
+        .iter()
+        .map(Reply::str)
+        .filter(|id| *id == in_wait || *id == in_wait2)
+        .collect();
+    assert_eq!(pending.len(), 2);
     assert_eq!(drain(&mut c, &q, &[]), Reply::Int(2));
-    assert_eq!(wait_of(&mut c).array().iter().map(Reply::str).collect::<Vec<_>>(), [in_wait]);
+    assert_eq!(wait_of(&mut c).array().iter().map(Reply::str).collect::<Vec<_>>(), pending);
     assert_eq!(drain(&mut c, &q, &[b"DELAYED"]), Reply::Int(0));
     q.check_invariant(&mut c);
 }
