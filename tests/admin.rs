@@ -194,6 +194,8 @@ fn drain_clean_and_obliterate_work_in_bounded_batches() {
     std::thread::sleep(std::time::Duration::from_millis(20));
     let r = clean(&mut c, &q, "completed", &[b"GRACE", b"5", b"COUNT", b"3"]);
     assert_eq!(r.strings().len(), 3);
+    let ev = c.call(&[b"XREVRANGE", q.k("events").as_bytes(), b"+", b"-", b"COUNT", b"1"]);
+    assert_eq!(ev.array()[0].array()[1].strings(), ["event", "cleaned", "count", "3"]);
     assert_eq!(clean(&mut c, &q, "completed", &[b"GRACE", b"5"]).strings().len(), 1);
     q.check_invariant(&mut c);
     for (bad, class) in [

@@ -405,6 +405,11 @@ fn delayed_jobs_become_ready_when_due_and_not_before() {
     // RESCHEDULE moves it, PROMOTE makes it ready now
     let due = q.run(&mut c, "EMQ.RESCHEDULE", &jid(1), &[b"+600000"]).int();
     assert!(due > t + 500_000);
+    let ev = c.call(&[b"XREVRANGE", q.k("events").as_bytes(), b"+", b"-", b"COUNT", b"1"]);
+    assert_eq!(
+        ev.array()[0].array()[1].strings(),
+        ["event", "delayed", "id", &jid(1), "due", &due.to_string()]
+    );
     assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &jid(1), &[]), Reply::Int(1));
     assert!(unchanged(&mut c, |c| q.run(c, "EMQ.PROMOTE", &jid(1), &[])).error().starts_with("EMQSTATE"));
     assert!(unchanged(&mut c, |c| q.run(c, "EMQ.RESCHEDULE", &jid(1), &[b"+5"]))
@@ -932,6 +937,24 @@ fn a_retry_or_requeue_under_keep_zero_leaves_the_log_unopened() {
     });
     assert!(r.err().is_some_and(|e| e.starts_with("NOPERM")), "{r:?}");
     q.check_invariant(&mut admin);
+}
+
+/// PROMOTE puts a job at the back of `wait`, behind the jobs already waiting (as upkeep's
+/// promotion does); REQUEUE puts its job at the front, to be claimed next.
+#[test]
+fn promote_queues_at_the_back_and_requeue_at_the_front() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let q = Q::new("ends");
+    assert_eq!(q.run(&mut c, "EMQ.SCHEDULE", &jid(1), &[b"+600000", b"j", b"{}"]), Reply::Int(1));
+    for n in [2, 3] {
+        assert_eq!(q.enqueue(&mut c, &jid(n), &[]), Reply::Int(1));
+    }
+    assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &jid(1), &[]), Reply::Int(1));
+    let one = q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"60000"]);
+    assert_eq!(one.array()[0].array()[0].str(), jid(2));
+    assert_eq!(q.run(&mut c, "EMQ.REQUEUE", &jid(2), &[b"w"]), Reply::Int(1));
+    assert_eq!(claim_all(&q, &mut c, "w"), [jid(2), jid(3), jid(1)]);
 }
 
 /// promote.rs and reschedule.rs, `state != Delayed || not in delayed` → `&&`: PROMOTE and

@@ -366,6 +366,41 @@ fn bringing_the_timer_forward_leaves_one_timer() {
     assert!(ticks <= 15, "one timer, a tick every 200 ms: {ticks} ticks in 2 s");
 }
 
+/// Upkeep sleeps up to `upkeep-tick-ms` (here a minute) between looks, and each verb that
+/// sets a time sooner brings it forward: SCHEDULE, RESCHEDULE, DELAY and a FAIL's backoff
+/// (the job promoted then), and a CLAIM's lease (the job reclaimed once it runs out).
+#[test]
+fn each_due_time_a_verb_sets_wakes_upkeep_by_then() {
+    let s =
+        Server::start(Opts { module_args: vec!["upkeep-tick-ms".into(), "60000".into()], ..Opts::default() });
+    let mut c = s.conn();
+    c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]);
+    let promoted = |c: &mut Conn, n: i64| wait_for(|| upkeep(c, "promoted") == n, &format!("{n} promoted"));
+    let q = Q::new("wake-schedule");
+    schedule(&mut c, &q, &jid(1), "+300");
+    promoted(&mut c, 1);
+    let q = Q::new("wake-reschedule");
+    schedule(&mut c, &q, &jid(1), "+600000");
+    assert!(q.run(&mut c, "EMQ.RESCHEDULE", &jid(1), &[b"+300"]).int() > 0);
+    promoted(&mut c, 2);
+    let q = Q::new("wake-delay");
+    q.enqueue(&mut c, &jid(1), &[]);
+    assert_eq!(claim_all(&q, &mut c, "w"), [jid(1)]);
+    assert!(q.run(&mut c, "EMQ.DELAY", &jid(1), &[b"w", b"+300"]).err().is_none());
+    promoted(&mut c, 3);
+    let q = Q::new("wake-backoff");
+    q.enqueue(&mut c, &jid(1), &[b"ATTEMPTS", b"2", b"BACKOFF", b"FIXED", b"300"]);
+    assert_eq!(claim_all(&q, &mut c, "w"), [jid(1)]);
+    assert!(q.run(&mut c, "EMQ.FAIL", &jid(1), &[b"w", b"boom"]).err().is_none());
+    assert_eq!(c.call(&[b"ZCARD", q.k("delayed").as_bytes()]), Reply::Int(1));
+    promoted(&mut c, 4);
+    let q = Q::new("wake-lease");
+    q.enqueue(&mut c, &jid(1), &[]);
+    assert!(!q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"300"]).array().is_empty());
+    wait_for(|| upkeep(&mut c, "reclaimed") == 1, "the lease reclaimed");
+    assert_eq!(c.call(&[b"LRANGE", q.k("wait").as_bytes(), b"0", b"-1"]).strings(), [jid(1)]);
+}
+
 #[test]
 fn the_module_unloads_once_upkeep_is_off() {
     let s = Server::installed();
