@@ -367,8 +367,9 @@ fn bringing_the_timer_forward_leaves_one_timer() {
 }
 
 /// Upkeep sleeps up to `upkeep-tick-ms` (here a minute) between looks, and each verb that
-/// sets a time sooner brings it forward: SCHEDULE, RESCHEDULE, DELAY and a FAIL's backoff
-/// (the job promoted then), and a CLAIM's lease (the job reclaimed once it runs out).
+/// sets a time sooner brings it forward: SCHEDULE, RESCHEDULE, DELAY, a FAIL's backoff, a
+/// delayed job of TRA.ADD and a job scheduler's first iteration at its START (each job
+/// promoted then), and a CLAIM's lease (the job reclaimed once it runs out).
 #[test]
 fn each_due_time_a_verb_sets_wakes_upkeep_by_then() {
     let s =
@@ -394,6 +395,21 @@ fn each_due_time_a_verb_sets_wakes_upkeep_by_then() {
     assert!(q.run(&mut c, "EMQ.FAIL", &jid(1), &[b"w", b"boom"]).err().is_none());
     assert_eq!(c.call(&[b"ZCARD", q.k("delayed").as_bytes()]), Reply::Int(1));
     promoted(&mut c, 4);
+    let q = Q::new("wake-add");
+    let add = q.add_cmd(&[(&jid(1), "n", &["DELAY", "+300"])]);
+    assert_eq!(c.call_v(&add), Reply::Array(vec![Reply::Int(1)]));
+    promoted(&mut c, 5);
+    let q = Q::new("wake-scheduler");
+    let start = (trafikey_support::reliability::server_ms(&mut c) + 300).to_string();
+    let v = q.cmd(
+        "TRA.SCHEDULER",
+        "",
+        &["sched:s", "scheds", "delayed", "events"],
+        &[b"SET", b"EVERY", b"600000", b"START", start.as_bytes(), b"JOB", b"j", b"{}"],
+    );
+    let set = c.call_v(&v);
+    assert!(set.err().is_none(), "{set:?}");
+    promoted(&mut c, 6);
     let q = Q::new("wake-lease");
     q.enqueue(&mut c, &jid(1), &[]);
     assert!(!q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"300"]).array().is_empty());
