@@ -25,6 +25,13 @@ fn upkeep(c: &mut Conn, field: &str) -> i64 {
     info_field(c, "trafikey", &format!("trafikey_upkeep_{field}")).parse().unwrap_or(-1)
 }
 
+/// A server, installed, whose upkeep sleeps at most `ms` between looks (`upkeep-tick-ms`).
+fn ticking_at_most_every(ms: &str) -> Server {
+    let s = Server::start(Opts { module_args: vec!["upkeep-tick-ms".into(), ms.into()], ..Opts::default() });
+    assert_eq!(s.conn().call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
+    s
+}
+
 fn schedule(c: &mut Conn, q: &Q, id: &str, when: &str) {
     assert_eq!(q.run(c, "EMQ.SCHEDULE", id, &[when.as_bytes(), b"n", b"d"]), Reply::Int(1));
 }
@@ -351,10 +358,8 @@ fn bringing_the_timer_forward_leaves_one_timer() {
     // Each SCHEDULE below falls due before upkeep's timer would fire, so each brings it
     // forward: the armed timer is stopped and one armed sooner. Were it not stopped, every
     // one would go on ticking by itself.
-    let s =
-        Server::start(Opts { module_args: vec!["upkeep-tick-ms".into(), "200".into()], ..Opts::default() });
+    let s = ticking_at_most_every("200");
     let mut c = s.conn();
-    c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]);
     let q = Q::new("forward");
     for (k, ms) in (1..=19).rev().map(|t| t * 10).enumerate() {
         schedule(&mut c, &q, &jid(k as u64 + 1), &format!("+{ms}"));
@@ -372,10 +377,8 @@ fn bringing_the_timer_forward_leaves_one_timer() {
 /// promoted then), and a CLAIM's lease (the job reclaimed once it runs out).
 #[test]
 fn each_due_time_a_verb_sets_wakes_upkeep_by_then() {
-    let s =
-        Server::start(Opts { module_args: vec!["upkeep-tick-ms".into(), "60000".into()], ..Opts::default() });
+    let s = ticking_at_most_every("60000");
     let mut c = s.conn();
-    c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]);
     let promoted = |c: &mut Conn, n: i64| wait_for(|| upkeep(c, "promoted") == n, &format!("{n} promoted"));
     let q = Q::new("wake-schedule");
     schedule(&mut c, &q, &jid(1), "+300");
@@ -578,10 +581,8 @@ fn a_scan_longer_than_a_tick_goes_on_until_it_is_done() {
 
 #[test]
 fn a_dataset_loaded_in_place_is_scanned_for_queues() {
-    let s =
-        Server::start(Opts { module_args: vec!["upkeep-tick-ms".into(), "20".into()], ..Opts::default() });
+    let s = ticking_at_most_every("20");
     let mut c = s.conn();
-    assert_eq!(c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
     let q = Q::new("back");
     assert_eq!(q.run(&mut c, "EMQ.SCHEDULE", &jid(1), &[b"+400", b"job", b"{}"]), Reply::Int(1));
     assert_eq!(c.call(&[b"SAVE"]), Reply::Simple("OK".into()));
