@@ -44,8 +44,7 @@ fn remove_deletes_a_job_from_any_state() {
         assert_eq!(remove(&mut c, &q, &id, false), Reply::Int(1), "{id}");
         let snap = q.check_invariant(&mut c);
         assert_eq!(snap.state_of(&id), None, "{id} gone");
-        let ev = c.call(&[b"XREVRANGE", q.k("events").as_bytes(), b"+", b"-", b"COUNT", b"1"]);
-        assert_eq!(ev.array()[0].array()[1].strings(), ["event", "removed", "id", &id, "prev", prev]);
+        assert_eq!(q.last_event(&mut c), ["event", "removed", "id", &id, "prev", prev]);
     }
     assert_eq!(remove(&mut c, &q, &jid(4), false), Reply::Int(0), "already gone");
     // Held: only with FORCE; its holder then finds no job.
@@ -112,8 +111,7 @@ fn drain_and_obliterate_delete_a_job_met_twice_once() {
     for key in [wait.clone(), q.job(&jid(1)), q.job(&jid(2))] {
         assert_eq!(c.call(&[b"EXISTS", key.as_bytes()]), Reply::Int(0), "{key}");
     }
-    let ev = c.call(&[b"XREVRANGE", q.k("events").as_bytes(), b"+", b"-", b"COUNT", b"1"]);
-    assert_eq!(ev.array()[0].array()[1].strings(), ["event", "cleaned", "count", "2"]);
+    assert_eq!(q.last_event(&mut c), ["event", "cleaned", "count", "2"]);
     q.enqueue(&mut c, &jid(3), &[]);
     c.call(&[b"LPUSH", wait.as_bytes(), jid(3).as_bytes()]);
     assert_eq!(obliterate(&mut c, &q, &[]), Reply::Int(0), "nothing left");
@@ -183,8 +181,7 @@ fn drain_clean_and_obliterate_work_in_bounded_batches() {
     assert_eq!(drain(&mut c, &q, &[b"DELAYED"]), Reply::Int(5));
     let snap = q.check_invariant(&mut c);
     assert_eq!(snap.rows.len(), 4, "the four held jobs remain");
-    let ev = c.call(&[b"XREVRANGE", q.k("events").as_bytes(), b"+", b"-", b"COUNT", b"1"]);
-    assert_eq!(ev.array()[0].array()[1].strings(), ["event", "cleaned", "count", "5"]);
+    assert_eq!(q.last_event(&mut c), ["event", "cleaned", "count", "5"]);
     // CLEAN: finished jobs older than the grace, oldest first.
     let held: Vec<String> = snap.sets["active"].clone();
     for id in &held {
@@ -194,8 +191,7 @@ fn drain_clean_and_obliterate_work_in_bounded_batches() {
     std::thread::sleep(std::time::Duration::from_millis(20));
     let r = clean(&mut c, &q, "completed", &[b"GRACE", b"5", b"COUNT", b"3"]);
     assert_eq!(r.strings().len(), 3);
-    let ev = c.call(&[b"XREVRANGE", q.k("events").as_bytes(), b"+", b"-", b"COUNT", b"1"]);
-    assert_eq!(ev.array()[0].array()[1].strings(), ["event", "cleaned", "count", "3"]);
+    assert_eq!(q.last_event(&mut c), ["event", "cleaned", "count", "3"]);
     assert_eq!(clean(&mut c, &q, "completed", &[b"GRACE", b"5"]).strings().len(), 1);
     q.check_invariant(&mut c);
     for (bad, class) in [

@@ -40,12 +40,6 @@ fn priority(q: &Q, c: &mut Conn, id: &str, args: &[&[u8]]) -> Reply {
     c.call(&refs)
 }
 
-/// The last event's fields, after its entry id.
-fn last_event(c: &mut Conn, q: &Q) -> Vec<String> {
-    let r = c.call(&[b"XREVRANGE", q.k("events").as_bytes(), b"+", b"-", b"COUNT", b"1"]);
-    r.array()[0].array()[1].strings()
-}
-
 fn wait_list(c: &mut Conn, q: &Q) -> Vec<String> {
     c.call(&[b"LRANGE", q.k("wait").as_bytes(), b"0", b"-1"]).strings()
 }
@@ -70,7 +64,7 @@ fn retry_and_delay_decide_over_attempts_and_backoff() {
     let a = claim_one(&q, &mut c, "t1");
     assert_eq!(fail(&q, &mut c, &a, "t1", &[b"RETRY"]), Reply::Simple("retry".into()));
     assert_eq!(wait_list(&mut c, &q).first(), Some(&a), "the back of wait (the left end)");
-    assert_eq!(last_event(&mut c, &q), ["event", "waiting", "id", &a, "prev", "active"]);
+    assert_eq!(q.last_event(&mut c), ["event", "waiting", "id", &a, "prev", "active"]);
     let snap = q.check_invariant(&mut c);
     assert_eq!(snap.field(&a, "am").as_deref(), Some("1"));
     assert_eq!(snap.field(&a, "e").as_deref(), Some("boom"));
@@ -85,7 +79,7 @@ fn retry_and_delay_decide_over_attempts_and_backoff() {
     assert_eq!(fail(&q, &mut c, &b, "t3", &[b"DELAY", at, b"KEEP", b"5"]), Reply::Simple("delayed".into()));
     let due = c.call(&[b"ZSCORE", q.k("delayed").as_bytes(), b.as_bytes()]).str();
     assert_eq!(due, "4000000000000");
-    assert_eq!(last_event(&mut c, &q), ["event", "delayed", "id", &b, "due", "4000000000000"]);
+    assert_eq!(q.last_event(&mut c), ["event", "delayed", "id", &b, "due", "4000000000000"]);
     assert_eq!(q.check_invariant(&mut c).field(&b, "am").as_deref(), Some("2"));
     // A past DELAY is due now: the next CLAIM promotes it.
     let d = claim_one(&q, &mut c, "t4");
@@ -103,7 +97,7 @@ fn retry_and_delay_decide_over_attempts_and_backoff() {
     claim_one(&q, &mut c, "t6");
     assert_eq!(fail(&q, &mut c, &p, "t6", &[b"FINAL"]), Reply::Simple("failed".into()));
     assert_eq!(
-        last_event(&mut c, &q),
+        q.last_event(&mut c),
         ["event", "failed", "id", &p, "error", "boom", "attempt", "2", "attempts", "5"]
     );
     q.check_invariant(&mut c);
@@ -120,7 +114,7 @@ fn every_failed_event_carries_the_max_attempts() {
     assert_eq!(a, jid(1));
     assert_eq!(fail(&q, &mut c, &a, "t", &[]), Reply::Simple("failed".into()));
     assert_eq!(
-        last_event(&mut c, &q),
+        q.last_event(&mut c),
         ["event", "failed", "id", &a, "error", "boom", "attempt", "1", "attempts", "1"]
     );
     // A lease that stalls past MAXSTALLS 0.
@@ -201,7 +195,7 @@ fn reprocess_from_keeps_counters_and_lifo() {
     assert_eq!((snap.field(&b, "am").as_deref(), snap.field(&b, "as")), (Some("1"), None));
     assert_eq!(snap.field(&b, "e"), None);
     assert_eq!(wait_list(&mut c, &q).last(), Some(&b), "LIFO: the front of wait");
-    assert_eq!(last_event(&mut c, &q), ["event", "waiting", "id", &b, "prev", "failed"]);
+    assert_eq!(q.last_event(&mut c), ["event", "waiting", "id", &b, "prev", "failed"]);
     assert_eq!(q.run(&mut c, "EMQ.REPROCESS", &a, &[b"KEEPSTARTED", b"FROM", b"completed"]), Reply::Int(1));
     let snap = q.check_invariant(&mut c);
     assert_eq!((snap.field(&a, "am"), snap.field(&a, "as").as_deref()), (None, Some("1")));
@@ -220,7 +214,7 @@ fn priority_moves_a_ready_job_as_the_new_value_needs() {
     let snap = q.check_invariant(&mut c);
     assert_eq!(snap.state_of(&jid(2)).as_deref(), Some("prio"));
     assert_eq!(snap.field(&jid(2), "p").as_deref(), Some("5"));
-    assert_eq!(last_event(&mut c, &q), ["event", "priority", "id", &jid(2), "priority", "5"]);
+    assert_eq!(q.last_event(&mut c), ["event", "priority", "id", &jid(2), "priority", "5"]);
     // prio → prio: the new score
     priority(&q, &mut c, &jid(2), &[b"9"]);
     assert_eq!(c.call(&[b"ZSCORE", q.k("prio").as_bytes(), jid(2).as_bytes()]).str(), "9");

@@ -55,11 +55,6 @@ fn read_clock_around<T>(c: &mut Conn, ms: i64, f: impl FnOnce(&mut Conn) -> T) -
     (r, t0 + ms..=t1 + ms)
 }
 
-/// A script's first line, for a script that needs the clock its calls read: a script's clock
-/// stands still, and a key set to expire 1 ms later tells it (`now`; KEYS[1] is that key).
-const SCRIPT_NOW: &str =
-    "redis.call('SET', KEYS[1], 'x', 'PX', 1) local now = redis.call('PEXPIRETIME', KEYS[1]) - 1 ";
-
 #[test]
 fn a_worker_runs_a_queue_fifo_within_priorities() {
     let (_s, mut c, q) = queue_on_quiet_server("life");
@@ -406,11 +401,7 @@ fn delayed_jobs_become_ready_when_due_and_not_before() {
     // RESCHEDULE moves it, PROMOTE makes it ready now
     let due = q.run(&mut c, "EMQ.RESCHEDULE", &jid(1), &[b"+600000"]).int();
     assert!(due > t + 500_000);
-    let ev = c.call(&[b"XREVRANGE", q.k("events").as_bytes(), b"+", b"-", b"COUNT", b"1"]);
-    assert_eq!(
-        ev.array()[0].array()[1].strings(),
-        ["event", "delayed", "id", &jid(1), "due", &due.to_string()]
-    );
+    assert_eq!(q.last_event(&mut c), ["event", "delayed", "id", &jid(1), "due", &due.to_string()]);
     assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &jid(1), &[]), Reply::Int(1));
     assert!(unchanged(&mut c, |c| q.run(c, "EMQ.PROMOTE", &jid(1), &[])).error().starts_with("EMQSTATE"));
     assert!(unchanged(&mut c, |c| q.run(c, "EMQ.RESCHEDULE", &jid(1), &[b"+5"]))

@@ -158,10 +158,10 @@ fn for_stops_every_claim_until_cleared_or_over() {
     assert!(claim(&mut c, &q, "w", 1).is_empty());
     wait_for(|| claim(&mut c, &q, "w", 1) == [jid(2)], "the FOR's end");
     // The hold ends exactly `ms` after the call: read in a script, where the clock stands still.
-    let script = "redis.call('SET', KEYS[1], 'x', 'PX', 1) \
-                  local now = redis.call('PEXPIRETIME', KEYS[1]) - 1 \
-                  redis.call('TRA.LIMIT', 1, KEYS[2], 'FOR', ARGV[1]) \
-                  return {tonumber(redis.call('HGET', KEYS[2], 'hold-until')), now + ARGV[1]}";
+    let script = format!(
+        "{SCRIPT_NOW} redis.call('TRA.LIMIT', 1, KEYS[2], 'FOR', ARGV[1]) \
+         return {{tonumber(redis.call('HGET', KEYS[2], 'hold-until')), now + ARGV[1]}}"
+    );
     let meta = q.k("meta");
     let r = c.call(&[b"EVAL", script.as_bytes(), b"2", b"clock", meta.as_bytes(), b"600000"]);
     assert_eq!(r.ints()[0], r.ints()[1], "the hold's end is the call's now + ms: {r:?}");

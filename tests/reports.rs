@@ -12,12 +12,6 @@
 
 use trafikey_support::*;
 
-/// The newest event: its name and its fields after the id.
-fn last_event(c: &mut Conn, q: &Q) -> Vec<String> {
-    let r = c.call(&[b"XREVRANGE", q.k("events").as_bytes(), b"+", b"-", b"COUNT", b"1"]);
-    r.array()[0].array()[1].strings()
-}
-
 fn names(c: &mut Conn, q: &Q) -> Vec<String> {
     let r = c.call(&[b"XRANGE", q.k("events").as_bytes(), b"-", b"+"]);
     r.array().iter().map(|e| e.array()[1].array()[1].str()).collect()
@@ -40,9 +34,9 @@ fn progress_and_logs_from_any_client_in_any_state() {
     assert_eq!(q.enqueue(&mut c, &jid(1), &[]), Reply::Int(1));
     // Waiting, held by nobody: reported and logged all the same.
     assert_eq!(q.run(&mut c, "TRA.SETPROGRESS", &jid(1), &[b"10"]), Reply::Int(1));
-    assert_eq!(last_event(&mut c, &q), ["event", "progress", "id", &jid(1)]);
+    assert_eq!(q.last_event(&mut c), ["event", "progress", "id", &jid(1)]);
     assert_eq!(q.run(&mut c, "TRA.SETPROGRESS", &jid(1), &[b"20", b"ECHO"]), Reply::Int(1));
-    assert_eq!(last_event(&mut c, &q), ["event", "progress", "id", &jid(1), "progress", "20"]);
+    assert_eq!(q.last_event(&mut c), ["event", "progress", "id", &jid(1), "progress", "20"]);
     assert_eq!(addlog(&mut c, &q, &jid(1), "one", &[]), Reply::Int(1));
     assert_eq!(addlog(&mut c, &q, &jid(1), "two", &[b"KEEP", b"1"]), Reply::Int(1));
     assert_eq!(
@@ -53,7 +47,7 @@ fn progress_and_logs_from_any_client_in_any_state() {
     assert_eq!(q.run(&mut c, "EMQ.CLAIM", "", &[b"w1", b"30000"]).array().len(), 1);
     assert_eq!(q.run(&mut c, "TRA.SETPROGRESS", &jid(1), &[b"30"]), Reply::Int(1));
     assert_eq!(q.run(&mut c, "TRA.PROGRESS", &jid(1), &[b"w1", b"40", b"ECHO"]), Reply::Int(1));
-    assert_eq!(last_event(&mut c, &q), ["event", "progress", "id", &jid(1), "progress", "40"]);
+    assert_eq!(q.last_event(&mut c), ["event", "progress", "id", &jid(1), "progress", "40"]);
     let job = c.call(&[b"TRA.JOB", b"1", q.job(&jid(1)).as_bytes()]);
     let at = job.array().iter().position(|f| *f == Reply::Bulk(b"progress".to_vec())).unwrap();
     assert_eq!(job.array()[at + 1].str(), "40");
@@ -125,13 +119,13 @@ fn complete_echoes_its_result_and_a_drained_queue_says_so() {
     }
     assert_eq!(q.run(&mut c, "EMQ.CLAIM", "", &[b"w1", b"30000", b"COUNT", b"2"]).array().len(), 2);
     assert_eq!(q.run(&mut c, "EMQ.COMPLETE", &jid(1), &[b"w1", b"r1", b"ECHO"]), Reply::Int(1));
-    assert_eq!(last_event(&mut c, &q), ["event", "completed", "id", &jid(1), "attempt", "1", "result", "r1"]);
+    assert_eq!(q.last_event(&mut c), ["event", "completed", "id", &jid(1), "attempt", "1", "result", "r1"]);
     // One job still active: not drained. Without ECHO the event is lean.
     assert!(!names(&mut c, &q).contains(&"drained".to_string()));
     assert_eq!(q.run(&mut c, "EMQ.COMPLETE", &jid(2), &[b"w1", b"r2", b"KEEP", b"0"]), Reply::Int(1));
     let ev = names(&mut c, &q);
     assert_eq!(&ev[ev.len() - 2..], ["completed", "drained"]);
-    assert_eq!(last_event(&mut c, &q), ["event", "drained"]);
+    assert_eq!(q.last_event(&mut c), ["event", "drained"]);
     let e = unchanged(&mut c, |c| q.run(c, "EMQ.COMPLETE", &jid(2), &[b"w1", b"r2", b"ECHO", b"ECHO"]));
     assert!(e.error().starts_with("EMQSHAPE"), "{e:?}");
 

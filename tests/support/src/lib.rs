@@ -499,6 +499,12 @@ return out
         Snapshot { sets, rows }
     }
 
+    /// The queue's newest event: its name and its fields, after the stream id.
+    pub fn last_event(&self, c: &mut Conn) -> Vec<String> {
+        let r = c.call(&[b"XREVRANGE", self.k("events").as_bytes(), b"+", b"-", b"COUNT", b"1"]);
+        r.array()[0].array()[1].strings()
+    }
+
     /// The invariant: every job id in at most one state set, its row's state naming it, and
     /// a row iff the job exists (is in a set); a job scheduler's hash iff its id is in `scheds`.
     pub fn check_invariant(&self, c: &mut Conn) -> Snapshot {
@@ -618,6 +624,12 @@ pub fn escape(b: &[u8]) -> String {
         s
     }
 }
+
+/// A script's prefix that sets `now` to the script's clock, which stands still while it runs
+/// (KEYS[1] is a scratch key it sets with a 1 ms expiry): a verb called after it in the same
+/// script sees that very ms.
+pub const SCRIPT_NOW: &str =
+    "redis.call('SET', KEYS[1], 'x', 'PX', 1) local now = redis.call('PEXPIRETIME', KEYS[1]) - 1 ";
 
 /// Every job `token` can claim in one call (COUNT 100, a long lease): their ids.
 pub fn claim_all(q: &Q, c: &mut Conn, token: &str) -> Vec<String> {
