@@ -126,18 +126,24 @@ function num(v: unknown): number | undefined {
 }
 
 /**
- * A job's time as getJobData gives it: the adapter's own (`ts` in the OPTS blob), else the
- * row's creation (a job another client made, an iteration a scheduler made); Infinity for a
- * row that is gone.
+ * The adapter's OPTS blob of a row or a scheduler: BullMQ's options, the add's time, the name
+ * (and a scheduler's repeat rule); {} when there is none or it is not the adapter's.
  */
-function jobTime(opts: string | null | undefined, created: string | null | undefined): number {
-  let ts: unknown;
+function optsBlob(opts: unknown): { o?: JobsOptions; ts?: unknown; n?: string; r?: Record<string, unknown> } {
   try {
-    ts = (JSON.parse(opts ?? '{}') as { ts?: unknown }).ts;
+    const b = JSON.parse(typeof opts === 'string' ? opts : '{}');
+    return b !== null && typeof b === 'object' ? b : {};
   } catch {
-    ts = undefined;
+    return {};
   }
-  return typeof ts === 'number' ? ts : (num(created) ?? Infinity);
+}
+
+/**
+ * A job's time (BullMQ's `timestamp`): the adapter's own, from the blob, else the row's
+ * creation (a job another client made, an iteration a scheduler made).
+ */
+function jobTime(blob: { ts?: unknown }, created: unknown): number | undefined {
+  return typeof blob.ts === 'number' ? blob.ts : num(created);
 }
 
 function errCode(err: unknown): string {
@@ -1806,7 +1812,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         const victims: string[] = [];
         ids.forEach((id, i) => {
           const [o, c] = rows[i];
-          if (jobTime(o, c) <= timestamp && victims.length < max && !pendingIds.has(id)) {
+          if ((jobTime(optsBlob(o), c) ?? Infinity) <= timestamp && victims.length < max && !pendingIds.has(id)) {
             victims.push(id);
             rm.call('TRA.REMOVE', 8, this.jobKey(id), ...this.setKeys(), this.key('events'));
           }
@@ -2083,12 +2089,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   /** A scheduler in the fields of BullMQ's scheduler hash, as its JobScheduler reads them. */
   private schedulerHash(m: Record<string, any>): Record<string, string> {
-    let blob: { o?: JobsOptions; n?: string } = {};
-    try {
-      blob = JSON.parse(m.opts ?? '{}');
-    } catch {
-      blob = {};
-    }
+    const blob = optsBlob(m.opts);
     const out: Record<string, string> = { name: blob.n ?? String(m.name), ic: String(m.count ?? 1), offset: String(m.offset ?? 0) };
     const copy: [string, string][] = [['limit', 'limit'], ['start', 'startDate'], ['end', 'endDate'], ['tz', 'tz'], ['pattern', 'pattern'], ['every', 'every']];
     for (const [from, to] of copy) {
@@ -2238,12 +2239,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       return undefined;
     }
     const row = pairs(res[0][1]);
-    let blob: { o?: JobsOptions; ts?: number; n?: string } = {};
-    try {
-      blob = JSON.parse(row.opts ?? '{}');
-    } catch {
-      blob = {};
-    }
+    const blob = optsBlob(row.opts);
     const opts = blob.o ?? {};
     const progressRaw = (row.progress as string | null) ?? (res[1][1] as string | null);
     let progress: JobProgress = 0;
@@ -2276,7 +2272,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       attemptsMade: made,
       attemptsStarted: started,
       stalledCounter: num(row.stalls) ?? 0,
-      timestamp: blob.ts ?? num(row.created) ?? 0,
+      timestamp: jobTime(blob, row.created) ?? 0,
       delay,
       priority: num(row.priority) ?? 0,
       failedReason: row.error ?? (res[7][1] as string | null) ?? undefined,
@@ -2302,7 +2298,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       // the row's scheduler and time.
       const at = num(row.iteration) ?? 0;
       const createdAt = num(row.created) ?? at;
-      const r = (blob as { r?: Record<string, unknown> }).r ?? {};
+      const r = blob.r ?? {};
       const iterationDelay = Math.max(0, at - createdAt);
       const repeat: Record<string, unknown> = { ...r };
       const round = num(row.count);
