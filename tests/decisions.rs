@@ -1,10 +1,10 @@
 //! The client's decisions against a real server, as src/CONTRACT.md and src/verbs/README.md
 //! state them: FAIL's `FINAL | RETRY [LIFO] | DELAY when` and `STACK`, the `attempts` fact of
-//! every `failed` event, REPROCESS's `FROM`, `KEEPMADE`, `KEEPSTARTED` and `LIFO`, TRA.PRIORITY,
-//! and a queue's own `max-stalls` in `meta` (STALLED without MAXSTALLS, and upkeep). Each new
-//! form's refusals write nothing, a replica holds what the primary holds, and the reference
-//! page's examples of these sections are replayed as shown. The invariant is checked after
-//! each test.
+//! every `failed` event, REPROCESS's `FROM`, `KEEPMADE`, `KEEPSTARTED`, `KEEPPROGRESS` and
+//! `LIFO`, TRA.PRIORITY, and a queue's own `max-stalls` in `meta` (STALLED without MAXSTALLS,
+//! and upkeep). Each new form's refusals write nothing, a replica holds what the primary
+//! holds, and the reference page's examples of these sections are replayed as shown. The
+//! invariant is checked after each test.
 // A test may panic: that is how it fails. The module's own rules are for src/.
 #![allow(
     clippy::unwrap_used,
@@ -186,13 +186,17 @@ fn reprocess_from_keeps_counters_and_lifo() {
     assert_eq!(refused.error(), format!("EMQSTATE job {a} is not failed"));
     let refused = unchanged(&mut c, |c| q.run(c, "EMQ.REPROCESS", &b, &[b"FROM", b"COMPLETED"]));
     assert_eq!(refused.error(), format!("EMQSTATE job {b} is not completed"));
-    // KEEPMADE keeps am, KEEPSTARTED keeps as; LIFO puts it at the front.
+    for id in [&a, &b] {
+        assert_eq!(q.run(&mut c, "TRA.SETPROGRESS", id, &[b"half"]), Reply::Int(1));
+    }
+    // KEEPMADE keeps am, KEEPSTARTED keeps as, KEEPPROGRESS keeps g; LIFO puts it at the front.
     assert_eq!(
-        q.run(&mut c, "EMQ.REPROCESS", &b, &[b"from", b"failed", b"KEEPMADE", b"LIFO"]),
+        q.run(&mut c, "EMQ.REPROCESS", &b, &[b"from", b"failed", b"KEEPMADE", b"LIFO", b"KEEPPROGRESS"]),
         Reply::Int(1)
     );
     let snap = q.check_invariant(&mut c);
     assert_eq!((snap.field(&b, "am").as_deref(), snap.field(&b, "as")), (Some("1"), None));
+    assert_eq!(snap.field(&b, "g").as_deref(), Some("half"));
     assert_eq!(snap.field(&b, "e"), None);
     assert_eq!(wait_list(&mut c, &q).last(), Some(&b), "LIFO: the front of wait");
     assert_eq!(q.last_event(&mut c), ["event", "waiting", "id", &b, "prev", "failed"]);
@@ -200,6 +204,7 @@ fn reprocess_from_keeps_counters_and_lifo() {
     let snap = q.check_invariant(&mut c);
     assert_eq!((snap.field(&a, "am"), snap.field(&a, "as").as_deref()), (None, Some("1")));
     assert_eq!((snap.field(&a, "r"), snap.field(&a, "ca")), (None, None));
+    assert_eq!(snap.field(&a, "g"), None, "without KEEPPROGRESS the report goes");
     assert_eq!(wait_list(&mut c, &q).first(), Some(&a), "without LIFO: the back");
 }
 

@@ -223,7 +223,7 @@ fn replace_swaps_a_delayed_holder_for_the_new_job() {
     assert_eq!(schedule(&mut c, &q, &jid(1), "+600000", &[b"DEDUP", b"r", b"ALIAS", b"a1"]), Reply::Int(1));
     log_line_any(&mut c, &q, &jid(1));
     // ENQUEUE … REPLACE: the delayed holder is deleted with its log and alias, the new job holds the id.
-    assert_eq!(q.enqueue(&mut c, &jid(2), &[b"DEDUP", b"r", b"REPLACE"]), Reply::Int(1));
+    assert_eq!(q.enqueue(&mut c, &jid(2), &[b"DEDUP", b"r", b"REPLACE", b"ALIAS", b"a2"]), Reply::Int(1));
     let snap = q.check_invariant(&mut c);
     assert!(!snap.rows.contains_key(&jid(1)));
     assert_eq!(snap.sets["wait"], [jid(2)]);
@@ -234,7 +234,8 @@ fn replace_swaps_a_delayed_holder_for_the_new_job() {
     let ev = q.events(&mut c);
     let n = ev.len();
     assert_eq!(ev[n - 3], ["event", "removed", "id", &jid(1), "prev", "delayed"]);
-    assert_eq!(ev[n - 2], ["event", "deduplicated", "id", &jid(2), "dedup", "r", "replaced", &jid(1)]);
+    let replaced = ["event", "deduplicated", "id", &jid(2), "dedup", "r", "replaced", &jid(1), "alias", "a2"];
+    assert_eq!(ev[n - 2], replaced, "the producer's ALIAS names the job it made");
     assert_eq!(ev[n - 1][..4], ["event", "added", "id", &jid(2)]);
     // A holder that is not delayed is not replaced: a plain duplicate.
     assert_eq!(schedule(&mut c, &q, &jid(3), "+600000", &[b"DEDUP", b"r", b"REPLACE"]), bulk(&jid(2)));
@@ -294,9 +295,9 @@ fn the_bulk_add_dedups_against_the_queue_and_within_the_call() {
     q.enqueue(&mut c, &jid(1), &[b"DEDUP", b"old"]);
     let (j2, j3, j4, j5) = (jid(2), jid(3), jid(4), jid(5));
     let r = c.call_v(&q.add_cmd(&[
-        (&j2, "a", &["DEDUP", "old"]),
+        (&j2, "a", &["DEDUP", "old", "ALIAS", "k2"]),
         (&j3, "b", &["DEDUP", "new"]),
-        (&j4, "c", &["DEDUP", "new", "DELAY", "+5000"]),
+        (&j4, "c", &["DEDUP", "new", "DELAY", "+5000", "ALIAS", "k4"]),
         (&j5, "d", &["DEDUP", "old", "REPLACE"]),
     ]));
     assert_eq!(r, Reply::Array(vec![bulk(&jid(1)), Reply::Int(1), bulk(&j3), bulk(&jid(1))]));
@@ -304,9 +305,14 @@ fn the_bulk_add_dedups_against_the_queue_and_within_the_call() {
     let snap = q.check_invariant(&mut c);
     assert_eq!(snap.rows.len(), 2);
     let ev = q.events(&mut c);
-    assert_eq!(ev[1], ["event", "deduplicated", "id", &jid(1), "dedup", "old", "refused", &j2]);
+    // A refused producer's ALIAS is named in its event, and names no job.
+    assert_eq!(
+        ev[1],
+        ["event", "deduplicated", "id", &jid(1), "dedup", "old", "refused", &j2, "alias", "k2"]
+    );
     assert_eq!(ev[2][..4], ["event", "added", "id", &j3]);
-    assert_eq!(ev[3], ["event", "deduplicated", "id", &j3, "dedup", "new", "refused", &j4]);
+    assert_eq!(ev[3], ["event", "deduplicated", "id", &j3, "dedup", "new", "refused", &j4, "alias", "k4"]);
+    assert_eq!(c.call(&[b"EXISTS", q.k("alias").as_bytes()]), Reply::Int(0));
     assert_eq!(ev[4], ["event", "deduplicated", "id", &jid(1), "dedup", "old", "refused", &j5]);
 }
 

@@ -99,7 +99,7 @@ fn calls(cmd: &Command) -> Vec<Vec<Vec<u8>>> {
         ],
         "EMQ.REPROCESS" => vec![
             with(QUEUE, &j(9), "", &[]),
-            with(QUEUE, &j(14), "", &["FROM", "failed", "KEEPMADE", "KEEPSTARTED", "LIFO"]),
+            with(QUEUE, &j(14), "", &["FROM", "failed", "KEEPMADE", "KEEPSTARTED", "KEEPPROGRESS", "LIFO"]),
         ],
         "EMQ.REQUEUE" => vec![with(QUEUE, &j(10), "", &["t10"])],
         "EMQ.STALLED" => {

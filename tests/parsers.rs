@@ -367,7 +367,7 @@ proptest! {
 /// to compile in `parsed` below until it is listed here too.
 /// `FROM` is listed once, for TRA.JOBS' number; REPROCESS's `FROM completed|failed`
 /// (`Opt::FromSet`, a word) is parsed by the same code as OPTS' blob.
-const WORDS: [(&str, Opt); 32] = [
+const WORDS: [(&str, Opt); 33] = [
     ("PRIORITY", Opt::Priority),
     ("ATTEMPTS", Opt::Attempts),
     ("BACKOFF", Opt::Backoff),
@@ -394,6 +394,7 @@ const WORDS: [(&str, Opt); 32] = [
     ("STACK", Opt::Stack),
     ("KEEPMADE", Opt::KeepMade),
     ("KEEPSTARTED", Opt::KeepStarted),
+    ("KEEPPROGRESS", Opt::KeepProgress),
     ("ALIAS", Opt::Alias),
     ("DEDUP", Opt::Dedup),
     ("DEDUPTTL", Opt::DedupTtl),
@@ -415,6 +416,7 @@ fn is_flag(o: Opt) -> bool {
             | Opt::Retry
             | Opt::KeepMade
             | Opt::KeepStarted
+            | Opt::KeepProgress
             | Opt::Extend
             | Opt::Replace
     )
@@ -477,6 +479,7 @@ fn parsed(o: &args::Options<&[u8]>, opt: Opt) -> Option<String> {
         Opt::Retry => f(o.retry),
         Opt::KeepMade => f(o.keep_made),
         Opt::KeepStarted => f(o.keep_started),
+        Opt::KeepProgress => f(o.keep_progress),
         Opt::Stack => o.stack.map(|b| String::from_utf8_lossy(b).into_owned()),
         Opt::FromSet => o.from_set.map(|b| String::from_utf8_lossy(b).into_owned()),
         Opt::Alias => o.alias.map(|b| String::from_utf8_lossy(b).into_owned()),

@@ -76,6 +76,7 @@ pub enum Opt {
     FromSet,
     KeepMade,
     KeepStarted,
+    KeepProgress,
     Echo,
     Row,
     Alias,
@@ -119,6 +120,7 @@ impl Opt {
             Opt::FromSet => "FROM",
             Opt::KeepMade => "KEEPMADE",
             Opt::KeepStarted => "KEEPSTARTED",
+            Opt::KeepProgress => "KEEPPROGRESS",
             Opt::Echo => "ECHO",
             Opt::Row => "ROW",
             Opt::Alias => "ALIAS",
@@ -170,6 +172,7 @@ pub struct Options<S> {
     pub from_set: Option<S>,
     pub keep_made: bool,
     pub keep_started: bool,
+    pub keep_progress: bool,
     pub echo: bool,
     pub row: bool,
     pub alias: Option<S>,
@@ -207,6 +210,7 @@ impl<S> Default for Options<S> {
             from_set: None,
             keep_made: false,
             keep_started: false,
+            keep_progress: false,
             echo: false,
             row: false,
             alias: None,
@@ -256,6 +260,7 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
             Opt::Retry => o.retry = true,
             Opt::KeepMade => o.keep_made = true,
             Opt::KeepStarted => o.keep_started = true,
+            Opt::KeepProgress => o.keep_progress = true,
             Opt::Extend => dedup_words(&mut o).extend = true,
             Opt::Replace => dedup_words(&mut o).replace = true,
             Opt::Opts | Opt::Stack | Opt::FromSet => {
@@ -406,7 +411,7 @@ mod mutants_killed {
     use super::*;
 
     /// Every option, with a valid value where it takes one.
-    const EVERY: [(Opt, &[&[u8]]); 32] = [
+    const EVERY: [(Opt, &[&[u8]]); 33] = [
         (Opt::Priority, &[b"1"]),
         (Opt::Attempts, &[b"2"]),
         (Opt::Backoff, &[b"FIXED", b"3"]),
@@ -431,6 +436,7 @@ mod mutants_killed {
         (Opt::Stack, &[b"trace"]),
         (Opt::KeepMade, &[]),
         (Opt::KeepStarted, &[]),
+        (Opt::KeepProgress, &[]),
         (Opt::Dedup, &[b"d1"]),
         (Opt::DedupTtl, &[b"15"]),
         (Opt::Extend, &[]),

@@ -30,6 +30,8 @@ pub struct Dedup<'a> {
     pub ttl: Option<i64>,
     pub extend: bool,
     pub replace: bool,
+    /// The producer's ALIAS, carried by its `deduplicated` event.
+    pub alias: Option<ArgStr<'a>>,
 }
 
 /// DEDUPTTL, EXTEND and REPLACE go with DEDUP, and EXTEND with DEDUPTTL: a shape rule.
@@ -57,7 +59,7 @@ impl<'a> Dedup<'a> {
         let Some(id) = d.id else { return Ok(None) };
         check_id(&id)?;
         let ttl = d.ttl.map(|t| domain::range(t, 1, domain::TIME_MAX, "DEDUPTTL")).transpose()?;
-        Ok(Some(Dedup { id, ttl, extend: d.extend, replace: d.replace }))
+        Ok(Some(Dedup { id, ttl, extend: d.extend, replace: d.replace, alias: o.alias }))
     }
 }
 
@@ -134,11 +136,11 @@ impl<'a> Claim<'a> {
         if let (true, Some(ttl)) = (self.d.extend, self.d.ttl) {
             self.key.set_abs_expire(x.now().saturating_add(ttl))?;
         }
-        let dedup = self.d.id.str_ref();
+        let (dedup, alias) = (self.d.id.str_ref(), self.d.alias.map(|a| a.str_ref()));
         events.emit(
             x,
             Some(holder.str_ref()),
-            Event::Deduplicated { dedup, refused: Some(refused.str_ref()), replaced: None },
+            Event::Deduplicated { dedup, refused: Some(refused.str_ref()), replaced: None, alias },
         )
     }
 
@@ -175,8 +177,8 @@ impl<'a> Claim<'a> {
         }
         match self.verdict {
             Verdict::Replace { old, companions, .. } => {
-                let dedup = self.d.id.str_ref();
-                let e = Event::Deduplicated { dedup, refused: None, replaced: Some(old.str_ref()) };
+                let (dedup, alias) = (self.d.id.str_ref(), self.d.alias.map(|a| a.str_ref()));
+                let e = Event::Deduplicated { dedup, refused: None, replaced: Some(old.str_ref()), alias };
                 events.emit(x, Some(id.str_ref()), e)?;
                 Ok(companions)
             }

@@ -81,6 +81,9 @@ pub enum Event<'s> {
         dedup: StrRef<'s>,
         refused: Option<StrRef<'s>>,
         replaced: Option<StrRef<'s>>,
+        /// The producer's ALIAS, if it gave one: a client that named its job by a key knows
+        /// the refused or replacing job by that key, not by the branded id.
+        alias: Option<StrRef<'s>>,
     },
 }
 
@@ -202,14 +205,14 @@ impl Events {
                 (&word::REMOVED, [Some((&word::PREV, Val::Lit(prev.lit()))), None, None], None)
             }
             Event::Resumed => (&word::RESUMED, [None, None, None], None),
-            Event::Deduplicated { dedup, refused, replaced } => (
+            Event::Deduplicated { dedup, refused, replaced, alias } => (
                 &word::DEDUPLICATED,
                 [
                     Some((&word::DEDUP, Val::Str(dedup))),
                     refused.map(|r| (&word::REFUSED, Val::Str(r))),
                     replaced.map(|r| (&word::REPLACED, Val::Str(r))),
                 ],
-                None,
+                alias,
             ),
         };
         let mut own: [Option<Str>; 3] = [None, None, None];

@@ -206,6 +206,7 @@ impl Verb for Add {
                                 dedup: d.id.str_ref(),
                                 refused: Some(id_s.str_ref()),
                                 replaced: None,
+                                alias: d.alias.map(|a| a.str_ref()),
                             };
                             events.emit(x, Some(holder.str_ref()), e)?;
                         }

@@ -1,6 +1,6 @@
 //! `TRA.CLEAN 2 set events GRACE ms [COUNT n]` — `set` is `completed` or `failed`: deletes
-//! the jobs that finished more than ms ago (score below now − ms), oldest first, rows with
-//! them, at most n (1..=10000, default 1000). Replies the ids deleted (the client repeats
+//! the jobs that finished ms ago or earlier (score at most now − ms: GRACE 0 takes every
+//! finished job), oldest first, rows with them, at most n (1..=10000, default 1000). Replies the ids deleted (the client repeats
 //! while a full page comes back). One `cleaned` event (`count`) when it deleted any. GRACE is
 //! 0..=2^53−1; rows are opened as the caller. Fenced.
 
@@ -24,7 +24,7 @@ pub const COMMAND: Command = Command::new::<Clean>("TRA.CLEAN")
     .keys(KEYS)
     .args(ARGS)
     .writes()
-    .summary("Delete finished jobs older than GRACE ms, oldest first, a bounded batch a call.")
+    .summary("Delete jobs that finished GRACE ms ago or earlier, oldest first, a bounded batch a call.")
     .complexity("O(n log N) for n jobs");
 
 pub struct Clean;
@@ -43,13 +43,8 @@ impl Verb for Clean {
         let set = x.open_as(FINISHED, Kind::ZSet)?;
         let events = Events::open(x)?;
         let cutoff = x.now().saturating_sub(grace);
-        let old: Vec<Str> = set
-            .zrange(f64::NEG_INFINITY, cutoff as f64, count.saturating_add(1))
-            .into_iter()
-            .filter(|(_, score)| (*score as i64) < cutoff)
-            .map(|(m, _)| m)
-            .take(count)
-            .collect();
+        let old: Vec<Str> =
+            set.zrange(f64::NEG_INFINITY, cutoff as f64, count).into_iter().map(|(m, _)| m).collect();
         let rows = doomed_rows(x, &old)?;
         set.zrem_many(&old.iter().map(Str::str_ref).collect::<Vec<_>>());
         rows.delete();

@@ -1,8 +1,9 @@
 //! `EMQ.REPROCESS 6 job completed failed wait prio events [FROM completed|failed] [KEEPMADE]
-//! [KEEPSTARTED] [LIFO]` — send a completed or failed job back to ready (at the back of wait,
-//! the front with LIFO, or prio), clearing its result, error, finish time, token, progress,
-//! stalls and last claim time and setting its attempt counters to 0 — unless KEEPMADE or
-//! KEEPSTARTED keeps `am` or `as` (a retry that still counts what was spent). `EMQSTATE`
+//! [KEEPSTARTED] [KEEPPROGRESS] [LIFO]` — send a completed or failed job back to ready (at the
+//! back of wait, the front with LIFO, or prio), clearing its result, error, finish time, token,
+//! progress, stalls and last claim time and setting its attempt counters to 0 — unless KEEPMADE
+//! or KEEPSTARTED keeps `am` or `as` (a retry that still counts what was spent), or
+//! KEEPPROGRESS the last progress report (shown until the next run reports one). `EMQSTATE`
 //! when the job is not finished, or with FROM, not in that set. The last FAIL's stack stays.
 
 use crate::domain::{self, args::Opt};
@@ -24,6 +25,7 @@ pub const ARGS: &[Arg] = &[
     block("from", Some("FROM"), &[one_of("set", None, &[word("completed"), word("failed")])]).optional(),
     flag("keepmade", "KEEPMADE"),
     flag("keepstarted", "KEEPSTARTED"),
+    flag("keepprogress", "KEEPPROGRESS"),
     flag("lifo", "LIFO"),
 ];
 
@@ -45,6 +47,7 @@ pub struct Args {
     from: Option<State>,
     keep_made: bool,
     keep_started: bool,
+    keep_progress: bool,
     lifo: bool,
 }
 
@@ -52,14 +55,23 @@ impl Verb for Reprocess {
     type Args<'a> = Args;
 
     fn shape(args: &[ArgStr]) -> Result<Args, Refusal> {
-        let o = domain::args::options(args, &[Opt::FromSet, Opt::KeepMade, Opt::KeepStarted, Opt::Lifo])?;
+        let o = domain::args::options(
+            args,
+            &[Opt::FromSet, Opt::KeepMade, Opt::KeepStarted, Opt::KeepProgress, Opt::Lifo],
+        )?;
         let from = match o.from_set {
             None => None,
             Some(s) if s.eq_ignore_ascii_case(b"completed") => Some(State::Completed),
             Some(s) if s.eq_ignore_ascii_case(b"failed") => Some(State::Failed),
             Some(_) => return Err(Refusal::Shape("FROM takes completed or failed".into())),
         };
-        Ok(Args { from, keep_made: o.keep_made, keep_started: o.keep_started, lifo: o.lifo })
+        Ok(Args {
+            from,
+            keep_made: o.keep_made,
+            keep_started: o.keep_started,
+            keep_progress: o.keep_progress,
+            lifo: o.lifo,
+        })
     }
 
     fn run(x: &mut Exec<'_>, a: Args) -> Result<Reply, Refusal> {
@@ -93,8 +105,10 @@ impl Verb for Reprocess {
             &field::TOKEN,
             &field::STALLS,
             &field::CLAIMED,
-            &field::PROGRESS,
         ];
+        if !a.keep_progress {
+            cleared.push(&field::PROGRESS);
+        }
         if !a.keep_started {
             cleared.push(&field::STARTED);
         }

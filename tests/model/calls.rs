@@ -150,6 +150,7 @@ pub enum Call {
         from: Option<St>,
         keep_made: bool,
         keep_started: bool,
+        keep_progress: bool,
         lifo: bool,
     },
     /// TRA.PRIORITY.
@@ -460,12 +461,16 @@ impl Call {
                 }
             }
             Call::Promote { .. } | Call::MetaStalls(_) | Call::MetricsBack { .. } => {}
-            Call::Reprocess { from, keep_made, keep_started, lifo, .. } => {
+            Call::Reprocess { from, keep_made, keep_started, keep_progress, lifo, .. } => {
                 if let Some(set) = from {
                     a.extend([w("FROM"), w(set.word())]);
                 }
-                for (on, word) in [(*keep_made, "KEEPMADE"), (*keep_started, "KEEPSTARTED"), (*lifo, "LIFO")]
-                {
+                for (on, word) in [
+                    (*keep_made, "KEEPMADE"),
+                    (*keep_started, "KEEPSTARTED"),
+                    (*keep_progress, "KEEPPROGRESS"),
+                    (*lifo, "LIFO"),
+                ] {
                     if on {
                         a.push(w(word));
                     }

@@ -155,6 +155,7 @@ pub fn found_divergences_replay() {
                     from: None,
                     keep_made: false,
                     keep_started: false,
+                    keep_progress: false,
                     lifo: false,
                 },
                 Op::Sleep(40),

@@ -220,6 +220,7 @@ pub enum Op {
         from: Option<bool>,
         keep_made: bool,
         keep_started: bool,
+        keep_progress: bool,
         lifo: bool,
     },
     Priority {
@@ -547,12 +548,13 @@ impl Resolver<'_> {
                     *lc,
                 )
             }
-            Op::Reprocess { id, from, keep_made, keep_started, lifo } => (
+            Op::Reprocess { id, from, keep_made, keep_started, keep_progress, lifo } => (
                 Call::Reprocess {
                     id: self.id(id),
                     from: from.map(|c| if c { St::Completed } else { St::Failed }),
                     keep_made: *keep_made,
                     keep_started: *keep_started,
+                    keep_progress: *keep_progress,
                     lifo: *lifo,
                 },
                 false,
@@ -1028,12 +1030,14 @@ pub fn op(crashy: bool) -> BoxedStrategy<Op> {
                 prop::bool::weighted(0.3),
                 prop::bool::weighted(0.3),
                 prop::bool::weighted(0.3),
+                prop::bool::weighted(0.3),
             )
-                .prop_map(|(id, from, keep_made, keep_started, lifo)| Op::Reprocess {
+                .prop_map(|(id, from, keep_made, keep_started, keep_progress, lifo)| Op::Reprocess {
                     id,
                     from,
                     keep_made,
                     keep_started,
+                    keep_progress,
                     lifo,
                 })
                 .boxed(),

@@ -5,7 +5,7 @@
 //! `METRICS max`, whose counters and series the view compares, and whose minute a client moves
 //! back (`HINCRBY … prevTS`) so that counts end minutes; FAIL with the caller's `FINAL | RETRY
 //! [LIFO] | DELAY when`, its refused shapes, and `STACK`; REPROCESS with `FROM`, `KEEPMADE`,
-//! `KEEPSTARTED`, `LIFO`; STALLED without MAXSTALLS honouring a queue's own `max-stalls`,
+//! `KEEPSTARTED`, `KEEPPROGRESS`, `LIFO`; STALLED without MAXSTALLS honouring a queue's own `max-stalls`,
 //! which the steps set and delete in `meta` with HSET/HDEL as a client would) and of the
 //! inspection and administration commands (TRA.PRIORITY, TRA.COMPLETES, TRA.COMPLETENEXT,
 //! TRA.PROGRESS with ECHO, TRA.SETPROGRESS, TRA.LOG, TRA.ADDLOG, TRA.REMOVE with and without FORCE,

@@ -493,7 +493,9 @@ impl Model {
             ev.push(event("removed", Some(&holder), &[("prev", b"delayed".to_vec())]));
             let until = if d.ttl.is_some() && !d.extend { until.or(fresh) } else { fresh };
             self.dedups.insert(d.id.clone(), (id.to_vec(), until));
-            ev.push(event("deduplicated", Some(id), &[("dedup", d.id.clone()), ("replaced", holder)]));
+            let mut facts = vec![("dedup", d.id.clone()), ("replaced", holder)];
+            facts.extend(Model::alias_fact(j));
+            ev.push(event("deduplicated", Some(id), &facts));
             return None;
         }
         if d.extend {
@@ -501,7 +503,9 @@ impl Model {
                 e.1 = fresh;
             }
         }
-        ev.push(event("deduplicated", Some(&holder), &[("dedup", d.id.clone()), ("refused", id.to_vec())]));
+        let mut facts = vec![("dedup", d.id.clone()), ("refused", id.to_vec())];
+        facts.extend(Model::alias_fact(j));
+        ev.push(event("deduplicated", Some(&holder), &facts));
         Some(Reply::Bulk(holder))
     }
 
@@ -792,7 +796,8 @@ impl Model {
                     }
                     if let Some(d) = &c.dedup {
                         if let Some(h) = held.get(&d.id) {
-                            let facts = [("dedup", d.id.clone()), ("refused", j.id.clone())];
+                            let mut facts = vec![("dedup", d.id.clone()), ("refused", j.id.clone())];
+                            facts.extend(Model::alias_fact(&c));
                             ev.push(event("deduplicated", Some(h), &facts));
                             out.push(Reply::Bulk(h.clone()));
                             continue;
@@ -1021,7 +1026,7 @@ impl Model {
                     Ok(Reply::Simple("delayed".into()))
                 }
             }
-            Call::Reprocess { id, from, keep_made, keep_started, lifo } => {
+            Call::Reprocess { id, from, keep_made, keep_started, keep_progress, lifo } => {
                 gate(id)?;
                 let Some(r) = self.rows.get(id) else { return Err("EMQNOJOB") };
                 let prev = r.state;
@@ -1048,7 +1053,10 @@ impl Model {
                 r.stalls = 0;
                 // The last claim's time belongs to the attempts just reset.
                 r.claimed = None;
-                r.progress = None;
+                // KEEPPROGRESS shows the last report until the next run reports one.
+                if !keep_progress {
+                    r.progress = None;
+                }
                 self.ready(id, *lifo);
                 ev.push(event("waiting", Some(id), &[("prev", prev.word().as_bytes().to_vec())]));
                 Ok(Reply::Int(1))
@@ -1259,7 +1267,7 @@ impl Model {
                 let cutoff = now - grace;
                 let finished = if *set == St::Completed { &self.completed } else { &self.failed };
                 let mut old: Vec<(i64, Vec<u8>)> =
-                    finished.iter().filter(|(_, f)| **f < cutoff).map(|(id, f)| (*f, id.clone())).collect();
+                    finished.iter().filter(|(_, f)| **f <= cutoff).map(|(id, f)| (*f, id.clone())).collect();
                 old.sort();
                 old.truncate(count);
                 for (_, id) in &old {
