@@ -1346,13 +1346,22 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   // ---------------------------------------------------------------- finishing
 
-  private finishError(err: unknown, jobId: string, state: string | null, cmd: string): Error {
+  /**
+   * BullMQ's error for a finish the module refused, by what BullMQ checks first: a worker's
+   * token (`token`, not '0') finds the job held by another (`Lock mismatch`) or not held at
+   * all (`Missing lock`); without a token only the state is checked.
+   */
+  private finishError(err: unknown, jobId: string, state: string | null, cmd: string, token: string | undefined): Error {
     const code = errCode(err);
     if (code === 'EMQNOJOB') {
       return new Error(`Missing key for job ${jobId}. ${cmd}`);
     }
     if (code === 'EMQLEASE') {
-      if (state && state !== 'active') {
+      const worker = token !== undefined && token !== '0';
+      if (worker && state === 'active') {
+        return new Error(`Lock mismatch for job ${jobId}. Cmd ${cmd} from active`);
+      }
+      if (!worker && state && state !== 'active') {
         return new Error(`Job ${jobId} is not in the active state. ${cmd}`);
       }
       return new Error(`Missing lock for job ${jobId}. ${cmd}`);
@@ -1397,7 +1406,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       try {
         done = await this.finishNext(id, this.tokenFor(id, token), rv, [...keepArgs(keep), 'ECHO', ...this.metrics, ...this.row()]);
       } catch (err) {
-        throw this.finishError(err, jobId, await this.stateOf(id), 'moveToFinished');
+        throw this.finishError(err, jobId, await this.stateOf(id), 'moveToFinished', token);
       }
       const finishedOn = Date.now();
       held.delete(this.heldKey(id));
@@ -1409,12 +1418,13 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     try {
       await this.conn.call('EMQ.COMPLETE', 4, this.jobKey(id), this.key('active'), this.key('completed'), this.key('events'), this.tokenFor(id, token), rv, ...keepArgs(keep), ...(this.moduleDrains ? ['ECHO'] : []), ...this.metrics);
     } catch (err) {
-      throw this.finishError(err, jobId, await this.stateOf(id), 'moveToFinished');
+      throw this.finishError(err, jobId, await this.stateOf(id), 'moveToFinished', token);
     }
     const finishedOn = Date.now();
     held.delete(this.heldKey(id));
     await this.requeueNext(keepLast);
-    return { result: await this.next(token, fetchNext, true), finishedOn };
+    // Without fetchNext BullMQ answers an empty entry.
+    return { result: (await this.next(token, fetchNext, true)) ?? [], finishedOn };
   }
 
   /**
@@ -1505,7 +1515,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         held.delete(this.heldKey(id));
         return String(reply);
       } catch (err) {
-        throw this.finishError(err, jobId, await this.stateOf(id), cmd);
+        throw this.finishError(err, jobId, await this.stateOf(id), cmd, token);
       }
     }
     const p = this.conn.multi();
@@ -1517,7 +1527,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     const res = await p.exec();
     const [err, reply] = res![0];
     if (err) {
-      throw this.finishError(err, jobId, await this.stateOf(id), cmd);
+      throw this.finishError(err, jobId, await this.stateOf(id), cmd, token);
     }
     held.delete(this.heldKey(id));
     return String(reply);
@@ -1550,7 +1560,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       try {
         await this.conn.call('EMQ.DELAY', 4, this.jobKey(id), this.key('active'), this.key('delayed'), this.key('events'), this.tokenFor(id, token), `+${Math.max(0, Math.floor(delay))}`);
       } catch (err) {
-        throw this.finishError(err, jobId, await this.stateOf(id), 'moveToDelayed');
+        throw this.finishError(err, jobId, await this.stateOf(id), 'moveToDelayed', token);
       }
       held.delete(this.heldKey(id));
     }
@@ -1587,7 +1597,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     try {
       await this.conn.call('EMQ.DELAY', 4, this.jobKey(id), this.key('active'), this.key('delayed'), this.key('events'), this.tokenFor(id, token), `+${Math.max(0, Math.floor(delay))}`);
     } catch (err) {
-      throw this.finishError(err, jobId, await this.stateOf(id), 'moveToDelayed');
+      throw this.finishError(err, jobId, await this.stateOf(id), 'moveToDelayed', token);
     }
     held.delete(this.heldKey(id));
     const p = this.conn.multi().hincrby(this.key('b:am'), id, 1).hset(this.key('b:err'), id, fields.failedReason ?? '');
@@ -1606,7 +1616,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     try {
       await this.conn.call('EMQ.REQUEUE', 5, this.jobKey(id), this.key('active'), this.key('wait'), this.key('prio'), this.key('events'), this.tokenFor(id, token));
     } catch (err) {
-      throw this.finishError(err, jobId, await this.stateOf(id), 'moveJobFromActiveToWait');
+      throw this.finishError(err, jobId, await this.stateOf(id), 'moveJobFromActiveToWait', token);
     }
     held.delete(this.heldKey(id));
     // BullMQ answers with the time its limiter still holds the queue: the worker waits that long.
@@ -1642,6 +1652,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       if (job.opts?.lifo) {
         args.push('LIFO');
       }
+      // BullMQ's retry keeps the last progress report.
+      args.push('KEEPPROGRESS');
       try {
         await this.conn.call(...(this.reprocessCmd(id).concat(args) as [string, ...any[]]));
       } catch (err) {
@@ -1744,9 +1756,11 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (ids.length === 0) {
       return 0;
     }
+    // BullMQ's retryJobs keeps the attempt counters and the progress, as job.retry() does.
+    const keep: Cmd = this.native ? ['FROM', state, 'KEEPMADE', 'KEEPSTARTED', 'KEEPPROGRESS'] : [];
     const p = this.conn.pipeline();
     for (const id of ids) {
-      p.call(...(this.reprocessCmd(id) as [string, ...any[]]));
+      p.call(...(this.reprocessCmd(id).concat(keep) as [string, ...any[]]));
     }
     await replies(p, moved);
     return ids.length < count ? 0 : 1;
@@ -2014,7 +2028,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   async remove(jobId: string, _removeChildren: boolean): Promise<number> {
     const id = await this.resolve(jobId);
     if (!id) {
-      return 0;
+      return 1;
     }
     if (this.hasSched) {
       // BullMQ keeps a scheduler's iteration that has not run yet from a direct removal (the
@@ -2025,9 +2039,10 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       }
     }
     try {
-      const n = Number(await this.conn.call('TRA.REMOVE', 8, this.jobKey(id), ...this.setKeys(), this.key('events')));
+      await this.conn.call('TRA.REMOVE', 8, this.jobKey(id), ...this.setKeys(), this.key('events'));
       await this.forget([id]);
-      return n === 1 ? 1 : 0;
+      // BullMQ's answer: 0 only for a job held by a worker; a job already gone is removed.
+      return 1;
     } catch (err) {
       if (errCode(err) === 'EMQSTATE') {
         return 0;
@@ -2437,9 +2452,10 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         slots.push(null);
       } else {
         if (role === 'active') {
-          // Active is a set by deadline; BullMQ lists it newest first like its list.
+          // Active is a set by deadline, BullMQ's a list, newest first, that its Queue reverses
+          // when asked for ascending order: ascending ranks, reversed here, come out in order.
           if (asc) {
-            p.zrange(this.key(role), end === -1 ? 0 : -(end + 1), start === -1 ? 0 : -(start + 1));
+            p.zrange(this.key(role), start, end);
           } else {
             p.zrevrange(this.key(role), start, end);
           }
@@ -2700,10 +2716,11 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       p.hget(this.jobKey(n.id), n.kind);
     }
     // Module 0.3.0: `added`/`delayed` carry the alias, and a live row has it in `k`; what an
-    // event names is remembered, for rows already gone by the time `completed` is read.
+    // event names is remembered, for rows already gone by the time `completed` is read. A
+    // refused producer's `deduplicated` names the holder and the refused job's alias: no pair.
     if (this.native) {
       for (const [, o] of parsed) {
-        if (o.id !== undefined && o.alias !== undefined) {
+        if (o.id !== undefined && o.alias !== undefined && o.refused === undefined) {
           this.rememberAlias(o.id, o.alias);
         }
       }
@@ -2749,12 +2766,17 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
           out.push([eid, ['event', 'waiting', 'jobId', jobId]]);
           continue;
         case 'delayed':
+          // A new job's (it carries its name): BullMQ tells its adding first.
+          if (o.name !== undefined) {
+            out.push([eid, ['event', 'added', 'jobId', jobId, 'name', o.name]]);
+          }
           f.push('delay', o.due ?? '0');
           break;
         case 'waiting':
         case 'removed':
+          // BullMQ names the states a job leaves as its own keys are named: `wait`, `prioritized`.
           if (o.prev) {
-            f.push('prev', o.prev === 'wait' ? 'waiting' : o.prev === 'prio' ? 'prioritized' : o.prev);
+            f.push('prev', o.prev === 'prio' ? 'prioritized' : o.prev);
           }
           break;
         case 'active':
@@ -2771,9 +2793,14 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
           break;
         case 'deduplicated':
           // BullMQ's: the job holding the id, the id, and the job that was not added (or, with
-          // REPLACE, the delayed job replaced).
+          // REPLACE, the delayed job replaced). A job never added is known by its custom id,
+          // which the event carries as `alias`.
           f.push('deduplicationId', o.dedup ?? '');
-          f.push('deduplicatedJobId', rev.get(o.refused ?? o.replaced ?? '') ?? o.refused ?? o.replaced ?? '');
+          if (o.refused !== undefined) {
+            f.push('deduplicatedJobId', o.alias ?? o.refused);
+          } else {
+            f.push('deduplicatedJobId', rev.get(o.replaced ?? '') ?? o.replaced ?? '');
+          }
           break;
         default:
           for (const [k, v] of Object.entries(o)) {

@@ -266,7 +266,7 @@ describe('workers', () => {
     expect(first.name).toBe('first');
     expect(await first.extendLock('t1', 5000)).toBe(1);
     expect(await first.extendLock('another', 5000)).toBe(0);
-    await expect(first.moveToCompleted('ok', 'another', false)).rejects.toThrow(`Missing lock for job ${first.id}`);
+    await expect(first.moveToCompleted('ok', 'another', false)).rejects.toThrow(`Lock mismatch for job ${first.id}. Cmd moveToFinished from active`);
     expect(await first.getState()).toBe('active');
     const [data, id] = (await first.moveToCompleted('ok', 't1', true)) as [any, string];
     expect(data.name).toBe('second');
@@ -298,7 +298,7 @@ describe('workers', () => {
       ]);
       expect(await calls()).toBe(before + 1);
       expect(got[1].status).toBe('rejected');
-      expect(String((got[1] as PromiseRejectedResult).reason?.message)).toContain(`Missing lock for job ${held[1].id}`);
+      expect(String((got[1] as PromiseRejectedResult).reason?.message)).toContain(`Lock mismatch for job ${held[1].id}. Cmd moveToFinished from active`);
       const next = [got[0], got[2], got[3]].map(g => (g as PromiseFulfilledResult<any>).value as [any, string]);
       expect(next.map(([data]) => data.name)).toEqual(['j4', 'j5', 'j6']);
       for (const [i, job] of [[0, held[0]], [2, held[2]], [3, held[3]]] as const) {

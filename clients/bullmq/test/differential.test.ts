@@ -1,0 +1,289 @@
+// The same BullMQ calls on BullMQ's own Redis store (a plain Valkey) and on trafikey: what a
+// user sees must agree.
+import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
+import { withBackend, Queue as BullQueue, Worker as BullWorker, QueueEvents as BullQueueEvents, type Job } from 'bullmq';
+import { closeTracked, sleep, track, until } from './helpers.js';
+import { withTrafikey } from '../src/index.js';
+
+const port = inject('port');
+const ours = { host: '127.0.0.1', port };
+const theirs = { host: '127.0.0.1', port: inject('plainPort') };
+const Trafikey = withTrafikey(withBackend);
+
+type Classes = { Queue: typeof BullQueue; Worker: typeof BullWorker; QueueEvents: typeof BullQueueEvents };
+const stores: Record<'bullmq' | 'trafikey', { classes: Classes; connection: typeof ours }> = {
+  bullmq: { classes: { Queue: BullQueue, Worker: BullWorker, QueueEvents: BullQueueEvents }, connection: theirs },
+  trafikey: { classes: Trafikey as Classes, connection: ours },
+};
+
+let name: string;
+beforeEach(() => {
+  name = `diff-${randomUUID()}`;
+});
+afterEach(closeTracked);
+
+/** Runs `scenario` on both stores, each with a queue of its own name, and returns both results. */
+async function both<T>(scenario: (c: Classes, connection: typeof ours, name: string) => Promise<T>): Promise<{ bullmq: T; trafikey: T }> {
+  const out: Record<string, T> = {};
+  for (const [store, { classes, connection }] of Object.entries(stores)) {
+    const q = track(new classes.Queue(name, { connection }));
+    await q.waitUntilReady();
+    try {
+      out[store] = await scenario(classes, connection, name);
+    } finally {
+      await q.obliterate({ force: true }).catch(() => undefined);
+    }
+  }
+  return out as { bullmq: T; trafikey: T };
+}
+
+/**
+ * Every event a QueueEvents emits while `act` runs, as [name, args], in order: the delay of
+ * `delayed` (a time) as whether it is still ahead, and a `drained` event's id left out.
+ * Ends once the `waiting` of job `last` is seen. The module's own events that BullMQ has no
+ * name for (`priority`) pass through the backend as they are, and are left out here.
+ */
+async function eventsOf(
+  { Queue, Worker, QueueEvents }: Classes,
+  connection: typeof ours,
+  name: string,
+  act: (q: BullQueue, w: BullWorker) => Promise<void>,
+): Promise<[string, Record<string, unknown>][]> {
+  const q = track(new Queue(name, { connection }));
+  const qe = track(new QueueEvents(name, { connection }));
+  await qe.waitUntilReady();
+  const seen: [string, Record<string, unknown>][] = [];
+  const emit = qe.emit.bind(qe) as (event: string, ...args: unknown[]) => boolean;
+  (qe as unknown as { emit: typeof emit }).emit = (event, ...args) => {
+    if (!['error', 'priority'].includes(event) && !event.includes(':')) {
+      const a = event === 'drained' ? {} : { ...(args[0] as Record<string, unknown>) };
+      if (typeof a.delay === 'number') {
+        a.delay = a.delay > Date.now() ? 'ahead' : 'past';
+      }
+      seen.push([event, a]);
+    }
+    return emit(event, ...args);
+  };
+  // A read already waiting: the first event is not missed.
+  await sleep(50);
+  const w = track(new Worker(name, null, { connection, autorun: false }));
+  await act(q, w);
+  await q.add('last', {}, { jobId: 'last' });
+  await until(() => seen.some(([e, a]) => e === 'waiting' && a.jobId === 'last'));
+  return seen;
+}
+
+/** Takes the next job for `token`, waiting for one to be ready (a retry's backoff). */
+async function take(w: BullWorker, token: string): Promise<Job> {
+  let j: Job | undefined;
+  await until(async () => !!(j = await w.getNextJob(token, { block: false })), 5000);
+  return j!;
+}
+
+describe('QueueEvents', () => {
+  it('tells a job\'s life in the same events, with the same facts, in the same order', async () => {
+    const r = await both((c, connection, name) =>
+      eventsOf(c, connection, name, async (q, w) => {
+        await q.add('a', { v: 1 }, { jobId: 'a' });
+        await q.add('c', {}, { jobId: 'c', delay: 60000 });
+        await q.add('p', {}, { jobId: 'p', priority: 2 });
+        await q.add('a', {}, { jobId: 'a' });
+        await (await q.getJob('p'))!.changePriority({ priority: 1 });
+        await (await q.getJob('c'))!.promote();
+        const a = await take(w, 't1');
+        await a.updateProgress(50);
+        await a.moveToCompleted({ r: 1 }, 't1', false);
+        for (const t of ['t2', 't3']) {
+          await (await take(w, t)).moveToCompleted(t, t, false);
+        }
+        await q.add('b', {}, { jobId: 'b', attempts: 3, backoff: { type: 'fixed', delay: 10 } });
+        for (const t of ['t4', 't5', 't6']) {
+          await (await take(w, t)).moveToFailed(new Error(t), t, false);
+        }
+        await (await q.getJob('b'))!.retry('failed');
+        await q.pause();
+        await q.resume();
+        await q.add('p5', {}, { jobId: 'p5', priority: 5 });
+        await (await q.getJob('p5'))!.remove();
+        await q.add('d', {}, { jobId: 'd', delay: 50000 });
+        await (await q.getJob('d'))!.changeDelay(40000);
+        await (await q.getJob('d'))!.remove();
+        await q.add('u', {}, { jobId: 'u' });
+        await (await q.getJob('u'))!.updateProgress('half');
+        for (const t of ['t7', 't8']) {
+          await (await take(w, t)).moveToCompleted('done', t, false);
+        }
+        await q.clean(0, 10, 'completed');
+        await q.add('w', {}, { jobId: 'w' });
+        await (await q.getJob('w'))!.remove();
+        await q.add('x', {}, { jobId: 'x', deduplication: { id: 'k' } });
+        await q.add('y', {}, { jobId: 'y', deduplication: { id: 'k' } });
+        await q.add('r1', {}, { jobId: 'r1', delay: 30000, deduplication: { id: 'r', replace: true, ttl: 60000 } });
+        await q.add('r2', {}, { jobId: 'r2', delay: 30000, deduplication: { id: 'r', replace: true, ttl: 60000 } });
+      }),
+    );
+    expect(r.bullmq.map(([e]) => e)).toContain('retries-exhausted');
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+});
+
+describe('jobs', () => {
+  it('show the same fields at each step of their lives', async () => {
+    const r = await both(async ({ Queue, Worker }, connection, name) => {
+      const q = track(new Queue(name, { connection }));
+      const w = track(new Worker(name, null, { connection, autorun: false }));
+      const views: unknown[] = [];
+      const look = async (step: string) => {
+        for (const id of ['a', 'b', 'c']) {
+          const j = await q.getJob(id);
+          if (!j) {
+            views.push([step, id, null]);
+            continue;
+          }
+          const v = j.asJSON() as Record<string, unknown>;
+          for (const t of ['timestamp', 'processedOn', 'finishedOn', 'id']) {
+            v[t] = typeof v[t];
+          }
+          v.state = await j.getState();
+          views.push([step, id, v]);
+        }
+      };
+      await q.add('a', { x: 1 }, { jobId: 'a', attempts: 2, priority: 3 });
+      await q.add('b', { y: 'z' }, { jobId: 'b', delay: 60000, lifo: true });
+      await q.add('c', [1, 2], { jobId: 'c', delay: 60000, attempts: 3, backoff: { type: 'exponential', delay: 5 }, removeOnComplete: 5 });
+      await look('added');
+      const a = await take(w, 't1');
+      await look('taken');
+      await a.updateProgress({ p: 1 });
+      await a.moveToFailed(new Error('first'), 't1', false);
+      await look('failed once');
+      const a2 = await take(w, 't2');
+      await a2.moveToFailed(new Error('second'), 't2', false);
+      await look('failed');
+      await a2.retry('failed');
+      await look('retried');
+      await (await q.getJob('c'))!.promote();
+      const c = await take(w, 't3');
+      await c.moveToCompleted({ ok: true }, 't3', false);
+      await look('completed');
+      await (await q.getJob('b'))!.promote();
+      await look('promoted');
+      await c.retry('completed');
+      await look('completed job retried');
+      const b = await take(w, 't4');
+      await b.updateProgress(7);
+      await b.moveToFailed(new Error('b'), 't4', false);
+      await look('b failed');
+      await q.retryJobs({ state: 'failed' });
+      await look('retryJobs');
+      return views;
+    });
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+});
+
+describe('getters', () => {
+  it('list the same page of each state in either order, and count the same', async () => {
+    const states = ['waiting', 'active', 'prioritized', 'delayed', 'completed', 'failed'] as const;
+    const r = await both(async ({ Queue, Worker }, connection, name) => {
+      const q = track(new Queue(name, { connection }));
+      const w = track(new Worker(name, null, { connection, autorun: false }));
+      for (const n of ['a', 'b', 'c', 'd', 'e', 'f']) {
+        await q.add(n, {});
+      }
+      await q.add('p3', {}, { priority: 3 });
+      await q.add('p1', {}, { priority: 1 });
+      await q.add('p2', {}, { priority: 2 });
+      for (const [n, delay] of [['d2', 70000], ['d1', 60000], ['d3', 80000]] as const) {
+        await q.add(n, {}, { delay });
+      }
+      const held: Record<string, Job> = {};
+      for (const t of ['t1', 't2', 't3', 't4', 't5', 't6']) {
+        const job = (await w.getNextJob(t))!;
+        held[job.name] = job;
+        // Apart in time: a lease's deadline orders trafikey's active set, a finish time the
+        // finished sets.
+        await sleep(5);
+      }
+      for (const [n, t] of [['a', 't1'], ['e', 't5'], ['c', 't3']]) {
+        await held[n].moveToCompleted(n, t, false);
+        await sleep(5);
+      }
+      await held.b.moveToFailed(new Error('b'), 't2', false);
+      for (const n of ['g', 'h', 'i', 'j']) {
+        await q.add(n, {});
+      }
+      const out: Record<string, unknown> = {
+        counts: await q.getJobCounts(...states),
+        perPriority: await q.getCountsPerPriority([0, 1, 2, 3, 4]),
+      };
+      for (const type of states) {
+        for (const [start, end] of [[0, 0], [0, 1], [1, 2], [2, 5], [0, -1], [1, -1]]) {
+          for (const asc of [false, true]) {
+            out[`${type} ${start}..${end} ${asc ? 'asc' : 'desc'}`] = (await q.getJobs(type, start, end, asc)).map(j => j.name);
+          }
+        }
+      }
+      return out;
+    });
+    expect(r.bullmq['active 0..0 asc']).toEqual(['d']);
+    expect(r.bullmq['completed 0..1 desc']).toEqual(['c', 'e']);
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+});
+
+describe('refusals', () => {
+  it('are the same errors, with the same messages', async () => {
+    const r = await both(async ({ Queue, Worker }, connection, name) => {
+      const q = track(new Queue(name, { connection }));
+      const w = track(new Worker(name, null, { connection, autorun: false }));
+      const out: [string, string][] = [];
+      const tryIt = async (what: string, f: () => Promise<unknown>) => {
+        try {
+          const v = await f();
+          out.push([what, `ok ${JSON.stringify(v ?? null)}`]);
+        } catch (e) {
+          out.push([what, `error ${(e as Error).message}`]);
+        }
+      };
+      await q.add('a', {}, { jobId: 'a' });
+      await q.add('b', {}, { jobId: 'b' });
+      await q.add('d', {}, { jobId: 'd', delay: 60000 });
+      const a = (await q.getJob('a'))!;
+      await tryIt('retry a waiting job', () => a.retry('failed'));
+      await tryIt('promote a waiting job', () => a.promote());
+      await tryIt('changeDelay of a waiting job', () => a.changeDelay(10));
+      const held = (await w.getNextJob('t1'))!;
+      await tryIt('complete with another token', () => held.moveToCompleted('x', 'other', false));
+      await tryIt('fail with another token', () => held.moveToFailed(new Error('x'), 'other', false));
+      await tryIt('extendLock with another token', () => held.extendLock('other', 1000));
+      await tryIt('remove a held job', () => q.remove(held.id!));
+      await tryIt('complete', () => held.moveToCompleted('x', 't1', false));
+      await tryIt('fail a completed job', () => held.moveToFailed(new Error('x'), 't1', false));
+      await tryIt('retry a completed job from failed', () => held.retry('failed'));
+      const d = (await q.getJob('d'))!;
+      await tryIt('changePriority of a delayed job', () => d.changePriority({ priority: 3 }));
+      await tryIt('remove a missing job', () => q.remove('nope'));
+      await tryIt('progress of a missing job', () => q.updateJobProgress('nope', 5));
+      await tryIt('log of a missing job', () => q.addJobLog('nope', 'line'));
+      await tryIt('state of a missing job', () => q.getJobState('nope'));
+      await tryIt('getJob of a missing job', () => q.getJob('nope'));
+      return out;
+    });
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+
+  it('differ in one place: a finish repeated with its token is done, not refused', async () => {
+    // The module keeps a completed job's token so that a finish sent again (a reply lost, a
+    // client that resends on reconnect) is answered as the first was, not failed.
+    const q = track(new Trafikey.Queue(name, { connection: ours }));
+    const w = track(new Trafikey.Worker(name, null, { connection: ours, autorun: false }));
+    await q.add('a', {});
+    const job = (await w.getNextJob('t1'))!;
+    await job.moveToCompleted('x', 't1', false);
+    await expect(job.moveToCompleted('x', 't1', false)).resolves.toEqual([]);
+    expect(await q.getJobCounts('completed')).toEqual({ completed: 1 });
+    await q.obliterate({ force: true });
+  });
+});
