@@ -287,3 +287,63 @@ describe('refusals', () => {
     await q.obliterate({ force: true });
   });
 });
+
+describe('logs', () => {
+  it('page, keep and clear as BullMQ does', async () => {
+    const r = await both(async ({ Queue }, connection, name) => {
+      const q = track(new Queue(name, { connection }));
+      const job = await q.add('a', {});
+      const out: unknown[] = [];
+      for (let i = 1; i <= 6; i++) {
+        out.push(await job.log(`line ${i}`));
+      }
+      for (const [start, end] of [[0, 0], [0, 2], [2, 4], [1, -1], [0, -1], [4, 9]]) {
+        for (const asc of [true, false]) {
+          out.push([start, end, asc, await q.getJobLogs(job.id!, start, end, asc)]);
+        }
+      }
+      out.push(await q.addJobLog(job.id!, 'kept', 3));
+      out.push(await q.getJobLogs(job.id!));
+      await job.clearLogs(2);
+      out.push(await q.getJobLogs(job.id!));
+      await job.clearLogs();
+      out.push(await q.getJobLogs(job.id!));
+      return out;
+    });
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+});
+
+describe('job schedulers', () => {
+  it('are listed and read back as BullMQ lists and reads them', async () => {
+    const r = await both(async ({ Queue }, connection, name) => {
+      const q = track(new Queue(name, { connection }));
+      await q.upsertJobScheduler('every', { every: 60000 }, { name: 'tick', data: { x: 1 }, opts: { attempts: 2 } });
+      await q.upsertJobScheduler('cron', { pattern: '0 0 1 1 *', limit: 3 }, { name: 'yearly' });
+      await q.upsertJobScheduler('late', { every: 3600000, startDate: Date.now() + 7200000 });
+      const shown = (s: Record<string, unknown> | undefined) => {
+        if (!s) {
+          return s;
+        }
+        const v = { ...s };
+        for (const t of ['next', 'startDate', 'offset']) {
+          if (t in v) {
+            v[t] = typeof v[t];
+          }
+        }
+        return v;
+      };
+      return {
+        count: await q.getJobSchedulersCount(),
+        list: (await q.getJobSchedulers()).map(shown),
+        asc: (await q.getJobSchedulers(0, 1, true)).map(s => s.key),
+        one: shown(await q.getJobScheduler('every')),
+        none: await q.getJobScheduler('nope'),
+        removed: [await q.removeJobScheduler('cron'), await q.removeJobScheduler('cron')],
+        after: (await q.getJobSchedulers()).map(s => s.key),
+        counts: await q.getJobCounts('delayed', 'waiting'),
+      };
+    });
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+});
