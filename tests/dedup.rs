@@ -189,6 +189,24 @@ fn a_ttl_is_the_servers_expiry_and_outlives_the_finish() {
     assert_eq!(q.snapshot(&mut c).rows.len(), 2);
 }
 
+/// Retention deletes a finished job's row, not its throttle: an id with a TTL outlives the
+/// job it named, as it outlives the finish.
+#[test]
+fn retention_leaves_an_id_with_a_ttl_to_its_ttl() {
+    let (_s, mut c, q) = queue_on_quiet_server("retire");
+    assert_eq!(q.enqueue(&mut c, &jid(1), &[b"DEDUP", b"t", b"DEDUPTTL", b"600000"]), Reply::Int(1));
+    claim(&mut c, &q, "w");
+    complete(&q, &mut c, &jid(1), "w", &[b"KEEP", b"1"]);
+    q.enqueue(&mut c, &jid(2), &[]);
+    claim(&mut c, &q, "w");
+    complete(&q, &mut c, &jid(2), "w", &[b"KEEP", b"1"]);
+    let snap = q.check_invariant(&mut c);
+    assert!(!snap.rows.contains_key(&jid(1)), "KEEP 1 retired the first job");
+    assert_eq!(holder(&mut c, &q, "t"), Some(jid(1)));
+    assert!(pttl(&mut c, &dkey(&q, "t")) > 500000);
+    assert_eq!(q.enqueue(&mut c, &jid(3), &[b"DEDUP", b"t"]), bulk(&jid(1)));
+}
+
 #[test]
 fn extend_restarts_the_ttl_on_each_duplicate() {
     let (_s, mut c, q) = queue_on_quiet_server("ext");
