@@ -347,3 +347,41 @@ describe('job schedulers', () => {
     expect(r.trafikey).toEqual(r.bullmq);
   });
 });
+
+describe('queue meta', () => {
+  it('global limits and client fields read back as BullMQ reads them', async () => {
+    const r = await both(async ({ Queue }, connection, name) => {
+      const q = track(new Queue(name, { connection }));
+      const out: Record<string, unknown> = {};
+      const look = async (step: string) => {
+        const meta = (await q.getMeta()) as Record<string, unknown>;
+        out[step] = {
+          concurrency: await q.getGlobalConcurrency(),
+          rate: await q.getGlobalRateLimit(),
+          meta: { concurrency: meta.concurrency, max: meta.max, duration: meta.duration, paused: meta.paused, mine: meta.mine },
+        };
+      };
+      await look('fresh');
+      await q.setGlobalConcurrency(4);
+      await q.setGlobalRateLimit(10, 1000);
+      await look('set');
+      // The backend's own call, one field at a time: the other keeps its value.
+      await q.backend.setQueueMeta({ max: 20 });
+      await look('max alone');
+      await q.backend.setQueueMeta({ duration: 5000 });
+      await q.backend.setQueueMeta({ mine: 'x' });
+      await look('one field a call');
+      // One field removed ends the rate limit on both. BullMQ leaves the other field in meta;
+      // the module holds the limit as one fact, so both go.
+      await q.backend.removeQueueMetaFields(['max']);
+      await look('max removed');
+      delete (out['max removed'] as { meta: Record<string, unknown> }).meta.duration;
+      await q.setGlobalRateLimit(3, 100);
+      await q.removeGlobalRateLimit();
+      await q.removeGlobalConcurrency();
+      await look('removed');
+      return out;
+    });
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+});
