@@ -355,6 +355,9 @@ describe('queue meta', () => {
       const out: Record<string, unknown> = {};
       const look = async (step: string) => {
         const meta = (await q.getMeta()) as Record<string, unknown>;
+        // Every field but the store's own version stamp.
+        const { version: _v, ...rest } = meta;
+        out[`${step}: fields`] = Object.keys(rest).sort();
         out[step] = {
           concurrency: await q.getGlobalConcurrency(),
           rate: await q.getGlobalRateLimit(),
@@ -376,6 +379,7 @@ describe('queue meta', () => {
       await q.backend.removeQueueMetaFields(['max']);
       await look('max removed');
       delete (out['max removed'] as { meta: Record<string, unknown> }).meta.duration;
+      out['max removed: fields'] = (out['max removed: fields'] as string[]).filter(f => f !== 'duration');
       await q.setGlobalRateLimit(3, 100);
       await q.removeGlobalRateLimit();
       await q.removeGlobalConcurrency();
