@@ -288,6 +288,35 @@ describe('refusals', () => {
   });
 });
 
+describe('retryJobs', () => {
+  it('retries the jobs finished by the time given, in batches until none is left', async () => {
+    const r = await both(async ({ Queue, Worker }, connection, name) => {
+      const q = track(new Queue(name, { connection }));
+      const w = track(new Worker(name, null, { connection, autorun: false }));
+      const failSome = async (names: string[]) => {
+        for (const n of names) {
+          await q.add(n, {}, { jobId: n });
+          const j = (await w.getNextJob(`t-${n}`))!;
+          await j.moveToFailed(new Error(n), `t-${n}`, false);
+        }
+      };
+      await failSome(['a', 'b', 'c', 'd', 'e']);
+      await sleep(20);
+      const cut = Date.now();
+      await sleep(20);
+      await failSome(['f', 'g']);
+      // Batches of 2: five jobs take three batches; the two failed after the cut stay.
+      await q.retryJobs({ state: 'failed', count: 2, timestamp: cut });
+      return {
+        failed: (await q.getFailed()).map(j => j.name).sort(),
+        waiting: (await q.getWaiting()).map(j => j.name).sort(),
+      };
+    });
+    expect(r.bullmq.failed).toEqual(['f', 'g']);
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+});
+
 describe('logs', () => {
   it('page, keep and clear as BullMQ does', async () => {
     const r = await both(async ({ Queue }, connection, name) => {
