@@ -2561,8 +2561,11 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   /** BullMQ's meta fields that are the module's limits, by TRA.LIMITS's names. */
   private static LIMIT_FIELDS: Record<string, string> = { concurrency: 'concurrency', max: 'rate-max', duration: 'rate-ms' };
-  /** The module's limit fields of `meta` (in its own form), not shown as BullMQ's meta. */
-  private static LIMIT_STATE = ['rate', 'concurrency', 'hold-until'];
+  /**
+   * The module's own fields of `meta` but `paused` (its limits in its own form, and the
+   * `max-stalls` a worker sets), not shown as BullMQ's meta.
+   */
+  private static MODULE_FIELDS = ['rate', 'concurrency', 'hold-until', 'max-stalls'];
 
   async setQueueMeta(values: Record<string, string | number>): Promise<number> {
     // `paused` is the module's own field of meta; a client never writes it directly.
@@ -2609,7 +2612,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     const [raw, l] = await Promise.all([this.conn.hgetall(this.key('meta')), this.limits()]);
     const out: Record<string, string> = {};
     for (const [k, v] of Object.entries(raw)) {
-      if (!TrafikeyBackend.LIMIT_STATE.includes(k)) {
+      if (!TrafikeyBackend.MODULE_FIELDS.includes(k)) {
         out[k] = v;
       }
     }

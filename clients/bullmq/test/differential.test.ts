@@ -14,7 +14,7 @@ const Trafikey = withTrafikey(withBackend);
 type Classes = { Queue: typeof BullQueue; Worker: typeof BullWorker; QueueEvents: typeof BullQueueEvents };
 const stores: Record<'bullmq' | 'trafikey', { classes: Classes; connection: typeof ours }> = {
   bullmq: { classes: { Queue: BullQueue, Worker: BullWorker, QueueEvents: BullQueueEvents }, connection: theirs },
-  trafikey: { classes: Trafikey as Classes, connection: ours },
+  trafikey: { classes: Trafikey as unknown as Classes, connection: ours },
 };
 
 let name: string;
@@ -23,14 +23,18 @@ beforeEach(() => {
 });
 afterEach(closeTracked);
 
-/** Runs `scenario` on both stores, each with a queue of its own name, and returns both results. */
-async function both<T>(scenario: (c: Classes, connection: typeof ours, name: string) => Promise<T>): Promise<{ bullmq: T; trafikey: T }> {
+/** What a scenario runs on: a store's classes, a queue of its own and a worker not started. */
+type Store = { c: Classes; connection: typeof ours; q: BullQueue; w: BullWorker };
+
+/** Runs `scenario` on both stores, each with the test's queue name, and returns both results. */
+async function both<T>(scenario: (s: Store) => Promise<T>): Promise<{ bullmq: T; trafikey: T }> {
   const out: Record<string, T> = {};
   for (const [store, { classes, connection }] of Object.entries(stores)) {
     const q = track(new classes.Queue(name, { connection }));
+    const w = track(new classes.Worker(name, null, { connection, autorun: false }));
     await q.waitUntilReady();
     try {
-      out[store] = await scenario(classes, connection, name);
+      out[store] = await scenario({ c: classes, connection, q, w });
     } finally {
       await q.obliterate({ force: true }).catch(() => undefined);
     }
@@ -44,14 +48,8 @@ async function both<T>(scenario: (c: Classes, connection: typeof ours, name: str
  * Ends once the `waiting` of job `last` is seen. The module's own events that BullMQ has no
  * name for (`priority`) pass through the backend as they are, and are left out here.
  */
-async function eventsOf(
-  { Queue, Worker, QueueEvents }: Classes,
-  connection: typeof ours,
-  name: string,
-  act: (q: BullQueue, w: BullWorker) => Promise<void>,
-): Promise<[string, Record<string, unknown>][]> {
-  const q = track(new Queue(name, { connection }));
-  const qe = track(new QueueEvents(name, { connection }));
+async function eventsOf({ c, connection, q, w }: Store, act: (q: BullQueue, w: BullWorker) => Promise<void>): Promise<[string, Record<string, unknown>][]> {
+  const qe = track(new c.QueueEvents(name, { connection }));
   await qe.waitUntilReady();
   const seen: [string, Record<string, unknown>][] = [];
   const emit = qe.emit.bind(qe) as (event: string, ...args: unknown[]) => boolean;
@@ -67,7 +65,6 @@ async function eventsOf(
   };
   // A read already waiting: the first event is not missed.
   await sleep(50);
-  const w = track(new Worker(name, null, { connection, autorun: false }));
   await act(q, w);
   await q.add('last', {}, { jobId: 'last' });
   await until(() => seen.some(([e, a]) => e === 'waiting' && a.jobId === 'last'));
@@ -83,8 +80,8 @@ async function take(w: BullWorker, token: string): Promise<Job> {
 
 describe('QueueEvents', () => {
   it('tells a job\'s life in the same events, with the same facts, in the same order', async () => {
-    const r = await both((c, connection, name) =>
-      eventsOf(c, connection, name, async (q, w) => {
+    const r = await both(s =>
+      eventsOf(s, async (q, w) => {
         await q.add('a', { v: 1 }, { jobId: 'a' });
         await q.add('c', {}, { jobId: 'c', delay: 60000 });
         await q.add('p', {}, { jobId: 'p', priority: 2 });
@@ -130,9 +127,7 @@ describe('QueueEvents', () => {
 
 describe('jobs', () => {
   it('show the same fields at each step of their lives', async () => {
-    const r = await both(async ({ Queue, Worker }, connection, name) => {
-      const q = track(new Queue(name, { connection }));
-      const w = track(new Worker(name, null, { connection, autorun: false }));
+    const r = await both(async ({ q, w }) => {
       const views: unknown[] = [];
       const look = async (step: string) => {
         for (const id of ['a', 'b', 'c']) {
@@ -141,7 +136,7 @@ describe('jobs', () => {
             views.push([step, id, null]);
             continue;
           }
-          const v = j.asJSON() as Record<string, unknown>;
+          const v = j.asJSON() as unknown as Record<string, unknown>;
           for (const t of ['timestamp', 'processedOn', 'finishedOn', 'id']) {
             v[t] = typeof v[t];
           }
@@ -186,9 +181,7 @@ describe('jobs', () => {
 describe('getters', () => {
   it('list the same page of each state in either order, and count the same', async () => {
     const states = ['waiting', 'active', 'prioritized', 'delayed', 'completed', 'failed'] as const;
-    const r = await both(async ({ Queue, Worker }, connection, name) => {
-      const q = track(new Queue(name, { connection }));
-      const w = track(new Worker(name, null, { connection, autorun: false }));
+    const r = await both(async ({ q, w }) => {
       for (const n of ['a', 'b', 'c', 'd', 'e', 'f']) {
         await q.add(n, {});
       }
@@ -235,9 +228,7 @@ describe('getters', () => {
 
 describe('refusals', () => {
   it('are the same errors, with the same messages', async () => {
-    const r = await both(async ({ Queue, Worker }, connection, name) => {
-      const q = track(new Queue(name, { connection }));
-      const w = track(new Worker(name, null, { connection, autorun: false }));
+    const r = await both(async ({ q, w }) => {
       const out: [string, string][] = [];
       const tryIt = async (what: string, f: () => Promise<unknown>) => {
         try {
@@ -290,9 +281,7 @@ describe('refusals', () => {
 
 describe('retryJobs', () => {
   it('retries the jobs finished by the time given, in batches until none is left', async () => {
-    const r = await both(async ({ Queue, Worker }, connection, name) => {
-      const q = track(new Queue(name, { connection }));
-      const w = track(new Worker(name, null, { connection, autorun: false }));
+    const r = await both(async ({ q, w }) => {
       const failSome = async (names: string[]) => {
         for (const n of names) {
           await q.add(n, {}, { jobId: n });
@@ -319,8 +308,7 @@ describe('retryJobs', () => {
 
 describe('logs', () => {
   it('page, keep and clear as BullMQ does', async () => {
-    const r = await both(async ({ Queue }, connection, name) => {
-      const q = track(new Queue(name, { connection }));
+    const r = await both(async ({ q }) => {
       const job = await q.add('a', {});
       const out: unknown[] = [];
       for (let i = 1; i <= 6; i++) {
@@ -345,16 +333,15 @@ describe('logs', () => {
 
 describe('job schedulers', () => {
   it('are listed and read back as BullMQ lists and reads them', async () => {
-    const r = await both(async ({ Queue }, connection, name) => {
-      const q = track(new Queue(name, { connection }));
+    const r = await both(async ({ q }) => {
       await q.upsertJobScheduler('every', { every: 60000 }, { name: 'tick', data: { x: 1 }, opts: { attempts: 2 } });
       await q.upsertJobScheduler('cron', { pattern: '0 0 1 1 *', limit: 3 }, { name: 'yearly' });
       await q.upsertJobScheduler('late', { every: 3600000, startDate: Date.now() + 7200000 });
-      const shown = (s: Record<string, unknown> | undefined) => {
+      const shown = (s: object | undefined) => {
         if (!s) {
           return s;
         }
-        const v = { ...s };
+        const v: Record<string, unknown> = { ...s };
         for (const t of ['next', 'startDate', 'offset']) {
           if (t in v) {
             v[t] = typeof v[t];
@@ -379,8 +366,7 @@ describe('job schedulers', () => {
 
 describe('queue meta', () => {
   it('global limits and client fields read back as BullMQ reads them', async () => {
-    const r = await both(async ({ Queue }, connection, name) => {
-      const q = track(new Queue(name, { connection }));
+    const r = await both(async ({ q }) => {
       const out: Record<string, unknown> = {};
       const look = async (step: string) => {
         const meta = (await q.getMeta()) as Record<string, unknown>;
