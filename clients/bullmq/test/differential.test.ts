@@ -306,6 +306,43 @@ describe('retryJobs', () => {
   });
 });
 
+describe('adding, deduplication and administration', () => {
+  it('answer and count as BullMQ does', async () => {
+    const r = await both(async ({ q }) => {
+      const out: Record<string, unknown> = {};
+      const ids = (jobs: { id?: string; name: string }[]) => jobs.map(j => [j.id && !j.id.startsWith('JOB') ? j.id : 'minted', j.name]);
+      out.bulk = ids(
+        await q.addBulk([
+          { name: 'a', data: {}, opts: { jobId: 'a' } },
+          { name: 'b', data: {}, opts: { jobId: 'b', priority: 2 } },
+          { name: 'a again', data: {}, opts: { jobId: 'a' } },
+          { name: 'd1', data: {}, opts: { jobId: 'd1', deduplication: { id: 'k' } } },
+          { name: 'd2', data: {}, opts: { jobId: 'd2', deduplication: { id: 'k' } } },
+          { name: 'later', data: {}, opts: { jobId: 'later', delay: 60000 } },
+        ]),
+      );
+      out.again = ids([await q.add('a third time', {}, { jobId: 'a' })]);
+      out.dedup = await q.getDeduplicationJobId('k');
+      out.dedupOther = await q.getDeduplicationJobId('none');
+      out.counts = await q.getJobCounts('waiting', 'prioritized', 'delayed', 'paused');
+      await q.pause();
+      out.paused = [await q.isPaused(), await q.getJobCounts('waiting', 'prioritized', 'paused')];
+      await q.resume();
+      out.released = await q.removeDeduplicationKey('k');
+      out.dedupAfter = await q.getDeduplicationJobId('k');
+      out.d3 = ids([await q.add('d3', {}, { jobId: 'd3', deduplication: { id: 'k' } })]);
+      await q.drain();
+      out.drained = await q.getJobCounts('waiting', 'prioritized', 'delayed');
+      await q.add('x', {}, { jobId: 'x', delay: 60000 });
+      await q.drain(true);
+      out.drainedDelayed = await q.getJobCounts('delayed');
+      return out;
+    });
+    expect(r.bullmq.dedup).toBe('d1');
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+});
+
 describe('logs', () => {
   it('page, keep and clear as BullMQ does', async () => {
     const r = await both(async ({ q }) => {
