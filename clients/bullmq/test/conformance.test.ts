@@ -8,7 +8,7 @@ import { withTrafikey, createTrafikeyBackend, isBranded, mintJobId } from '../sr
 
 const port = inject('port');
 const connection = { host: '127.0.0.1', port };
-const { Queue, Worker, QueueEvents, FlowProducer } = withTrafikey(withBackend);
+const { Queue, Worker, QueueEvents, QueueEventsProducer, FlowProducer } = withTrafikey(withBackend);
 
 let name: string;
 let queue: InstanceType<typeof Queue>;
@@ -415,10 +415,12 @@ describe('workers', () => {
   });
 
   it("a worker's stalled check reports a stall behind more events than one read takes", async () => {
-    // 1 200 `added` events, then the stall: the check reads the stream in pages of 500.
-    await queue.addBulk(Array.from({ length: 1200 }, (_, i) => ({ name: 'pad', data: { i } })));
+    // A stall long past, then 1 200 `added` events, then the stall: the check reads the stream
+    // in pages of 500, and a worker's first check looks back one lease, not to the start.
     const raw = new Redis(connection);
     const q = createTrafikeyBackend(name, { connection });
+    await raw.xadd(q.key('events'), '1000-0', 'event', 'stalled', 'id', mintJobId());
+    await queue.addBulk(Array.from({ length: 1200 }, (_, i) => ({ name: 'pad', data: { i } })));
     try {
       const keys = ['wait', 'prio', 'active', 'delayed', 'meta', 'events'].map(r => q.key(r));
       const claimed = (await raw.call('EMQ.CLAIM', 6, ...keys, 'dead-worker', 200)) as string[][];
@@ -455,6 +457,18 @@ describe('workers', () => {
     expect(failed.stacktrace.join('\n')).toContain('try 1');
     await failed.retry('failed');
     await until(async () => (await queue.getJob(bad.id!))!.attemptsMade >= 3);
+  });
+
+  it('a failure that delays the job hands over the next one when asked (fetchNext)', async () => {
+    await queue.add('a', {}, { attempts: 3, backoff: { type: 'fixed', delay: 60_000 } });
+    await queue.add('b', {});
+    await queue.add('c', {});
+    const worker = track(new Worker(name, null, { connection, autorun: false }));
+    const a = (await worker.getNextJob('t1'))!;
+    const next = (await a.moveToFailed(new Error('x'), 't1', true)) as [any, string];
+    expect(next[0]?.name).toBe('b');
+    expect(await a.getState()).toBe('delayed');
+    expect(await queue.getJobState(next[1])).toBe('active');
   });
 
   it('LIFO jobs retry at the front of wait: after a failure with attempts left, and by retry()', async () => {
@@ -537,6 +551,32 @@ describe('QueueEvents', () => {
     expect(await progress).toEqual({ step: 1 });
     await until(() => seen.includes('completed'));
     expect(seen.slice(0, 3)).toEqual(['added', 'waiting', 'active']);
+  });
+
+  it('reads from the newest event at ready, however late its first read comes', async () => {
+    const events = track(new QueueEvents(name, { connection, autorun: false }));
+    await events.waitUntilReady();
+    // Added before the first read: `$` then would mean after this event.
+    await queue.add('early', {});
+    const added = new Promise<string>(ok => events.on('added', ({ name }) => ok(name)));
+    void events.run();
+    expect(await added).toBe('early');
+  });
+
+  it('a QueueEventsProducer trims the stream to about maxEvents', async () => {
+    const producer = track(new QueueEventsProducer(name, { connection }));
+    for (let i = 0; i < 600; i++) {
+      await producer.publishEvent({ eventName: 'custom', n: i }, 50);
+    }
+    const raw = new Redis(connection);
+    const q = createTrafikeyBackend(name, { connection });
+    try {
+      // MAXLEN ~ trims whole nodes of the stream (100 entries each by default).
+      expect(await raw.xlen(q.key('events'))).toBeLessThan(300);
+    } finally {
+      raw.disconnect();
+      await q.close();
+    }
   });
 
   it('a late reader sees each progress value and the result, though the row is gone', async () => {

@@ -343,6 +343,20 @@ describe('adding, deduplication and administration', () => {
   });
 });
 
+describe('a job moved back to wait', () => {
+  it('answers the time a manual rate limit still holds the queue', async () => {
+    const r = await both(async ({ q, w }) => {
+      await q.add('a', {});
+      const job = (await w.getNextJob('t1'))!;
+      await q.rateLimit(5000);
+      const ttl = await job.moveToWait('t1');
+      return { ttl: ttl > 0 && ttl <= 5000, state: await job.getState() };
+    });
+    expect(r.bullmq.ttl).toBe(true);
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+});
+
 describe('logs', () => {
   it('page, keep and clear as BullMQ does', async () => {
     const r = await both(async ({ q }) => {
