@@ -170,9 +170,10 @@ fn completenext_finishes_then_claims_the_next_in_one_call() {
 }
 
 /// The claim part meets a found row the caller may not write after the finish wrote: the
-/// finish stands, and the second element is the claim's error.
+/// finish stands, the claim takes nothing, and the next CLAIM, which writes nothing, answers
+/// the error. Through a script too: an error inside the reply would become the script's.
 #[test]
-fn completenext_reports_a_refused_claim_in_place_of_its_jobs() {
+fn completenext_leaves_a_refused_claim_to_the_next_claim() {
     let s = Server::quiet();
     let mut c = s.conn();
     let q = Q::new("acl");
@@ -189,11 +190,24 @@ fn completenext_reports_a_refused_claim_in_place_of_its_jobs() {
     let mut u = s.conn();
     assert_eq!(u.call(&[b"AUTH", b"nx", b"pw"]), Reply::Simple("OK".into()));
     let reply = next(&q, &mut u, &jid(1), "w1", &[]);
-    assert_eq!(reply.array()[0], Reply::Int(1));
-    assert!(reply.array()[1].error().starts_with("NOPERM"), "{reply:?}");
+    assert_eq!(reply, Reply::Array(vec![Reply::Int(1), Reply::Array(vec![])]));
     let snap = q.snapshot(&mut c);
     assert_eq!(snap.state_of(&jid(1)).as_deref(), Some("completed"));
     assert_eq!(snap.state_of(&jid(2)).as_deref(), Some("wait"), "the claim wrote nothing");
+    let claim = q.run(&mut c, "EMQ.CLAIM", "", &[b"w1", b"30000"]).array().len();
+    assert_eq!(claim, 1, "the default user takes it");
+    // A row of another type in `wait`, finished and fetched inside a script.
+    assert_eq!(q.enqueue(&mut c, &jid(3), &[]), Reply::Int(1));
+    let row = q.job(&jid(3));
+    assert_eq!(c.call(&[b"DEL", row.as_bytes()]), Reply::Int(1));
+    assert_eq!(c.call(&[b"SET", row.as_bytes(), b"x"]), Reply::Simple("OK".into()));
+    let mut call = vec![b"EVAL".to_vec(), b"return server.pcall(unpack(ARGV))".to_vec(), b"0".to_vec()];
+    call.extend(q.cmd("TRA.COMPLETENEXT", &jid(2), keys_of("TRA.COMPLETENEXT"), &[b"w1", b"ok", b"30000"]));
+    let call: Vec<&[u8]> = call.iter().map(Vec::as_slice).collect();
+    assert_eq!(c.call(&call), Reply::Array(vec![Reply::Int(1), Reply::Array(vec![])]));
+    assert_eq!(q.snapshot(&mut c).state_of(&jid(2)).as_deref(), Some("completed"));
+    let refused = q.run(&mut c, "EMQ.CLAIM", "", &[b"w1", b"30000"]);
+    assert!(refused.error().starts_with("WRONGTYPE"), "{refused:?}");
 }
 
 /// `drained` means nothing is left to claim: a finish that empties `active` while `prio` (or

@@ -94,7 +94,10 @@ impl Verb for CompleteNext {
                 }
                 jobs.reply()
             }
-            Err(e) => Reply::Error(e),
+            // The finish has written: the reply must not read as a refusal (a script's caller
+            // gets a nested error as the script's own). The claim wrote nothing, and the next
+            // CLAIM, which writes nothing either, answers its error.
+            Err(_) => Reply::Array(Vec::new()),
         };
         Ok(Reply::Array(vec![Reply::Int(done.into()), jobs]))
     }
