@@ -14,7 +14,7 @@
 
 use crate::domain::{self, args::Options};
 use crate::errors::Refusal;
-use crate::host::{Access, ArgStr, Exec, Key, Kind, Str};
+use crate::host::{Access, ArgStr, Exec, Key, Kind, Str, StrRef};
 use crate::keyspace::Role;
 
 use super::{companions_of, field, Companions, Event, Events, State};
@@ -60,6 +60,17 @@ impl<'a> Dedup<'a> {
         check_id(&id)?;
         let ttl = d.ttl.map(|t| domain::range(t, 1, domain::TIME_MAX, "DEDUPTTL")).transpose()?;
         Ok(Some(Dedup { id, ttl, extend: d.extend, replace: d.replace, alias: o.alias }))
+    }
+
+    /// The `deduplicated` event this producer's DEDUP writes: `refused` its own id, or
+    /// `replaced` the holder it deleted.
+    pub fn event<'s>(&'s self, refused: Option<StrRef<'s>>, replaced: Option<StrRef<'s>>) -> Event<'s> {
+        Event::Deduplicated {
+            dedup: self.id.str_ref(),
+            refused,
+            replaced,
+            alias: self.alias.map(|a| a.str_ref()),
+        }
     }
 }
 
@@ -136,12 +147,7 @@ impl<'a> Claim<'a> {
         if let (true, Some(ttl)) = (self.d.extend, self.d.ttl) {
             self.key.set_abs_expire(x.now().saturating_add(ttl))?;
         }
-        let (dedup, alias) = (self.d.id.str_ref(), self.d.alias.map(|a| a.str_ref()));
-        events.emit(
-            x,
-            Some(holder.str_ref()),
-            Event::Deduplicated { dedup, refused: Some(refused.str_ref()), replaced: None, alias },
-        )
+        events.emit(x, Some(holder.str_ref()), self.d.event(Some(refused.str_ref()), None))
     }
 
     /// The job `id` is being created: it holds the id from now on (a replaced holder deleted
@@ -177,9 +183,7 @@ impl<'a> Claim<'a> {
         }
         match self.verdict {
             Verdict::Replace { old, companions, .. } => {
-                let (dedup, alias) = (self.d.id.str_ref(), self.d.alias.map(|a| a.str_ref()));
-                let e = Event::Deduplicated { dedup, refused: None, replaced: Some(old.str_ref()), alias };
-                events.emit(x, Some(id.str_ref()), e)?;
+                events.emit(x, Some(id.str_ref()), self.d.event(None, Some(old.str_ref())))?;
                 Ok(companions)
             }
             _ => Ok(None),

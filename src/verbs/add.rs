@@ -202,13 +202,7 @@ impl Verb for Add {
                         (Some(c), _) => c.refuse(x, &events, &id_s)?,
                         (None, Some(d)) => {
                             let holder = x.string(&holder)?;
-                            let e = Event::Deduplicated {
-                                dedup: d.id.str_ref(),
-                                refused: Some(id_s.str_ref()),
-                                replaced: None,
-                                alias: d.alias.map(|a| a.str_ref()),
-                            };
-                            events.emit(x, Some(holder.str_ref()), e)?;
+                            events.emit(x, Some(holder.str_ref()), d.event(Some(id_s.str_ref()), None))?;
                         }
                         (None, None) => {}
                     }

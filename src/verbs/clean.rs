@@ -1,7 +1,7 @@
 //! `TRA.CLEAN 2 set events GRACE ms [COUNT n]` — `set` is `completed` or `failed`: deletes
 //! the jobs that finished ms ago or earlier (score at most now − ms: GRACE 0 takes every
-//! finished job), oldest first, rows with them, at most n (1..=10000, default 1000). Replies the ids deleted (the client repeats
-//! while a full page comes back). One `cleaned` event (`count`) when it deleted any. GRACE is
+//! finished job), oldest first, rows with them, at most n (1..=10000, default 1000). Replies
+//! the ids deleted (the client repeats while a full page comes back). One `cleaned` event (`count`) when it deleted any. GRACE is
 //! 0..=2^53−1; rows are opened as the caller. Fenced.
 
 use crate::domain::{self, args::Opt};

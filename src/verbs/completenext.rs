@@ -8,8 +8,8 @@
 //! A refusal of the finish (EMQLEASE, EMQNOJOB, ...) refuses the call and writes nothing.
 //! Every declared key's type is checked before the finish writes; the claim can still meet
 //! a found row it may not touch (NOPERM) or of another type (WRONGTYPE) after the finish has
-//! written, and then `jobs` is that error in place of the array: the finish stands, the claim
-//! wrote nothing. `drained` is written when the call leaves nothing ready or active. Fenced.
+//! written, and then `jobs` is empty: the finish stands, the claim wrote nothing, and the next
+//! CLAIM answers the error. `drained` is written when the call leaves nothing ready or active. Fenced.
 
 use crate::domain::args::Opt;
 use crate::errors::Refusal;

@@ -7,7 +7,7 @@
 //! completed, 0 a repeat of the same token's finish, -1 not held with that token, -2 no such
 //! job. Then, under the same fence read, one CLAIM takes a job for each entry that answered 1
 //! or 0, with `claim_token` (ROW as CLAIM's). Replies `[[code …], jobs]`, `jobs` as CLAIM's,
-//! or the claim's error in its place as TRA.COMPLETENEXT answers it. Nothing is written when
+//! or empty when the claim is refused, as TRA.COMPLETENEXT answers it. Nothing is written when
 //! no entry answers 1 or 0. The rows are keys of the call, after `n` (1 ≤ n ≤ 50), so ACL and
 //! the server see each. An id given twice is refused. `drained` as TRA.COMPLETENEXT writes
 //! it. Fenced.
