@@ -1205,7 +1205,11 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         r[k] = opts[k];
       }
     }
-    r.offset = opts.every ? Math.floor(Number(opts.offset ?? 0)) % Math.max(1, Math.floor(Number(opts.every))) : 0;
+    // An iteration's `repeat` shows an offset only when there is one, as BullMQ's do.
+    const offset = opts.every ? Math.floor(Number(opts.offset ?? 0)) % Math.max(1, Math.floor(Number(opts.every))) : 0;
+    if (offset > 0) {
+      r.offset = offset;
+    }
     const blob: Record<string, unknown> = { o, r };
     if (this.jobName(name)[0] !== name) {
       blob.n = name;
@@ -2321,7 +2325,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         // The iteration's number, kept in its row by the server (BullMQ's `repeat.count`).
         repeat.count = round;
       }
-      json.opts = { ...opts, jobId: `repeat:${row.scheduler}:${at}`, repeatJobKey: String(row.scheduler), prevMillis: at, delay: iterationDelay, repeat } as JobsOptions;
+      json.opts = { ...opts, jobId: `repeat:${row.scheduler}:${at}`, repeatJobKey: String(row.scheduler), timestamp: createdAt, delay: iterationDelay, repeat } as JobsOptions;
       json.repeatJobKey = String(row.scheduler);
       if (state === 'delayed' && made === 0) {
         json.delay = iterationDelay;

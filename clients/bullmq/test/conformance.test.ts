@@ -454,7 +454,7 @@ describe('workers', () => {
     await until(async () => (await bad.getState()) === 'failed');
     const failed = (await queue.getJob(bad.id!))!;
     expect(failed.attemptsMade).toBe(2);
-    expect(failed.stacktrace.join('\n')).toContain('try 1');
+    expect((failed.stacktrace ?? []).join('\n')).toContain('try 1');
     await failed.retry('failed');
     await until(async () => (await queue.getJob(bad.id!))!.attemptsMade >= 3);
   });

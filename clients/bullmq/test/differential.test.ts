@@ -2,7 +2,7 @@
 // user sees must agree.
 import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
-import { withBackend, Queue as BullQueue, Worker as BullWorker, QueueEvents as BullQueueEvents, type Job } from 'bullmq';
+import { withBackend, Queue as BullQueue, Worker as BullWorker, QueueEvents as BullQueueEvents, UnrecoverableError, DelayedError, WaitingError, type Job } from 'bullmq';
 import { closeTracked, sleep, track, until } from './helpers.js';
 import { withTrafikey } from '../src/index.js';
 
@@ -324,9 +324,9 @@ describe('adding, deduplication and administration', () => {
       out.again = ids([await q.add('a third time', {}, { jobId: 'a' })]);
       out.dedup = await q.getDeduplicationJobId('k');
       out.dedupOther = await q.getDeduplicationJobId('none');
-      out.counts = await q.getJobCounts('waiting', 'prioritized', 'delayed', 'paused');
+      out.counts = await q.getJobCounts('waiting', 'prioritized', 'delayed');
       await q.pause();
-      out.paused = [await q.isPaused(), await q.getJobCounts('waiting', 'prioritized', 'paused')];
+      out.paused = [await q.isPaused(), await q.getJobCounts('waiting', 'prioritized')];
       await q.resume();
       out.released = await q.removeDeduplicationKey('k');
       out.dedupAfter = await q.getDeduplicationJobId('k');
@@ -453,5 +453,219 @@ describe('queue meta', () => {
       return out;
     });
     expect(r.trafikey).toEqual(r.bullmq);
+  });
+});
+
+/** A worker of the store's class that runs `processor`, tracked to be closed after the test. */
+function running({ c, connection }: Store, processor: (job: Job) => Promise<unknown>, opts: Record<string, unknown> = {}): BullWorker {
+  return track(new c.Worker(name, processor, { connection, concurrency: 1, ...opts }));
+}
+
+/** A finished job as a user reads it back: its JSON without times or ids, and its state. */
+async function finished(q: BullQueue, id: string): Promise<unknown> {
+  const j = await q.getJob(id);
+  if (!j) {
+    return null;
+  }
+  const v = j.asJSON() as unknown as Record<string, unknown>;
+  for (const t of ['timestamp', 'processedOn', 'finishedOn', 'id']) {
+    v[t] = typeof v[t];
+  }
+  if (typeof v.stacktrace === 'string') {
+    v.stacktrace = (JSON.parse(v.stacktrace) as string[]).map(s => s.split('\n')[0]);
+  }
+  return { ...v, processedBy: j.processedBy, state: await j.getState(), logs: (await q.getJobLogs(id)).logs };
+}
+
+describe('a running worker', () => {
+  it('processes, retries, gives up and reports as BullMQ does', async () => {
+    const r = await both(async s => {
+      const { q } = s;
+      const seen: unknown[] = [];
+      const processor = async (job: Job) => {
+        seen.push(['process', job.name, job.attemptsMade, job.attemptsStarted]);
+        await job.log(`try ${job.attemptsMade}`);
+        await job.updateProgress(job.attemptsMade * 10);
+        switch (job.name) {
+          case 'ok':
+            return { got: job.data };
+          case 'twice':
+            if (job.attemptsMade < 1) {
+              throw new Error('once more');
+            }
+            return 'second time';
+          case 'never':
+            throw new Error(`no ${job.attemptsMade}`);
+          case 'unrecoverable':
+            throw new UnrecoverableError('give up now');
+          case 'custom':
+            throw new Error('custom backoff');
+          default:
+            return null;
+        }
+      };
+      const w = running(s, processor, {
+        name: 'w1',
+        settings: { backoffStrategy: (made: number) => (made >= 2 ? -1 : 0) },
+      });
+      for (const ev of ['completed', 'failed', 'progress'] as const) {
+        w.on(ev, (job: Job | undefined, x: unknown) => seen.push([ev, job?.name, ev === 'failed' ? (x as Error).message : x]));
+      }
+      await q.add('ok', { v: 1 }, { jobId: 'ok' });
+      await q.add('twice', {}, { jobId: 'twice', attempts: 3 });
+      await q.add('never', {}, { jobId: 'never', attempts: 2 });
+      await q.add('unrecoverable', {}, { jobId: 'unrecoverable', attempts: 5 });
+      await q.add('custom', {}, { jobId: 'custom', attempts: 9, backoff: { type: 'custom' } });
+      await q.add('gone', {}, { jobId: 'gone', removeOnComplete: true });
+      await until(async () => (await q.getJobCounts('completed', 'failed')).failed === 3 && (await q.getCompletedCount()) === 2, 10000);
+      await until(() => !w.isRunning() || seen.filter(e => (e as string[])[0] === 'completed').length === 3);
+      await w.close();
+      const jobs: Record<string, unknown> = {};
+      for (const id of ['ok', 'twice', 'never', 'unrecoverable', 'custom', 'gone']) {
+        jobs[id] = await finished(q, id);
+      }
+      return { seen, jobs, counts: await q.getJobCounts('completed', 'failed', 'waiting', 'delayed', 'active') };
+    });
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+
+  it('moves a job where its processor says: delayed, back to wait, rate limited', async () => {
+    const r = await both(async s => {
+      const { q } = s;
+      const seen: unknown[] = [];
+      const w: BullWorker = running(s, async (job: Job) => {
+        const token = job.token!;
+        seen.push(['process', job.name, job.attemptsMade, job.attemptsStarted, await job.getState()]);
+        if (job.attemptsStarted > 1) {
+          return `again ${job.name}`;
+        }
+        switch (job.name) {
+          case 'delay':
+            await job.moveToDelayed(Date.now() + 60000, token);
+            throw new DelayedError();
+          case 'wait':
+            await job.moveToWait(token);
+            throw new WaitingError();
+          case 'limited':
+            await w.rateLimit(60000);
+            throw BullWorker.RateLimitError();
+          case 'lock':
+            await job.extendLock(token, 60000);
+            return 'extended';
+          default:
+            return undefined;
+        }
+      });
+      w.on('completed', (job: Job, v: unknown) => seen.push(['completed', job.name, v]));
+      w.on('failed', (job: Job | undefined, e: Error) => seen.push(['failed', job?.name, e.message]));
+      for (const n of ['delay', 'wait', 'lock', 'undefined']) {
+        // A job's id names its key in BullMQ's store: `wait` would be the wait list's.
+        await q.add(n, {}, { jobId: `j-${n}`, attempts: 3 });
+      }
+      await until(async () => (await q.getCompletedCount()) === 3 && (await q.getFailedCount()) === 0 && (await q.getDelayedCount()) === 1);
+      await q.add('limited', {}, { jobId: 'j-limited', attempts: 3 });
+      await until(async () => (await q.getJobCounts('waiting')).waiting === 1 && (await q.getRateLimitTtl()) > 0);
+      const ttl = await q.getRateLimitTtl();
+      await w.close();
+      const jobs: Record<string, unknown> = {};
+      for (const id of ['delay', 'wait', 'lock', 'undefined', 'limited']) {
+        jobs[id] = await finished(q, `j-${id}`);
+      }
+      return { seen, jobs, limited: ttl > 50000 && ttl <= 60000 };
+    });
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+
+  it('with several jobs at once, ends with the same results, attempts and counts', async () => {
+    const r = await both(async s => {
+      const { q } = s;
+      const w = running(
+        s,
+        async (job: Job) => {
+          await sleep(job.data.i % 3);
+          if (job.data.i % 4 === 0 && job.attemptsMade === 0) {
+            throw new Error(`first try of ${job.data.i}`);
+          }
+          if (job.data.i % 7 === 0) {
+            throw new Error(`never ${job.data.i}`);
+          }
+          return job.data.i * 2;
+        },
+        { concurrency: 4 },
+      );
+      const workers: number[] = [];
+      w.on('active', async () => workers.push((await q.getWorkersCount()) > 0 ? 1 : 0));
+      await q.addBulk(Array.from({ length: 24 }, (_, i) => ({ name: `j${i}`, data: { i }, opts: { jobId: `j${i}`, attempts: 2 } })));
+      await until(async () => {
+        const c = await q.getJobCounts('completed', 'failed');
+        return c.completed + c.failed === 24;
+      });
+      await w.close();
+      const jobs = await Promise.all(
+        Array.from({ length: 24 }, async (_, i) => {
+          const j = (await q.getJob(`j${i}`))!;
+          return [j.id, await j.getState(), j.returnvalue, j.failedReason, j.attemptsMade, j.attemptsStarted];
+        }),
+      );
+      return { jobs, counts: await q.getJobCounts('completed', 'failed', 'waiting', 'active', 'delayed'), workersSeen: workers.length > 0 && workers.every(x => x === 1) };
+    });
+    expect(r.bullmq.counts).toEqual({ completed: 20, failed: 4, waiting: 0, active: 0, delayed: 0 });
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+
+  it('takes back a job whose worker died and fails it once it stalled more than allowed', async () => {
+    const r = await both(async s => {
+      const { c, connection, q } = s;
+      const seen: unknown[] = [];
+      const dead = track(new c.Worker(name, null, { connection, autorun: false, lockDuration: 300 }));
+      await q.add('once', {}, { jobId: 'once' });
+      await dead.getNextJob('dead-1');
+      const w = running(s, async (job: Job) => `done ${job.name} ${job.stalledCounter}`, { stalledInterval: 200, maxStalledCount: 1, lockDuration: 300 });
+      w.on('stalled', (id: string, prev: string) => seen.push(['stalled', id, prev]));
+      w.on('completed', (job: Job, v: unknown) => seen.push(['completed', job.id, v]));
+      w.on('failed', (job: Job | undefined, e: Error) => seen.push(['failed', job?.id, e.message]));
+      await until(async () => (await q.getCompletedCount()) === 1 && seen.length === 2);
+      // The module's upkeep takes the lease back, and a worker's check reports it afterwards:
+      // the next worker may have finished the job by then. So the two events, in any order.
+      return { seen: seen.sort(), once: await finished(q, 'once') };
+    });
+    expect(r.bullmq.seen).toContainEqual(['stalled', 'once', 'active']);
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+
+  it("runs a job scheduler's iterations as BullMQ runs them", async () => {
+    const r = await both(async s => {
+      const { q } = s;
+      const jobs: unknown[] = [];
+      let first = 0;
+      const w = running(s, async (job: Job) => {
+        const at = Number(job.id?.split(':')[2]);
+        first ||= at;
+        jobs.push({
+          name: job.name,
+          data: job.data,
+          // The times as what they must be: the id's time `every` apart from the first's, a
+          // delay the wait from the job's creation until that time (the first has none; BullMQ
+          // reads its clock twice, a few ms apart).
+          opts: { ...job.opts, jobId: (at - first) % 150, timestamp: typeof job.opts.timestamp, delay: !job.opts.delay ? 'none' : Math.abs(at - job.opts.delay - job.opts.timestamp!) <= 5 ? 'until then' : job.opts.delay },
+          repeatJobKey: job.repeatJobKey,
+        });
+        return jobs.length;
+      });
+      await q.upsertJobScheduler('tick', { every: 150, limit: 3 }, { name: 'tock', data: { v: 1 }, opts: { attempts: 2, removeOnComplete: 10 } });
+      await until(async () => (await q.getCompletedCount()) === 3);
+      await sleep(400);
+      await w.close();
+      return {
+        jobs,
+        counts: await q.getJobCounts('completed', 'delayed', 'waiting'),
+        scheduler: (await q.getJobScheduler('tick')) ?? null,
+        completed: (await q.getCompleted()).map(j => [j.name, j.returnvalue]),
+      };
+    });
+    // BullMQ keeps a scheduler that has made its last iteration; the module deletes it.
+    expect(r.bullmq.scheduler).toMatchObject({ key: 'tick', iterationCount: 3 });
+    expect(r.trafikey.scheduler).toBeNull();
+    expect({ ...r.trafikey, scheduler: 'ended' }).toEqual({ ...r.bullmq, scheduler: 'ended' });
   });
 });

@@ -38,9 +38,9 @@ it('a queue, a worker and its events carry on across a server restart (AOF)', as
     }, { connection }),
   );
   // The clients report the lost connection as `error` events; unhandled, they would throw.
-  for (const c of [queue, events, worker]) {
-    c.on('error', () => undefined);
-  }
+  queue.on('error', () => undefined);
+  events.on('error', () => undefined);
+  worker.on('error', () => undefined);
   const completed: string[] = [];
   events.on('completed', ({ returnvalue }) => completed.push(String(returnvalue)));
   await events.waitUntilReady();

@@ -5,7 +5,7 @@
 // and taken brings its successor at once.
 import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
-import { withBackend, type Job } from 'bullmq';
+import { withBackend, type Job, type JobSchedulerJobOptions } from 'bullmq';
 import { closeTracked, track, until } from './helpers.js';
 import { withTrafikey } from '../src/index.js';
 
@@ -91,7 +91,7 @@ describe('job schedulers', () => {
       expect(j.data).toEqual({ n: 1 });
     }
     // Each iteration's number, as BullMQ's repeat.count: the first is 1, in time order.
-    const counts = [...done].sort((a, b) => Number(a.id!.split(':')[2]) - Number(b.id!.split(':')[2])).map(j => j.opts.repeat!.count);
+    const counts = [...done].sort((a, b) => Number(a.id!.split(':')[2]) - Number(b.id!.split(':')[2])).map(j => (j.opts as JobSchedulerJobOptions).repeat!.count);
     expect(counts[0]).toBe(1);
     for (let i = 1; i < counts.length; i++) {
       expect(counts[i]).toBeGreaterThan(counts[i - 1]!);
@@ -127,10 +127,10 @@ describe('job schedulers', () => {
     track(new Worker(name, async (j: Job) => void taken.push(j), { connection }));
     await until(() => taken.length === 1);
     expect(taken[0].id).toBe(`repeat:s:${at}`);
-    expect(taken[0].opts.repeat!.count).toBe(1);
+    expect((taken[0].opts as JobSchedulerJobOptions).repeat!.count).toBe(1);
     const [next] = await queue.getDelayed();
     expect(next.id).toBe(`repeat:s:${at + 60_000}`);
-    expect(next.opts.repeat!.count).toBe(2);
+    expect((next.opts as JobSchedulerJobOptions).repeat!.count).toBe(2);
     const s = await queue.getJobScheduler('s');
     expect([s!.next, s!.iterationCount]).toEqual([at + 60_000, 2]);
   });
