@@ -231,6 +231,43 @@ fn a_finish_with_a_job_left_in_either_ready_set_is_not_drained() {
     }
 }
 
+/// A finish that fetches is drained only when no job is delayed either (a retry waiting out
+/// its backoff is work to come), with TRA.COMPLETENEXT as with TRA.COMPLETESNEXT; COMPLETE,
+/// which fetches nothing, looks at the ready sets and `active` alone.
+#[test]
+fn a_finish_that_fetches_with_a_job_delayed_is_not_drained() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let drained = |c: &mut Conn, q: &Q| events(c, q).iter().filter(|e| *e == "drained").count();
+    for verb in ["TRA.COMPLETENEXT", "TRA.COMPLETESNEXT", "EMQ.COMPLETE"] {
+        let q = Q::new(&format!("later-{verb}"));
+        assert_eq!(q.enqueue(&mut c, &jid(1), &[]), Reply::Int(1));
+        assert_eq!(q.run(&mut c, "EMQ.SCHEDULE", &jid(2), &[b"+600000", b"n", b"{}"]), Reply::Int(1));
+        let claimed = q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"60000"]);
+        assert_eq!(claimed.array()[0].array()[0].str(), jid(1));
+        let finish = |c: &mut Conn, id: &str| match verb {
+            "TRA.COMPLETESNEXT" => many(&q, c, &[(id.to_string(), "w")], "w", &[]),
+            "TRA.COMPLETENEXT" => q.run(c, verb, id, &[b"w", b"ok", b"60000"]),
+            _ => q.run(c, verb, id, &[b"w", b"ok"]),
+        };
+        let reply = finish(&mut c, &jid(1));
+        assert!(reply.err().is_none(), "{verb}: {reply:?}");
+        if verb == "EMQ.COMPLETE" {
+            assert_eq!(drained(&mut c, &q), 1, "COMPLETE fetches nothing: drained with a job delayed");
+            continue;
+        }
+        assert_eq!(drained(&mut c, &q), 0, "{verb}: jid(2) is delayed, work to come");
+        // The delayed job made ready and taken: its finish leaves nothing at all.
+        assert_eq!(q.run(&mut c, "EMQ.PROMOTE", &jid(2), &[]), Reply::Int(1));
+        let claimed = q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"60000"]);
+        assert_eq!(claimed.array()[0].array()[0].str(), jid(2));
+        assert!(finish(&mut c, &jid(2)).err().is_none());
+        assert_eq!(drained(&mut c, &q), 1, "{verb}");
+        assert_eq!(events(&mut c, &q).last().map(String::as_str), Some("drained"));
+        q.check_invariant(&mut c);
+    }
+}
+
 /// `TRA.COMPLETESNEXT`: each `(id, token)` finished with the result `r:<id>`, then jobs
 /// claimed with `claim` for 30 s.
 fn many(q: &Q, c: &mut Conn, entries: &[(String, &str)], claim: &str, extra: &[&[u8]]) -> Reply {

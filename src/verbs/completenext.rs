@@ -9,7 +9,8 @@
 //! Every declared key's type is checked before the finish writes; the claim can still meet
 //! a found row it may not touch (NOPERM) or of another type (WRONGTYPE) after the finish has
 //! written, and then `jobs` is empty: the finish stands, the claim wrote nothing, and the next
-//! CLAIM answers the error. `drained` is written when the call leaves nothing ready or active. Fenced.
+//! CLAIM answers the error. `drained` is written when the call leaves nothing to fetch, now or
+//! later: nothing ready, active or delayed. Fenced.
 
 use crate::domain::args::Opt;
 use crate::errors::Refusal;
@@ -103,12 +104,20 @@ impl Verb for CompleteNext {
     }
 }
 
-/// After a finish and a claim that found nothing: `drained` when nothing is ready or active.
-/// The sets are opened again for this alone, the claim having closed its handles.
+/// After a finish and a claim that found nothing: `drained` when nothing is ready, active or
+/// delayed. A worker that fetches is drained only when no job will come to it without a new
+/// one: a retry waiting out its backoff, or a scheduler's next iteration, is work to come.
+/// (COMPLETE, which fetches nothing, does not look at `delayed`.) The sets are opened again
+/// for this alone, the claim having closed its handles.
 pub fn drained_if_idle(x: &mut Exec) -> Result<(), Refusal> {
     let events = Events::open(x)?;
     let (ready, active) = (Ready::open(x)?, x.open_as(Active, Kind::ZSet)?);
-    if events.on() && active.len() == 0 && ready.wait.len() == 0 && ready.prio.len() == 0 {
+    if events.on()
+        && active.len() == 0
+        && ready.wait.len() == 0
+        && ready.prio.len() == 0
+        && x.open_as(Delayed, Kind::ZSet)?.len() == 0
+    {
         events.emit(x, None, Event::Drained)?;
     }
     Ok(())

@@ -898,7 +898,7 @@ impl Model {
                 let count = within(count.unwrap_or(1), 1, CLAIM_COUNT_MAX)?.min(CLAIM_PER_CALL) as usize;
                 let done = self.complete(id, token, result, *keep, None, *echo, *metrics, false, now, ev)?;
                 let jobs = self.claim(token, lease, count, *row, now, ev);
-                if jobs == Reply::Array(vec![]) && self.drained() {
+                if jobs == Reply::Array(vec![]) && self.drained_for_fetch() {
                     ev.push(event("drained", None, &[]));
                 }
                 Ok(Reply::Array(vec![done, jobs]))
@@ -1462,7 +1462,7 @@ impl Model {
                     return Ok(Reply::Array(vec![codes, Reply::Array(vec![])]));
                 }
                 let jobs = self.claim(claim, lease, wanted, *row, now, ev);
-                if jobs == Reply::Array(vec![]) && self.drained() {
+                if jobs == Reply::Array(vec![]) && self.drained_for_fetch() {
                     ev.push(event("drained", None, &[]));
                 }
                 Ok(Reply::Array(vec![codes, jobs]))
@@ -1690,6 +1690,12 @@ impl Model {
     /// Nothing ready (`wait`, `prio`) and nothing active.
     pub fn drained(&self) -> bool {
         self.wait.is_empty() && self.prio.is_empty() && self.active.is_empty()
+    }
+
+    /// The finishes that fetch are drained only when nothing is delayed either: a delayed job
+    /// is work to come.
+    pub fn drained_for_fetch(&self) -> bool {
+        self.drained() && self.delayed.is_empty()
     }
 
     /// A progress report stored in the row, and its event (with the report under ECHO).

@@ -668,4 +668,105 @@ describe('a running worker', () => {
     expect(r.trafikey.scheduler).toBeNull();
     expect({ ...r.trafikey, scheduler: 'ended' }).toEqual({ ...r.bullmq, scheduler: 'ended' });
   });
+
+  it('gives QueueEvents the same story as it runs', async () => {
+    const r = await both(s =>
+      eventsOf(s, async q => {
+        // Every job added before the worker starts: the events of adds and claims do not interleave.
+        await q.add('good', { v: 1 }, { jobId: 'good' });
+        await q.add('flaky', {}, { jobId: 'flaky', attempts: 2 });
+        // A backoff long enough to be waited out with nothing else to do: a worker's finish
+        // says `drained` only once no retry is to come.
+        await q.add('bad', {}, { jobId: 'bad', attempts: 2, backoff: { type: 'fixed', delay: 300 } });
+        await q.add('gone', {}, { jobId: 'gone', removeOnComplete: true });
+        const w = running(s, async (job: Job) => {
+          await job.updateProgress({ at: job.attemptsMade });
+          if (job.name === 'flaky' && job.attemptsMade === 0) {
+            throw new Error('flaky');
+          }
+          if (job.name === 'bad') {
+            throw new Error('bad');
+          }
+          return { name: job.name };
+        });
+        await until(async () => (await q.getCompletedCount()) === 2 && (await q.getFailedCount()) === 1);
+        await w.close();
+      }),
+    );
+    expect(r.bullmq.map(([e]) => e)).toContain('retries-exhausted');
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+
+  it('keeps the finished jobs its options say, with their logs', async () => {
+    const r = await both(async s => {
+      const { q } = s;
+      const w = running(
+        s,
+        async (job: Job) => {
+          for (let i = 0; i < 4; i++) {
+            await job.log(`${job.name} ${i}`);
+          }
+          if (job.data.fail) {
+            throw new Error(job.name);
+          }
+          return job.name;
+        },
+        { removeOnComplete: { count: 2 }, removeOnFail: { count: 1 } },
+      );
+      for (let i = 0; i < 5; i++) {
+        await q.add(`ok${i}`, {}, { jobId: `ok${i}`, keepLogs: 2 });
+      }
+      for (let i = 0; i < 3; i++) {
+        await q.add(`bad${i}`, { fail: true }, { jobId: `bad${i}` });
+      }
+      await q.add('own', {}, { jobId: 'own', removeOnComplete: false });
+      await q.add('aged', {}, { jobId: 'aged', removeOnComplete: { age: 3600 } });
+      await until(async () => (await q.getJobCounts('waiting', 'active')).waiting + (await q.getActiveCount()) === 0 && (await q.getJob('aged'))?.finishedOn !== undefined);
+      await w.close();
+      const logs: Record<string, unknown> = {};
+      for (const j of [...(await q.getCompleted()), ...(await q.getFailed())]) {
+        logs[j.id!] = (await q.getJobLogs(j.id!)).logs;
+      }
+      return {
+        completed: (await q.getCompleted()).map(j => j.id).sort(),
+        failed: (await q.getFailed()).map(j => j.id).sort(),
+        logs,
+      };
+    });
+    expect(r.bullmq.failed).toEqual(['bad2']);
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+
+  it('runs no more jobs at once than the global concurrency, and honours a rate limit', async () => {
+    const r = await both(async s => {
+      const { q } = s;
+      await q.setGlobalConcurrency(2);
+      let now = 0;
+      let most = 0;
+      const w = running(
+        s,
+        async () => {
+          most = Math.max(most, ++now);
+          await sleep(30);
+          now--;
+        },
+        { concurrency: 5 },
+      );
+      await q.addBulk(Array.from({ length: 10 }, (_, i) => ({ name: `c${i}`, data: {} })));
+      await until(async () => (await q.getCompletedCount()) === 10);
+      await w.close();
+      await q.removeGlobalConcurrency();
+      const limited = running(s, async () => undefined, { limiter: { max: 3, duration: 60000 } });
+      await q.addBulk(Array.from({ length: 5 }, (_, i) => ({ name: `r${i}`, data: {} })));
+      await until(async () => (await q.getCompletedCount()) === 13);
+      // The limiter holds the rest for the window: none more is done.
+      await sleep(300);
+      const done = await q.getCompletedCount();
+      const ttl = await q.getRateLimitTtl(3);
+      await limited.close();
+      return { most, done, waiting: await q.getWaitingCount(), limited: ttl > 50000 };
+    });
+    expect(r.bullmq).toEqual({ most: 2, done: 13, waiting: 2, limited: true });
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
 });
