@@ -217,6 +217,26 @@ function versionAtLeast(v: string, min: readonly number[]): boolean {
   return true;
 }
 
+/** How long a closing connection's QUIT may wait behind a command still in flight. */
+const QUIT_WAIT_MS = 1000;
+
+/**
+ * Ends a connection: QUIT, answered once the server has let the client go, so that a worker
+ * closed is gone from CLIENT LIST (BullMQ's getWorkers) when close() resolves; dropped at once
+ * when forced or not connected, or after QUIT_WAIT_MS when a command still holds it.
+ */
+async function end(c: Redis, force: boolean): Promise<void> {
+  if (!force && c.status === 'ready') {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>(ok => (timer = setTimeout(ok, QUIT_WAIT_MS)));
+    await Promise.race([c.quit().catch(() => undefined), late]);
+    clearTimeout(timer);
+  }
+  if (c.status !== 'end') {
+    c.disconnect();
+  }
+}
+
 function newClient(conn: TrafikeyConnection | undefined, blocking: boolean, connectionName?: string): Redis {
   const extra: RedisOptions = { maxRetriesPerRequest: blocking ? null : 20 };
   if (connectionName !== undefined) {
@@ -621,15 +641,13 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       this.closing = (async () => {
         await this.disconnectBlocking(true).catch(() => undefined);
         await this.returnStash().catch(() => undefined);
-        this.blockingConn?.disconnect();
+        if (this.blockingConn) {
+          await end(this.blockingConn, force);
+        }
         if (!this.letGo()) {
           return;
         }
-        if (force) {
-          this.conn.disconnect();
-        } else {
-          await this.conn.quit().catch(() => this.conn.disconnect());
-        }
+        await end(this.conn, force);
       })();
     }
     return this.closing;
@@ -1798,10 +1816,14 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   async cleanJobsByState(state: string, timestamp: number, limit = 0): Promise<string[]> {
     const max = limit > 0 ? limit : Infinity;
     const out: string[] = [];
+    // The custom ids of the jobs taken, read while their rows still name them.
+    const custom = new Map<string, string>();
     if (state === 'completed' || state === 'failed') {
       const grace = Math.max(0, Date.now() - timestamp);
       while (out.length < max) {
         const count = Math.min(10000, max - out.length);
+        // A clean takes the oldest finished first: the first `count` of the set are all it may take.
+        await this.customIds(await this.conn.zrange(this.key(state), 0, count - 1), custom);
         const ids = (await this.conn.call('TRA.CLEAN', 2, this.key(state), this.key('events'), 'GRACE', grace, 'COUNT', count)) as string[];
         out.push(...ids);
         if (ids.length < count) {
@@ -1812,6 +1834,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       const role = state === 'wait' || state === 'waiting' || state === 'paused' ? 'wait' : state === 'prioritized' ? 'prio' : state;
       if (role === 'wait' || role === 'prio' || role === 'delayed') {
         const ids = role === 'wait' ? await this.conn.lrange(this.key('wait'), 0, -1) : await this.conn.zrange(this.key(role), 0, -1);
+        await this.customIds(ids, custom);
         const p = this.conn.pipeline();
         for (const id of ids) {
           p.hmget(this.jobKey(id), 'o', 'c', 'rs');
@@ -1847,7 +1870,20 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       }
     }
     await this.forget(out);
-    return this.external(out);
+    return out.map(id => custom.get(id) ?? id);
+  }
+
+  /** Adds to `into` the custom id of each of `ids` that has one (none on a queue without). */
+  private async customIds(ids: string[], into: Map<string, string>): Promise<void> {
+    if (ids.length === 0 || Number(await this.conn.exists(this.native ? this.key('alias') : this.key('b:alias'))) === 0) {
+      return;
+    }
+    const found = await this.external(ids);
+    ids.forEach((id, i) => {
+      if (found[i] !== id) {
+        into.set(id, found[i]);
+      }
+    });
   }
 
   private setKeys(): string[] {

@@ -2,6 +2,7 @@
 // user sees must agree.
 import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import { withBackend, Queue as BullQueue, Worker as BullWorker, QueueEvents as BullQueueEvents, UnrecoverableError, DelayedError, WaitingError, type Job } from 'bullmq';
 import { closeTracked, sleep, track, until } from './helpers.js';
 import { withTrafikey } from '../src/index.js';
@@ -767,6 +768,169 @@ describe('a running worker', () => {
       return { most, done, waiting: await q.getWaitingCount(), limited: ttl > 50000 };
     });
     expect(r.bullmq).toEqual({ most: 2, done: 13, waiting: 2, limited: true });
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+
+  it('runs a processor in a child process or a worker thread as BullMQ runs it', async () => {
+    const processor = fileURLToPath(new URL('./fixtures/sandboxed.cjs', import.meta.url));
+    const r = await both(async ({ c, connection, q }) => {
+      const out: Record<string, unknown> = {};
+      for (const useWorkerThreads of [false, true]) {
+        const seen: [string, unknown, unknown][] = [];
+        const w = track(new c.Worker(name, processor, { connection, useWorkerThreads }));
+        w.on('completed', (job: Job, v: unknown) => seen.push(['completed', job.name, v]));
+        w.on('failed', (job: Job | undefined, e: Error) => seen.push(['failed', job?.name, e.message]));
+        w.on('progress', (job: Job, p: unknown) => seen.push(['progress', job.name, p]));
+        const tag = useWorkerThreads ? 'thread' : 'child';
+        await q.add(`${tag}-ok`, { v: 1 }, { jobId: `${tag}-ok` });
+        await q.add(`${tag}-retried`, { fail: 1 }, { jobId: `${tag}-retried`, attempts: 2 });
+        await q.add(`${tag}-failed`, { fail: 5 }, { jobId: `${tag}-failed`, attempts: 2 });
+        // Five finishes: one completed, one failed then completed, one failed twice.
+        await until(async () => seen.filter(([e]) => e !== 'progress').length === 5, 15000);
+        await w.close();
+        out[tag] = { seen: seen.sort(), jobs: await Promise.all(['ok', 'retried', 'failed'].map(n => finished(q, `${tag}-${n}`))) };
+      }
+      return out;
+    });
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+
+  it('answers what a user asks of its jobs, its workers and its queue while it runs', async () => {
+    const r = await both(async s => {
+      const { c, connection, q } = s;
+      const qe = track(new c.QueueEvents(name, { connection }));
+      await qe.waitUntilReady();
+      let release!: () => void;
+      const gate = new Promise<void>(ok => (release = ok));
+      const workerEvents: string[] = [];
+      const w = running(
+        s,
+        async (job: Job) => {
+          if (job.name === 'held') {
+            await gate;
+          }
+          if (job.name === 'bad') {
+            throw new Error('bad job');
+          }
+          return `${job.name} done`;
+        },
+        { name: 'the-worker', concurrency: 2 },
+      );
+      for (const e of ['active', 'completed', 'failed', 'drained'] as const) {
+        w.on(e, () => workerEvents.push(e));
+      }
+      const held = await q.add('held', {}, { jobId: 'held' });
+      await until(async () => (await held.getState()) === 'active');
+      const ok = await q.add('ok', {}, { jobId: 'ok' });
+      const bad = await q.add('bad', {}, { jobId: 'bad' });
+      const out: Record<string, unknown> = {
+        ok: await ok.waitUntilFinished(qe, 5000),
+        bad: await bad.waitUntilFinished(qe, 5000).then(
+          v => ['resolved', v],
+          (e: Error) => ['rejected', e.message],
+        ),
+      };
+      await until(async () => (await q.getActiveCount()) === 1);
+      // Paused first: the worker's free slot takes nothing added now.
+      await q.pause();
+      await q.add('later', {}, { jobId: 'later', delay: 60000 });
+      await q.add('prio', {}, { jobId: 'prio', priority: 4 });
+      out.whileRunning = {
+        predicates: await Promise.all(
+          ['held', 'ok', 'bad', 'later', 'prio'].map(async id => {
+            const j = (await q.getJob(id))!;
+            return [id, await j.isActive(), await j.isCompleted(), await j.isFailed(), await j.isDelayed(), await j.isWaiting(), await j.isWaitingChildren()];
+          }),
+        ),
+        workers: (await q.getWorkers()).map(x => x.rawname ?? x.name),
+        workersCount: await q.getWorkersCount(),
+        count: await q.count(),
+        byTypes: await q.getJobCountByTypes('active', 'completed', 'failed', 'delayed', 'prioritized'),
+        mixed: (await q.getJobs(['completed', 'failed', 'active'])).map(j => j.id).sort(),
+        rateLimitTtl: await q.getRateLimitTtl(),
+        missingState: await q.getJobState('nope'),
+      };
+      await q.resume();
+      release();
+      await until(async () => (await q.getCompletedCount()) === 3);
+      await w.close();
+      out.workerEvents = [...new Set(workerEvents)].sort();
+      out.workersAfter = (await q.getWorkers()).map(x => x.rawname ?? x.name);
+      return out;
+    });
+    expect(r.bullmq.ok).toBe('ok done');
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+
+  it('takes jobs in the same order: priorities, LIFO, FIFO and delays come due', async () => {
+    const r = await both(async s => {
+      const { q } = s;
+      await q.add('fifo1', {});
+      await q.add('p5a', {}, { priority: 5 });
+      await q.add('lifo1', {}, { lifo: true });
+      await q.add('p1', {}, { priority: 1 });
+      await q.add('fifo2', {});
+      await q.add('p5b', {}, { priority: 5 });
+      await q.add('lifo2', {}, { lifo: true });
+      await q.add('late', {}, { delay: 400 });
+      await q.add('soon', {}, { delay: 200 });
+      await q.addBulk([
+        { name: 'bulk-p3', data: {}, opts: { priority: 3 } },
+        { name: 'bulk-fifo', data: {} },
+        { name: 'bulk-lifo', data: {}, opts: { lifo: true } },
+      ]);
+      const order: string[] = [];
+      const w = running(s, async (job: Job) => void order.push(job.name));
+      await until(() => order.length === 12);
+      await w.close();
+      return order;
+    });
+    expect(r.bullmq.slice(-2)).toEqual(['soon', 'late']);
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+});
+
+describe('clean and obliterate', () => {
+  it('take the same jobs from each state, and refuse the same', async () => {
+    const r = await both(async ({ q, w }) => {
+      const out: Record<string, unknown> = {};
+      const names = async (ids: string[]) => ids.sort();
+      for (const n of ['w1', 'w2', 'w3']) {
+        await q.add(n, {}, { jobId: n });
+      }
+      await q.add('d1', {}, { jobId: 'd1', delay: 60000 });
+      await q.add('d2', {}, { jobId: 'd2', delay: 60000 });
+      await q.add('p1', {}, { jobId: 'p1', priority: 2 });
+      for (const t of ['t1', 't2', 't3']) {
+        const j = (await w.getNextJob(t))!;
+        if (t === 't3') {
+          await j.moveToFailed(new Error('x'), t, false);
+        } else {
+          await j.moveToCompleted('ok', t, false);
+        }
+      }
+      await q.add('w4', {}, { jobId: 'w4' });
+      await q.add('w5', {}, { jobId: 'w5' });
+      await q.add('held', {}, { jobId: 'held', priority: 1 });
+      await w.getNextJob('t4');
+      await sleep(10);
+      out.graceKeepsAll = await names(await q.clean(60000, 100, 'completed'));
+      out.completedLimited = (await q.clean(0, 1, 'completed')).length;
+      out.completed = await names(await q.clean(0, 100, 'completed'));
+      out.failed = await names(await q.clean(0, 100, 'failed'));
+      out.delayed = await names(await q.clean(0, 100, 'delayed'));
+      out.prioritized = await names(await q.clean(0, 100, 'prioritized'));
+      out.wait = await names(await q.clean(0, 1, 'wait'));
+      out.active = await names(await q.clean(0, 100, 'active'));
+      out.counts = await q.getJobCounts('waiting', 'active', 'completed', 'failed', 'delayed', 'prioritized');
+      out.obliterate = await q.obliterate().then(
+        () => 'done',
+        (e: Error) => e.message,
+      );
+      out.after = await q.getJobCounts('waiting', 'active');
+      return out;
+    });
+    expect(r.bullmq.obliterate).toBe('Cannot obliterate queue with active jobs');
     expect(r.trafikey).toEqual(r.bullmq);
   });
 });
