@@ -35,6 +35,12 @@ fn job_map(c: &mut Conn, q: &Q, id: &str) -> Vec<String> {
         .collect()
 }
 
+/// The newest `name` event of job `id`, from its `event` word on.
+fn event_of(c: &mut Conn, q: &Q, name: &str, id: &str) -> Vec<String> {
+    let ev = q.events(c);
+    ev.into_iter().rev().find(|e| e.len() > 3 && e[1] == name && e[3] == id).unwrap_or_default()
+}
+
 fn remove(c: &mut Conn, q: &Q, id: &str) -> Reply {
     c.call_v(&q.cmd("TRA.REMOVE", id, keys_of("TRA.REMOVE"), &[]))
 }
@@ -138,16 +144,21 @@ fn an_alias_goes_with_its_row_on_every_path_that_deletes_one() {
     q.enqueue(&mut c, &jid(1), &[b"ALIAS", b"a1"]);
     assert_eq!(remove(&mut c, &q, &jid(1)), Reply::Int(1));
     assert!(!live(&mut c, "a1"));
+    // The events that may be a job's last name it by its alias too: its row may be gone.
+    assert_eq!(event_of(&mut c, &q, "removed", &jid(1))[4..], ["prev", "wait", "alias", "a1"]);
     assert_eq!(q.enqueue(&mut c, &jid(2), &[b"ALIAS", b"a1"]), Reply::Int(1), "the key is free again");
     // COMPLETE under KEEP 0
     assert_eq!(tok(&mut c, "t2"), jid(2));
     assert_eq!(q.run(&mut c, "EMQ.COMPLETE", &jid(2), &[b"t2", b"ok", b"KEEP", b"0"]), Reply::Int(1));
     assert!(!live(&mut c, "a1"));
+    assert_eq!(event_of(&mut c, &q, "completed", &jid(2))[4..], ["attempt", "1", "alias", "a1"]);
     // FAIL under KEEP 0
     q.enqueue(&mut c, &jid(3), &[b"ALIAS", b"a3"]);
     tok(&mut c, "t3");
     assert!(q.run(&mut c, "EMQ.FAIL", &jid(3), &[b"t3", b"no", b"KEEP", b"0"]).err().is_none());
     assert!(!live(&mut c, "a3"));
+    let failed = event_of(&mut c, &q, "failed", &jid(3));
+    assert_eq!(failed[4..], ["error", "no", "attempt", "1", "attempts", "1", "alias", "a3"]);
     // Retention: KEEP 1 deletes the older completed job, and its alias.
     for (i, a) in [(4, "a4"), (5, "a5")] {
         q.enqueue(&mut c, &jid(i), &[b"ALIAS", a.as_bytes()]);
@@ -174,6 +185,7 @@ fn an_alias_goes_with_its_row_on_every_path_that_deletes_one() {
     let r = q.run(&mut c, "TRA.COMPLETES", "", &[jid(8).as_bytes(), b"t8", b"ok"]);
     assert_eq!(r.ints(), [1]);
     assert!(!live(&mut c, "a8"));
+    assert_eq!(event_of(&mut c, &q, "completed", &jid(8))[4..], ["attempt", "1", "alias", "a8"]);
     // TRA.OBLITERATE deletes the hash with the queue's keys.
     q.enqueue(&mut c, &jid(9), &[b"ALIAS", b"a9"]);
     let mut ob: Vec<Vec<u8>> = vec![b"TRA.OBLITERATE".to_vec(), b"8".to_vec()];

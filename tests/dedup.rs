@@ -251,7 +251,11 @@ fn replace_swaps_a_delayed_holder_for_the_new_job() {
     assert_eq!(c.call(&[b"HEXISTS", q.k("alias").as_bytes(), b"a1"]), Reply::Int(0));
     let ev = q.events(&mut c);
     let n = ev.len();
-    assert_eq!(ev[n - 3], ["event", "removed", "id", &jid(1), "prev", "delayed"]);
+    assert_eq!(
+        ev[n - 3],
+        ["event", "removed", "id", &jid(1), "prev", "delayed", "alias", "a1"],
+        "named by its alias too"
+    );
     let replaced = ["event", "deduplicated", "id", &jid(2), "dedup", "r", "replaced", &jid(1), "alias", "a2"];
     assert_eq!(ev[n - 2], replaced, "the producer's ALIAS names the job it made");
     assert_eq!(ev[n - 1][..4], ["event", "added", "id", &jid(2)]);

@@ -107,6 +107,11 @@ impl Unalias {
         self.fields.is_empty()
     }
 
+    /// The first entry planned: for one row's, its alias.
+    pub fn first(&self) -> Option<&Str> {
+        self.fields.first()
+    }
+
     /// Delete the planned entries (one HDEL effect).
     pub fn apply(&self) {
         if let (Some(key), false) = (&self.key, self.fields.is_empty()) {

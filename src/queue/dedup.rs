@@ -169,8 +169,10 @@ impl<'a> Claim<'a> {
                 if let Some(set) = delayed.or(self.delayed.as_ref()) {
                     set.zrem(old.str_ref());
                 }
+                let alias = row.hget(&field::ALIAS);
                 row.delete();
-                events.emit(x, Some(old.str_ref()), Event::Removed { prev: State::Delayed })?;
+                let alias = alias.as_ref().map(|a| a.str_ref());
+                events.emit(x, Some(old.str_ref()), Event::Removed { prev: State::Delayed, alias })?;
                 match (self.d.ttl, self.d.extend) {
                     (Some(_), false) => until.or(self.d.ttl.map(|t| now.saturating_add(t))),
                     (ttl, _) => ttl.map(|t| now.saturating_add(t)),

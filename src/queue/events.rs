@@ -39,17 +39,21 @@ pub enum Event<'s> {
     Active {
         attempt: i64,
     },
-    /// `result`: the job's result when the call asked for it (`ECHO`), else none.
+    /// `result`: the job's result when the call asked for it (`ECHO`), else none. `alias`:
+    /// the job's ALIAS when the finish deletes its row at once (the row that would tell a
+    /// reader which job it was is gone), else none.
     Completed {
         attempt: i64,
         result: Option<StrRef<'s>>,
+        alias: Option<StrRef<'s>>,
     },
     /// `attempts` is the job's max attempts (`a`, 1 by default): beside `attempt` it tells a
-    /// consumer whether retries were exhausted.
+    /// consumer whether retries were exhausted. `alias` as for `Completed`.
     Failed {
         error: StrRef<'s>,
         attempt: i64,
         attempts: i64,
+        alias: Option<StrRef<'s>>,
     },
     /// TRA.PRIORITY rewrote the job's priority.
     Priority {
@@ -71,9 +75,11 @@ pub enum Event<'s> {
     Cleaned {
         count: i64,
     },
-    /// TRA.REMOVE deleted the job; `prev` the state it was in.
+    /// The job was deleted (TRA.REMOVE, a REPLACE, a scheduler's change); `prev` the state it
+    /// was in, `alias` its ALIAS when it had one.
     Removed {
         prev: State,
+        alias: Option<StrRef<'s>>,
     },
     /// A producer's DEDUP id was live: on the holder, `refused` the id the producer gave; or
     /// REPLACE replaced a delayed holder: on the new job, `replaced` the deleted one.
@@ -169,23 +175,23 @@ impl Events {
             Event::Active { attempt } => {
                 (&word::ACTIVE, [Some((&word::ATTEMPT, Val::Int(attempt))), None, None], None)
             }
-            Event::Completed { attempt, result } => (
+            Event::Completed { attempt, result, alias } => (
                 &word::COMPLETED,
                 [
                     Some((&word::ATTEMPT, Val::Int(attempt))),
                     result.map(|r| (&word::RESULT, Val::Str(r))),
                     None,
                 ],
-                None,
+                alias,
             ),
-            Event::Failed { error, attempt, attempts } => (
+            Event::Failed { error, attempt, attempts, alias } => (
                 &word::FAILED,
                 [
                     Some((&word::ERROR, Val::Str(error))),
                     Some((&word::ATTEMPT, Val::Int(attempt))),
                     Some((&word::ATTEMPTS, Val::Int(attempts))),
                 ],
-                None,
+                alias,
             ),
             Event::Priority { priority } => {
                 (&word::PRIORITY, [Some((&word::PRIORITY, Val::Int(priority))), None, None], None)
@@ -201,8 +207,8 @@ impl Events {
             Event::Cleaned { count } => {
                 (&word::CLEANED, [Some((&word::COUNT, Val::Int(count))), None, None], None)
             }
-            Event::Removed { prev } => {
-                (&word::REMOVED, [Some((&word::PREV, Val::Lit(prev.lit()))), None, None], None)
+            Event::Removed { prev, alias } => {
+                (&word::REMOVED, [Some((&word::PREV, Val::Lit(prev.lit()))), None, None], alias)
             }
             Event::Resumed => (&word::RESUMED, [None, None, None], None),
             Event::Deduplicated { dedup, refused, replaced, alias } => (

@@ -159,6 +159,7 @@ impl<'f> Expiry<'f> {
                 Some(log) => (Keep::None, log),
                 None => (p.keep, None),
             };
+            let alias = super::Companions::alias_of(x, log.as_ref())?;
             finish(
                 x,
                 &job.row,
@@ -172,7 +173,12 @@ impl<'f> Expiry<'f> {
             events.emit(
                 x,
                 Some(job.id.str_ref()),
-                Event::Failed { error: word::EXPIRED.str_ref(), attempt: made, attempts },
+                Event::Failed {
+                    error: word::EXPIRED.str_ref(),
+                    attempt: made,
+                    attempts,
+                    alias: alias.as_ref().map(|a| a.str_ref()),
+                },
             )?;
         }
         for r in &p.releases {

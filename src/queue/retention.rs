@@ -187,6 +187,12 @@ pub struct Companions {
 }
 
 impl Companions {
+    /// The job's alias, when its entry is among them: a copy, for the event of a finish
+    /// that deletes the row (and these with it) at once. Free: deleting the entry read it.
+    pub fn alias_of(x: &Exec, c: Option<&Companions>) -> Result<Option<Str>, Refusal> {
+        c.and_then(|c| c.unalias.first()).map(|a| x.string(a.bytes())).transpose()
+    }
+
     pub fn delete(self) {
         self.unalias.apply();
         if let Some(log) = self.log {

@@ -141,6 +141,8 @@ pub fn finish_leaving<'a>(
 
     let id = x.id;
     let log = if keep == Keep::None { queue::log_of(x, id)? } else { None };
+    // A row deleted at once: its event names the job by its alias too.
+    let alias = queue::Companions::alias_of(x, log.as_ref())?;
     let release = Release::finishing_of(x, id, dedup)?;
     let drains = drained == Drained::Ask && events.on() && queue::drains(x, &job.active);
     let made_s = x.int(made)?;
@@ -155,7 +157,8 @@ pub fn finish_leaving<'a>(
     queue::finish(x, &job.row, &completed, &job.id, State::Completed, keep, &fields, log)?;
     release.apply();
     let echoed = a.echo.then_some(result);
-    events.emit(x, Some(job.id.str_ref()), Event::Completed { attempt: made, result: echoed })?;
+    let alias = alias.as_ref().map(|a| a.str_ref());
+    events.emit(x, Some(job.id.str_ref()), Event::Completed { attempt: made, result: echoed, alias })?;
     if drains {
         events.emit(x, None, Event::Drained)?;
     }

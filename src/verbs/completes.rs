@@ -179,9 +179,11 @@ pub fn finish_many(
         let result = h.result.str_ref();
         let fields = [(&field::RESULT, result), (&field::MADE, made_s.str_ref())];
         let keep = if *gone { Keep::None } else { keep };
+        let alias = queue::Companions::alias_of(x, log.as_ref())?;
         queue::finish(x, &h.row, completed, &h.id, State::Completed, keep, &fields, log)?;
         let echoed = how.echo.then_some(result);
-        events.emit(x, Some(h.id.str_ref()), Event::Completed { attempt: made, result: echoed })?;
+        let alias = alias.as_ref().map(|a| a.str_ref());
+        events.emit(x, Some(h.id.str_ref()), Event::Completed { attempt: made, result: echoed, alias })?;
     }
     for r in &releases {
         r.apply();

@@ -189,12 +189,18 @@ impl Verb for Fail {
             if a.stack.is_some() { &[&field::TOKEN] } else { &[&field::TOKEN, &field::STACK] };
         let reply = match next {
             AfterFail::Fail => {
+                let alias = queue::Companions::alias_of(x, log.as_ref())?;
                 queue::finish(x, row, &failed, id, State::Failed, keep, &fields, log.take())?;
                 if a.stack.is_none() && keep != Keep::None {
                     row.hdel(&[&field::STACK])?;
                 }
                 release.apply();
-                events.emit(x, Some(id.str_ref()), Event::Failed { error, attempt: made, attempts })?;
+                let alias = alias.as_ref().map(|a| a.str_ref());
+                events.emit(
+                    x,
+                    Some(id.str_ref()),
+                    Event::Failed { error, attempt: made, attempts, alias },
+                )?;
                 if let Some(t) = &tally {
                     t.apply(x)?;
                 }

@@ -10,7 +10,7 @@ use crate::errors::{not_in, Refusal};
 use crate::host::command::{flag, q, Arg, Command, Keys, Spec::*};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{Event, Events, Release, Row, State};
+use crate::queue::{field, Event, Events, Release, State};
 
 pub const KEYS: Keys = Keys::of(&[
     q(Job, Update),
@@ -58,7 +58,8 @@ impl Verb for Remove {
         ];
         let events = Events::open(x)?;
         let id = x.string(x.id)?;
-        let state = Row(&row).state();
+        let [state, alias, ..] = row.hget_many(&[&field::STATE, &field::ALIAS]);
+        let state = state.and_then(|s| State::of(s.bytes()));
         if state == Some(State::Active) && !force {
             return Err(not_in(x.id, "removable while held: give FORCE"));
         }
@@ -85,7 +86,11 @@ impl Verb for Remove {
         }
         release.apply();
         if let Some(prev) = state {
-            events.emit(x, Some(id.str_ref()), Event::Removed { prev })?;
+            events.emit(
+                x,
+                Some(id.str_ref()),
+                Event::Removed { prev, alias: alias.as_ref().map(|a| a.str_ref()) },
+            )?;
         }
         Ok(Reply::Int(1))
     }

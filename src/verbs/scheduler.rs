@@ -177,6 +177,7 @@ impl Verb for Scheduler {
 struct Pending {
     id: Str,
     row: Key,
+    alias: Option<Str>,
     companions: Option<Companions>,
     state: State,
     set: Option<Key>,
@@ -219,7 +220,8 @@ impl Pending {
             _ => return Ok(None),
         };
         let companions = companions_of(x, id.bytes(), &row)?;
-        Ok(Some(Pending { id, row, companions, state, set }))
+        let alias = Row(&row).get(&field::ALIAS);
+        Ok(Some(Pending { id, row, alias, companions, state, set }))
     }
 
     /// Its row, log, alias entry and set entry deleted; event `removed`.
@@ -237,7 +239,8 @@ impl Pending {
         if let Some(c) = self.companions {
             c.delete();
         }
-        events.emit(x, Some(self.id.str_ref()), Event::Removed { prev: self.state })
+        let alias = self.alias.as_ref().map(|a| a.str_ref());
+        events.emit(x, Some(self.id.str_ref()), Event::Removed { prev: self.state, alias })
     }
 }
 

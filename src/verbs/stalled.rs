@@ -145,6 +145,7 @@ pub fn reclaim(x: &mut Exec, max_stalls: i64, count: i64) -> Result<(Vec<Reply>,
             // Read before `finish`, which may delete the row (retention at once).
             let attempts = r.int(&field::ATTEMPTS, 1);
             let made_s = x.int(made)?;
+            let alias = queue::Companions::alias_of(x, log.as_ref())?;
             queue::finish(
                 x,
                 row,
@@ -162,7 +163,12 @@ pub fn reclaim(x: &mut Exec, max_stalls: i64, count: i64) -> Result<(Vec<Reply>,
             events.emit(
                 x,
                 Some(id.str_ref()),
-                Event::Failed { error: STALLED.str_ref(), attempt: made, attempts },
+                Event::Failed {
+                    error: STALLED.str_ref(),
+                    attempt: made,
+                    attempts,
+                    alias: alias.as_ref().map(|a| a.str_ref()),
+                },
             )?;
             dead.push(Reply::bulk(id.bytes()));
         } else {

@@ -489,8 +489,9 @@ impl Model {
         };
         if d.replace && !ours(&holder) && self.delayed.contains_key(&holder) {
             self.delayed.remove(&holder);
+            let facts = self.with_alias(&holder, vec![("prev", b"delayed".to_vec())]);
             self.drop_row(&holder);
-            ev.push(event("removed", Some(&holder), &[("prev", b"delayed".to_vec())]));
+            ev.push(event("removed", Some(&holder), &facts));
             let until = if d.ttl.is_some() && !d.extend { until.or(fresh) } else { fresh };
             self.dedups.insert(d.id.clone(), (id.to_vec(), until));
             let mut facts = vec![("dedup", d.id.clone()), ("replaced", holder)];
@@ -695,9 +696,10 @@ impl Model {
                     .ok_or("EMQSTATE")?;
                 if let Some(p) = &pending {
                     self.unset(p);
-                    self.drop_row(p);
                     let prev = pending_state.map_or("delayed", |st| st.word());
-                    ev.push(event("removed", Some(p), &[("prev", prev.as_bytes().to_vec())]));
+                    let facts = self.with_alias(p, vec![("prev", prev.as_bytes().to_vec())]);
+                    self.drop_row(p);
+                    ev.push(event("removed", Some(p), &facts));
                 }
                 self.make_iteration((sid, at), &id, (name, data), made + 1, now, ev);
                 self.scheds.insert(
@@ -723,8 +725,9 @@ impl Model {
                 if self.rows.get(&j).is_some_and(|r| r.state == St::Delayed) && self.delayed.contains_key(&j)
                 {
                     self.unset(&j);
+                    let facts = self.with_alias(&j, vec![("prev", b"delayed".to_vec())]);
                     self.drop_row(&j);
-                    ev.push(event("removed", Some(&j), &[("prev", b"delayed".to_vec())]));
+                    ev.push(event("removed", Some(&j), &facts));
                 }
                 Ok(Reply::Int(1))
             }
@@ -995,6 +998,11 @@ impl Model {
                 if matches!(decision, Decision::Final) || made >= attempts {
                     let mut added = vec![];
                     self.release(id, false);
+                    let facts = self.with_alias_if(
+                        keep == 0,
+                        id,
+                        vec![("error", error.clone()), ("attempt", n(made)), ("attempts", n(attempts))],
+                    );
                     if keep == 0 {
                         self.drop_row(id);
                     } else {
@@ -1004,11 +1012,7 @@ impl Model {
                         self.failed.insert(id.clone(), now);
                         added.push(id.clone());
                     }
-                    ev.push(event(
-                        "failed",
-                        Some(id),
-                        &[("error", error.clone()), ("attempt", n(made)), ("attempts", n(attempts))],
-                    ));
+                    ev.push(event("failed", Some(id), &facts));
                     self.retire(Finished::Failed, before, added, keep, soft, age, now);
                     self.count_metrics(1, *metrics, now);
                     return Ok(Reply::Simple("failed".into()));
@@ -1151,21 +1155,22 @@ impl Model {
                             (r.made, r.attempts)
                         };
                         self.release(&id, false);
+                        let facts = self.with_alias_if(
+                            keep == 0,
+                            &id,
+                            vec![
+                                ("error", b"stalled".to_vec()),
+                                ("attempt", n(made)),
+                                ("attempts", n(attempts)),
+                            ],
+                        );
                         if keep == 0 {
                             self.drop_row(&id);
                         } else {
                             self.failed.insert(id.clone(), now);
                             added.push(id.clone());
                         }
-                        ev.push(event(
-                            "failed",
-                            Some(&id),
-                            &[
-                                ("error", b"stalled".to_vec()),
-                                ("attempt", n(made)),
-                                ("attempts", n(attempts)),
-                            ],
-                        ));
+                        ev.push(event("failed", Some(&id), &facts));
                         dead.push(Reply::Bulk(id));
                     } else {
                         self.ready(&id, true);
@@ -1237,8 +1242,9 @@ impl Model {
                 }
                 self.unset(id);
                 self.release(id, true);
+                let facts = self.with_alias(id, vec![("prev", prev.word().as_bytes().to_vec())]);
                 self.drop_row(id);
-                ev.push(event("removed", Some(id), &[("prev", prev.word().as_bytes().to_vec())]));
+                ev.push(event("removed", Some(id), &facts));
                 Ok(Reply::Int(1))
             }
             Call::Drain { delayed, count } => {
@@ -1551,6 +1557,11 @@ impl Model {
         self.active.remove(id);
         let made = self.rows.get(id).map_or(0, |r| r.made) + 1;
         self.release(id, false);
+        let mut facts = vec![("attempt", n(made))];
+        if echo {
+            facts.push(("result", result.to_vec()));
+        }
+        let facts = self.with_alias_if(keep == 0, id, facts);
         let mut added = None;
         if keep == 0 {
             self.drop_row(id);
@@ -1562,10 +1573,6 @@ impl Model {
             r.made = made;
             self.completed.insert(id.clone(), now);
             added = Some(id.clone());
-        }
-        let mut facts = vec![("attempt", n(made))];
-        if echo {
-            facts.push(("result", result.to_vec()));
         }
         ev.push(event("completed", Some(id), &facts));
         added
@@ -1850,17 +1857,18 @@ impl Model {
                     (r.made, r.attempts)
                 };
                 self.release(id, false);
+                let facts = self.with_alias_if(
+                    keep == 0,
+                    id,
+                    vec![("error", b"expired".to_vec()), ("attempt", n(made)), ("attempts", n(attempts))],
+                );
                 if keep == 0 {
                     self.drop_row(id);
                 } else {
                     self.failed.insert(id.clone(), now);
                     added.push(id.clone());
                 }
-                ev.push(event(
-                    "failed",
-                    Some(id),
-                    &[("error", b"expired".to_vec()), ("attempt", n(made)), ("attempts", n(attempts))],
-                ));
+                ev.push(event("failed", Some(id), &facts));
             }
             self.retire(Finished::Failed, before, added, keep, true, None, now);
         }
@@ -1998,6 +2006,31 @@ impl Model {
     /// The facts `alias` adds to an event, when the job has one.
     pub fn alias_fact(j: &Checked) -> Vec<(&'static str, Vec<u8>)> {
         j.alias.iter().map(|k| ("alias", k.clone())).collect()
+    }
+
+    /// `facts`, then `alias` when the row of `id` has one: a removal's event, read before the
+    /// row goes.
+    pub fn with_alias(
+        &self,
+        id: &[u8],
+        mut facts: Vec<(&'static str, Vec<u8>)>,
+    ) -> Vec<(&'static str, Vec<u8>)> {
+        facts.extend(self.rows.get(id).and_then(|r| r.alias.clone()).map(|k| ("alias", k)));
+        facts
+    }
+
+    /// A finish's event: `alias` only when the finish deletes the row at once (`gone`).
+    pub fn with_alias_if(
+        &self,
+        gone: bool,
+        id: &[u8],
+        facts: Vec<(&'static str, Vec<u8>)>,
+    ) -> Vec<(&'static str, Vec<u8>)> {
+        if gone {
+            self.with_alias(id, facts)
+        } else {
+            facts
+        }
     }
 
     pub fn view(&self) -> View {

@@ -842,7 +842,7 @@ describe('a running worker', () => {
             return [id, await j.isActive(), await j.isCompleted(), await j.isFailed(), await j.isDelayed(), await j.isWaiting(), await j.isWaitingChildren()];
           }),
         ),
-        workers: (await q.getWorkers()).map(x => x.rawname ?? x.name),
+        workers: (await q.getWorkers()).map(x => x.rawname ?? x.name).sort(),
         workersCount: await q.getWorkersCount(),
         count: await q.count(),
         byTypes: await q.getJobCountByTypes('active', 'completed', 'failed', 'delayed', 'prioritized'),
@@ -855,7 +855,7 @@ describe('a running worker', () => {
       await until(async () => (await q.getCompletedCount()) === 3);
       await w.close();
       out.workerEvents = [...new Set(workerEvents)].sort();
-      out.workersAfter = (await q.getWorkers()).map(x => x.rawname ?? x.name);
+      out.workersAfter = (await q.getWorkers()).map(x => x.rawname ?? x.name).sort();
       return out;
     });
     expect(r.bullmq.ok).toBe('ok done');
@@ -931,6 +931,59 @@ describe('clean and obliterate', () => {
       return out;
     });
     expect(r.bullmq.obliterate).toBe('Cannot obliterate queue with active jobs');
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+});
+
+describe('QueueEvents started late', () => {
+  it('replays the same story from the first event', async () => {
+    const r = await both(async s => {
+      const { c, connection, q } = s;
+      const w = running(s, async (job: Job) => {
+        if (job.name === 'bad') {
+          throw new Error('bad');
+        }
+        return job.name;
+      });
+      await q.add('kept', {}, { jobId: 'kept' });
+      await q.add('gone', {}, { jobId: 'gone', removeOnComplete: true });
+      await q.add('bad', {}, { jobId: 'bad', removeOnFail: true });
+      await q.add('minted', {});
+      await until(async () => (await q.getCompletedCount()) === 2 && (await q.getJob('bad')) === undefined);
+      await w.close();
+      const qe = track(new c.QueueEvents(name, { connection, lastEventId: '0-0' }));
+      const seen: [string, unknown][] = [];
+      for (const e of ['added', 'waiting', 'active', 'completed', 'failed'] as const) {
+        qe.on(e, (a: { jobId: string }) => seen.push([e, a.jobId.startsWith('JOB') || /^\d+$/.test(a.jobId) ? 'minted' : a.jobId]));
+      }
+      await until(() => seen.filter(([e]) => e === 'completed' || e === 'failed').length === 4);
+      return seen;
+    });
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+
+  it('names a job added before it started by its custom id, its row gone or not', async () => {
+    const r = await both(async s => {
+      const { c, connection, q } = s;
+      await q.add('kept', {}, { jobId: 'kept' });
+      await q.add('gone', {}, { jobId: 'gone', removeOnComplete: true });
+      await q.add('bad', {}, { jobId: 'bad', removeOnFail: true });
+      const qe = track(new c.QueueEvents(name, { connection }));
+      await qe.waitUntilReady();
+      const seen: [string, unknown][] = [];
+      for (const e of ['active', 'completed', 'failed'] as const) {
+        qe.on(e, (a: { jobId: string }) => seen.push([e, a.jobId]));
+      }
+      const w = running(s, async (job: Job) => {
+        if (job.name === 'bad') {
+          throw new Error('bad');
+        }
+        return job.name;
+      });
+      await until(() => seen.length === 6);
+      await w.close();
+      return seen;
+    });
     expect(r.trafikey).toEqual(r.bullmq);
   });
 });
