@@ -890,6 +890,68 @@ describe('a running worker', () => {
   });
 });
 
+describe('deduplication with a running worker', () => {
+  it('keeps an id as long as BullMQ keeps it: the job, or the TTL', async () => {
+    const r = await both(async s => {
+      const { q } = s;
+      const done: string[] = [];
+      const w = running(s, async (job: Job) => {
+        done.push(job.name);
+        if (job.name.startsWith('bad')) {
+          throw new Error('bad');
+        }
+      });
+      const out: Record<string, unknown> = {};
+      const holder = async (id: string) => ((await q.getDeduplicationJobId(id)) ? 'held' : 'free');
+      await q.add('simple', {}, { deduplication: { id: 'simple' } });
+      await q.add('ttl', {}, { deduplication: { id: 'ttl', ttl: 60000 } });
+      await q.add('bad', {}, { deduplication: { id: 'bad' } });
+      await until(() => done.length === 3);
+      await until(async () => (await q.getCompletedCount()) === 2 && (await q.getFailedCount()) === 1);
+      out.afterFinish = [await holder('simple'), await holder('ttl'), await holder('bad')];
+      const again = async (name: string, id: string, ttl?: number) => {
+        const j = await q.add(name, {}, { deduplication: ttl ? { id, ttl } : { id } });
+        return (await q.getJob(j.id!))?.name ?? null;
+      };
+      out.addedAgain = [await again('simple2', 'simple'), await again('ttl2', 'ttl', 60000), await again('bad2', 'bad')];
+      await until(() => done.length === 5);
+      await w.close();
+      out.done = [...done].sort();
+      return out;
+    });
+    expect(r.bullmq.afterFinish).toEqual(['free', 'held', 'free']);
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+});
+
+describe('metrics', () => {
+  it('count the jobs a worker finished as BullMQ counts them', async () => {
+    const r = await both(async s => {
+      const { q } = s;
+      const w = running(
+        s,
+        async (job: Job) => {
+          if (job.data.bad) {
+            throw new Error('bad');
+          }
+        },
+        { metrics: { maxDataPoints: 10 } },
+      );
+      await q.addBulk(Array.from({ length: 7 }, (_, i) => ({ name: `m${i}`, data: { bad: i % 3 === 0 } })));
+      await until(async () => (await q.getCompletedCount()) + (await q.getFailedCount()) === 7);
+      await w.close();
+      const seen = async (type: 'completed' | 'failed') => {
+        const m = await q.getMetrics(type);
+        // The points are per minute, and the jobs may fall in one minute or two: their sum.
+        return { total: m.data.reduce((a, b) => a + b, 0), meta: m.meta.count };
+      };
+      return { completed: await seen('completed'), failed: await seen('failed') };
+    });
+    expect(r.bullmq.completed.meta).toBe(4);
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+});
+
 describe('clean and obliterate', () => {
   it('take the same jobs from each state, and refuse the same', async () => {
     const r = await both(async ({ q, w }) => {
