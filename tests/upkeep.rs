@@ -300,6 +300,24 @@ fn a_flush_of_one_database_forgets_only_its_queues() {
     assert_eq!(replies[3].array()[1].strings(), ["kept"], "database 0's queue still known");
 }
 
+/// SWAPDB moves every queue of two databases into the other: upkeep forgets what it knew of
+/// both and looks at both again, so a delayed job that moved falls due where it now is, and
+/// nothing is looked for where it was.
+#[test]
+fn a_swap_of_databases_moves_upkeep_with_the_queues() {
+    let s = Server::installed();
+    let mut c = s.conn();
+    let q = Q::new("swapped");
+    schedule(&mut c, &q, &jid(1), "+300");
+    assert_eq!(c.call(&[b"SWAPDB", b"0", b"1"]), Reply::Simple("OK".into()));
+    assert_eq!(c.call(&[b"EXISTS", q.k("delayed").as_bytes()]), Reply::Int(0), "database 0 no longer has it");
+    c.call(&[b"SELECT", b"1"]);
+    wait_for(|| state(&mut c, &q, &jid(1)).as_deref() == Some("wait"), "upkeep promotes it in database 1");
+    assert_eq!(c.call(&[b"TRA.QUEUES"]).array()[1].strings(), ["swapped"]);
+    c.call(&[b"SELECT", b"0"]);
+    assert!(c.call(&[b"TRA.QUEUES"]).array()[1].array().is_empty(), "nothing known in database 0");
+}
+
 #[test]
 fn one_tick_does_a_bounded_batch_and_the_rest_follows() {
     let s = Server::start(Opts {

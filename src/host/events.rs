@@ -3,7 +3,7 @@
 //! The server keeps one callback per module and event: a second subscription to the same
 //! event replaces the first, silently. So the parts of the module that need an event — the
 //! replication effects (a change of role or of replicas) and upkeep's clock (a load, a flush,
-//! a change of role) — do not subscribe themselves: this subscribes once to each event and
+//! a swap of databases, a change of role) — do not subscribe themselves: this subscribes once to each event and
 //! hands every event to each of them.
 
 use std::os::raw::{c_int, c_void};
@@ -13,11 +13,12 @@ use valkey_module::raw::{self, RedisModuleCtx, RedisModuleEvent};
 use super::{effects, timer};
 
 /// Every event any part of the module handles.
-const EVENTS: [u64; 4] = [
+const EVENTS: [u64; 5] = [
     raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
     raw::REDISMODULE_EVENT_REPLICA_CHANGE,
     raw::REDISMODULE_EVENT_LOADING,
     raw::REDISMODULE_EVENT_FLUSHDB,
+    raw::REDISMODULE_EVENT_SWAPDB,
 ];
 
 /// Load time, once the parts are set up: one subscription to each event.

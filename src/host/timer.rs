@@ -160,22 +160,42 @@ extern "C" fn fire(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
     }
 }
 
-/// A server event: a load, a flush or a promotion means upkeep looks for its queues again
-/// (after a flush, in the flushed database only; -1 is every database).
+/// A server event: a load, a flush, a swap of databases or a promotion means upkeep looks for
+/// its queues again (after a flush, in the flushed database only; after SWAPDB, in the two
+/// swapped; -1 is every database).
 pub fn on_event(id: u64, sub: u64, data: *mut c_void) {
     let Some(h) = HOOKS.get() else { return };
-    let db = match id {
-        raw::REDISMODULE_EVENT_LOADING if sub == raw::REDISMODULE_SUBEVENT_LOADING_ENDED => -1,
+    let dbs = match id {
+        raw::REDISMODULE_EVENT_LOADING if sub == raw::REDISMODULE_SUBEVENT_LOADING_ENDED => [-1, -1],
         raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED
             if sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER =>
         {
-            -1
+            [-1, -1]
         }
-        // Only the flush event's data is read, and only as its own type.
-        raw::REDISMODULE_EVENT_FLUSHDB if sub == raw::REDISMODULE_SUBEVENT_FLUSHDB_END => flushed_db(data),
+        // Only an event's own data is read, and only as its own type.
+        raw::REDISMODULE_EVENT_FLUSHDB if sub == raw::REDISMODULE_SUBEVENT_FLUSHDB_END => {
+            let db = flushed_db(data);
+            [db, db]
+        }
+        // Each database now holds the other's queues: both are looked at again.
+        raw::REDISMODULE_EVENT_SWAPDB => swapped_dbs(data),
         _ => return,
     };
-    (h.rescan)(db);
+    (h.rescan)(dbs[0]);
+    if dbs[1] != dbs[0] {
+        (h.rescan)(dbs[1]);
+    }
+}
+
+/// The two databases SWAPDB exchanged, from its event's data (both -1, every database, if
+/// it carries none).
+fn swapped_dbs(data: *mut c_void) -> [c_int; 2] {
+    if data.is_null() {
+        return [-1, -1];
+    }
+    // SAFETY: the swap event's data is its RedisModuleSwapDbInfo.
+    let info = unsafe { &*data.cast::<raw::RedisModuleSwapDbInfo>() };
+    [info.dbnum_first, info.dbnum_second]
 }
 
 /// The database a flush emptied, from the flush event's data (-1: all of them, as FLUSHALL).
