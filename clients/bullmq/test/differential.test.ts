@@ -3,7 +3,7 @@
 import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { withBackend, Queue as BullQueue, Worker as BullWorker, QueueEvents as BullQueueEvents, UnrecoverableError, DelayedError, WaitingError, type Job } from 'bullmq';
+import { withBackend, Queue as BullQueue, Worker as BullWorker, QueueEvents as BullQueueEvents, QueueEventsProducer as BullQueueEventsProducer, UnrecoverableError, DelayedError, WaitingError, type Job } from 'bullmq';
 import { closeTracked, sleep, track, until } from './helpers.js';
 import { withTrafikey } from '../src/index.js';
 
@@ -12,9 +12,17 @@ const ours = { host: '127.0.0.1', port };
 const theirs = { host: '127.0.0.1', port: inject('plainPort') };
 const Trafikey = withTrafikey(withBackend);
 
-type Classes = { Queue: typeof BullQueue; Worker: typeof BullWorker; QueueEvents: typeof BullQueueEvents };
+type Classes = {
+  Queue: typeof BullQueue;
+  Worker: typeof BullWorker;
+  QueueEvents: typeof BullQueueEvents;
+  QueueEventsProducer: typeof BullQueueEventsProducer;
+};
 const stores: Record<'bullmq' | 'trafikey', { classes: Classes; connection: typeof ours }> = {
-  bullmq: { classes: { Queue: BullQueue, Worker: BullWorker, QueueEvents: BullQueueEvents }, connection: theirs },
+  bullmq: {
+    classes: { Queue: BullQueue, Worker: BullWorker, QueueEvents: BullQueueEvents, QueueEventsProducer: BullQueueEventsProducer },
+    connection: theirs,
+  },
   trafikey: { classes: Trafikey as unknown as Classes, connection: ours },
 };
 
@@ -948,6 +956,38 @@ describe('metrics', () => {
       return { completed: await seen('completed'), failed: await seen('failed') };
     });
     expect(r.bullmq.completed.meta).toBe(4);
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+});
+
+describe('a worker paused and a custom event', () => {
+  it('takes nothing while paused and everything once resumed; custom events reach QueueEvents', async () => {
+    const r = await both(async s => {
+      const { c, connection, q } = s;
+      const done: string[] = [];
+      const w = running(s, async (job: Job) => void done.push(job.name));
+      await q.add('before', {});
+      await until(() => done.length === 1);
+      await w.pause();
+      const paused = [w.isPaused(), await q.isPaused()];
+      await q.add('during1', {});
+      await q.add('during2', {});
+      await sleep(200);
+      const whilePaused = { done: [...done], waiting: await q.getWaitingCount() };
+      w.resume();
+      await until(() => done.length === 3);
+      await w.close();
+      const qe = track(new c.QueueEvents(name, { connection }));
+      await qe.waitUntilReady();
+      const custom: unknown[] = [];
+      qe.on('order-shipped' as 'completed', (args: unknown, id: string) => custom.push([args, typeof id]));
+      const producer = track(new c.QueueEventsProducer(name, { connection }));
+      await producer.publishEvent({ eventName: 'order-shipped', order: '7', items: '3' });
+      await until(() => custom.length === 1);
+      return { paused, whilePaused, done: [...done].sort(), custom };
+    });
+    expect(r.bullmq.whilePaused).toEqual({ done: ['before'], waiting: 2 });
+    expect(r.bullmq.custom).toEqual([[{ order: '7', items: '3' }, 'string']]);
     expect(r.trafikey).toEqual(r.bullmq);
   });
 });
