@@ -2,15 +2,15 @@
 //! and the agenda upkeep works from.
 //!
 //! Kept in memory only, never in the keyspace, so no verb pays a write for it. A queue is
-//! noted by the verbs that create jobs in it, and with the time something falls due by those
-//! that give upkeep something to do — a job scheduled or delayed (its due time), a lease
-//! granted (its deadline). It is also found by an incremental scan of every database after
-//! the module loads, after a dataset is loaded (a restart from RDB or AOF, a full sync), after
-//! a flush or a SWAPDB (of the databases it touched) and when the node becomes a primary (a
-//! failover). A restart or a failover
-//! therefore loses nothing that matters: the keyspace holds every job, and the scan finds
-//! every queue again. Upkeep visits only the queues whose time has come; a queue leaves the
-//! list when upkeep finds none of its keys left.
+//! noted by the verbs that create jobs in it, and with the time something falls due by
+//! those that give upkeep something to do — a job scheduled or delayed (its due time), a
+//! lease granted (its deadline). It is also found by an incremental scan of every database
+//! after the module loads, after a dataset is loaded (a restart from RDB or AOF, a full
+//! sync), after a flush or a SWAPDB (of the databases it touched) and when the node becomes
+//! a primary (a failover). A restart or a failover therefore loses nothing that matters:
+//! the keyspace holds every job, and the scan finds every queue again. Upkeep visits only
+//! the queues whose time has come; a queue leaves the list when upkeep finds none of its
+//! keys left.
 
 #![forbid(unsafe_code)]
 

@@ -3,8 +3,8 @@
 //! The server keeps one callback per module and event: a second subscription to the same
 //! event replaces the first, silently. So the parts of the module that need an event — the
 //! replication effects (a change of role or of replicas) and upkeep's clock (a load, a flush,
-//! a swap of databases, a change of role) — do not subscribe themselves: this subscribes once to each event and
-//! hands every event to each of them.
+//! a swap of databases, a change of role) — do not subscribe themselves: this subscribes
+//! once to each event and hands every event to each of them.
 
 use std::os::raw::{c_int, c_void};
 
