@@ -575,6 +575,8 @@ describe('a running worker', () => {
       await q.add('limited', {}, { jobId: 'j-limited', attempts: 3 });
       await until(async () => (await q.getJobCounts('waiting')).waiting === 1 && (await q.getRateLimitTtl()) > 0);
       const ttl = await q.getRateLimitTtl();
+      // Time for a job delayed by mistake for ms instead of a minute to come back and run.
+      await sleep(150);
       await w.close();
       const jobs: Record<string, unknown> = {};
       for (const id of ['delay', 'wait', 'lock', 'undefined', 'limited']) {
@@ -1072,8 +1074,11 @@ describe('QueueEvents started late', () => {
       await q.add('bad', {}, { jobId: 'bad', removeOnFail: true });
       const qe = track(new c.QueueEvents(name, { connection }));
       await qe.waitUntilReady();
+      // The finishes: their events name the job by its alias even when they delete the row.
+      // (An `active` event read before the finish but mapped after it would not: the row
+      // that names the job is gone by then, and `active` carries no alias.)
       const seen: [string, unknown][] = [];
-      for (const e of ['active', 'completed', 'failed'] as const) {
+      for (const e of ['completed', 'failed'] as const) {
         qe.on(e, (a: { jobId: string }) => seen.push([e, a.jobId]));
       }
       const w = running(s, async (job: Job) => {
@@ -1082,10 +1087,11 @@ describe('QueueEvents started late', () => {
         }
         return job.name;
       });
-      await until(() => seen.length === 6);
+      await until(() => seen.length === 3);
       await w.close();
       return seen;
     });
+    expect(r.bullmq).toEqual([['completed', 'kept'], ['completed', 'gone'], ['failed', 'bad']]);
     expect(r.trafikey).toEqual(r.bullmq);
   });
 });
