@@ -1019,7 +1019,7 @@ describe('clean and obliterate', () => {
       await w.getNextJob('t4');
       await sleep(10);
       out.graceKeepsAll = await names(await q.clean(60000, 100, 'completed'));
-      out.completedLimited = (await q.clean(0, 1, 'completed')).length;
+      out.completedLimited = await q.clean(0, 1, 'completed');
       out.completed = await names(await q.clean(0, 100, 'completed'));
       out.failed = await names(await q.clean(0, 100, 'failed'));
       out.delayed = await names(await q.clean(0, 100, 'delayed'));
