@@ -53,7 +53,7 @@ async function both<T>(scenario: (s: Store) => Promise<T>): Promise<{ bullmq: T;
 
 /**
  * Every event a QueueEvents emits while `act` runs, as [name, args], in order: the delay of
- * `delayed` (a time) as whether it is still ahead, and a `drained` event's id left out.
+ * `delayed` (a time) as the seconds from the event to it, and a `drained` event's id left out.
  * Ends once the `waiting` of job `last` is seen. The module's own events that BullMQ has no
  * name for (`priority`) pass through the backend as they are, and are left out here.
  */
@@ -66,7 +66,9 @@ async function eventsOf({ c, connection, q, w }: Store, act: (q: BullQueue, w: B
     if (!['error', 'priority'].includes(event) && !event.includes(':')) {
       const a = event === 'drained' ? {} : { ...(args[0] as Record<string, unknown>) };
       if (typeof a.delay === 'number') {
-        a.delay = a.delay > Date.now() ? 'ahead' : 'past';
+        // From the event's own time (its stream id), not from when it was read: a backoff of
+        // a few ms is over or not by then, as the machine goes.
+        a.delay = `in ${Math.round((a.delay - Number(String(args[1]).split('-')[0])) / 1000)} s`;
       }
       seen.push([event, a]);
     }
@@ -130,6 +132,7 @@ describe('QueueEvents', () => {
       }),
     );
     expect(r.bullmq.map(([e]) => e)).toContain('retries-exhausted');
+    expect(r.bullmq.filter(([e]) => e === 'delayed').map(([, a]) => a.delay)).toEqual(['in 60 s', 'in 0 s', 'in 0 s', 'in 50 s', 'in 40 s', 'in 30 s', 'in 30 s']);
     expect(r.trafikey).toEqual(r.bullmq);
   });
 });
