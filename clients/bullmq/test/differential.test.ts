@@ -935,6 +935,41 @@ describe('deduplication with a running worker', () => {
     expect(r.bullmq.afterFinish).toEqual(['free', 'held', 'free']);
     expect(r.trafikey).toEqual(r.bullmq);
   });
+
+  it('keeps the last job added while its holder runs, and adds it when the holder is done', async () => {
+    const r = await both(async s => {
+      const { c, connection, q } = s;
+      const qe = track(new c.QueueEvents(name, { connection }));
+      await qe.waitUntilReady();
+      const deduplicated: unknown[] = [];
+      qe.on('deduplicated', ({ deduplicationId }) => deduplicated.push(deduplicationId));
+      let release!: () => void;
+      const gate = new Promise<void>(ok => (release = ok));
+      const done: unknown[] = [];
+      const w = running(s, async (job: Job) => {
+        if (job.data.seq === 1) {
+          await gate;
+        }
+        done.push([job.name, job.data]);
+        return job.data.seq;
+      });
+      const dedup = { id: 'last', keepLastIfActive: true };
+      const first = await q.add('a', { seq: 1 }, { deduplication: dedup });
+      await until(async () => (await first.getState()) === 'active');
+      const again = [];
+      for (const seq of [2, 3, 4]) {
+        again.push((await q.add('a', { seq }, { deduplication: dedup })).id === first.id);
+      }
+      const whileActive = await q.getJobCounts('waiting', 'active', 'delayed');
+      release();
+      await until(() => done.length === 2);
+      await until(async () => (await q.getCompletedCount()) === 2);
+      await w.close();
+      return { again, whileActive, done, deduplicated, holder: (await q.getDeduplicationJobId('last')) === null };
+    });
+    expect(r.bullmq.done).toEqual([['a', { seq: 1 }], ['a', { seq: 4 }]]);
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
 });
 
 describe('metrics', () => {
@@ -994,6 +1029,31 @@ describe('a worker paused and a custom event', () => {
     expect(r.bullmq.whilePaused).toEqual({ done: ['before'], waiting: 2 });
     expect(r.bullmq.custom).toEqual([[{ order: '7', items: '3' }, 'string']]);
     expect(r.trafikey).toEqual(r.bullmq);
+  });
+});
+
+describe('delayed jobs', () => {
+  it('list by due time, move with changeDelay, and all come out with promoteJobs', async () => {
+    const r = await both(async ({ q }) => {
+      const out: Record<string, unknown> = {};
+      for (const [n, delay] of [['d3', 90000], ['d1', 30000], ['d2', 60000], ['p', 45000]] as const) {
+        await q.add(n, {}, { jobId: n, delay, priority: n === 'p' ? 2 : undefined });
+      }
+      out.byDue = (await q.getDelayed()).map(j => j.id);
+      await (await q.getJob('d3'))!.changeDelay(10000);
+      out.afterChange = (await q.getDelayed(0, -1)).map(j => j.id);
+      out.asc = (await q.getJobs('delayed', 0, 1, true)).map(j => j.id);
+      await q.promoteJobs({ count: 2 });
+      out.delayedLeft = await q.getDelayedCount();
+      out.waiting = (await q.getWaiting()).map(j => j.id).filter(id => id !== 'p');
+      out.p = await q.getJobState('p');
+      return out;
+    });
+    // BullMQ's promoteJobs puts a job with a priority in `wait` ("does not support jobs with
+    // priorities", its script says): it is then taken before jobs of higher priority. The
+    // module promotes it by its priority, as every other way a delayed job becomes ready.
+    expect([r.bullmq.p, r.trafikey.p]).toEqual(['waiting', 'prioritized']);
+    expect({ ...r.trafikey, p: 'ready' }).toEqual({ ...r.bullmq, p: 'ready' });
   });
 });
 
