@@ -1057,6 +1057,43 @@ describe('delayed jobs', () => {
   });
 });
 
+describe('more pages and moves', () => {
+  it('list LIFO jobs, retry completed ones, remove finished ones and hand out nothing while paused', async () => {
+    const r = await both(async ({ c, connection, q, w }) => {
+      const out: Record<string, unknown> = {};
+      const qe = track(new c.QueueEvents(name, { connection }));
+      await qe.waitUntilReady();
+      const removed: unknown[] = [];
+      qe.on('removed', ({ jobId, prev }) => removed.push([jobId, prev]));
+      for (const [n, lifo] of [['f1', false], ['l1', true], ['f2', false], ['l2', true]] as const) {
+        await q.add(n, {}, { jobId: n, lifo });
+      }
+      out.pages = [await q.getJobs('waiting', 0, -1, true), await q.getJobs('waiting', 0, 1, false), await q.getJobs('waiting', 1, 2, true)].map(p =>
+        p.map(j => j.id),
+      );
+      for (const t of ['t1', 't2', 't3']) {
+        const j = (await w.getNextJob(t))!;
+        await j.moveToCompleted(`done ${j.id}`, t, false);
+      }
+      await q.retryJobs({ state: 'completed' });
+      out.afterRetry = await q.getJobCounts('waiting', 'completed');
+      out.retried = (await q.getJob('l2'))!.returnvalue ?? null;
+      const x = (await w.getNextJob('t4'))!;
+      await x.moveToFailed(new Error('x'), 't4', false);
+      await (await q.getJob(x.id!))!.remove();
+      await q.pause();
+      out.whilePaused = (await w.getNextJob('t5')) ?? null;
+      await q.resume();
+      await until(() => removed.length === 1);
+      out.removed = removed;
+      out.left = await q.getJobCounts('waiting', 'active', 'failed', 'completed');
+      return out;
+    });
+    expect(r.bullmq.removed).toEqual([['f2', 'failed']]);
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+});
+
 describe('clean and obliterate', () => {
   it('take the same jobs from each state, and refuse the same', async () => {
     const r = await both(async ({ q, w }) => {
