@@ -212,11 +212,11 @@ fn only_an_entry_that_still_names_the_job_is_deleted() {
 fn alias_refusals_write_nothing() {
     let (_s, mut c, q) = queue_on_quiet_server("refuse");
     q.enqueue(&mut c, &jid(1), &[b"ALIAS", b"k"]);
-    let long = vec![b'a'; 257];
+    let long = vec![b'a'; 4097];
     unchanged(&mut c, |c| {
         let r = q.enqueue(c, &jid(2), &[b"ALIAS", b""]);
-        assert_eq!(r.error(), "EMQARG ALIAS must be 1..=256 bytes");
-        assert_eq!(q.enqueue(c, &jid(2), &[b"ALIAS", &long]).error(), "EMQARG ALIAS must be 1..=256 bytes");
+        assert_eq!(r.error(), "EMQARG ALIAS must be 1..=4096 bytes");
+        assert_eq!(q.enqueue(c, &jid(2), &[b"ALIAS", &long]).error(), "EMQARG ALIAS must be 1..=4096 bytes");
         assert_eq!(q.enqueue(c, &jid(2), &[b"ALIAS"]).error(), "EMQSHAPE option ALIAS needs a value");
         let r = q.run(c, "EMQ.SCHEDULE", &jid(2), &[b"+5", b"n", b"{}", b"ALIAS", b"a", b"ALIAS", b"b"]);
         assert_eq!(r.error(), "EMQSHAPE option ALIAS given twice");
@@ -295,7 +295,7 @@ fn a_refused_bulk_add_writes_nothing() {
             "EMQARG PRIORITY must be 0..=2097151",
         ),
         (q.add_cmd(&[(&a, "x", &[]), (&b, "", &[])]), "EMQARG name must be 1..=256 bytes"),
-        (q.add_cmd(&[(&a, "x", &[]), (&b, "y", &["ALIAS", ""])]), "EMQARG ALIAS must be 1..=256 bytes"),
+        (q.add_cmd(&[(&a, "x", &[]), (&b, "y", &["ALIAS", ""])]), "EMQARG ALIAS must be 1..=4096 bytes"),
         (q.add_cmd(&[(&a, "x", &["DELAY", "+9007199254740992"])]), "EMQARG"),
         (q.add_cmd(&[(&a, "x", &[]), ("JOB!", "y", &[])]), "EMQID malformed job id JOB!"),
         (q.add_cmd(&[(&a, "x", &["LIFO", "DELAY", "5"])]), "EMQSHAPE LIFO does not go with DELAY"),

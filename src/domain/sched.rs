@@ -17,8 +17,8 @@ use croner::Cron;
 use super::{fnv::fnv, id, TIME_MAX};
 use crate::errors::{printable, Refusal};
 
-/// Longest scheduler id, in bytes: its iterations' custom ids `repeat:<id>:<ms>` stay within
-/// the 256 bytes of an ALIAS.
+/// Longest scheduler id, in bytes: its iterations' custom ids `repeat:<id>:<ms>` stay well
+/// within an ALIAS's 4096 bytes.
 pub const ID_MAX: usize = 200;
 /// Longest cron pattern, in bytes.
 pub const PATTERN_MAX: usize = 256;

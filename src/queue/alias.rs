@@ -10,10 +10,11 @@ use crate::keyspace::Role;
 
 use super::field;
 
-/// Longest alias, in bytes (as a job's name).
-pub const ALIAS_MAX: usize = 256;
+/// Longest alias, in bytes. A client's own id may be a URL or a composite key: BullMQ takes
+/// any length, and 4 KiB holds what such ids are in practice.
+pub const ALIAS_MAX: usize = 4096;
 
-/// The range check of an `ALIAS key`: 1..=256 bytes.
+/// The range check of an `ALIAS key`: 1..=4096 bytes.
 pub fn check(alias: &[u8]) -> Result<(), Refusal> {
     domain::bytes_len(alias, 1, ALIAS_MAX, "ALIAS")
 }

@@ -771,7 +771,7 @@ pub fn job_c() -> BoxedStrategy<JobC> {
     let dedup_id = weighted(vec![
         (30, prop::sample::select(DEDUP_IDS.iter().map(|d| d.to_vec()).collect::<Vec<_>>()).boxed()),
         (1, Just(vec![]).boxed()),
-        (1, Just(vec![b'a'; ALIAS_MAX + 1]).boxed()),
+        (1, Just(vec![b'a'; DEDUP_MAX + 1]).boxed()),
     ]);
     let dedup_ttl = weighted(vec![
         (6, Just(None).boxed()),

@@ -24,8 +24,10 @@ pub const MAX_STALLS_MAX: i64 = 1000;
 pub const EXTENDS_PAIRS_MAX: usize = 250;
 pub const TOKEN_MAX: usize = 128;
 pub const NAME_MAX: usize = 256;
-/// ALIAS: 1..=256 bytes.
-pub const ALIAS_MAX: usize = 256;
+/// ALIAS: 1..=4096 bytes.
+pub const ALIAS_MAX: usize = 4096;
+/// A DEDUP id: 1..=256 bytes.
+pub const DEDUP_MAX: usize = 256;
 /// The DEDUP ids the generator draws from (so they collide); the view reads each one's key.
 pub const DEDUP_IDS: [&[u8]; 3] = [b"d1", b"d2", b"d3"];
 /// Jobs one TRA.ADD takes (its n: 1..=250).
@@ -381,7 +383,7 @@ pub fn check_new(j: &NewJob, max_payload: usize, now: i64) -> Result<Checked, Re
     }
     let alias = j.alias.clone();
     if let Some(d) = &j.dedup {
-        if !(1..=ALIAS_MAX).contains(&d.id.len()) {
+        if !(1..=DEDUP_MAX).contains(&d.id.len()) {
             return Err("EMQARG");
         }
         d.ttl.map(|t| within(t, 1, TIME_MAX)).transpose()?;

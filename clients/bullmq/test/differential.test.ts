@@ -1094,6 +1094,35 @@ describe('more pages and moves', () => {
   });
 });
 
+describe('custom ids', () => {
+  it('take the same ids and refuse the same ones', async () => {
+    const r = await both(async ({ q, w }) => {
+      const out: [string, string][] = [];
+      for (const id of ['plain', 'with space', 'ünïcødé', 'x'.repeat(200), 'y'.repeat(300), 'z'.repeat(4096), '123', '12a', 'a:b', '-1', '0', 'JOB8ydNHDKcywZ']) {
+        try {
+          const j = await q.add('n', { id }, { jobId: id });
+          const back = await q.getJob(j.id!);
+          out.push([id, `ok ${j.id === id} ${back?.data.id === id} ${await q.getJobState(id)}`]);
+        } catch (e) {
+          out.push([id, `error ${(e as Error).message}`]);
+        }
+      }
+      const j = (await w.getNextJob('t'))!;
+      await j.moveToCompleted('r', 't', false);
+      out.push(['finished', `${j.id} ${await q.getJobState(j.id!)} ${JSON.stringify(await q.getJobLogs('nope'))}`]);
+      return out;
+    });
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+
+  it('differ in one place: a custom id is at most 4096 bytes on trafikey', async () => {
+    const q = track(new Trafikey.Queue(name, { connection: ours }));
+    await expect(q.add('n', {}, { jobId: 'k'.repeat(4097) })).rejects.toThrow('ALIAS must be 1..=4096 bytes');
+    expect(await q.getJobCounts('waiting')).toEqual({ waiting: 0 });
+    await q.obliterate({ force: true });
+  });
+});
+
 describe('clean and obliterate', () => {
   it('take the same jobs from each state, and refuse the same', async () => {
     const r = await both(async ({ q, w }) => {
