@@ -165,13 +165,12 @@ impl<'a> Claim<'a> {
         let until = match &self.verdict {
             Verdict::Duplicate(_) => return Ok(None),
             Verdict::Fresh => self.d.ttl.map(|t| now.saturating_add(t)),
-            Verdict::Replace { old, row, companions: _, until } => {
+            Verdict::Replace { old, row, companions, until } => {
                 if let Some(set) = delayed.or(self.delayed.as_ref()) {
                     set.zrem(old.str_ref());
                 }
-                let alias = row.hget(&field::ALIAS);
                 row.delete();
-                let alias = alias.as_ref().map(|a| a.str_ref());
+                let alias = companions.as_ref().and_then(Companions::alias);
                 events.emit(x, Some(old.str_ref()), Event::Removed { prev: State::Delayed, alias })?;
                 match (self.d.ttl, self.d.extend) {
                     (Some(_), false) => until.or(self.d.ttl.map(|t| now.saturating_add(t))),

@@ -187,8 +187,13 @@ pub struct Companions {
 }
 
 impl Companions {
-    /// The job's alias, when its entry is among them: a copy, for the event of a finish
-    /// that deletes the row (and these with it) at once. Free: deleting the entry read it.
+    /// The job's alias, when its entry is among them: for the event of a call that deletes
+    /// the row. Free: deleting the entry read it.
+    pub fn alias(&self) -> Option<StrRef<'_>> {
+        self.unalias.first().map(Str::str_ref)
+    }
+
+    /// [`Companions::alias`], copied: for an event written after they are deleted.
     pub fn alias_of(x: &Exec, c: Option<&Companions>) -> Result<Option<Str>, Refusal> {
         c.and_then(|c| c.unalias.first()).map(|a| x.string(a.bytes())).transpose()
     }

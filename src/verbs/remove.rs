@@ -10,7 +10,7 @@ use crate::errors::{not_in, Refusal};
 use crate::host::command::{flag, q, Arg, Command, Keys, Spec::*};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{field, Event, Events, Release, State};
+use crate::queue::{Companions, Event, Events, Release, Row, State};
 
 pub const KEYS: Keys = Keys::of(&[
     q(Job, Update),
@@ -58,13 +58,13 @@ impl Verb for Remove {
         ];
         let events = Events::open(x)?;
         let id = x.string(x.id)?;
-        let [state, alias, ..] = row.hget_many(&[&field::STATE, &field::ALIAS]);
-        let state = state.and_then(|s| State::of(s.bytes()));
+        let state = Row(&row).state();
         if state == Some(State::Active) && !force {
             return Err(not_in(x.id, "removable while held: give FORCE"));
         }
         let job_id = x.id;
         let log = crate::queue::companions_of(x, job_id, &row)?;
+        let alias = Companions::alias_of(x, log.as_ref())?;
         let release = Release::removing(x, job_id, &row)?;
         match state {
             Some(State::Wait) => {

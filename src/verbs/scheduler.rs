@@ -177,7 +177,6 @@ impl Verb for Scheduler {
 struct Pending {
     id: Str,
     row: Key,
-    alias: Option<Str>,
     companions: Option<Companions>,
     state: State,
     set: Option<Key>,
@@ -220,8 +219,7 @@ impl Pending {
             _ => return Ok(None),
         };
         let companions = companions_of(x, id.bytes(), &row)?;
-        let alias = Row(&row).get(&field::ALIAS);
-        Ok(Some(Pending { id, row, alias, companions, state, set }))
+        Ok(Some(Pending { id, row, companions, state, set }))
     }
 
     /// Its row, log, alias entry and set entry deleted; event `removed`.
@@ -235,11 +233,12 @@ impl Pending {
                 delayed.zrem(self.id.str_ref());
             }
         }
+        let alias = Companions::alias_of(x, self.companions.as_ref())?;
         self.row.delete();
         if let Some(c) = self.companions {
             c.delete();
         }
-        let alias = self.alias.as_ref().map(|a| a.str_ref());
+        let alias = alias.as_ref().map(|a| a.str_ref());
         events.emit(x, Some(self.id.str_ref()), Event::Removed { prev: self.state, alias })
     }
 }
