@@ -1123,6 +1123,27 @@ describe('custom ids', () => {
   });
 });
 
+describe('exports and trims', () => {
+  it('export the same Prometheus gauges and trim the events stream as BullMQ does', async () => {
+    const r = await both(async ({ q, w }) => {
+      await q.add('w', {});
+      await q.add('p', {}, { priority: 3 });
+      await q.add('d', {}, { delay: 60000 });
+      const j = (await w.getNextJob('t'))!;
+      await j.moveToCompleted('r', 't', false);
+      const k = (await w.getNextJob('u'))!;
+      await k.moveToFailed(new Error('x'), 'u', false);
+      await q.add('active', {});
+      await w.getNextJob('v');
+      const prometheus = (await q.exportPrometheusMetrics({ env: 'test' })).split(name).join('<queue>');
+      const trimmed = await q.trimEvents(0);
+      return { prometheus, trimmed: typeof trimmed };
+    });
+    expect(r.bullmq.prometheus).toContain('bullmq_job_count{queue="<queue>", state="completed", env="test"} 1');
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+});
+
 describe('clean and obliterate', () => {
   it('take the same jobs from each state, and refuse the same', async () => {
     const r = await both(async ({ q, w }) => {
