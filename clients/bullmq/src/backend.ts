@@ -293,26 +293,27 @@ function release(conn: Redis): boolean {
 
 /**
  * Adds, and workers' finish-and-fetch calls, made in one turn of the event loop leave
- * together: the first corks the socket, every `GATHER_MAX`th lets the ones before it go, and
- * the rest go once the turn's other work is done. The server then reads the calls of many
- * producers and workers at once instead of one each, and it starts on the first ones while
- * Node makes the others: one write for the whole turn would have the two take turns instead.
- * A call waits at most to the end of the turn.
+ * together: the first corks the socket; once the calls held carry more than `GATHER_MAX` jobs
+ * (a call weighs the jobs it carries), the ones before the last go; the rest go once the
+ * turn's other work is done. The server then reads the calls of many producers and workers
+ * at once instead of one each, and it starts on the first ones while Node makes the others:
+ * one write for the whole turn would have the two take turns instead. A full TRA.COMPLETESNEXT
+ * therefore goes as soon as the next call is made. A call waits at most to the end of the turn.
  */
-function gather(conn: Redis): void {
+export function gather(conn: Redis, weight = 1): void {
   const socket = conn.stream;
   if (!socket || conn.status !== 'ready') return;
   if (socket.writableCorked === 0) {
     socket.cork();
-    corkedCalls.set(socket, 1);
+    corkedCalls.set(socket, weight);
     process.nextTick(() => socket.uncork());
     return;
   }
-  const n = (corkedCalls.get(socket) ?? 0) + 1;
+  const n = (corkedCalls.get(socket) ?? 0) + weight;
   if (n > GATHER_MAX) {
     socket.uncork();
     socket.cork();
-    corkedCalls.set(socket, 1);
+    corkedCalls.set(socket, weight);
   } else {
     corkedCalls.set(socket, n);
   }
@@ -336,7 +337,7 @@ interface Finished {
   job?: any[];
 }
 
-/** Calls per write (bench.mjs, add from 50 Queues: 8, 16, 32 and one write a turn tried). */
+/** Jobs per write (bench.mjs, add from 50 Queues: 8, 16, 32 and one write a turn tried). */
 const GATHER_MAX = 16;
 /** The calls held by a corked socket, this one included. */
 const corkedCalls = new WeakMap<object, number>();
@@ -1485,7 +1486,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   }
 
   private sendFinishes(batch: Finishing[], tail: Cmd): void {
-    gather(this.conn);
+    gather(this.conn, batch.length);
     const keys = ['wait', 'prio', 'active', 'delayed', 'completed', 'meta', 'events'].map(r => this.key(r));
     const [first] = batch;
     if (batch.length === 1) {

@@ -5,6 +5,7 @@ import { withBackend, UnrecoverableError, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { closeTracked, sleep, track, until } from './helpers.js';
 import { withTrafikey, createTrafikeyBackend, isBranded, mintJobId } from '../src/index.js';
+import { gather } from '../src/backend.js';
 
 const port = inject('port');
 const connection = { host: '127.0.0.1', port };
@@ -146,6 +147,32 @@ describe('adding', () => {
     await until(async () => (await queue.getCompletedCount()) === 40);
     expect(new Set(done).size).toBe(40);
     await other.obliterate({ force: true });
+  });
+
+  it('a call that carries a write\'s worth of jobs leaves with the next call, not at the end of the turn', async () => {
+    // A worker at concurrency 50 ends its jobs in one turn: the server starts on the first
+    // TRA.COMPLETESNEXT of 16 while Node still makes the others.
+    const c = new Redis(connection);
+    try {
+      await c.ping();
+      const socket = c.stream;
+      gather(c, 16);
+      const full = c.call('PING');
+      expect(socket.writableLength).toBeGreaterThan(0);
+      gather(c, 1);
+      expect(socket.writableLength).toBe(0);
+      const next = c.call('PING');
+      expect(socket.writableLength).toBeGreaterThan(0);
+      expect(await Promise.all([full, next])).toEqual(['PONG', 'PONG']);
+      // Calls of one job each: sixteen are held together, the seventeenth lets them go.
+      const held = Array.from({ length: 16 }, () => (gather(c, 1), c.call('PING')));
+      expect(socket.writableLength).toBeGreaterThan(0);
+      gather(c, 1);
+      expect(socket.writableLength).toBe(0);
+      await Promise.all(held);
+    } finally {
+      c.disconnect();
+    }
   });
 
   it('addBulk over one call\'s 250 jobs, with custom ids (one job per id)', async () => {
