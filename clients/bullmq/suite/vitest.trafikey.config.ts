@@ -12,7 +12,7 @@ export default defineConfig({
     retry: Number(process.env.TRAFIKEY_RETRY ?? 2),
     fileParallelism: false,
     sequence: { concurrent: false },
-    setupFiles: [reference ? './vitest.setup.ts' : './vitest.trafikey.setup.ts'],
+    setupFiles: ['./vitest.port.setup.ts', reference ? './vitest.setup.ts' : './vitest.trafikey.setup.ts'],
     runner: './trafikey-runner.ts',
     reporters: ['dot'],
     globals: false,
