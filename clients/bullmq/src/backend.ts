@@ -321,6 +321,13 @@ export function gather(conn: Redis, weight = 1): void {
 /** Finish-and-fetch calls per TRA.COMPLETESNEXT at most: a write's worth of calls. */
 const FINISHES_MAX = 16;
 
+/**
+ * Finish-and-fetch calls waiting to be sent, by connection, then by queue and options: the
+ * workers of a process share their command connection, so those of one queue that end jobs in
+ * the same turn finish them together, as one worker of many jobs at once does.
+ */
+const finishing = new WeakMap<Redis, Map<string, Finishing[]>>();
+
 /** A finish-and-fetch waiting to be sent with the others of its turn. */
 interface Finishing {
   id: string;
@@ -396,7 +403,6 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   /** TRA.COMPLETESNEXT: the finish-and-fetch calls of one turn go as one call. */
   private hasFinishes = false;
   /** The finish-and-fetch calls of this turn not sent yet, by their options. */
-  private readonly finishing = new Map<string, Finishing[]>();
   /** A worker's `metrics` option as the finishes' `METRICS max`: none without it. */
   private metrics: Cmd = [];
   /** Aliases named by events this backend read (module id → custom id), the newest 10 000. */
@@ -1451,11 +1457,12 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   }
 
   /**
-   * A finish-and-fetch, sent with the others of this turn that take the same options: one
-   * TRA.COMPLETESNEXT for many (up to `FINISHES_MAX`), TRA.COMPLETENEXT for one. A worker
-   * running many jobs at once finishes those that ended together in one call, and the server
-   * pays once for what every call pays (the fence, the queue's keys, its limits). Settles with
-   * the next job and its module token, or fails as TRA.COMPLETENEXT would for this job alone.
+   * A finish-and-fetch, sent with the others of this turn on the same connection, queue and
+   * options (any worker's): one TRA.COMPLETESNEXT for many (up to `FINISHES_MAX`),
+   * TRA.COMPLETENEXT for one. Jobs that ended together are finished in one call, and the
+   * server pays once for what every call pays (the fence, the queue's keys, its limits).
+   * Settles with the next job and its module token, or fails as TRA.COMPLETENEXT would for
+   * this job alone.
    */
   private finishNext(id: string, token: string, rv: string, tail: Cmd): Promise<Finished> {
     return new Promise((resolve, reject) => {
@@ -1464,22 +1471,29 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         this.sendFinishes([entry], tail);
         return;
       }
-      const key = tail.join('\u0000');
-      let batch = this.finishing.get(key);
+      let pending = finishing.get(this.conn);
+      if (!pending) {
+        pending = new Map();
+        finishing.set(this.conn, pending);
+      }
+      const waiting = pending;
+      // The call's keys are the queue's and its lease is an argument: both part of the key.
+      const key = [this.key('wait'), this.lease, ...tail].join('\u0000');
+      let batch = waiting.get(key);
       if (!batch) {
         const mine: Finishing[] = [];
         batch = mine;
-        this.finishing.set(key, mine);
+        waiting.set(key, mine);
         process.nextTick(() => {
-          if (this.finishing.get(key) === mine) {
-            this.finishing.delete(key);
+          if (waiting.get(key) === mine) {
+            waiting.delete(key);
             this.sendFinishes(mine, tail);
           }
         });
       }
       batch.push(entry);
       if (batch.length >= FINISHES_MAX) {
-        this.finishing.delete(key);
+        waiting.delete(key);
         this.sendFinishes(batch, tail);
       }
     });

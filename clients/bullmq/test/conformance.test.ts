@@ -305,6 +305,49 @@ describe('workers', () => {
     expect(await second!.getState()).toBe('failed');
   });
 
+  it('finish-and-fetch calls of several workers of one queue, in one turn, go as one call', async () => {
+    const a = track(new Worker(name, null, { connection, autorun: false }));
+    const b = track(new Worker(name, null, { connection, autorun: false }));
+    const otherName = `${name}-o`;
+    const other = track(new Queue(otherName, { connection }));
+    const c = track(new Worker(otherName, null, { connection, autorun: false }));
+    await queue.addBulk(Array.from({ length: 4 }, (_, i) => ({ name: `j${i}`, data: {} })));
+    await other.addBulk([{ name: 'o0', data: {} }, { name: 'o1', data: {} }]);
+    const ja = (await a.getNextJob('ta'))!;
+    const jb = (await b.getNextJob('tb'))!;
+    const jc = (await c.getNextJob('tc'))!;
+    const raw = new Redis(connection);
+    const calls = async () => {
+      const info = await raw.info('commandstats');
+      return ['completesnext', 'completenext'].map(v => Number(new RegExp(`cmdstat_tra\\.${v}:calls=(\\d+)`).exec(info)?.[1] ?? 0));
+    };
+    try {
+      const [many, one] = await calls();
+      const [na, nb, nc] = (await Promise.all([
+        ja.moveToCompleted('ra', 'ta', true),
+        jb.moveToCompleted('rb', 'tb', true),
+        jc.moveToCompleted('rc', 'tc', true),
+      ])) as [any, string][];
+      // The two workers of one queue share a call; the other queue's finish has its own.
+      expect(await calls()).toEqual([many + 1, one + 1]);
+      expect([na[0].name, nb[0].name, nc[0].name]).toEqual(['j2', 'j3', 'o1']);
+      for (const j of [ja, jb]) {
+        expect(await j.getState()).toBe('completed');
+      }
+      expect(await jc.getState()).toBe('completed');
+      // Each fetched job is held by its own worker's token, and by no other.
+      const fa = (await queue.getJob(na[1]))!;
+      const fb = (await queue.getJob(nb[1]))!;
+      expect(await fa.extendLock('tb', 5000)).toBe(0);
+      expect(await fb.extendLock('ta', 5000)).toBe(0);
+      expect(await fa.extendLock('ta', 5000)).toBe(1);
+      expect(await fb.extendLock('tb', 5000)).toBe(1);
+    } finally {
+      raw.disconnect();
+      await other.obliterate({ force: true });
+    }
+  });
+
   it('finish-and-fetch calls of one turn go as one call, each answered for itself', async () => {
     const worker = track(new Worker(name, null, { connection, autorun: false }));
     await queue.addBulk(Array.from({ length: 9 }, (_, i) => ({ name: `j${i}`, data: {} })));
