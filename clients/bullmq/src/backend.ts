@@ -318,7 +318,7 @@ export function gather(conn: Redis, weight = 1): void {
     corkedCalls.set(socket, n);
   }
 }
-/** Finish-and-fetch calls per TRA.COMPLETESNEXT at most: a write's worth of calls. */
+/** Finish-and-fetch calls per TRA.COMPLETESNEXT at most: a write's worth of jobs. */
 const FINISHES_MAX = 16;
 
 /**
@@ -402,7 +402,6 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   private hasSched = false;
   /** TRA.COMPLETESNEXT: the finish-and-fetch calls of one turn go as one call. */
   private hasFinishes = false;
-  /** The finish-and-fetch calls of this turn not sent yet, by their options. */
   /** A worker's `metrics` option as the finishes' `METRICS max`: none without it. */
   private metrics: Cmd = [];
   /** Aliases named by events this backend read (module id → custom id), the newest 10 000. */
@@ -1471,12 +1470,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
         this.sendFinishes([entry], tail);
         return;
       }
-      let pending = finishing.get(this.conn);
-      if (!pending) {
-        pending = new Map();
-        finishing.set(this.conn, pending);
-      }
-      const waiting = pending;
+      const waiting = finishing.get(this.conn) ?? new Map<string, Finishing[]>();
+      finishing.set(this.conn, waiting);
       // The call's keys are the queue's and its lease is an argument: both part of the key.
       const key = [this.key('wait'), this.lease, ...tail].join('\u0000');
       let batch = waiting.get(key);
