@@ -308,13 +308,16 @@ describe('workers', () => {
   it('finish-and-fetch calls of several workers of one queue, in one turn, go as one call', async () => {
     const a = track(new Worker(name, null, { connection, autorun: false }));
     const b = track(new Worker(name, null, { connection, autorun: false }));
+    // Another lease is another argument of the call: that worker's finish goes apart.
+    const d = track(new Worker(name, null, { connection, autorun: false, lockDuration: 60000 }));
     const otherName = `${name}-o`;
     const other = track(new Queue(otherName, { connection }));
     const c = track(new Worker(otherName, null, { connection, autorun: false }));
-    await queue.addBulk(Array.from({ length: 4 }, (_, i) => ({ name: `j${i}`, data: {} })));
+    await queue.addBulk(Array.from({ length: 6 }, (_, i) => ({ name: `j${i}`, data: {} })));
     await other.addBulk([{ name: 'o0', data: {} }, { name: 'o1', data: {} }]);
     const ja = (await a.getNextJob('ta'))!;
     const jb = (await b.getNextJob('tb'))!;
+    const jd = (await d.getNextJob('td'))!;
     const jc = (await c.getNextJob('tc'))!;
     const raw = new Redis(connection);
     const calls = async () => {
@@ -323,18 +326,19 @@ describe('workers', () => {
     };
     try {
       const [many, one] = await calls();
-      const [na, nb, nc] = (await Promise.all([
+      const [na, nb, nd, nc] = (await Promise.all([
         ja.moveToCompleted('ra', 'ta', true),
         jb.moveToCompleted('rb', 'tb', true),
+        jd.moveToCompleted('rd', 'td', true),
         jc.moveToCompleted('rc', 'tc', true),
       ])) as [any, string][];
-      // The two workers of one queue share a call; the other queue's finish has its own.
-      expect(await calls()).toEqual([many + 1, one + 1]);
-      expect([na[0].name, nb[0].name, nc[0].name]).toEqual(['j2', 'j3', 'o1']);
-      for (const j of [ja, jb]) {
+      // The two workers of one queue and one lease share a call; the other lease's finish and
+      // the other queue's have their own.
+      expect(await calls()).toEqual([many + 1, one + 2]);
+      expect([na[0].name, nb[0].name, nd[0].name, nc[0].name]).toEqual(['j3', 'j4', 'j5', 'o1']);
+      for (const j of [ja, jb, jd, jc]) {
         expect(await j.getState()).toBe('completed');
       }
-      expect(await jc.getState()).toBe('completed');
       // Each fetched job is held by its own worker's token, and by no other.
       const fa = (await queue.getJob(na[1]))!;
       const fb = (await queue.getJob(nb[1]))!;
