@@ -93,12 +93,15 @@ function claimedRow(entry: unknown[] | undefined, worker?: string): ClaimedRow |
   }
   // The claim leaves out what the worker knows: the state, and counters at their defaults
   // (read as such below).
-  const row = { state: 'active', ...pairs(entry[4]), id: entry[0], name: entry[1], data: entry[2] };
+  const row = pairs(entry[4], { state: 'active' });
+  row.id = entry[0];
+  row.name = entry[1];
+  row.data = entry[2];
   return { row, by: worker };
 }
 
-function pairs(reply: unknown): Record<string, any> {
-  const out: Record<string, any> = {};
+/** A reply's field/value pairs (a flat array, or RESP3's map) added to `out`. */
+function pairs(reply: unknown, out: Record<string, any> = {}): Record<string, any> {
   if (Array.isArray(reply)) {
     for (let i = 0; i + 1 < reply.length; i += 2) {
       out[String(reply[i])] = reply[i + 1];
@@ -109,12 +112,20 @@ function pairs(reply: unknown): Record<string, any> {
   return out;
 }
 
+/**
+ * A reply's pairs to read, not to change: an object as it is (a row a claim brought is read
+ * several times a job), an array copied into one.
+ */
+function view(reply: unknown): Record<string, any> {
+  return reply && typeof reply === 'object' && !Array.isArray(reply) ? (reply as Record<string, any>) : pairs(reply);
+}
+
 /** TRA.JOB's `stack` and `alias` (module 0.3.0), null when absent. */
 function row0Stack(reply: unknown): string | null {
-  return reply ? ((pairs(reply).stack as string | null) ?? null) : null;
+  return reply ? ((view(reply).stack as string | null) ?? null) : null;
 }
 function row0Alias(reply: unknown): string | null {
-  return reply ? ((pairs(reply).alias as string | null) ?? null) : null;
+  return reply ? ((view(reply).alias as string | null) ?? null) : null;
 }
 
 function num(v: unknown): number | undefined {
@@ -367,6 +378,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   /** The module's queue name Q (escaped) and the key base `emq:{Q}`. */
   readonly q: string;
   readonly base: string;
+  /** The queue keys of TRA.COMPLETENEXT and TRA.COMPLETESNEXT, made once: every finish sends them. */
+  private readonly finishKeys: string[];
   private readonly opts: QueueBaseOptions<any> & Record<string, any>;
   private readonly conn: Redis;
   private readonly blockingConn: Redis | undefined;
@@ -377,6 +390,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   private eventsFrom: string | undefined;
   private readonly owns: boolean;
   private ready: Promise<void> | undefined;
+  /** The server passed `checkServer`: a call need not wait for `ready` (a turn saved a call). */
+  private checked = false;
   private blockingId: number | undefined;
   private waiting: Promise<unknown> | undefined;
   private stash: Claimed[] = [];
@@ -427,6 +442,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     this.prefix = (o.opts as any).prefix ?? 'bull';
     this.q = escapeQueueName(`${this.prefix}:${this.name}`);
     this.base = `emq:{${this.q}}`;
+    this.finishKeys = ['wait', 'prio', 'active', 'delayed', 'completed', 'meta', 'events'].map(r => this.key(r));
     this.blocking = !!o.blocking;
     if (borrowed) {
       this.conn = borrowed.conn;
@@ -545,10 +561,15 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   waitUntilReady(): Promise<void> {
     if (!this.ready) {
-      this.ready = this.checkServer().catch(err => {
-        this.ready = undefined;
-        throw err;
-      });
+      this.ready = this.checkServer().then(
+        () => {
+          this.checked = true;
+        },
+        err => {
+          this.ready = undefined;
+          throw err;
+        },
+      );
     }
     return this.ready;
   }
@@ -737,6 +758,9 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   }
 
   private async mustResolve(id: string, cmd: string): Promise<string> {
+    if (this.checked && isBranded(id)) {
+      return id;
+    }
     await this.waitUntilReady();
     const r = await this.resolve(id);
     if (!r) {
@@ -1496,7 +1520,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   private sendFinishes(batch: Finishing[], tail: Cmd): void {
     gather(this.conn, batch.length);
-    const keys = ['wait', 'prio', 'active', 'delayed', 'completed', 'meta', 'events'].map(r => this.key(r));
+    const keys = this.finishKeys;
     const [first] = batch;
     if (batch.length === 1) {
       this.conn.call('TRA.COMPLETENEXT', 8, this.jobKey(first.id), ...keys, first.token, first.rv, this.lease, ...tail).then(
@@ -2276,7 +2300,9 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   /** The row as BullMQ's JobJson; `external` is the id BullMQ knows the job by. */
   async getJobData(jobId: string, known?: string, claimed?: ClaimedRow): Promise<JobJson | undefined> {
     // The probe decides where the alias and the stack are read from.
-    await this.waitUntilReady();
+    if (!this.checked) {
+      await this.waitUntilReady();
+    }
     const id = known ?? (await this.resolve(jobId));
     if (!id) {
       return undefined;
@@ -2303,7 +2329,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (!res[0][1]) {
       return undefined;
     }
-    const row = pairs(res[0][1]);
+    const row = view(res[0][1]);
     const blob = optsBlob(row.opts);
     const opts = blob.o ?? {};
     const progressRaw = (row.progress as string | null) ?? (res[1][1] as string | null);
