@@ -4,6 +4,8 @@ import { TrafikeyBackend, type TrafikeyConnection } from './backend.js';
 export { TrafikeyBackend, NotSupportedError, WIRE, MODULE_MAJOR, keepArgs } from './backend.js';
 export type { TrafikeyConnection } from './backend.js';
 export { escapeQueueName, isBranded, mintJobId } from './keys.js';
+export { moveFromBullMQ, movedId } from './move.js';
+export type { MovableQueue, MoveOptions, MoveReport } from './move.js';
 
 /**
  * BullMQ's `BackendFactory` for trafikey: `opts.connection` is ioredis options or an ioredis
