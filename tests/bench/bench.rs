@@ -847,9 +847,9 @@ fn pass(
                 queue::lifecycle(srv, x.engine, o.n, shape(o, DEPTH))
             }));
         }
-        for part in ["enqueue", "claim", "lifecycle"] {
+        for part in ["enqueue", "claim", "lifecycle", "memory"] {
             bull.round(srv, c, o, part, &mut rows, &mut memory)?;
-            bull.round_trafikey(srv, c, o, part, &mut rows)?;
+            bull.round_trafikey(srv, c, o, part, &mut rows, &mut memory)?;
         }
         chq.round(srv, c, o, "lifecycle", Setting::Default, &mut rows, &mut memory)?;
         round_forms(srv, c, contenders, chq, o, &mut rows)?;
@@ -860,13 +860,13 @@ fn pass(
         round_enqueue(srv, c, x, o, &mut rows)?;
     }
     bull.round(srv, c, o, "enqueue", &mut rows, &mut memory)?;
-    bull.round_trafikey(srv, c, o, "enqueue", &mut rows)?;
+    bull.round_trafikey(srv, c, o, "enqueue", &mut rows, &mut memory)?;
     chq.round(srv, c, o, "enqueue", Setting::Default, &mut rows, &mut memory)?;
     for x in contenders {
         round_work(srv, c, x, o, &CLAIM_COMPLETE, &mut rows)?;
     }
     bull.round(srv, c, o, "claim", &mut rows, &mut memory)?;
-    bull.round_trafikey(srv, c, o, "claim", &mut rows)?;
+    bull.round_trafikey(srv, c, o, "claim", &mut rows, &mut memory)?;
     chq.round(srv, c, o, "process", Setting::Default, &mut rows, &mut memory)?;
     for x in contenders {
         round_work(srv, c, x, o, &LIFECYCLE, &mut rows)?;
@@ -894,7 +894,7 @@ fn pass(
         }
     }
     bull.round(srv, c, o, "lifecycle", &mut rows, &mut memory)?;
-    bull.round_trafikey(srv, c, o, "lifecycle", &mut rows)?;
+    bull.round_trafikey(srv, c, o, "lifecycle", &mut rows, &mut memory)?;
     chq.round(srv, c, o, "lifecycle", Setting::Default, &mut rows, &mut memory)?;
     for x in contenders {
         round_per_call(srv, c, x, o, &mut rows)?;
@@ -933,6 +933,7 @@ fn pass(
         round_memory(srv, c, x, o, &mut memory)?;
     }
     bull.round(srv, c, o, "memory", &mut rows, &mut memory)?;
+    bull.round_trafikey(srv, c, o, "memory", &mut rows, &mut memory)?;
     chq.round(srv, c, o, "memory", Setting::Default, &mut rows, &mut memory)?;
     round_forms(srv, c, contenders, chq, o, &mut rows)?;
     if o.modes {
@@ -1266,7 +1267,7 @@ fn bull_params(srv: &Server, o: &Opts, part: &str) -> bullmq::Params {
 impl Bull {
     /// bench.mjs's `part`s with BullMQ's classes bound to the trafikey backend
     /// (`withTrafikey(withBackend)`), on the same server with the module: rows of
-    /// "BullMQ on trafikey", named as BullMQ's own.
+    /// "BullMQ on trafikey", named as BullMQ's own (its memory part: its memory figure).
     fn round_trafikey(
         &mut self,
         srv: &Server,
@@ -1274,6 +1275,7 @@ impl Bull {
         o: &Opts,
         part: &str,
         rows: &mut Vec<Row>,
+        memory: &mut Memory,
     ) -> Result<(), String> {
         if !self.ready {
             return Ok(());
@@ -1292,10 +1294,9 @@ impl Bull {
         }
         say(&format!("BullMQ on trafikey {part} (node bench.mjs --backend trafikey)"));
         let p = bullmq::Params { trafikey_client: Some(client), ..bull_params(srv, o, part) };
-        let mut none = Vec::new();
         match bullmq::run(&self.dir, &p) {
             Ok(out) => {
-                driver_rows(Who::BullMqTrafikey, "bench.mjs", out, part, Setting::Default, rows, &mut none)
+                driver_rows(Who::BullMqTrafikey, "bench.mjs", out, part, Setting::Default, rows, memory)
             }
             Err(e) => rows.push(failed(Who::BullMqTrafikey, "bench.mjs", "", e)),
         }

@@ -1114,6 +1114,9 @@ impl Report {
                 };
                 let _ = writeln!(s, "| {name} | {br} | {bc} | {tr} | {tc} | {cr} | {each} | {rr} |");
             }
+            if let (Some(b), Some(t)) = (self.mem(Who::BullMq), self.mem(Who::BullMqTrafikey)) {
+                let _ = writeln!(s, "\nMemory per waiting job, bench.mjs's memory part ({} jobs added by `addBulk` of 1 000 into an empty queue; `used_memory` growth, events at their default, median pass): BullMQ on Valkey {b:.0} B, BullMQ on trafikey {t:.0} B ({} of it).", self.mem_jobs, x(t / b));
+            }
             for r in self.rows.iter().filter(|r| r.who == Who::BullMqTrafikey && !r.ok()) {
                 if let Status::Skipped(y) | Status::Failed(y) = &r.status {
                     let _ = writeln!(
