@@ -150,6 +150,14 @@ function optsBlob(opts: unknown): { o?: JobsOptions; ts?: unknown; n?: string; r
 }
 
 /**
+ * The options BullMQ gives a job given none: its Job sets `attempts` to 0 (and leaves keys
+ * undefined, which JSON leaves out).
+ */
+function isDefaultOpts(opts: JobsOptions): boolean {
+  return opts.attempts === 0 && Object.entries(opts).every(([k, v]) => k === 'attempts' || v === undefined);
+}
+
+/**
  * A job's time (BullMQ's `timestamp`): the adapter's own, from the blob, else the row's
  * creation (a job another client made, an iteration a scheduler made).
  */
@@ -827,7 +835,9 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       throw new NotSupportedError('deduplication (this module has no DEDUP: upgrade)');
     }
     const name = job.name && Buffer.byteLength(job.name) <= 256 ? job.name : '_';
-    const blob: Record<string, unknown> = { o: opts, ts: job.timestamp };
+    // BullMQ's default options (a job given none) are left out, each waiting job some 19 bytes
+    // smaller: BullMQ's Job gives a job read back without options the same defaults.
+    const blob: Record<string, unknown> = isDefaultOpts(opts) ? { ts: job.timestamp } : { o: opts, ts: job.timestamp };
     if (name !== job.name) {
       blob.n = job.name;
     }

@@ -190,6 +190,24 @@ describe('jobs', () => {
   });
 });
 
+describe('options', () => {
+  it('a job given no options reads back with the options BullMQ gives it', async () => {
+    const r = await both(async ({ q }) => {
+      const one = await q.add('plain', {});
+      const [bulk] = await q.addBulk([{ name: 'plain bulk', data: {} }]);
+      const some = await q.add('some', {}, { attempts: 1 });
+      return Promise.all([one, bulk, some].map(async j => [j.opts, (await q.getJob(j.id!))!.opts, (await q.getJob(j.id!))!.asJSON().opts]));
+    });
+    // (toEqual passes over the keys BullMQ's Job leaves undefined.)
+    expect(r.bullmq).toEqual([
+      [{ attempts: 0 }, { attempts: 0 }, { attempts: 0 }],
+      [{ attempts: 0 }, { attempts: 0 }, { attempts: 0 }],
+      [{ attempts: 1 }, { attempts: 1 }, { attempts: 1 }],
+    ]);
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+});
+
 describe('getters', () => {
   it('list the same page of each state in either order, and count the same', async () => {
     const states = ['waiting', 'active', 'prioritized', 'delayed', 'completed', 'failed'] as const;
