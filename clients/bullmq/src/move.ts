@@ -229,8 +229,10 @@ export async function moveFromBullMQ(from: MovableQueue, to: MovableQueue, optio
         const now = Date.now();
         const ids = jobs.map(j => movedId(j.id));
         const added = await to.addBulk(jobs.map((j, i) => ({ name: j.name, data: j.data, opts: movedOpts(j, ids[i], due[i], now) })));
+        // The batch's removals are sent together: the old store's client pipelines them.
+        const removed = await Promise.all(jobs.map(j => from.remove(j.id)));
         for (const [i, j] of jobs.entries()) {
-          if ((await from.remove(j.id)) === 1) {
+          if (removed[i] === 1) {
             report.moved++;
             movedInPass++;
             if (ids[i] !== j.id) {
