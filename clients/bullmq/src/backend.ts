@@ -337,6 +337,8 @@ export function gather(conn: Redis, weight = 1): void {
     corkedCalls.set(socket, n);
   }
 }
+/** A named worker prunes `b:pb` each time it has handed out this many jobs, by as many names. */
+const PB_PRUNE = 1000;
 /** Finish-and-fetch calls per TRA.COMPLETESNEXT at most: a write's worth of jobs. */
 const FINISHES_MAX = 16;
 
@@ -398,11 +400,14 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   private eventsFrom: string | undefined;
   private readonly owns: boolean;
   private ready: Promise<void> | undefined;
-  /** The server passed `checkServer`: a call need not wait for `ready` (a turn saved a call). */
+  /** The server passed `checkServer`: a call need not wait a turn of the event loop for `ready`. */
   private checked = false;
   private blockingId: number | undefined;
   private waiting: Promise<unknown> | undefined;
   private stash: Claimed[] = [];
+  /** Jobs handed out under a worker's name, and where `prunePb` walks `b:pb` on from. */
+  private named = 0;
+  private pbCursor = '0';
   /**
    * Verbs of newer modules, probed with COMMAND INFO (the crate version is not bumped with
    * each verb): TRA.SETPROGRESS/TRA.ADDLOG take progress and logs from any client, and a
@@ -1297,6 +1302,9 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (worker) {
       // The module's row has no field for the worker's name: the adapter keeps it beside.
       await this.conn.hset(this.key('b:pb'), c.id, worker);
+      if (++this.named % PB_PRUNE === 0) {
+        void this.prunePb();
+      }
     }
     const json = await this.getJobData(c.id, c.id, claimedRow(c.entry, worker));
     if (!json) {
@@ -1304,6 +1312,41 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       return [undefined, undefined, 0, 0];
     }
     return [json, json.id, 0, 0];
+  }
+
+  /**
+   * Drops the worker names of jobs whose rows are gone. The server deletes finished jobs
+   * itself (retention, KEEP), and the module does not know the adapter's hash, so a worker
+   * that names itself prunes it: every `PB_PRUNE` jobs it hands out, it walks on through the
+   * next `PB_PRUNE` names (HSCAN from where it stopped) and deletes those of missing rows. Job
+   * ids are never reused, so a missing row never comes back. Best effort: a failed pass is
+   * tried again at the next.
+   */
+  private async prunePb(): Promise<void> {
+    const key = this.key('b:pb');
+    try {
+      let seen = 0;
+      do {
+        const [next, flat] = await this.conn.hscan(key, this.pbCursor, 'COUNT', PB_PRUNE);
+        this.pbCursor = next;
+        const ids = flat.filter((_, i) => i % 2 === 0);
+        seen += ids.length;
+        if (ids.length === 0) {
+          continue;
+        }
+        const p = this.conn.pipeline();
+        for (const id of ids) {
+          p.exists(this.jobKey(id));
+        }
+        const exists = await replies(p);
+        const gone = ids.filter((_, i) => Number(exists[i]) === 0);
+        if (gone.length > 0) {
+          await this.conn.hdel(key, ...gone);
+        }
+      } while (this.pbCursor !== '0' && seen < PB_PRUNE);
+    } catch {
+      // The next pass tries again.
+    }
   }
 
   async moveToActive(token: string, name?: string): Promise<any[]> {

@@ -21,7 +21,7 @@ function recipe(u: string, queue: string): string[] {
     'ACL', 'SETUSER', u, 'reset', 'on', '>pw', 'resetkeys', 'resetchannels',
     '%R~{emq}:version', `~${keys}`,
     '-@all', '+@emq',
-    '+hget', '+hmget', '+hgetall', '+hexists', '+hset', '+hsetnx', '+hdel', '+hincrby',
+    '+hget', '+hmget', '+hgetall', '+hexists', '+hset', '+hsetnx', '+hdel', '+hincrby', '+hscan',
     '+get', '+set', '+del', '+exists', '+lrange', '+llen', '+ltrim', '+rpush',
     '+zrange', '+zrevrange', '+zrangebyscore', '+zcount', '+xadd', '+xtrim', '+xrange', '+xrevrange', '+xread',
     '+multi', '+exec', '+ping', '+info', '+time', '+command|info', '+command|docs',
@@ -106,6 +106,19 @@ describe('an ACL user made by the recipe', () => {
       .filter(e => e.username === user)
       .map(e => `${e.reason} ${e.object}`);
     expect(refused).toEqual([]);
+  });
+
+  it('a named worker prunes its names of jobs gone, refused nothing', async () => {
+    const queue = track(new Queue(name, { connection: connection() }));
+    const jobs = 1200;
+    await queue.addBulk(Array.from({ length: jobs }, (_, i) => ({ name: 'n', data: { i }, opts: { removeOnComplete: true } })));
+    let done = 0;
+    track(new Worker(name, async () => void done++, { connection: connection(), name: 'named', concurrency: 50 }));
+    const pb = `emq:{${escapeQueueName(`bull:${name}`)}}:b:pb`;
+    // A prune pass ran (after the 1 000th job) and deleted names of jobs gone.
+    await until(async () => done === jobs && (await admin.hlen(pb)) < jobs);
+    const log = (await admin.call('ACL', 'LOG', '128')) as string[][];
+    expect(log.filter(e => e[e.indexOf('username') + 1] === user)).toEqual([]);
   });
 
   it('is refused another queue', async () => {

@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { withBackend, UnrecoverableError, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { closeTracked, sleep, track, until } from './helpers.js';
-import { withTrafikey, createTrafikeyBackend, isBranded, mintJobId } from '../src/index.js';
+import { withTrafikey, createTrafikeyBackend, escapeQueueName, isBranded, mintJobId } from '../src/index.js';
 import { gather } from '../src/backend.js';
 
 const port = inject('port');
@@ -234,6 +234,33 @@ describe('workers', () => {
     expect(raw[1]).toMatch(/:w:mailer$/);
     await w2.close();
     await until(async () => (await queue.getWorkersCount()) === 1);
+  });
+
+  it("a named worker's name for each job goes with the job: the names kept stay few once the server deletes the jobs", async () => {
+    const admin = new Redis(connection);
+    try {
+      const jobs = 3000;
+      await queue.addBulk(Array.from({ length: jobs }, (_, i) => ({ name: 'n', data: { i }, opts: { removeOnComplete: true } })));
+      let done = 0;
+      let by: string | undefined;
+      track(
+        new Worker(
+          name,
+          async (job: Job) => {
+            done++;
+            by ??= job.processedBy;
+          },
+          { connection, name: 'mailer', concurrency: 50 },
+        ),
+      );
+      await until(async () => done === jobs && (await queue.count()) === 0);
+      expect(by).toBe('mailer');
+      // Every job's row is gone (KEEP 0); the worker's names are pruned as it goes.
+      const pb = `emq:{${escapeQueueName(`bull:${name}`)}}:b:pb`;
+      await until(async () => (await admin.hlen(pb)) <= 1000);
+    } finally {
+      admin.disconnect();
+    }
   });
 
   it('a worker of concurrency 500 keeps its leases (EXTENDS in calls of 250 pairs)', async () => {
