@@ -241,10 +241,10 @@ export async function moveFromBullMQ(from: MovableQueue, to: MovableQueue, optio
             continue;
           }
           // A worker of the old store took it meanwhile (BullMQ refuses to remove a job a
-          // worker holds): it runs there, so its copy goes.
-          const copy = (added[i] as { id?: string } | undefined)?.id;
-          if (copy !== undefined) {
-            await to.remove(copy);
+          // worker holds): it runs there, so its copy goes. Only its own copy: an add that
+          // deduplicated answers the job holding the id, which is another job.
+          if ((added[i] as { id?: string } | undefined)?.id === ids[i]) {
+            await to.remove(ids[i]);
           }
           stays.add(j.id);
           report.left.push({ id: j.id, why: 'taken by a worker of the old store during the move' });

@@ -42,6 +42,30 @@ async function dueOnBullMQ(id: string): Promise<number> {
   return Math.floor(Number(await admin.zscore(`bull:${name}:delayed`, id)) / 0x1000);
 }
 
+/**
+ * The old store as a move sees it when a worker there takes job `id` between the move's read
+ * and its removal (a worker whose fetch was under way when the queue was paused).
+ */
+function racedOn(id: string): BullQueue {
+  const racer = track(new BullWorker(name, null, { connection, autorun: false }));
+  return new Proxy(from, {
+    get(target, key) {
+      if (key === 'remove') {
+        return async (jobId: string) => {
+          if (jobId === id) {
+            await target.resume();
+            expect((await racer.getNextJob('racer'))?.id).toBe(id);
+            await target.pause();
+          }
+          return target.remove(jobId);
+        };
+      }
+      const v = Reflect.get(target, key, target);
+      return typeof v === 'function' ? v.bind(target) : v;
+    },
+  });
+}
+
 describe('moveFromBullMQ', () => {
   it('moves waiting, prioritized and delayed jobs, a scheduler and the limits, keeps order, ids and due times, and is a no-op run again', async () => {
     // A job that failed once and waits out its backoff, one of its three attempts spent.
@@ -157,30 +181,19 @@ describe('moveFromBullMQ', () => {
       { name: 'a', data: {} },
       { name: 'b', data: {} },
     ]);
-    // The old store as a move sees it when a worker there takes job a between the move's read
-    // and its removal (a worker whose fetch was under way when the queue was paused).
-    const racer = track(new BullWorker(name, null, { connection, autorun: false }));
-    const raced = new Proxy(from, {
-      get(target, key) {
-        if (key === 'remove') {
-          return async (id: string) => {
-            if (id === a.id) {
-              await target.resume();
-              expect((await racer.getNextJob('racer'))?.id).toBe(a.id);
-              await target.pause();
-            }
-            return target.remove(id);
-          };
-        }
-        const v = Reflect.get(target, key, target);
-        return typeof v === 'function' ? v.bind(target) : v;
-      },
-    });
-    const report = await moveFromBullMQ(raced, to);
+    const report = await moveFromBullMQ(racedOn(a.id!), to);
     expect(report).toMatchObject({ moved: 1, active: 1, left: [{ id: a.id, why: expect.stringContaining('during the move') }] });
     expect(await from.getJobState(a.id!)).toBe('active');
     expect(await to.getJob(movedId(a.id!))).toBeUndefined();
     expect((await to.getJob(movedId(b.id!)))?.name).toBe('b');
+  });
+
+  it('such a job whose add was deduplicated leaves the job holding its id alone', async () => {
+    const holder = await to.add('holder', {}, { jobId: 'holder', deduplication: { id: 'k' } });
+    const a = await from.add('a', {}, { deduplication: { id: 'k' } });
+    const report = await moveFromBullMQ(racedOn(a.id!), to);
+    expect(report).toMatchObject({ moved: 0, left: [{ id: a.id }] });
+    expect((await to.getJob(holder.id!))?.name).toBe('holder');
   });
 
   it('a move that stopped half way moves the rest when run again, none twice', async () => {
