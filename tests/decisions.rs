@@ -142,10 +142,10 @@ fn stack_is_the_last_failures_and_reprocess_keeps_it() {
     let a = claim_one(&q, &mut c, "t1");
     assert_eq!(fact(&mut c, &q, &a, "stack"), Reply::Nil);
     let keys: Vec<String> = job(&mut c, &q, &a).into_iter().map(|(k, _)| k).collect();
-    let tail: Vec<&str> = keys.iter().rev().take(6).rev().map(String::as_str).collect();
+    let tail: Vec<&str> = keys.iter().rev().take(7).rev().map(String::as_str).collect();
     assert_eq!(
         tail,
-        ["stack", "alias", "dedup", "scheduler", "iteration", "count"],
+        ["stack", "alias", "dedup", "scheduler", "iteration", "count", "worker"],
         "stack is TRA.JOB's entry before alias"
     );
     fail(&q, &mut c, &a, "t1", &[b"STACK", b"at one (a.js:1)"]);

@@ -439,3 +439,104 @@ fn completesnext_with_row_answers_as_claim_with_row() {
     let snap = q.snapshot(&mut c);
     assert_eq!((5..=8).filter(|n| snap.state_of(&jid(*n)).as_deref() == Some("wait")).count(), 4);
 }
+
+/// `BY worker` on every verb that claims records the worker's name in each row it takes
+/// (`w`), which TRA.JOB shows as `worker` and ROW hands out; a claim without BY leaves the
+/// name the last one recorded. A refused BY writes nothing, and a replica holds the names.
+#[test]
+fn a_claim_by_a_worker_records_its_name() {
+    let primary = Server::quiet();
+    let replica = Server::quiet();
+    let mut r = replica.follow(&primary);
+    let mut c = primary.conn();
+    let q = Q::new("by");
+    for n in 1..=6 {
+        assert_eq!(q.enqueue(&mut c, &jid(n), &[]), Reply::Int(1));
+    }
+    let worker = |c: &mut Conn, n: u64| {
+        let m = map(&c.call(&[b"TRA.JOB", b"1", q.job(&jid(n)).as_bytes()]));
+        m.into_iter().find(|(k, _)| k == "worker").map(|(_, v)| v).expect("a worker fact")
+    };
+    let row_of = |claim: &Reply, at: usize| map(&claim.array()[at].array()[4]);
+    let named = |row: &[(String, Reply)]| row.iter().find(|(k, _)| k == "worker").map(|(_, v)| v.str());
+
+    // CLAIM: the row records it, ROW shows it; a claim without BY records nothing.
+    let got = q.run(&mut c, "EMQ.CLAIM", "", &[b"w1", b"30000", b"BY", b"alpha", b"ROW"]);
+    assert_eq!(named(&row_of(&got, 0)).as_deref(), Some("alpha"));
+    assert_eq!(worker(&mut c, 1).str(), "alpha");
+    assert_eq!(q.snapshot(&mut c).field(&jid(1), "w").as_deref(), Some("alpha"));
+    let got = q.run(&mut c, "EMQ.CLAIM", "", &[b"w2", b"30000", b"ROW"]);
+    assert_eq!(named(&row_of(&got, 0)), None);
+    assert_eq!(worker(&mut c, 2), Reply::Nil);
+
+    // Retried and claimed again without BY: the name of the claim before stays, and ROW
+    // shows it; a claim with another BY replaces it.
+    assert!(q.run(&mut c, "EMQ.FAIL", &jid(1), &[b"w1", b"no", b"RETRY"]).err().is_none());
+    assert!(q.run(&mut c, "EMQ.FAIL", &jid(2), &[b"w2", b"no", b"FINAL"]).err().is_none());
+    let got = q.run(&mut c, "EMQ.CLAIM", "", &[b"w3", b"30000", b"ROW"]);
+    assert_eq!(got.array()[0].array()[0].str(), jid(3), "the retried job went to the back of wait");
+    assert!(q.run(&mut c, "EMQ.COMPLETE", &jid(3), &[b"w3", b"ok"]).err().is_none());
+    let got = q.run(&mut c, "EMQ.CLAIM", "", &[b"w4", b"30000", b"COUNT", b"3", b"ROW"]);
+    let claimed: Vec<String> = got.array().iter().map(|j| j.array()[0].str()).collect();
+    assert_eq!(claimed, [jid(4), jid(5), jid(6)]);
+    assert!(q.run(&mut c, "EMQ.FAIL", &jid(4), &[b"w4", b"no", b"RETRY"]).err().is_none());
+    let got = q.run(&mut c, "EMQ.CLAIM", "", &[b"w5", b"30000", b"COUNT", b"2", b"ROW"]);
+    let claimed: Vec<String> = got.array().iter().map(|j| j.array()[0].str()).collect();
+    assert_eq!(claimed, [jid(1), jid(4)]);
+    assert_eq!(named(&row_of(&got, 0)).as_deref(), Some("alpha"), "kept from the first claim");
+    assert_eq!(worker(&mut c, 1).str(), "alpha");
+    assert_eq!(worker(&mut c, 4), Reply::Nil);
+
+    // TRA.COMPLETENEXT: the finished job keeps its name, the fetched one gets BY's.
+    assert_eq!(q.enqueue(&mut c, &jid(7), &[]), Reply::Int(1));
+    let reply = next(&q, &mut c, &jid(1), "w5", &[b"BY", b"beta", b"ROW"]);
+    let jobs = reply.array()[1].array();
+    assert_eq!(jobs[0].array()[0].str(), jid(7));
+    assert_eq!(named(&map(&jobs[0].array()[4])).as_deref(), Some("beta"));
+    assert_eq!((worker(&mut c, 1).str(), worker(&mut c, 7).str()), ("alpha".into(), "beta".into()));
+
+    // TRA.COMPLETESNEXT: each job it fetches.
+    for n in 8..=9 {
+        assert_eq!(q.enqueue(&mut c, &jid(n), &[]), Reply::Int(1));
+    }
+    let reply = many(&q, &mut c, &[(jid(4), "w5"), (jid(5), "w4")], "w6", &[b"BY", b"gamma"]);
+    assert_eq!(ids(&reply.array()[1]), [jid(8), jid(9)]);
+    assert_eq!((worker(&mut c, 8).str(), worker(&mut c, 9).str()), ("gamma".into(), "gamma".into()));
+
+    // A claim that waited (BLOCK) records its BY when it takes the job.
+    let mut w = primary.conn();
+    let v =
+        q.cmd("EMQ.CLAIM", "", keys_of("EMQ.CLAIM"), &[b"w7", b"30000", b"BLOCK", b"10000", b"BY", b"delta"]);
+    w.send(&v.iter().map(Vec::as_slice).collect::<Vec<_>>()).expect("send");
+    wait_for(|| info_field(&mut c, "clients", "blocked_clients") == "1", "the claim waits");
+    assert_eq!(q.enqueue(&mut c, &jid(10), &[]), Reply::Int(1));
+    let got = w.read().expect("a reply");
+    assert_eq!(got.array()[0].array()[0].str(), jid(10));
+    assert_eq!(worker(&mut c, 10).str(), "delta");
+
+    // Refused BY: nothing written.
+    assert_eq!(q.enqueue(&mut c, &jid(11), &[]), Reply::Int(1));
+    let long = vec![b'n'; 257];
+    for (args, class) in [
+        (vec![&b"w8"[..], b"30000", b"BY", b""], "EMQARG"),
+        (vec![b"w8", b"30000", b"BY", &long], "EMQARG"),
+        (vec![b"w8", b"30000", b"BY"], "EMQSHAPE"),
+        (vec![b"w8", b"30000", b"BY", b"a", b"BY", b"b"], "EMQSHAPE"),
+    ] {
+        let e = unchanged(&mut c, |c| q.run(c, "EMQ.CLAIM", "", &args));
+        assert!(e.error().starts_with(class), "{args:?}: {e:?}");
+    }
+    let e = unchanged(&mut c, |c| next(&q, c, &jid(10), "w7", &[b"BY", b""]));
+    assert!(e.error().starts_with("EMQARG"), "{e:?}");
+    let e = unchanged(&mut c, |c| many(&q, c, &[(jid(10), "w7")], "w9", &[b"BY", &long]));
+    assert!(e.error().starts_with("EMQARG"), "{e:?}");
+    // 256 bytes is a name.
+    let most = vec![b'n'; 256];
+    let got = q.run(&mut c, "EMQ.CLAIM", "", &[b"w8", b"30000", b"BY", &most]);
+    assert_eq!(got.array()[0].array()[0].str(), jid(11));
+    assert_eq!(worker(&mut c, 11).str(), "n".repeat(256));
+    q.check_invariant(&mut c);
+
+    c.call(&[b"WAIT", b"1", b"5000"]);
+    wait_for(|| digest(&mut r) == digest(&mut c), "the replica holds what the primary holds");
+}

@@ -241,6 +241,13 @@ fn value(rng: &mut Rng, ctx: &Ctx, cmd: &Command, placeholder: &str, id: &str) -
         "priority" => rng.pick(&["0", "1", "5", "2097151", "2097152", "-1"]).to_string(),
         // TRA.LIMIT RATE: both ends of 1..=2^31-1 and just past them; METRICS: 1..=10080.
         "max" => rng.pick(&["1", "2", "0", "-1", "10080", "10081", "2147483647", "2147483648"]).to_string(),
+        // A claim's BY: names, and both ends of 1..=256 bytes and just past them.
+        "worker" => match rng.below(5) {
+            0 => String::new(),
+            1 => "w".repeat(256),
+            2 => "w".repeat(257),
+            _ => rng.pick(&["w-a", "w-b"]).to_string(),
+        },
         // TRA.JOBS / TRA.QUEUES positions.
         "i" => rng.pick(&["0", "1", "3", "100", "-1"]).to_string(),
         // EXPIRE when (ENQUEUE, SCHEDULE): its synopsis says `[EXPIRE when]`, so the arm for
@@ -355,11 +362,12 @@ fn tail_call(
         v.push(value(rng, ctx, cmd, "token", ""));
         v.push(value(rng, ctx, cmd, "lease_ms", ""));
         for _ in 0..rng.below(4) {
-            let w: &[&str] = match rng.below(5) {
+            let w: &[&str] = match rng.below(6) {
                 0 => &["KEEP", *rng.pick(&["-1", "0", "3", "-2"])],
                 1 => &["AGE", *rng.pick(&["0", "1000"])],
                 2 => &["ECHO"],
                 3 => &["METRICS", *rng.pick(&["1", "10080", "0"])],
+                4 => &["BY", *rng.pick(&["w-a", "", "w-b"])],
                 _ => &["ROW"],
             };
             v.extend(w.iter().map(|x| x.as_bytes().to_vec()));

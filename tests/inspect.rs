@@ -79,7 +79,8 @@ fn tra_job_shows_every_fact_in_order() {
             "dedup",
             "scheduler",
             "iteration",
-            "count"
+            "count",
+            "worker"
         ]
     );
     let get = |k: &str| p.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()).expect(k);
@@ -93,7 +94,9 @@ fn tra_job_shows_every_fact_in_order() {
     assert_eq!(get("backoff").str(), "EXP 50");
     assert!(get("created").int() > 1_700_000_000_000);
     assert_eq!((get("started"), get("made"), get("stalls")), (Reply::Int(0), Reply::Int(0), Reply::Int(0)));
-    for k in ["claimed", "deadline", "due", "expire", "progress", "result", "error", "finished", "stack"] {
+    for k in
+        ["claimed", "deadline", "due", "expire", "progress", "result", "error", "finished", "stack", "worker"]
+    {
         assert_eq!(get(k), Reply::Nil, "{k} not set");
     }
     // Held: the lease deadline and the claim; finished: result and finish time.

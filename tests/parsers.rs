@@ -367,7 +367,7 @@ proptest! {
 /// to compile in `parsed` below until it is listed here too.
 /// `FROM` is listed once, for TRA.JOBS' number; REPROCESS's `FROM completed|failed`
 /// (`Opt::FromSet`, a word) is parsed by the same code as OPTS' blob.
-const WORDS: [(&str, Opt); 33] = [
+const WORDS: [(&str, Opt); 34] = [
     ("PRIORITY", Opt::Priority),
     ("ATTEMPTS", Opt::Attempts),
     ("BACKOFF", Opt::Backoff),
@@ -401,6 +401,7 @@ const WORDS: [(&str, Opt); 33] = [
     ("EXTEND", Opt::Extend),
     ("REPLACE", Opt::Replace),
     ("METRICS", Opt::Metrics),
+    ("BY", Opt::By),
 ];
 
 fn is_flag(o: Opt) -> bool {
@@ -439,6 +440,7 @@ fn option_words(o: Opt, v: i64, lower: bool) -> Vec<Vec<u8>> {
         }
         Opt::Alias => out.push(format!("key {v}").into_bytes()),
         Opt::Dedup => out.push(format!("id {v}").into_bytes()),
+        Opt::By => out.push(format!("worker {v}").into_bytes()),
         _ => out.push(v.to_string().into_bytes()),
     }
     out
@@ -487,6 +489,7 @@ fn parsed(o: &args::Options<&[u8]>, opt: Opt) -> Option<String> {
         Opt::DedupTtl => n(o.dedup.as_ref().and_then(|d| d.ttl)),
         Opt::Extend => f(o.dedup.as_ref().is_some_and(|d| d.extend)),
         Opt::Replace => f(o.dedup.as_ref().is_some_and(|d| d.replace)),
+        Opt::By => o.by.map(|b| String::from_utf8_lossy(b).into_owned()),
     }
 }
 
@@ -496,6 +499,7 @@ fn expected(opt: Opt, v: i64) -> String {
         Opt::Opts | Opt::Stack => format!("blob {v}"),
         Opt::Alias => format!("key {v}"),
         Opt::Dedup => format!("id {v}"),
+        Opt::By => format!("worker {v}"),
         _ => v.to_string(),
     }
 }

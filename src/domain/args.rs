@@ -90,6 +90,8 @@ pub enum Opt {
     Replace,
     /// `METRICS max`: a finish counts its job by the minute, in a series of at most max points.
     Metrics,
+    /// `BY worker`: a claim records the name of the worker that takes the job.
+    By,
 }
 
 impl Opt {
@@ -129,6 +131,7 @@ impl Opt {
             Opt::Extend => "EXTEND",
             Opt::Replace => "REPLACE",
             Opt::Metrics => "METRICS",
+            Opt::By => "BY",
         }
     }
 }
@@ -177,6 +180,7 @@ pub struct Options<S> {
     pub row: bool,
     pub alias: Option<S>,
     pub metrics: Option<i64>,
+    pub by: Option<S>,
     /// Boxed: a call without them (most producers' calls) carries a pointer's width, as
     /// these options are moved about on the producers' path.
     pub dedup: Option<Box<DedupWords<S>>>,
@@ -215,6 +219,7 @@ impl<S> Default for Options<S> {
             row: false,
             alias: None,
             metrics: None,
+            by: None,
             dedup: None,
         }
     }
@@ -276,10 +281,11 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
                 o.delay = Some(when(value(0)?.as_ref())?);
                 i = i.saturating_add(1);
             }
-            Opt::Alias | Opt::Dedup => {
+            Opt::Alias | Opt::Dedup | Opt::By => {
                 let v = Some(value(0)?);
                 match opt {
                     Opt::Alias => o.alias = v,
+                    Opt::By => o.by = v,
                     _ => dedup_words(&mut o).id = v,
                 }
                 i = i.saturating_add(1);
@@ -411,7 +417,7 @@ mod mutants_killed {
     use super::*;
 
     /// Every option, with a valid value where it takes one.
-    const EVERY: [(Opt, &[&[u8]]); 33] = [
+    const EVERY: [(Opt, &[&[u8]]); 34] = [
         (Opt::Priority, &[b"1"]),
         (Opt::Attempts, &[b"2"]),
         (Opt::Backoff, &[b"FIXED", b"3"]),
@@ -445,6 +451,7 @@ mod mutants_killed {
         (Opt::Row, &[]),
         (Opt::Alias, &[b"a1"]),
         (Opt::Metrics, &[b"16"]),
+        (Opt::By, &[b"w1"]),
     ];
 
     fn call(opts: &[(Opt, &[&'static [u8]])]) -> Vec<&'static [u8]> {
@@ -486,6 +493,7 @@ mod mutants_killed {
             assert!(o.echo && o.row);
             assert_eq!(o.alias, Some(&b"a1"[..]));
             assert_eq!(o.metrics, Some(16));
+            assert_eq!(o.by, Some(&b"w1"[..]));
         }
     }
 

@@ -94,6 +94,11 @@ pub fn token(t: &[u8]) -> Result<(), Refusal> {
     bytes_len(t, 1, TOKEN_MAX, "token")
 }
 
+/// A claim's `BY`: the worker's name, as a job's name is bounded.
+pub fn worker(w: &[u8]) -> Result<(), Refusal> {
+    bytes_len(w, 1, NAME_MAX, "BY")
+}
+
 pub fn payload(b: &[u8], max: usize, what: &str) -> Result<(), Refusal> {
     bytes_len(b, 0, max, what)
 }

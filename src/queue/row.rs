@@ -68,6 +68,8 @@ pub mod field {
         ITERATION = c"rt";
         /// The iteration's number: 1 for its scheduler's first.
         ROUND = c"rn";
+        /// The worker that made the last claim naming itself (`BY`).
+        WORKER = c"w";
     }
 }
 

@@ -1,10 +1,12 @@
-//! `EMQ.CLAIM 6 wait prio active delayed meta events token lease_ms [COUNT n] [BLOCK ms]`
+//! `EMQ.CLAIM 6 wait prio active delayed meta events token lease_ms [COUNT n] [BLOCK ms] [ROW] [BY worker]`
 //! `EMQ.CLAIM 6 wait prio active delayed meta events PAUSE|RESUME`
 //!
 //! First promotes due delayed jobs (at most `trafikey.promote-batch`), then, unless the queue
 //! is paused, takes up to COUNT ready jobs in the order the queue serves them
 //! (`domain::claim`), each becoming active with deadline now+lease_ms; the row records the
-//! token, `as+1` and the claim time. Replies `[[id name data attempt] ...]`. The queue's
+//! token, `as+1` and the claim time, and with BY the worker's name (`w`, which only the next
+//! claim with BY replaces). Replies `[[id name data attempt] ...]`, with ROW each entry also
+//! the row as `job::claimed_view` shows it. The queue's
 //! limits (TRA.LIMIT: a rate window, a FOR, global concurrency) cut how many it takes
 //! (`domain::limit`); under a rate it records its window in `meta`.
 //! With BLOCK and nothing to take (none ready, paused, or held by a limit), the caller waits
@@ -48,12 +50,16 @@ pub const ARGS: &[Arg] = &[one_of(
                 opt("count", "COUNT", "n", Ty::Int),
                 opt("block", "BLOCK", "ms", Ty::Int),
                 flag("row", "ROW"),
+                BY,
             ],
         ),
         word("PAUSE"),
         word("RESUME"),
     ],
 )];
+
+/// `BY worker`, on every verb that claims: the name each row it takes records.
+pub const BY: Arg = opt("by", "BY", "worker", Ty::Str);
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
@@ -68,7 +74,14 @@ pub const COMMAND: Command = Command::new::<Claim>("EMQ.CLAIM")
 pub struct Claim;
 
 pub enum Args<'a> {
-    Take { token: ArgStr<'a>, lease: i64, count: Option<i64>, block: Option<i64>, row: bool },
+    Take {
+        token: ArgStr<'a>,
+        lease: i64,
+        count: Option<i64>,
+        block: Option<i64>,
+        row: bool,
+        by: Option<ArgStr<'a>>,
+    },
     Pause(bool),
 }
 
@@ -88,8 +101,8 @@ impl Verb for Claim {
             [w] if w.eq_ignore_ascii_case(b"RESUME") => Ok(Args::Pause(false)),
             [token, lease, rest @ ..] => {
                 let lease = domain::args::number(lease, "lease_ms")?;
-                let o = domain::args::options(rest, &[Opt::Count, Opt::Block, Opt::Row])?;
-                Ok(Args::Take { token: *token, lease, count: o.count, block: o.block, row: o.row })
+                let o = domain::args::options(rest, &[Opt::Count, Opt::Block, Opt::Row, Opt::By])?;
+                Ok(Args::Take { token: *token, lease, count: o.count, block: o.block, row: o.row, by: o.by })
             }
             _ => Err(Refusal::Usage),
         }
@@ -98,8 +111,8 @@ impl Verb for Claim {
     fn run<'a>(x: &mut Exec<'a>, a: Args<'a>) -> Result<Reply, Refusal> {
         match a {
             Args::Pause(on) => pause(x, on),
-            Args::Take { token, lease, count, block, row } => {
-                let take = Take::check(token, lease, count, row)?;
+            Args::Take { token, lease, count, block, row, by } => {
+                let take = Take::check(token, lease, count, row, by)?;
                 let block = block.map(|b| domain::range(b, 0, domain::BLOCK_MAX, "BLOCK")).transpose()?;
                 let (jobs, settled, concurrency) = take.run(x, None)?;
                 Ok(match block {
@@ -132,6 +145,8 @@ pub struct Take<'a> {
     lease: i64,
     count: usize,
     row: bool,
+    /// The worker's name, recorded in each row it takes.
+    by: Option<ArgStr<'a>>,
 }
 
 /// The jobs a claim handed out: `[id name data attempt]` each, with ROW also the job's row
@@ -172,12 +187,21 @@ impl Taken4 {
 }
 
 impl<'a> Take<'a> {
-    pub fn check(token: ArgStr<'a>, lease: i64, count: Option<i64>, row: bool) -> Result<Take<'a>, Refusal> {
+    pub fn check(
+        token: ArgStr<'a>,
+        lease: i64,
+        count: Option<i64>,
+        row: bool,
+        by: Option<ArgStr<'a>>,
+    ) -> Result<Take<'a>, Refusal> {
         domain::token(&token)?;
         let lease = domain::range(lease, 1, domain::LEASE_MAX, "lease_ms")?;
         let count =
             domain::batch(count.unwrap_or(1), domain::CLAIM_COUNT_MAX, domain::CLAIM_PER_CALL, "COUNT")?;
-        Ok(Take { token, lease, count, row })
+        if let Some(by) = &by {
+            domain::worker(by)?;
+        }
+        Ok(Take { token, lease, count, row, by })
     }
 
     /// The same claim, for at most `count` jobs.
@@ -211,7 +235,7 @@ impl<'a> Take<'a> {
         }
         let serve = !paused && count > 0;
         let cap = Cap { serve, concurrency: limits.concurrency };
-        let (jobs, settled) = take_past_expired(x, self.token, self.lease, count, cap, self.row, first)?;
+        let (jobs, settled) = take_past_expired(x, Take { count, ..self }, cap, first)?;
         limit::record(x, &limits, now, jobs.len())?;
         Ok((jobs, settled, limits.concurrency.is_some()))
     }
@@ -282,14 +306,12 @@ const PASSES: usize = 4;
 /// claim wait).
 fn take_past_expired(
     x: &mut Exec,
-    token: ArgStr,
-    lease: i64,
-    count: usize,
+    t: Take,
     cap: Cap,
-    row: bool,
     first: Option<Pass>,
 ) -> Result<(Taken4, bool), Refusal> {
-    let (mut jobs, mut expired) = take(x, token, lease, count, true, cap, row, first)?;
+    let count = t.count;
+    let (mut jobs, mut expired) = take(x, t, true, cap, first)?;
     // Jobs met in all passes, handed out or failed: one CLAIM's work stays within its bound.
     let mut met = jobs.len().saturating_add(expired as usize);
     let bound = usize::try_from(domain::CLAIM_PER_CALL).unwrap_or(0);
@@ -298,7 +320,7 @@ fn take_past_expired(
         if expired == 0 || want == 0 {
             break;
         }
-        match take(x, token, lease, want, false, cap, row, None) {
+        match take(x, t.at_most(want), false, cap, None) {
             Ok((more, e)) => {
                 met = met.saturating_add(more.len()).saturating_add(e as usize);
                 jobs.extend(more);
@@ -310,20 +332,17 @@ fn take_past_expired(
     Ok((jobs, expired == 0))
 }
 
-/// The claim itself: promotions, then (unless the cap stops it) up to `count` jobs, and no
+/// The claim itself: promotions, then (unless the cap stops it) up to `t.count` jobs, and no
 /// more than the global concurrency leaves room for, as reply rows, and how many jobs it
 /// failed as expired instead. `opened`: its keys, when the caller has them open.
-#[allow(clippy::too_many_arguments)]
 fn take(
     x: &mut Exec,
-    token: ArgStr,
-    lease: i64,
-    count: usize,
+    t: Take,
     promote: bool,
     cap: Cap,
-    row: bool,
     opened: Option<Pass>,
 ) -> Result<(Taken4, u64), Refusal> {
+    let Take { token, lease, count, row, by } = t;
     let (ready, active, delayed, events) = match opened {
         Some(p) => (p.ready, p.active, p.delayed, p.events),
         None => {
@@ -462,6 +481,7 @@ fn take(
         crate::queue::due_at(x, deadline);
     }
     let (tok, at) = (x.string(&token)?, x.int(now)?);
+    let worker = by.map(|w| x.string(&w)).transpose()?;
     let mut out = Vec::with_capacity(live.len());
     let mut rows = row.then(|| Vec::with_capacity(live.len()));
     for job in live.iter() {
@@ -480,19 +500,27 @@ fn take(
                 job.row.hget_many(&[&field::STARTED, &field::MADE, &field::NAME, &field::DATA]);
             (count(started.as_ref()), count(made.as_ref()), name, data)
         };
-        job.row.hset(&[
+        let started_s = x.int(started)?;
+        let claim = [
             (&field::STATE, State::Active.lit().str_ref()),
             (&field::TOKEN, tok.str_ref()),
-            (&field::STARTED, x.int(started)?.str_ref()),
+            (&field::STARTED, started_s.str_ref()),
             (&field::CLAIMED, at.str_ref()),
-        ])?;
+        ];
+        match &worker {
+            Some(w) => {
+                let [a, b, c, d] = claim;
+                job.row.hset(&[a, b, c, d, (&field::WORKER, w.str_ref())])?
+            }
+            None => job.row.hset(&claim)?,
+        }
         if job.expires {
             // Taken in time: its EXPIRE is spent.
             job.row.hdel(&[&field::EXPIRE])?;
         }
         events.emit(x, Some(job.id.str_ref()), Event::Active { attempt })?;
         if let (Some(rows), Some(fields)) = (&mut rows, &mut fields) {
-            rows.push(super::job::claimed_view(fields, started, now, job.expires, deadline));
+            rows.push(super::job::claimed_view(fields, started, now, job.expires, deadline, worker.as_ref()));
         }
         out.push([
             job.id.share().map_or_else(|| Reply::bulk(job.id.bytes()), Reply::Str),

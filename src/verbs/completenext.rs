@@ -42,6 +42,7 @@ pub const ARGS: &[Arg] = &[
     METRICS,
     opt("count", "COUNT", "n", Ty::Int),
     flag("row", "ROW"),
+    super::claim::BY,
 ];
 
 pub const COMMAND: Command = Command::new::<CompleteNext>("TRA.COMPLETENEXT")
@@ -55,7 +56,7 @@ pub struct CompleteNext;
 
 pub struct Args<'a> {
     finish: Finish<'a>,
-    take: (i64, Option<i64>, bool),
+    take: (i64, Option<i64>, bool, Option<ArgStr<'a>>),
 }
 
 impl Verb for CompleteNext {
@@ -67,18 +68,18 @@ impl Verb for CompleteNext {
                 let lease = crate::domain::args::number(lease, "lease_ms")?;
                 let o = crate::domain::args::options(
                     rest,
-                    &[Opt::Keep, Opt::Age, Opt::Echo, Opt::Metrics, Opt::Count, Opt::Row],
+                    &[Opt::Keep, Opt::Age, Opt::Echo, Opt::Metrics, Opt::Count, Opt::Row, Opt::By],
                 )?;
-                Ok(Args { finish: Finish::of(*token, *result, &o), take: (lease, o.count, o.row) })
+                Ok(Args { finish: Finish::of(*token, *result, &o), take: (lease, o.count, o.row, o.by) })
             }
             _ => Err(Refusal::Usage),
         }
     }
 
     fn run<'a>(x: &mut Exec<'a>, a: Args<'a>) -> Result<Reply, Refusal> {
-        let (lease, count, row) = a.take;
+        let (lease, count, row, by) = a.take;
         crate::domain::job_id(x.id)?;
-        let take = Take::check(a.finish.token, lease, count, row)?;
+        let take = Take::check(a.finish.token, lease, count, row, by)?;
         // Every declared key of the claim type-checked before the finish writes, and kept
         // open for the claim: the finish writes none of them but `active` and the events
         // stream, and hands those back open.

@@ -42,6 +42,7 @@ pub const ARGS: &[Arg] = &[
     ECHO,
     METRICS,
     flag("row", "ROW"),
+    super::claim::BY,
 ];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
@@ -62,6 +63,7 @@ pub struct Args<'a> {
     lease: i64,
     how: Finishing,
     row: bool,
+    by: Option<ArgStr<'a>>,
 }
 
 /// `token result` for each row key, then the claim's token and lease, then the options.
@@ -69,10 +71,10 @@ fn args<'a>(args: &[ArgStr<'a>], keys: usize) -> Result<Args<'a>, Refusal> {
     let (pairs, rest) = args.split_at_checked(keys.saturating_mul(2)).ok_or(Refusal::Usage)?;
     let [token, lease, rest @ ..] = rest else { return Err(Refusal::Usage) };
     let lease = domain::args::number(lease, "lease_ms")?;
-    let o = domain::args::options(rest, &[Opt::Keep, Opt::Age, Opt::Echo, Opt::Metrics, Opt::Row])?;
+    let o = domain::args::options(rest, &[Opt::Keep, Opt::Age, Opt::Echo, Opt::Metrics, Opt::Row, Opt::By])?;
     let pairs = pairs.chunks_exact(2).filter_map(|p| Some([*p.first()?, *p.get(1)?])).collect();
     let how = Finishing { keep: o.keep, age: o.age, echo: o.echo, metrics: o.metrics };
-    Ok(Args { pairs, token: *token, lease, how, row: o.row })
+    Ok(Args { pairs, token: *token, lease, how, row: o.row, by: o.by })
 }
 
 impl Verb for CompletesNext {
@@ -108,7 +110,7 @@ impl Verb for CompletesNext {
             return Err(Refusal::Arg("an id given twice".into()));
         }
         let count = i64::try_from(rows.len()).unwrap_or(i64::MAX);
-        let take = Take::check(a.token, a.lease, Some(count), a.row)?;
+        let take = Take::check(a.token, a.lease, Some(count), a.row, a.by)?;
         crate::queue::keep_for(a.how.keep, &config::KEEP_COMPLETED)?;
         crate::queue::age(a.how.age)?;
         crate::queue::tally::check(a.how.metrics)?;

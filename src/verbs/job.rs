@@ -1,6 +1,7 @@
 //! `TRA.JOB 1 job` — one job as a map (RESP2: flat pairs), in this order: `id state name data
 //! opts priority attempts backoff created started made stalls claimed deadline due expire
-//! progress result error finished stack alias dedup scheduler iteration count`; nil when the row is absent. A fact not set is null;
+//! progress result error finished stack alias dedup scheduler iteration count worker`; nil when
+//! the row is absent. A fact not set is null;
 //! `priority`, `attempts`, `started`, `made` and `stalls` are integers with their defaults (0,
 //! 1, 0, 0, 0); `backoff` is `FIXED <ms>` or `EXP <ms>`; `deadline` is the job's score in
 //! `active` (its lease) and `due` its score in `delayed` — those sets are read as the caller,
@@ -8,7 +9,8 @@
 //! (null without one); `stack` the last FAIL's STACK; `dedup` the DEDUP id the job was created
 //! with (whether or not it still holds it); `scheduler`, `iteration` and `count` the job
 //! scheduler that made the job, the iteration's time and its number (1 for the scheduler's
-//! first; null for other jobs). Read-only, no fence.
+//! first; null for other jobs); `worker` the name the last claim that gave `BY` recorded.
+//! Read-only, no fence.
 
 use crate::domain::{self, Backoff};
 use crate::errors::Refusal;
@@ -100,7 +102,7 @@ pub fn view(id: &[u8], row: &Key, state: Reply, deadline: Reply, due: Reply) -> 
 /// claimed job) — and without the facts that are null or at their defaults (priority 0,
 /// attempts 1, made 0, stalls 0), so the reply grows only by what the worker did not have.
 /// `fields` is the row as read before the claim wrote it (name and data taken out); the
-/// claim's own writes are given. Only the fields the row holds are looked at (a fresh job's
+/// claim's own writes are given (`worker`: its BY, when it named one). Only the fields the row holds are looked at (a fresh job's
 /// row has two more), not every fact.
 pub fn claimed_view(
     fields: &mut Fields,
@@ -108,18 +110,24 @@ pub fn claimed_view(
     claimed: i64,
     expire_spent: bool,
     deadline: i64,
+    worker: Option<&Str>,
 ) -> Reply {
     fields.take(&field::STARTED);
     fields.take(&field::CLAIMED);
     if expire_spent {
         fields.take(&field::EXPIRE);
     }
+    let worker = worker.map(|w| {
+        fields.take(&field::WORKER);
+        (WORKER_AT, w.share().map_or_else(|| Reply::bulk(w.bytes()), Reply::Str))
+    });
     let mut shown: smallvec::SmallVec<[(usize, Reply); 8]> = smallvec::SmallVec::new();
     shown.extend([
         (STARTED_AT, Reply::Int(started)),
         (CLAIMED_AT, Reply::Int(claimed)),
         (DEADLINE_AT, Reply::Int(deadline)),
     ]);
+    shown.extend(worker);
     for (lit, value) in fields.0.drain(..) {
         let Some((at, fact)) =
             FACTS.iter().enumerate().find(|(_, f)| f.field.is_some_and(|f| std::ptr::eq(f, lit)))
@@ -222,7 +230,7 @@ const fn fact(name: &'static str, field: &'static Lit, show: Show) -> Fact {
 }
 
 /// The facts after `id state name data`, in TRA.JOB's order.
-static FACTS: [Fact; 22] = [
+static FACTS: [Fact; 23] = [
     fact("opts", &field::OPTS, Show::Text),
     fact("priority", &field::PRIORITY, Show::Int(Some(0))),
     fact("attempts", &field::ATTEMPTS, Show::Int(Some(1))),
@@ -245,12 +253,14 @@ static FACTS: [Fact; 22] = [
     fact("scheduler", &field::SCHEDULER, Show::Text),
     fact("iteration", &field::ITERATION, Show::Int(None)),
     fact("count", &field::ROUND, Show::Int(None)),
+    fact("worker", &field::WORKER, Show::Text),
 ];
 
 /// Where `CLAIM … ROW`'s given facts stand in `FACTS`.
 const STARTED_AT: usize = 5;
 const CLAIMED_AT: usize = 8;
 const DEADLINE_AT: usize = 9;
+const WORKER_AT: usize = 22;
 
 #[cfg(test)]
 mod tests {
@@ -262,6 +272,7 @@ mod tests {
         assert_eq!(at("started"), Some(STARTED_AT));
         assert_eq!(at("claimed"), Some(CLAIMED_AT));
         assert_eq!(at("deadline"), Some(DEADLINE_AT));
+        assert_eq!(at("worker"), Some(WORKER_AT));
     }
 
     #[test]

@@ -103,6 +103,7 @@ pub enum Call {
         lease: i64,
         count: Option<i64>,
         row: bool,
+        by: Option<Vec<u8>>,
     },
     Pause(bool),
     Extend {
@@ -202,6 +203,7 @@ pub enum Call {
         metrics: Option<i64>,
         count: Option<i64>,
         row: bool,
+        by: Option<Vec<u8>>,
     },
     Log {
         id: Vec<u8>,
@@ -251,6 +253,7 @@ pub enum Call {
         echo: bool,
         metrics: Option<i64>,
         row: bool,
+        by: Option<Vec<u8>>,
     },
     // TRA.ADD: the jobs, one row key each.
     Add {
@@ -382,6 +385,11 @@ impl Call {
                 a.extend([w("AGE"), num(*s)]);
             }
         };
+        let worker = |a: &mut Vec<Vec<u8>>, by: &Option<Vec<u8>>| {
+            if let Some(name) = by {
+                a.extend([w("BY"), name.clone()]);
+            }
+        };
         match self {
             Call::SchedSet { every, offset, limit, name, data, .. } => {
                 a.extend([w("SET"), w("EVERY"), num(*every)]);
@@ -405,7 +413,7 @@ impl Call {
                 a.extend([when.text(), job.name.clone(), job.data.clone()]);
                 job_opts(&mut a, job);
             }
-            Call::Claim { token, lease, count, row } => {
+            Call::Claim { token, lease, count, row, by } => {
                 a.extend([token.clone(), num(*lease)]);
                 if let Some(n) = count {
                     a.extend([w("COUNT"), num(*n)]);
@@ -413,6 +421,7 @@ impl Call {
                 if *row {
                     a.push(w("ROW"));
                 }
+                worker(&mut a, by);
             }
             Call::Pause(on) => a.push(w(if *on { "PAUSE" } else { "RESUME" })),
             Call::Extend { token, lease, .. } => a.extend([token.clone(), num(*lease)]),
@@ -432,7 +441,7 @@ impl Call {
                     a.extend([w("METRICS"), num(*m)]);
                 }
             }
-            Call::CompleteNext { token, result, lease, keep, echo, metrics, count, row, .. } => {
+            Call::CompleteNext { token, result, lease, keep, echo, metrics, count, row, by, .. } => {
                 a.extend([token.clone(), result.clone(), num(*lease)]);
                 retention(&mut a, keep, &None);
                 if *echo {
@@ -447,6 +456,7 @@ impl Call {
                 if *row {
                     a.push(w("ROW"));
                 }
+                worker(&mut a, by);
             }
             Call::SetProgress { progress, echo, .. } => {
                 a.push(progress.clone());
@@ -578,7 +588,7 @@ impl Call {
                     a.extend([id.clone(), t.clone(), r.clone()]);
                 }
             }
-            Call::CompletesNext { triples, claim, lease, keep, age, echo, metrics, row } => {
+            Call::CompletesNext { triples, claim, lease, keep, age, echo, metrics, row, by } => {
                 for (_, t, r) in triples {
                     a.extend([t.clone(), r.clone()]);
                 }
@@ -593,6 +603,7 @@ impl Call {
                 if *row {
                     a.push(w("ROW"));
                 }
+                worker(&mut a, by);
             }
             Call::Add { jobs } => {
                 for j in jobs {

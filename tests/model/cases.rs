@@ -73,7 +73,8 @@ pub fn found_divergences_replay() {
         events: true,
     };
     let case = |ops| Case { cfg, pool: 5, crashy: false, resp3: false, ops };
-    let claim1 = || Op::Claim { tok: ClaimTok::Fresh, lease: 60_000, count: Some(1), row: false, lc: false };
+    let claim1 =
+        || Op::Claim { tok: ClaimTok::Fresh, lease: 60_000, count: Some(1), row: false, by: None, lc: false };
     let complete_all = || Op::Complete {
         id: IdC::Active(0),
         tok: TokC::Holder,
@@ -104,7 +105,7 @@ pub fn found_divergences_replay() {
             case(vec![
                 enqueue(0),
                 enqueue(1),
-                Op::Claim { tok: ClaimTok::Fresh, lease: 1, count: Some(2), row: false, lc: false },
+                Op::Claim { tok: ClaimTok::Fresh, lease: 1, count: Some(2), row: false, by: None, lc: false },
                 Op::Sleep(20),
                 Op::Stalled { max_stalls: None, count: None, lc: false },
             ]),
@@ -116,9 +117,9 @@ pub fn found_divergences_replay() {
                 enqueue(0),
                 enqueue(1),
                 enqueue(2),
-                Op::Claim { tok: ClaimTok::Fresh, lease: 9, count: Some(1), row: false, lc: false },
-                Op::Claim { tok: ClaimTok::Fresh, lease: 5, count: Some(1), row: false, lc: false },
-                Op::Claim { tok: ClaimTok::Fresh, lease: 1, count: Some(1), row: false, lc: false },
+                Op::Claim { tok: ClaimTok::Fresh, lease: 9, count: Some(1), row: false, by: None, lc: false },
+                Op::Claim { tok: ClaimTok::Fresh, lease: 5, count: Some(1), row: false, by: None, lc: false },
+                Op::Claim { tok: ClaimTok::Fresh, lease: 1, count: Some(1), row: false, by: None, lc: false },
                 Op::Sleep(30),
                 Op::Stalled { max_stalls: None, count: None, lc: false },
             ]),
@@ -130,7 +131,7 @@ pub fn found_divergences_replay() {
             case(vec![
                 Op::Enqueue { id: IdC::Pool(0), job: JobC { attempts: Some(3), ..job() }, lifo: false, lc: false },
                 enqueue(1),
-                Op::Claim { tok: ClaimTok::Fresh, lease: 1, count: Some(2), row: false, lc: false },
+                Op::Claim { tok: ClaimTok::Fresh, lease: 1, count: Some(2), row: false, by: None, lc: false },
                 Op::Sleep(20),
                 Op::Stalled { max_stalls: None, count: None, lc: false },
             ]),
@@ -174,7 +175,7 @@ pub fn found_divergences_replay() {
                 ..case(vec![
                     enqueue(0),
                     enqueue(1),
-                    Op::Claim { tok: ClaimTok::Fresh, lease: 60_000, count: Some(2), row: false, lc: false },
+                    Op::Claim { tok: ClaimTok::Fresh, lease: 60_000, count: Some(2), row: false, by: None, lc: false },
                     complete_all(),
                     complete_all(),
                     Op::Completes {
@@ -240,8 +241,14 @@ pub fn found_divergences_replay() {
 pub fn every_path_deletes_the_log_with_its_row() {
     let job = JobC::plain;
     let enqueue = |i| Op::Enqueue { id: IdC::Pool(i), job: job(), lifo: false, lc: false };
-    let claim =
-        |count, lease| Op::Claim { tok: ClaimTok::Fresh, lease, count: Some(count), row: false, lc: false };
+    let claim = |count, lease| Op::Claim {
+        tok: ClaimTok::Fresh,
+        lease,
+        count: Some(count),
+        row: false,
+        by: None,
+        lc: false,
+    };
     let log = |k| Op::Log { id: IdC::Active(k), tok: TokC::Holder, line: B(b"line".to_vec()), keep: None };
     let complete = |keep, age| Op::Complete {
         id: IdC::Active(0),
@@ -418,8 +425,14 @@ pub fn claim_goes_past_expired_jobs() {
     let schedule =
         |i, expire| Op::Schedule { id: IdC::Pool(i), when: WhenC::Ago(10), job: job(expire), lc: false };
     let enqueue = |i, expire| Op::Enqueue { id: IdC::Pool(i), job: job(expire), lifo: false, lc: false };
-    let claim =
-        |count| Op::Claim { tok: ClaimTok::Fresh, lease: 60_000, count: Some(count), row: false, lc: false };
+    let claim = |count| Op::Claim {
+        tok: ClaimTok::Fresh,
+        lease: 60_000,
+        count: Some(count),
+        row: false,
+        by: None,
+        lc: false,
+    };
     let cfg = Cfg {
         log_keep: 1000,
         keep_completed: -1,

@@ -35,6 +35,32 @@ pub enum ClaimTok {
     Long,
 }
 
+/// A claim's `BY`: one of two worker names, the longest name, or a refused one.
+#[derive(Clone, Copy, Debug)]
+pub enum ByC {
+    Named(bool),
+    Longest,
+    Empty,
+    Long,
+}
+
+impl ByC {
+    pub fn name(self) -> Vec<u8> {
+        match self {
+            ByC::Named(first) => {
+                if first {
+                    b"w-a".to_vec()
+                } else {
+                    b"w-b".to_vec()
+                }
+            }
+            ByC::Longest => vec![b'w'; NAME_MAX],
+            ByC::Empty => vec![],
+            ByC::Long => vec![b'w'; NAME_MAX + 1],
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub enum WhenC {
     /// `+ms`.
@@ -157,6 +183,7 @@ pub enum Op {
         lease: i64,
         count: Option<i64>,
         row: bool,
+        by: Option<ByC>,
         lc: bool,
     },
     Pause(bool, bool),
@@ -190,6 +217,7 @@ pub enum Op {
         metrics: Option<i64>,
         count: Option<i64>,
         row: bool,
+        by: Option<ByC>,
     },
     Promote {
         id: IdC,
@@ -318,6 +346,7 @@ pub enum Op {
         echo: bool,
         metrics: Option<i64>,
         row: bool,
+        by: Option<ByC>,
     },
     /// Real waiting, ms.
     Sleep(u64),
@@ -465,9 +494,9 @@ impl Resolver<'_> {
                     .collect();
                 (Call::Add { jobs }, *lc)
             }
-            Op::Claim { tok, lease, count, row, lc } => {
+            Op::Claim { tok, lease, count, row, by, lc } => {
                 let token = self.claim_token(tok);
-                (Call::Claim { token, lease: *lease, count: *count, row: *row }, *lc)
+                (Call::Claim { token, lease: *lease, count: *count, row: *row, by: by.map(ByC::name) }, *lc)
             }
             Op::Pause(on, lc) => (Call::Pause(*on), *lc),
             Op::Extend { id, tok, lease } => {
@@ -499,7 +528,7 @@ impl Resolver<'_> {
                     *lc,
                 )
             }
-            Op::CompleteNext { id, tok, result, lease, keep, echo, metrics, count, row } => {
+            Op::CompleteNext { id, tok, result, lease, keep, echo, metrics, count, row, by } => {
                 let id = self.id(id);
                 (
                     Call::CompleteNext {
@@ -512,6 +541,7 @@ impl Resolver<'_> {
                         metrics: *metrics,
                         count: *count,
                         row: *row,
+                        by: by.map(ByC::name),
                     },
                     false,
                 )
@@ -617,11 +647,12 @@ impl Resolver<'_> {
             Op::Completes { entries, fill } => {
                 (Call::Completes { triples: self.triples(entries, *fill) }, false)
             }
-            Op::CompletesNext { entries, fill, claim, lease, keep, age, echo, metrics, row } => {
+            Op::CompletesNext { entries, fill, claim, lease, keep, age, echo, metrics, row, by } => {
                 let triples = self.triples(entries, *fill);
                 let claim = self.claim_token(claim);
                 let (lease, keep, age, echo, metrics, row) = (*lease, *keep, *age, *echo, *metrics, *row);
-                (Call::CompletesNext { triples, claim, lease, keep, age, echo, metrics, row }, false)
+                let by = by.map(ByC::name);
+                (Call::CompletesNext { triples, claim, lease, keep, age, echo, metrics, row, by }, false)
             }
             Op::Sleep(_) => unreachable!("sleeps are not calls"),
         }
@@ -677,6 +708,16 @@ pub fn claim_tok() -> BoxedStrategy<ClaimTok> {
         (10, (0..TOKENS.len()).prop_map(ClaimTok::Pool).boxed()),
         (1, Just(ClaimTok::Empty).boxed()),
         (1, Just(ClaimTok::Long).boxed()),
+    ])
+}
+
+pub fn by_c() -> BoxedStrategy<Option<ByC>> {
+    weighted(vec![
+        (60, Just(None).boxed()),
+        (30, prop::bool::ANY.prop_map(|f| Some(ByC::Named(f))).boxed()),
+        (2, Just(Some(ByC::Longest)).boxed()),
+        (1, Just(Some(ByC::Empty)).boxed()),
+        (1, Just(Some(ByC::Long)).boxed()),
     ])
 }
 
@@ -943,8 +984,8 @@ pub fn op(crashy: bool) -> BoxedStrategy<Op> {
         ),
         (
             14,
-            (claim_tok(), lease(), count.clone(), prop::bool::weighted(0.2), lc())
-                .prop_map(|(tok, lease, count, row, lc)| Op::Claim { tok, lease, count, row, lc })
+            (claim_tok(), lease(), count.clone(), prop::bool::weighted(0.2), by_c(), lc())
+                .prop_map(|(tok, lease, count, row, by, lc)| Op::Claim { tok, lease, count, row, by, lc })
                 .boxed(),
         ),
         (1, lc().prop_map(|lc| Op::Pause(true, lc)).boxed()),
@@ -986,8 +1027,9 @@ pub fn op(crashy: bool) -> BoxedStrategy<Op> {
                 metrics(),
                 count.clone(),
                 prop::bool::weighted(0.2),
+                by_c(),
             )
-                .prop_map(|(id, tok, result, lease, keep, echo, metrics, count, row)| Op::CompleteNext {
+                .prop_map(|(id, tok, result, lease, keep, echo, metrics, count, row, by)| Op::CompleteNext {
                     id,
                     tok,
                     result: B(result),
@@ -997,6 +1039,7 @@ pub fn op(crashy: bool) -> BoxedStrategy<Op> {
                     metrics,
                     count,
                     row,
+                    by,
                 })
                 .boxed(),
         ),
@@ -1128,9 +1171,10 @@ pub fn op(crashy: bool) -> BoxedStrategy<Op> {
                 prop::bool::weighted(0.3),
                 metrics(),
                 prop::bool::weighted(0.3),
+                by_c(),
             )
-                .prop_map(|((entries, fill), claim, lease, keep, age, echo, metrics, row)| {
-                    Op::CompletesNext { entries, fill, claim, lease, keep, age, echo, metrics, row }
+                .prop_map(|((entries, fill), claim, lease, keep, age, echo, metrics, row, by)| {
+                    Op::CompletesNext { entries, fill, claim, lease, keep, age, echo, metrics, row, by }
                 })
                 .boxed(),
         ),

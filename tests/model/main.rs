@@ -1,7 +1,8 @@
 //! Model-based property test of the job queue: a pure Rust model of the thirteen job verbs
 //! (ENQUEUE, CLAIM with PAUSE/RESUME, EXTEND, EXTENDS, COMPLETE, SCHEDULE, PROMOTE,
 //! RESCHEDULE, DELAY, FAIL, REPROCESS, REQUEUE, STALLED; ENQUEUE and SCHEDULE with and without
-//! `EXPIRE when`; CLAIM with ROW, COMPLETE with ECHO; COMPLETE, TRA.COMPLETENEXT and FAIL with
+//! `EXPIRE when`; CLAIM with ROW, CLAIM, TRA.COMPLETENEXT and TRA.COMPLETESNEXT with `BY worker` (and its
+//! refused names), COMPLETE with ECHO; COMPLETE, TRA.COMPLETENEXT and FAIL with
 //! `METRICS max`, whose counters and series the view compares, and whose minute a client moves
 //! back (`HINCRBY … prevTS`) so that counts end minutes; FAIL with the caller's `FINAL | RETRY
 //! [LIFO] | DELAY when`, its refused shapes, and `STACK`; REPROCESS with `FROM`, `KEEPMADE`,

@@ -159,6 +159,8 @@ pub struct Row {
     /// `rs`, `rt` and `rn`: the job scheduler that made the job, the iteration's time and
     /// its number.
     pub made_by: Option<(Vec<u8>, i64, i64)>,
+    /// `w`: the worker's name the last claim with BY recorded.
+    pub worker: Option<Vec<u8>>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -296,6 +298,14 @@ pub fn within(v: i64, lo: i64, hi: i64) -> Result<i64, Refused> {
         Ok(v)
     } else {
         Err("EMQARG")
+    }
+}
+
+/// A claim's BY: a name as a job's is bounded.
+pub fn by_ok(by: &Option<Vec<u8>>) -> Result<Option<&[u8]>, Refused> {
+    match by {
+        Some(w) if !(1..=NAME_MAX).contains(&w.len()) => Err("EMQARG"),
+        w => Ok(w.as_deref()),
     }
 }
 
@@ -847,11 +857,12 @@ impl Model {
                 ev.push(event(if *on { "paused" } else { "resumed" }, None, &[]));
                 Ok(Reply::Int(1))
             }
-            Call::Claim { token, lease, count, row } => {
+            Call::Claim { token, lease, count, row, by } => {
                 token_ok(token)?;
                 let lease = within(*lease, 1, LEASE_MAX)?;
                 let count = within(count.unwrap_or(1), 1, CLAIM_COUNT_MAX)?.min(CLAIM_PER_CALL) as usize;
-                Ok(self.claim(token, lease, count, *row, now, ev))
+                let by = by_ok(by)?;
+                Ok(self.claim(token, lease, count, *row, by, now, ev))
             }
             Call::Extend { id, token, lease } => {
                 gate(id)?;
@@ -895,14 +906,15 @@ impl Model {
                 token_ok(token)?;
                 self.complete(id, token, result, *keep, *age, *echo, *metrics, true, now, ev)
             }
-            Call::CompleteNext { id, token, result, lease, keep, echo, metrics, count, row } => {
+            Call::CompleteNext { id, token, result, lease, keep, echo, metrics, count, row, by } => {
                 // The id gate, then the claim's values, then the finish's.
                 gate(id)?;
                 token_ok(token)?;
                 let lease = within(*lease, 1, LEASE_MAX)?;
                 let count = within(count.unwrap_or(1), 1, CLAIM_COUNT_MAX)?.min(CLAIM_PER_CALL) as usize;
+                let by = by_ok(by)?;
                 let done = self.complete(id, token, result, *keep, None, *echo, *metrics, false, now, ev)?;
-                let jobs = self.claim(token, lease, count, *row, now, ev);
+                let jobs = self.claim(token, lease, count, *row, by, now, ev);
                 if jobs == Reply::Array(vec![]) && self.drained_for_fetch() {
                     ev.push(event("drained", None, &[]));
                 }
@@ -1445,12 +1457,13 @@ impl Model {
                 }
                 Ok(Reply::Array(codes.into_iter().map(Reply::Int).collect()))
             }
-            Call::CompletesNext { triples, claim, lease, keep, age, echo, metrics, row } => {
+            Call::CompletesNext { triples, claim, lease, keep, age, echo, metrics, row, by } => {
                 // The entries as TRA.COMPLETES checks them, then the claim's values, then the
                 // options.
                 self.triples_ok(triples)?;
                 token_ok(claim)?;
                 let lease = within(*lease, 1, LEASE_MAX)?;
+                let by = by_ok(by)?;
                 let soft = keep.is_none();
                 let keep = keep_of(*keep, self.cfg.keep_completed)?;
                 let age = age_of(*age)?;
@@ -1469,7 +1482,7 @@ impl Model {
                 if wanted == 0 {
                     return Ok(Reply::Array(vec![codes, Reply::Array(vec![])]));
                 }
-                let jobs = self.claim(claim, lease, wanted, *row, now, ev);
+                let jobs = self.claim(claim, lease, wanted, *row, by, now, ev);
                 if jobs == Reply::Array(vec![]) && self.drained_for_fetch() {
                     ev.push(event("drained", None, &[]));
                 }
@@ -1592,13 +1605,16 @@ impl Model {
 
     /// CLAIM's passes: expired jobs do not use up a claim — another pass while the last one
     /// met any, at most CLAIM_PASSES, all of them meeting at most CLAIM_PER_CALL jobs. With
-    /// `row` each entry also carries the job as `claimed_view` shows it, after the claim.
+    /// `row` each entry also carries the job as `claimed_view` shows it, after the claim; `by`
+    /// is recorded in each row taken.
+    #[allow(clippy::too_many_arguments)]
     pub fn claim(
         &mut self,
         token: &[u8],
         lease: i64,
         count: usize,
         row: bool,
+        by: Option<&[u8]>,
         now: i64,
         ev: &mut Vec<Event>,
     ) -> Reply {
@@ -1620,7 +1636,7 @@ impl Model {
         let (mut want, mut met) = (count, 0usize);
         for pass in 0..CLAIM_PASSES {
             // Only the first pass promotes: one CLAIM promotes at most promote-batch.
-            let (got, expired) = self.claim_pass(token, lease, want, now, pass == 0, ev);
+            let (got, expired) = self.claim_pass(token, lease, want, by, now, pass == 0, ev);
             met += got.len() + expired;
             out.extend(got);
             want = (count - out.len()).min((CLAIM_PER_CALL as usize).saturating_sub(met));
@@ -1793,6 +1809,7 @@ impl Model {
             ("scheduler", opt_bulk(&r.made_by.as_ref().map(|m| m.0.clone()))),
             ("iteration", opt_int(r.made_by.as_ref().map(|m| m.1))),
             ("count", opt_int(r.made_by.as_ref().map(|m| m.2))),
+            ("worker", opt_bulk(&r.worker)),
         ];
         Reply::Array(facts.into_iter().flat_map(|(k, v)| [Reply::Bulk(k.as_bytes().to_vec()), v]).collect())
     }
@@ -1803,11 +1820,13 @@ impl Model {
     /// of handed out. Events: the promotions' `waiting`, then the expired jobs' `failed` (the
     /// promoted ones first, then those met in the ready sets), then the claims' `active`.
     /// Returns the reply rows and how many jobs expired.
+    #[allow(clippy::too_many_arguments)]
     pub fn claim_pass(
         &mut self,
         token: &[u8],
         lease: i64,
         want: usize,
+        by: Option<&[u8]>,
         now: i64,
         promote: bool,
         ev: &mut Vec<Event>,
@@ -1885,6 +1904,9 @@ impl Model {
             r.spent = true;
             // The CLAIM deletes `x` from the row: EXPIRE is spent.
             r.expire = None;
+            if let Some(w) = by {
+                r.worker = Some(w.to_vec());
+            }
             let attempt = r.made + 1;
             let (name, data) = (r.name.clone(), r.data.clone());
             self.active.insert(id.clone(), (now + lease).min(TIME_MAX));
@@ -1993,6 +2015,7 @@ impl Model {
                 alias: j.alias.clone(),
                 dedup: j.dedup.as_ref().map(|d| d.id.clone()),
                 made_by: None,
+                worker: None,
             },
         );
         if let Some(k) = &j.alias {
@@ -2075,6 +2098,7 @@ impl Model {
                             stack: r.stack.clone(),
                             alias: r.alias.clone(),
                             dedup: r.dedup.clone(),
+                            worker: r.worker.clone(),
                         },
                     )
                 })

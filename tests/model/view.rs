@@ -26,6 +26,8 @@ pub struct RowView {
     pub alias: Option<Vec<u8>>,
     /// `de`: the job's DEDUP id.
     pub dedup: Option<Vec<u8>>,
+    /// `w`: the worker's name the last claim with BY recorded.
+    pub worker: Option<Vec<u8>>,
 }
 
 #[derive(Debug, PartialEq)]
@@ -184,6 +186,7 @@ pub fn read_view(
             stack: f.get("s").cloned(),
             alias: f.get("k").cloned(),
             dedup: f.get("de").cloned(),
+            worker: f.get("w").cloned(),
         })
     };
     for i in 0..pool {
