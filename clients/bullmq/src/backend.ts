@@ -29,6 +29,8 @@ export const WIRE = 'echomq:6.0.0';
 export const MODULE_MAJOR = 0;
 /** CLAIM … BLOCK and the TRA.* administration verbs arrived in 0.2.0. */
 export const MIN_MODULE_VERSION = [0, 2, 0] as const;
+/** The claims' `BY worker`, recording a named worker in each row it takes. */
+const BY_MODULE_VERSION = [0, 3, 1] as const;
 const FENCE = '{emq}:version';
 
 /** Thrown by every member that needs a module feature trafikey does not have yet. */
@@ -430,6 +432,11 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   private hasSched = false;
   /** TRA.COMPLETESNEXT: the finish-and-fetch calls of one turn go as one call. */
   private hasFinishes = false;
+  /**
+   * The claims' `BY` (module 0.3.1): a named worker's claims record its name in each row
+   * they take. Without it the adapter keeps the names in `b:pb`.
+   */
+  private hasBy = false;
   /** A worker's `metrics` option as the finishes' `METRICS max`: none without it. */
   private metrics: Cmd = [];
   /** Aliases named by events this backend read (module id → custom id), the newest 10 000. */
@@ -632,6 +639,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     this.hasDedup = !!probe[6];
     this.hasSched = !!probe[7];
     this.hasFinishes = !!probe[8];
+    this.hasBy = this.native && versionAtLeast(String(v.module_version), BY_MODULE_VERSION);
     const limiter = (this.opts as any).limiter as { max?: number; duration?: number } | undefined;
     if (limiter && this.blockingConn) {
       // A worker's limiter becomes its queue's rate limit, obeyed by every claim of the queue
@@ -1291,16 +1299,23 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     return ['wait', 'prio', 'active', 'delayed', 'meta', 'events'].map(r => this.key(r));
   }
 
-  /** `ROW` on a claim where the module has it: the job comes with its claim, no second read. */
+  /**
+   * A claim's options: `ROW` where the module has it (the job comes with its claim, no second
+   * read), and `BY` with a named worker's name where the module has that.
+   */
   private row(): string[] {
-    return this.native ? ['ROW'] : [];
+    if (!this.native) {
+      return [];
+    }
+    const name = (this.opts as any).name;
+    return this.hasBy && name ? ['ROW', 'BY', String(name)] : ['ROW'];
   }
 
   /** `[jobData, id, rateLimitDelay, delayUntil]`, as BullMQ's workers read it. */
   private async handOut(c: Claimed, bull: string, worker?: string): Promise<any[]> {
     held.set(this.heldKey(c.id), { module: c.token, bull });
-    if (worker) {
-      // The module's row has no field for the worker's name: the adapter keeps it beside. Not
+    if (worker && !this.hasBy) {
+      // A module without BY has no row field for the worker's name: the adapter keeps it beside. Not
       // awaited: the job's own copy names its worker already, and the calls this process makes
       // about the job later go on the same connection, after it; awaiting it cost a named
       // worker a round trip a job (40% of its jobs/s at concurrency 50). A refused write
@@ -2369,11 +2384,14 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (this.native) {
       // Module 0.3.0's row holds the stack and the alias, and FAIL/REPROCESS keep the counters;
       // a claim with ROW brought the row, and the worker's name when it has one.
+      // With BY the row names the worker itself (`worker`).
       let row: unknown;
-      let by: unknown;
+      let by: unknown = null;
       if (claimed) {
         row = claimed.row;
-        by = claimed.by ?? null;
+        by = this.hasBy ? null : (claimed.by ?? null);
+      } else if (this.hasBy) {
+        row = await this.conn.call('TRA.JOB', 1, this.jobKey(id));
       } else {
         [row, by] = await replies(this.conn.pipeline().call('TRA.JOB', 1, this.jobKey(id)).hget(this.key('b:pb'), id));
       }
@@ -2436,8 +2454,9 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (finishedOn) {
       json.finishedOn = finishedOn;
     }
-    if (res[4][1]) {
-      json.processedBy = res[4][1] as string;
+    const by = res[4][1] ?? row.worker;
+    if (by) {
+      json.processedBy = String(by);
     }
     if (row.dedup) {
       json.deduplicationId = String(row.dedup);
