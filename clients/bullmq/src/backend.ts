@@ -667,6 +667,11 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       // workers of different settings the last one started wins.
       await this.conn.hset(this.key('meta'), 'max-stalls', Math.min(1000, Math.max(0, Math.floor(maxStalled))));
     }
+    if (this.hasBy && this.blockingConn && (this.opts as any).name) {
+      // The names a worker kept beside the rows before the module took BY are never read
+      // again: the first named worker on such a module drops them.
+      await this.conn.del(this.key('b:pb'));
+    }
     if (this.blocking) {
       // QueueEvents reads from `$` by default: from its first read, which comes a round trip or
       // more after it is ready. The newest event now stands in for `$`, so that every event

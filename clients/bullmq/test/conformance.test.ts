@@ -242,6 +242,10 @@ describe('workers', () => {
       const jobs = 3000;
       const tricky = 'named-then-not';
       await queue.addBulk(Array.from({ length: jobs }, (_, i) => ({ name: 'n', data: { i }, opts: { removeOnComplete: true } })));
+      // Names an adapter kept beside the rows on a module without BY: dropped by the first
+      // named worker, as they are never read again.
+      const pb = `emq:{${escapeQueueName(`bull:${name}`)}}:b:pb`;
+      await admin.hset(pb, 'JOB0000000001a', 'old-worker');
       let done = 0;
       let by: string | undefined;
       const named = track(
@@ -259,7 +263,7 @@ describe('workers', () => {
       );
       await until(async () => done === jobs && (await queue.count()) === 0);
       expect(by).toBe('mailer');
-      expect(await admin.exists(`emq:{${escapeQueueName(`bull:${name}`)}}:b:pb`)).toBe(0);
+      expect(await admin.exists(pb)).toBe(0);
       // A job the named worker failed, retried and run by a worker without a name: as in
       // BullMQ, it shows the last name a worker gave, to its processor and after.
       await queue.add('kept', {}, { jobId: tricky });
