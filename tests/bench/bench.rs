@@ -1430,6 +1430,7 @@ fn driver_rows(
         let base = match f.workload.as_str() {
             "enqueue" => "enqueue",
             "claim+complete" => "claim+complete",
+            "claim+complete named" => report::NAMED,
             "wake" => report::WAKE,
             "lateness" => report::LATE,
             _ => "lifecycle",

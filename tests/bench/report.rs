@@ -223,12 +223,15 @@ pub const WITH_ROW: &str = "p32, ROW";
 /// The bulk add's lanes: (batch, trafikey's mode, ChasquiMQ's mode).
 pub const BULK_LANES: [(usize, &str, &str); 2] =
     [(32, "TRA.ADD 32 a call", "add_bulk 32"), (250, "TRA.ADD 250 a call", "add_bulk 250")];
+/// bench.mjs's claim+complete with its one Worker named (BullMQ records the name in each job).
+pub const NAMED: &str = "claim+complete, named Worker";
 /// bench.mjs's workloads, BullMQ on Valkey beside BullMQ on trafikey: (name, workload, mode).
-pub const BULL_PAIRS: [(&str, &str, &str); 6] = [
+pub const BULL_PAIRS: [(&str, &str, &str); 7] = [
     ("add (50 Queues, one add at a time)", "enqueue", "c50"),
     ("addBulk of 32 (50 Queues)", "enqueue", "p32"),
     ("Workers at concurrency 1 (50 Workers)", "claim+complete", "c50"),
     ("Worker at concurrency 50 (1 Worker)", "claim+complete", "p32"),
+    ("named Worker at concurrency 50 (1 Worker)", NAMED, "p32"),
     ("lifecycle: add + 50 Workers × 1", "lifecycle", "c50"),
     ("lifecycle: addBulk + 1 Worker × 50", "lifecycle", "p32"),
 ];

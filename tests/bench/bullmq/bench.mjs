@@ -25,6 +25,8 @@
 // Modes: "c50" is 50 connections, each waiting for its reply before the next call (50 Queue
 // objects calling add, 50 Workers of concurrency 1); "best" is BullMQ's fastest documented
 // way: addBulk in batches of --batch from 50 Queue objects, and one Worker at concurrency 50.
+// The claim part also runs that one Worker with a `name` (BullMQ records it in each job it
+// takes, `processedBy`), as the workload "claim+complete named", unless --best-only.
 // "waiting" (the parts wake and lateness, not in the default set) is --wait-workers Workers of
 // --wait-concurrency, idle on an empty queue, fed one add every --gap-ms: wake = add sent →
 // processor start; lateness = add sent + delay → processor start, the delay of job j spread
@@ -228,7 +230,7 @@ async function prefill(n) {
 
 // Workers that are connected but not yet running: `count` Workers of `concurrency` each,
 // a no-op processor. Resolves `done` when n jobs have completed.
-async function openWorkers(count, concurrency, n, onStart, onDone) {
+async function openWorkers(count, concurrency, n, onStart, onDone, name) {
   let completed = 0;
   let resolveDone;
   let rejectDone;
@@ -244,7 +246,7 @@ async function openWorkers(count, concurrency, n, onStart, onDone) {
         async (job) => {
           onStart(job.id);
         },
-        { connection, concurrency, autorun: false },
+        { connection, concurrency, autorun: false, ...(name ? { name } : {}) },
       ),
   );
   for (const w of workers) {
@@ -274,7 +276,7 @@ async function enqueue(mode) {
   return { workload: 'enqueue', mode, jobs: opts.n, seconds: (t1 - t0) / 1000, ...cpuDelta(cpu0, cpu1), latency: 'add call', ...summary(lat) };
 }
 
-async function claimComplete(mode) {
+async function claimComplete(mode, name) {
   await fresh();
   await prefill(opts.n);
   const started = new Map();
@@ -289,15 +291,16 @@ async function claimComplete(mode) {
       const s = started.get(id);
       if (s !== undefined) lat.push(performance.now() - s);
     },
+    name,
   );
   const cpu0 = await cpuNow();
   const t0 = performance.now();
   for (const w of workers) w.run().catch((e) => log(`worker run: ${e.message}`));
-  const t1 = await withDeadline(done, `claim+complete ${mode}`);
+  const t1 = await withDeadline(done, `claim+complete ${mode}${name ? ' named' : ''}`);
   const cpu1 = await cpuEnd();
   await closeAll(workers);
   return {
-    workload: 'claim+complete',
+    workload: name ? 'claim+complete named' : 'claim+complete',
     mode,
     jobs: opts.n,
     seconds: (t1 - t0) / 1000,
@@ -447,6 +450,7 @@ async function main() {
   const modes = opts.bestOnly ? ['best'] : ['c50', 'best'];
   if (wanted('enqueue')) steps.push(...modes.map((m) => () => enqueue(m)));
   if (wanted('claim')) steps.push(...modes.map((m) => () => claimComplete(m)));
+  if (wanted('claim') && !opts.bestOnly) steps.push(() => claimComplete('best', 'bench-worker'));
   if (wanted('lifecycle')) steps.push(...modes.map((m) => () => lifecycle(m)));
   if (wanted('memory')) steps.push(() => memory());
   if (asked('wake')) steps.push(() => waiting('wake'));
