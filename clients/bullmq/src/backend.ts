@@ -1087,6 +1087,35 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     }
   }
 
+  /**
+   * keepLastIfActive's jobs whose holder finished without a finish of this adapter's (the
+   * server failed it for its stalls, or it was removed): added now. The stall check runs
+   * this once per interval. `b:dn` holds an entry only while its id's holder lives, so it is
+   * about as large as the jobs active.
+   */
+  private async releaseKeptJobs(): Promise<void> {
+    const ids = Object.keys(await this.conn.hgetall(this.key('b:dn')));
+    if (ids.length === 0) {
+      return;
+    }
+    const held = this.conn.pipeline();
+    for (const id of ids) {
+      held.get(this.dedupKey(id));
+    }
+    const holders = await replies(held);
+    const rows = this.conn.pipeline();
+    for (const h of holders) {
+      rows.hget(this.jobKey(String(h)), 'st');
+    }
+    const states = await replies(rows);
+    for (const [i, id] of ids.entries()) {
+      // A holder back in wait after a stall still holds the id: its finish brings the job in.
+      if (holders[i] === null || states[i] === null || states[i] === 'completed' || states[i] === 'failed') {
+        await this.requeueNext(id);
+      }
+    }
+  }
+
   /** A finished job of keepLastIfActive: the job stored for its deduplication id, added now. */
   private async requeueNext(dedupId: string | undefined): Promise<void> {
     if (dedupId === undefined) {
@@ -1854,6 +1883,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (lock !== 'OK') {
       return [];
     }
+    await this.releaseKeptJobs();
     const seenKey = this.key('b:stalled-seen');
     const seen = await this.conn.get(seenKey);
     // The first check looks back one lease: stalls older than that were somebody else's to see.

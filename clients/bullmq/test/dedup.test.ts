@@ -96,4 +96,56 @@ describe('deduplication', () => {
     expect(seen).toEqual([{ seq: 1 }, { seq: 4 }]);
     expect(await raw.hlen(`emq:{bull:${name}}:b:dn`)).toBe(0);
   });
+
+  it('keepLastIfActive: a holder the server fails (it stalled more than allowed) still lets the kept job run', async () => {
+    // The holder's worker dies with it: no finish of the adapter's brings the kept job in.
+    const dead = track(new Worker(name, null, { connection, autorun: false, lockDuration: 300 }));
+    const dedup = { id: 'kl2', keepLastIfActive: true };
+    const first = await queue.add('x', { seq: 1 }, { deduplication: dedup });
+    expect((await dead.getNextJob('dead-1'))?.id).toBe(first.id);
+    expect((await queue.add('x', { seq: 2 }, { deduplication: dedup })).id).toBe(first.id);
+    expect(await raw.hlen(`emq:{bull:${name}}:b:dn`)).toBe(1);
+    const seen: unknown[] = [];
+    track(
+      new Worker(name, async (job: Job) => void seen.push(job.data), {
+        connection,
+        maxStalledCount: 0,
+        stalledInterval: 200,
+        lockDuration: 300,
+      }),
+    );
+    await until(async () => (await queue.getJobState(first.id!)) === 'failed');
+    expect((await queue.getJob(first.id!))?.failedReason).toMatch(/stalled/);
+    await until(() => seen.length === 1);
+    expect(seen).toEqual([{ seq: 2 }]);
+    expect(await raw.hlen(`emq:{bull:${name}}:b:dn`)).toBe(0);
+  });
+
+  it('keepLastIfActive: a holder back in wait after a stall keeps the kept job until it finishes', async () => {
+    const dead = track(new Worker(name, null, { connection, autorun: false, lockDuration: 300 }));
+    const dedup = { id: 'kl3', keepLastIfActive: true };
+    const first = await queue.add('x', { seq: 1 }, { deduplication: dedup });
+    expect((await dead.getNextJob('dead-1'))?.id).toBe(first.id);
+    expect((await queue.add('x', { seq: 2 }, { deduplication: dedup })).id).toBe(first.id);
+    // Paused: the holder, taken back by upkeep, waits while the worker's checks run.
+    await queue.pause();
+    const seen: unknown[] = [];
+    const stalled: string[] = [];
+    const w = track(
+      new Worker(name, async (job: Job) => void seen.push(job.data), {
+        connection,
+        maxStalledCount: 1,
+        stalledInterval: 200,
+        lockDuration: 300,
+      }),
+    );
+    w.on('stalled', (id: string) => void stalled.push(id));
+    // The check that reports the stall ran after upkeep put the holder back.
+    await until(() => stalled.includes(first.id!));
+    expect(await raw.hlen(`emq:{bull:${name}}:b:dn`)).toBe(1);
+    await queue.resume();
+    await until(() => seen.length === 2);
+    expect(seen).toEqual([{ seq: 1 }, { seq: 2 }]);
+    expect(await raw.hlen(`emq:{bull:${name}}:b:dn`)).toBe(0);
+  });
 });
