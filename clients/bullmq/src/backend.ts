@@ -1883,7 +1883,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (lock !== 'OK') {
       return [];
     }
-    await this.releaseKeptJobs();
+    // A failure here must not cost the stall report: the next check tries again.
+    await this.releaseKeptJobs().catch(() => undefined);
     const seenKey = this.key('b:stalled-seen');
     const seen = await this.conn.get(seenKey);
     // The first check looks back one lease: stalls older than that were somebody else's to see.
