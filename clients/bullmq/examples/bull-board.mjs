@@ -76,8 +76,9 @@ export async function seedDemo({ Queue, Worker }, connection, names = ['mail', '
       }
       return { delivered: job.data.to };
     },
-    // metrics: the server counts finished jobs by the minute, which the board shows.
-    { connection, concurrency: 1, metrics: { maxDataPoints: 1440 } },
+    // metrics: the server counts finished jobs by the minute, which the board shows; the
+    // worker's name is recorded in each job it takes, which the board shows with the job.
+    { connection, concurrency: 1, metrics: { maxDataPoints: 1440 }, name: 'mailer-1' },
   );
   await worker.waitUntilReady();
   // One job at a time through the single slot, so each reaches its state before the next.

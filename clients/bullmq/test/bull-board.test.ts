@@ -142,6 +142,8 @@ describe('bull-board on trafikey', () => {
     expect(body).toMatch(/to:\s*"ada@example.org"/);
     expect(body).toMatch(/delivered:\s*"ada@example.org"/);
     expect(body).toContain('Finished at');
+    // The worker that ran it, by the name it gave (the claim's BY).
+    expect(body).toContain('by mailer-1');
     await page.screenshot({ path: join(SHOTS, 'bull-board-job.png') });
   });
 
