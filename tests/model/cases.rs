@@ -507,3 +507,93 @@ pub fn claim_goes_past_expired_jobs() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+/// A claim's BY, as a fixed sequence against the model (the row's `w` compared at every step):
+/// a named claim records the name, a retried job taken again without BY keeps it, and
+/// TRA.COMPLETENEXT and TRA.COMPLETESNEXT record theirs in the jobs they fetch.
+pub fn a_claims_worker_name_stays_until_the_next_named_claim() {
+    let enqueue = |i| Op::Enqueue { id: IdC::Pool(i), job: JobC::plain(), lifo: false, lc: false };
+    let claim = |count, by| Op::Claim {
+        tok: ClaimTok::Fresh,
+        lease: 60_000,
+        count: Some(count),
+        row: true,
+        by,
+        lc: false,
+    };
+    let cfg = Cfg {
+        log_keep: 1000,
+        keep_completed: -1,
+        keep_failed: -1,
+        max_stalls: 0,
+        stalled_batch: 100,
+        promote_batch: 100,
+        retention_batch: 100,
+        max_payload: 1 << 20,
+        events: true,
+    };
+    let case = Case {
+        cfg,
+        pool: 5,
+        crashy: false,
+        resp3: false,
+        ops: vec![
+            enqueue(0),
+            enqueue(1),
+            claim(1, Some(ByC::Named(true))),
+            Op::Fail {
+                id: IdC::Active(0),
+                tok: TokC::Holder,
+                error: B(b"boom".to_vec()),
+                keep: None,
+                age: None,
+                decision: DecisionC::Retry(false),
+                stack: None,
+                metrics: None,
+                lc: false,
+            },
+            // Job 1, then the retried job 0: taken without BY, it keeps its name.
+            claim(2, None),
+            enqueue(2),
+            enqueue(3),
+            Op::CompleteNext {
+                id: IdC::Active(0),
+                tok: TokC::Holder,
+                result: B(b"ok".to_vec()),
+                lease: 60_000,
+                keep: None,
+                echo: false,
+                metrics: None,
+                count: None,
+                row: true,
+                by: Some(ByC::Named(false)),
+            },
+            enqueue(4),
+            Op::CompletesNext {
+                entries: vec![
+                    (EntryId::Next, TokC::Holder, B(b"ok".to_vec())),
+                    (EntryId::Next, TokC::Holder, B(b"ok".to_vec())),
+                ],
+                fill: None,
+                claim: ClaimTok::Fresh,
+                lease: 60_000,
+                keep: None,
+                age: None,
+                echo: false,
+                metrics: None,
+                row: false,
+                by: Some(ByC::Longest),
+            },
+            claim(1, Some(ByC::Empty)),
+        ],
+    };
+    let pair = Pair::start();
+    let cov = Coverage::default();
+    if let Err(e) = run_case(&pair, &case, &cov) {
+        panic!("{e}");
+    }
+    let cov = cov.borrow();
+    for (verb, outcome) in [("EMQ.CLAIM", "1 jobs"), ("EMQ.CLAIM", "2 jobs"), ("EMQ.CLAIM", "EMQARG")] {
+        assert!(cov.contains_key(&(verb.to_string(), outcome.to_string())), "{verb} {outcome}: {cov:?}");
+    }
+}

@@ -129,4 +129,5 @@ tests!(
     found_divergences_replay
     every_path_deletes_the_log_with_its_row
     claim_goes_past_expired_jobs
+    a_claims_worker_name_stays_until_the_next_named_claim
 );
