@@ -3,6 +3,22 @@
 
 use super::*;
 
+/// The settings of the fixed sequences: every batch 100 but promotion's, failed jobs kept up
+/// to `keep_failed` (-1: all), every completed one.
+fn fixed(keep_failed: i64, promote_batch: i64) -> Cfg {
+    Cfg {
+        log_keep: 1000,
+        keep_completed: -1,
+        keep_failed,
+        max_stalls: 0,
+        stalled_batch: 100,
+        promote_batch,
+        retention_batch: 100,
+        max_payload: 1 << 20,
+        events: true,
+    }
+}
+
 pub fn job_core_agrees_with_its_model() {
     let cases = env_num("MODEL_CASES", 96) as u32;
     let steps = env_num("MODEL_STEPS", 60) as usize;
@@ -61,17 +77,7 @@ pub fn job_core_agrees_with_its_model() {
 pub fn found_divergences_replay() {
     let job = JobC::plain;
     let enqueue = |i| Op::Enqueue { id: IdC::Pool(i), job: job(), lifo: false, lc: false };
-    let cfg = Cfg {
-        log_keep: 1000,
-        keep_completed: -1,
-        keep_failed: 1,
-        max_stalls: 0,
-        stalled_batch: 100,
-        promote_batch: 100,
-        retention_batch: 100,
-        max_payload: 1 << 20,
-        events: true,
-    };
+    let cfg = fixed(1, 100);
     let case = |ops| Case { cfg, pool: 5, crashy: false, resp3: false, ops };
     let claim1 =
         || Op::Claim { tok: ClaimTok::Fresh, lease: 60_000, count: Some(1), row: false, by: None, lc: false };
@@ -260,17 +266,7 @@ pub fn every_path_deletes_the_log_with_its_row() {
         metrics: None,
         lc: false,
     };
-    let cfg = Cfg {
-        log_keep: 1000,
-        keep_completed: -1,
-        keep_failed: 1000,
-        max_stalls: 0,
-        stalled_batch: 100,
-        promote_batch: 100,
-        retention_batch: 100,
-        max_payload: 1 << 20,
-        events: true,
-    };
+    let cfg = fixed(1000, 100);
     let case = |cfg, ops| Case { cfg, pool: 5, crashy: false, resp3: false, ops };
     let paths: Vec<(&str, Case)> = vec![
         (
@@ -433,17 +429,7 @@ pub fn claim_goes_past_expired_jobs() {
         by: None,
         lc: false,
     };
-    let cfg = Cfg {
-        log_keep: 1000,
-        keep_completed: -1,
-        keep_failed: 1,
-        max_stalls: 0,
-        stalled_batch: 100,
-        promote_batch: 1,
-        retention_batch: 100,
-        max_payload: 1 << 20,
-        events: true,
-    };
+    let cfg = fixed(1, 1);
     let case = |ops| Case { cfg, pool: 24, crashy: false, resp3: false, ops };
     // (what, sequence, jobs expired in all)
     let cases: Vec<(&str, Case, u64)> = vec![
@@ -521,17 +507,7 @@ pub fn a_claims_worker_name_stays_until_the_next_named_claim() {
         by,
         lc: false,
     };
-    let cfg = Cfg {
-        log_keep: 1000,
-        keep_completed: -1,
-        keep_failed: -1,
-        max_stalls: 0,
-        stalled_batch: 100,
-        promote_batch: 100,
-        retention_batch: 100,
-        max_payload: 1 << 20,
-        events: true,
-    };
+    let cfg = fixed(-1, 100);
     let case = Case {
         cfg,
         pool: 5,
