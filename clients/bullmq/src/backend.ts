@@ -392,6 +392,12 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
   readonly base: string;
   /** The queue keys of TRA.COMPLETENEXT and TRA.COMPLETESNEXT, made once: every finish sends them. */
   private readonly finishKeys: string[];
+  private readonly claimKeys: string[];
+  /**
+   * A claim's options, fixed by the probe: `ROW` where the module has it (the job comes with
+   * its claim, no second read), and `BY` with a named worker's name where the module has that.
+   */
+  private claimOpts: string[] = [];
   private readonly opts: QueueBaseOptions<any> & Record<string, any>;
   private readonly conn: Redis;
   private readonly blockingConn: Redis | undefined;
@@ -463,6 +469,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     this.q = escapeQueueName(`${this.prefix}:${this.name}`);
     this.base = `emq:{${this.q}}`;
     this.finishKeys = ['wait', 'prio', 'active', 'delayed', 'completed', 'meta', 'events'].map(r => this.key(r));
+    this.claimKeys = ['wait', 'prio', 'active', 'delayed', 'meta', 'events'].map(r => this.key(r));
     this.blocking = !!o.blocking;
     if (borrowed) {
       this.conn = borrowed.conn;
@@ -640,6 +647,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     this.hasSched = !!probe[7];
     this.hasFinishes = !!probe[8];
     this.hasBy = this.native && versionAtLeast(String(v.module_version), BY_MODULE_VERSION);
+    const name = (this.opts as any).name;
+    this.claimOpts = !this.native ? [] : this.hasBy && name ? ['ROW', 'BY', String(name)] : ['ROW'];
     const limiter = (this.opts as any).limiter as { max?: number; duration?: number } | undefined;
     if (limiter && this.blockingConn) {
       // A worker's limiter becomes its queue's rate limit, obeyed by every claim of the queue
@@ -1329,21 +1338,6 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     return Math.max(1, Math.floor((this.opts as any).lockDuration ?? 30000));
   }
 
-  private claimKeys(): string[] {
-    return ['wait', 'prio', 'active', 'delayed', 'meta', 'events'].map(r => this.key(r));
-  }
-
-  /**
-   * A claim's options: `ROW` where the module has it (the job comes with its claim, no second
-   * read), and `BY` with a named worker's name where the module has that.
-   */
-  private row(): string[] {
-    if (!this.native) {
-      return [];
-    }
-    const name = (this.opts as any).name;
-    return this.hasBy && name ? ['ROW', 'BY', String(name)] : ['ROW'];
-  }
 
   /** `[jobData, id, rateLimitDelay, delayUntil]`, as BullMQ's workers read it. */
   private async handOut(c: Claimed, bull: string, worker?: string): Promise<any[]> {
@@ -1409,7 +1403,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (stashed) {
       return this.handOut(stashed, token, name);
     }
-    const reply = (await this.conn.call('EMQ.CLAIM', 6, ...this.claimKeys(), token, this.lease, 'COUNT', 1, ...this.row())) as any[];
+    const reply = (await this.conn.call('EMQ.CLAIM', 6, ...this.claimKeys, token, this.lease, 'COUNT', 1, ...this.claimOpts)) as any[];
     if (!reply || reply.length === 0) {
       return [undefined, undefined, 0, 0];
     }
@@ -1427,7 +1421,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     await this.waitUntilReady();
     const ms = Math.max(1, Math.ceil(blockTimeout * 1000));
     const token = `tkb:${randomUUID()}`;
-    const p = this.blockingConn.call('EMQ.CLAIM', 6, ...this.claimKeys(), token, this.lease, 'COUNT', 1, 'BLOCK', ms, ...this.row());
+    const p = this.blockingConn.call('EMQ.CLAIM', 6, ...this.claimKeys, token, this.lease, 'COUNT', 1, 'BLOCK', ms, ...this.claimOpts);
     this.waiting = p;
     try {
       const reply = (await p) as any[];
@@ -1563,7 +1557,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       // Finish and fetch in one atomic call; the next job is claimed with the same token.
       let done: Finished;
       try {
-        done = await this.finishNext(id, this.tokenFor(id, token), rv, [...keepArgs(keep), 'ECHO', ...this.metrics, ...this.row()]);
+        done = await this.finishNext(id, this.tokenFor(id, token), rv, [...keepArgs(keep), 'ECHO', ...this.metrics, ...this.claimOpts]);
       } catch (err) {
         throw this.finishError(err, jobId, await this.stateOf(id), 'moveToFinished', token);
       }
@@ -1946,7 +1940,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   async pause(pause: boolean): Promise<void> {
     await this.waitUntilReady();
-    await this.conn.call('EMQ.CLAIM', 6, ...this.claimKeys(), pause ? 'PAUSE' : 'RESUME');
+    await this.conn.call('EMQ.CLAIM', 6, ...this.claimKeys, pause ? 'PAUSE' : 'RESUME');
   }
 
   async drain(delayed: boolean): Promise<void> {
