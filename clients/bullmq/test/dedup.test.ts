@@ -18,6 +18,19 @@ const dedupKey = (id: string) => `emq:{bull:${name}}:dedup:${id}`;
 
 eachQueue('dedup', n => new Queue(n, { connection }), connection, t => ({ name, queue, raw } = t));
 
+/**
+ * keepLastIfActive's holder (seq 1), taken by a worker that then dies (lease 300 ms), and a
+ * duplicate (seq 2) kept for after it.
+ */
+async function heldByADeadWorker(id: string): Promise<Job> {
+  const dead = track(new Worker(name, null, { connection, autorun: false, lockDuration: 300 }));
+  const dedup = { id, keepLastIfActive: true };
+  const first = await queue.add('x', { seq: 1 }, { deduplication: dedup });
+  expect((await dead.getNextJob('dead-1'))?.id).toBe(first.id);
+  expect((await queue.add('x', { seq: 2 }, { deduplication: dedup })).id).toBe(first.id);
+  return first;
+}
+
 describe('deduplication', () => {
   it('a duplicate creates nothing, answers the holder and emits deduplicated in BullMQ fields', async () => {
     const events = track(new QueueEvents(name, { connection }));
@@ -99,11 +112,7 @@ describe('deduplication', () => {
 
   it('keepLastIfActive: a holder the server fails (it stalled more than allowed) still lets the kept job run', async () => {
     // The holder's worker dies with it: no finish of the adapter's brings the kept job in.
-    const dead = track(new Worker(name, null, { connection, autorun: false, lockDuration: 300 }));
-    const dedup = { id: 'kl2', keepLastIfActive: true };
-    const first = await queue.add('x', { seq: 1 }, { deduplication: dedup });
-    expect((await dead.getNextJob('dead-1'))?.id).toBe(first.id);
-    expect((await queue.add('x', { seq: 2 }, { deduplication: dedup })).id).toBe(first.id);
+    const first = await heldByADeadWorker('kl2');
     expect(await raw.hlen(`emq:{bull:${name}}:b:dn`)).toBe(1);
     const seen: unknown[] = [];
     track(
@@ -122,11 +131,7 @@ describe('deduplication', () => {
   });
 
   it('keepLastIfActive: a holder back in wait after a stall keeps the kept job until it finishes', async () => {
-    const dead = track(new Worker(name, null, { connection, autorun: false, lockDuration: 300 }));
-    const dedup = { id: 'kl3', keepLastIfActive: true };
-    const first = await queue.add('x', { seq: 1 }, { deduplication: dedup });
-    expect((await dead.getNextJob('dead-1'))?.id).toBe(first.id);
-    expect((await queue.add('x', { seq: 2 }, { deduplication: dedup })).id).toBe(first.id);
+    const first = await heldByADeadWorker('kl3');
     // Paused: the holder, taken back by upkeep, waits while the worker's checks run.
     await queue.pause();
     const seen: unknown[] = [];
