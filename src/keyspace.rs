@@ -40,6 +40,9 @@ pub enum Role {
     /// One deduplication id (`DEDUP id`): a string, the branded id of the job that holds it,
     /// with the server's own expiry when the id was given a TTL.
     Dedup,
+    /// The job kept for a deduplication id (`KEEPLAST`, `kept:<id>`): a hash, the job a
+    /// duplicate brought while the id's holder was active, created when the holder finishes.
+    Kept,
     /// The queue's job schedulers: a zset, scheduler id → the time of its pending iteration.
     Scheds,
     /// One job scheduler (`sched:<id>`): a hash, its rule, its job template and its state.
@@ -50,7 +53,7 @@ pub enum Role {
 }
 
 impl Role {
-    pub const ALL: [Role; 18] = [
+    pub const ALL: [Role; 19] = [
         Role::Wait,
         Role::Prio,
         Role::Active,
@@ -66,6 +69,7 @@ impl Role {
         Role::Log,
         Role::Alias,
         Role::Dedup,
+        Role::Kept,
         Role::Scheds,
         Role::Sched,
         Role::Metrics,
@@ -89,6 +93,7 @@ impl Role {
             Role::Log => "log:",
             Role::Alias => "alias",
             Role::Dedup => "dedup:",
+            Role::Kept => "kept:",
             Role::Scheds => "scheds",
             Role::Sched => "sched:",
             Role::Metrics => "metrics:",
@@ -96,7 +101,10 @@ impl Role {
     }
 
     pub const fn suffixed(self) -> bool {
-        matches!(self, Role::Job | Role::Fails | Role::Log | Role::Dedup | Role::Sched | Role::Metrics)
+        matches!(
+            self,
+            Role::Job | Role::Fails | Role::Log | Role::Dedup | Role::Kept | Role::Sched | Role::Metrics
+        )
     }
 }
 

@@ -36,7 +36,7 @@ use crate::host::command::{opt, q, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{self, timer, ArgStr, Ctx, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::{self, Role, Role::*};
 use crate::metrics;
-use crate::queue::{Events, Expiry, Found, Promotion, Ready, Row, State};
+use crate::queue::{Events, Expiry, Found, Promotion, Ready, Row, Sets, State};
 use crate::registry::{self, Queue};
 use crate::verbs::stalled;
 
@@ -110,8 +110,9 @@ impl Verb for Upkeep {
                     _ => {}
                 }
             }
+            let sets = Sets { ready: Some(&ready), delayed: Some(&delayed) };
             let expiry =
-                Expiry::plan(x, promotion.expired().chain(expiring.iter().map(|(j, _)| j)).collect())?;
+                Expiry::plan(x, promotion.expired().chain(expiring.iter().map(|(j, _)| j)).collect(), sets)?;
             let promoted = promotion.apply(x, &ready, &delayed, &events)?;
             for (job, st) in &expiring {
                 match st {
@@ -126,7 +127,7 @@ impl Verb for Upkeep {
                     }
                 }
             }
-            let expired = expiry.apply(x, &events)?;
+            let expired = expiry.apply(x, &events, sets)?;
             (promoted, lapsed, expired)
         };
         let left = budget.saturating_sub(usize::try_from(promoted.saturating_add(expired)).unwrap_or(budget));
@@ -418,6 +419,7 @@ fn scan_step(ctx: Ctx<'_>, t0: u64) -> bool {
                         | Role::Log
                         | Role::Alias
                         | Role::Dedup
+                        | Role::Kept
                         | Role::Sched
                         | Role::Metrics => {}
                     }

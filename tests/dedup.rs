@@ -380,9 +380,15 @@ fn dedup_refusals_write_nothing() {
             (vec![b"DEDUP"], "EMQSHAPE option DEDUP needs a value"),
             (vec![b"DEDUP", b"a", b"DEDUPTTL", b"0"], "EMQARG DEDUPTTL must be 1..="),
             (vec![b"DEDUP", b"a", b"DEDUPTTL", b"x"], "EMQSHAPE DEDUPTTL is not an integer"),
-            (vec![b"DEDUPTTL", b"5"], "EMQSHAPE DEDUPTTL, EXTEND and REPLACE go with DEDUP"),
-            (vec![b"REPLACE"], "EMQSHAPE DEDUPTTL, EXTEND and REPLACE go with DEDUP"),
+            (vec![b"DEDUPTTL", b"5"], "EMQSHAPE DEDUPTTL, EXTEND, REPLACE and KEEPLAST go with DEDUP"),
+            (vec![b"REPLACE"], "EMQSHAPE DEDUPTTL, EXTEND, REPLACE and KEEPLAST go with DEDUP"),
+            (vec![b"KEEPLAST"], "EMQSHAPE DEDUPTTL, EXTEND, REPLACE and KEEPLAST go with DEDUP"),
             (vec![b"DEDUP", b"a", b"EXTEND"], "EMQSHAPE EXTEND goes with DEDUPTTL"),
+            (
+                vec![b"DEDUP", b"a", b"KEEPLAST", b"DEDUPTTL", b"5"],
+                "EMQSHAPE KEEPLAST does not go with DEDUPTTL",
+            ),
+            (vec![b"DEDUP", b"a", b"KEEPLAST", b"KEEPLAST"], "EMQSHAPE option KEEPLAST given twice"),
             (vec![b"DEDUP", b"a", b"DEDUP", b"b"], "EMQSHAPE option DEDUP given twice"),
         ];
         for (opts, want) in &cases {
@@ -482,4 +488,313 @@ fn acl_judges_the_ids_key_as_the_callers() {
     unchanged(&mut admin, |_| assert!(complete(&q, &mut w, &jid(3), "t", &[]).error().starts_with("NOPERM")));
     assert_eq!(complete(&q, &mut w, &jid(1), "t", &[]), Reply::Int(1));
     assert_eq!(complete(&q, &mut w, &jid(2), "t", &[]), Reply::Int(1), "a job without DEDUP opens no id");
+}
+
+/// The id of the job kept for a deduplication id (KEEPLAST), if any.
+fn kept(c: &mut Conn, q: &Q, id: &str) -> Option<String> {
+    let r = c.call(&[b"HGET", q.k(&format!("kept:{id}")).as_bytes(), b"id"]);
+    (!r.is_nil()).then(|| r.str())
+}
+
+/// A job kept for `d` while `j(n)` holds it active: ENQUEUE … DEDUP d KEEPLAST answers the holder.
+fn keep(c: &mut Conn, q: &Q, n: u64, holder: u64, d: &str, opts: &[&[u8]]) {
+    let mut a: Vec<&[u8]> = vec![b"DEDUP", d.as_bytes(), b"KEEPLAST"];
+    a.extend_from_slice(opts);
+    assert_eq!(q.enqueue(c, &jid(n), &a), bulk(&jid(holder)));
+    assert_eq!(kept(c, q, d), Some(jid(n)));
+}
+
+#[test]
+fn keeplast_keeps_the_last_duplicate_until_the_active_holder_finishes() {
+    let (_s, mut c, q) = queue_on_quiet_server("keep");
+    assert_eq!(q.enqueue(&mut c, &jid(1), &[b"DEDUP", b"d", b"KEEPLAST"]), Reply::Int(1));
+    // The holder waits: a plain duplicate, nothing kept.
+    assert_eq!(q.enqueue(&mut c, &jid(2), &[b"DEDUP", b"d", b"KEEPLAST"]), bulk(&jid(1)));
+    assert_eq!(kept(&mut c, &q, "d"), None);
+    assert_eq!(claim(&mut c, &q, "t"), jid(1));
+    // The holder is active: each duplicate with KEEPLAST is kept in place of the one before.
+    keep(&mut c, &q, 3, 1, "d", &[b"PRIORITY", b"5", b"ALIAS", b"a3"]);
+    keep(&mut c, &q, 4, 1, "d", &[b"ALIAS", b"a4", b"ATTEMPTS", b"3", b"OPTS", b"{\"o\":1}"]);
+    // One without KEEPLAST is refused and leaves the kept job alone.
+    assert_eq!(q.enqueue(&mut c, &jid(5), &[b"DEDUP", b"d"]), bulk(&jid(1)));
+    assert_eq!(kept(&mut c, &q, "d"), Some(jid(4)));
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.rows.len(), 1, "a kept job has no row");
+    assert_eq!(c.call(&[b"HLEN", q.k("alias").as_bytes()]), Reply::Int(0), "nor an alias entry");
+    let ev = q.events(&mut c);
+    let dedup = |what: &str, id: u64| -> Vec<String> {
+        ["event", "deduplicated", "id", &jid(1), "dedup", "d", what, &jid(id)].map(String::from).to_vec()
+    };
+    assert_eq!(ev[1], dedup("refused", 2));
+    assert_eq!(ev[3][..8], dedup("kept", 3)[..]);
+    assert_eq!(ev[3][8..], ["alias", "a3"]);
+    assert_eq!(ev[4][..8], dedup("kept", 4)[..]);
+    assert_eq!(ev[5], dedup("refused", 5));
+    // The holder completes: the last kept job is made, ready, holding the id with no TTL.
+    assert_eq!(complete(&q, &mut c, &jid(1), "t", &[]), Reply::Int(1));
+    assert_eq!(kept(&mut c, &q, "d"), None);
+    assert_eq!(holder(&mut c, &q, "d"), Some(jid(4)));
+    assert_eq!(pttl(&mut c, &dkey(&q, "d")), -1);
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.sets["wait"], [jid(4)]);
+    for (f, v) in
+        [("st", "wait"), ("n", "job"), ("d", "{}"), ("a", "3"), ("o", "{\"o\":1}"), ("k", "a4"), ("de", "d")]
+    {
+        assert_eq!(snap.field(&jid(4), f).as_deref(), Some(v), "{f}");
+    }
+    assert!(snap.field(&jid(4), "p").is_none(), "the kept job is the last one given, whole");
+    let r = c.call(&[b"HGET", q.k("alias").as_bytes(), b"a4"]);
+    assert_eq!(r, bulk(&jid(4)));
+    // Its `added` event follows the holder's `completed`, and the queue is not drained.
+    let ev = q.events(&mut c);
+    let tail: Vec<&str> = ev[ev.len() - 2..].iter().map(|e| e[1].as_str()).collect();
+    assert_eq!(tail, ["completed", "added"]);
+    assert_eq!(ev.last().unwrap()[..4], ["event", "added", "id", &jid(4)]);
+    // It runs as any job; its finish, with nothing kept, releases the id.
+    assert_eq!(claim(&mut c, &q, "u"), jid(4));
+    assert_eq!(complete(&q, &mut c, &jid(4), "u", &[]), Reply::Int(1));
+    assert_eq!(holder(&mut c, &q, "d"), None);
+    assert_eq!(q.last_event(&mut c)[1], "drained");
+}
+
+#[test]
+fn every_finish_makes_the_kept_job_and_every_delete_drops_it() {
+    let (_s, mut c, q) = queue_on_quiet_server("kpaths");
+    let mut n = 0;
+    // A holder of `d`, active under `t` (alone in the queue), with a job kept for it.
+    let mut held = |c: &mut Conn, d: &str, opts: &[&[u8]]| -> (String, String) {
+        n += 2;
+        let mut a: Vec<&[u8]> = vec![b"DEDUP", d.as_bytes()];
+        a.extend_from_slice(opts);
+        assert_eq!(q.enqueue(c, &jid(n - 1), &a), Reply::Int(1));
+        let r = q.run(c, "EMQ.CLAIM", "", &[b"t", b"60000"]);
+        assert_eq!(r.array()[0].array()[0].str(), jid(n - 1));
+        keep(c, &q, n, n - 1, d, &[]);
+        (jid(n - 1), jid(n))
+    };
+    let made = |c: &mut Conn, d: &str, next: &str| {
+        assert_eq!(kept(c, &q, d), None);
+        assert_eq!(holder(c, &q, d).as_deref(), Some(next));
+        q.check_invariant(c).state_of(next)
+    };
+    // FAIL: a retry keeps both; the final failure makes the kept job.
+    let (a, b) = held(&mut c, "f", &[b"ATTEMPTS", b"2"]);
+    assert_eq!(q.run(&mut c, "EMQ.FAIL", &a, &[b"t", b"no"]), Reply::Simple("retry".into()));
+    assert_eq!(kept(&mut c, &q, "f"), Some(b.clone()));
+    claim(&mut c, &q, "t");
+    assert_eq!(q.run(&mut c, "EMQ.FAIL", &a, &[b"t", b"no", b"KEEP", b"0"]), Reply::Simple("failed".into()));
+    assert_eq!(made(&mut c, "f", &b).as_deref(), Some("wait"));
+    claim(&mut c, &q, "t");
+    complete(&q, &mut c, &b, "t", &[]);
+    // COMPLETE under KEEP 0.
+    let (a, b) = held(&mut c, "c0", &[]);
+    assert_eq!(complete(&q, &mut c, &a, "t", &[b"KEEP", b"0"]), Reply::Int(1));
+    assert_eq!(made(&mut c, "c0", &b).as_deref(), Some("wait"));
+    claim(&mut c, &q, "t");
+    complete(&q, &mut c, &b, "t", &[]);
+    // TRA.COMPLETES.
+    let (a, b) = held(&mut c, "cs", &[]);
+    let r = q.run(&mut c, "TRA.COMPLETES", "", &[a.as_bytes(), b"t", b"ok"]);
+    assert_eq!(r, Reply::Array(vec![Reply::Int(1)]));
+    assert_eq!(made(&mut c, "cs", &b).as_deref(), Some("wait"));
+    claim(&mut c, &q, "t");
+    complete(&q, &mut c, &b, "t", &[]);
+    // TRA.COMPLETENEXT: the kept job is made, and fetched by the same call.
+    let (a, b) = held(&mut c, "cn", &[]);
+    let r = q.run(&mut c, "TRA.COMPLETENEXT", &a, &[b"t", b"ok", b"60000"]);
+    assert_eq!(r.array()[0], Reply::Int(1));
+    assert_eq!(r.array()[1].array()[0].array()[0].str(), b);
+    assert_eq!(made(&mut c, "cn", &b).as_deref(), Some("active"));
+    complete(&q, &mut c, &b, "t", &[]);
+    // TRA.COMPLETESNEXT: the same.
+    let (a, b) = held(&mut c, "csn", &[]);
+    let mut v = q.cmd(
+        "TRA.COMPLETESNEXT",
+        "",
+        &["wait", "prio", "active", "delayed", "completed", "meta", "events"],
+        &[],
+    );
+    v.extend([
+        b"1".to_vec(),
+        q.job(&a).into_bytes(),
+        b"t".to_vec(),
+        b"ok".to_vec(),
+        b"t".to_vec(),
+        b"60000".to_vec(),
+    ]);
+    let r = c.call_v(&v);
+    assert_eq!(r.array()[1].array()[0].array()[0].str(), b, "{r:?}");
+    assert_eq!(made(&mut c, "csn", &b).as_deref(), Some("active"));
+    complete(&q, &mut c, &b, "t", &[]);
+    // STALLED's final failure, after the lease ran out.
+    let (a, b) = held(&mut c, "st", &[]);
+    c.call_v(&q.cmd("EMQ.EXTEND", &a, keys_of("EMQ.EXTEND"), &[b"t", b"1"]));
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let r = q.run(&mut c, "EMQ.STALLED", "", &[b"MAXSTALLS", b"0"]);
+    assert_eq!(r.array()[1].strings(), std::slice::from_ref(&a));
+    assert_eq!(made(&mut c, "st", &b).as_deref(), Some("wait"));
+    claim(&mut c, &q, "t");
+    complete(&q, &mut c, &b, "t", &[]);
+    // A client's delete of the holder drops the kept job with the id: TRA.REMOVE …
+    let (a, b) = held(&mut c, "r", &[]);
+    let r = c.call_v(&q.cmd("TRA.REMOVE", &a, keys_of("TRA.REMOVE"), &[b"FORCE"]));
+    assert_eq!(r, Reply::Int(1));
+    assert_eq!((kept(&mut c, &q, "r"), holder(&mut c, &q, "r")), (None, None));
+    assert!(!q.check_invariant(&mut c).rows.contains_key(&b));
+    // … and TRA.UNDEDUP, the holder left as it is.
+    let (a, _) = held(&mut c, "u", &[]);
+    assert_eq!(c.call(&[b"TRA.UNDEDUP", b"1", dkey(&q, "u").as_bytes()]), Reply::Int(1));
+    assert_eq!(kept(&mut c, &q, "u"), None);
+    assert_eq!(complete(&q, &mut c, &a, "t", &[]), Reply::Int(1));
+    assert_eq!(holder(&mut c, &q, "u"), None);
+    // … and TRA.OBLITERATE: no key of the queue is left.
+    held(&mut c, "ob", &[]);
+    let mut ob: Vec<Vec<u8>> = vec![b"TRA.OBLITERATE".to_vec(), b"8".to_vec()];
+    for r in ["wait", "prio", "active", "delayed", "completed", "failed", "meta", "events"] {
+        ob.push(q.k(r).into_bytes());
+    }
+    ob.push(b"FORCE".to_vec());
+    assert_eq!(c.call_v(&ob), Reply::Int(0));
+    assert_eq!(c.call(&[b"KEYS", b"emq:{kpaths}:*"]), Reply::Array(vec![]));
+}
+
+#[test]
+fn a_kept_job_keeps_its_delay_and_the_bulk_add_keeps_its_last() {
+    let (_s, mut c, q) = queue_on_quiet_server("kdelay");
+    let now = |c: &mut Conn| {
+        let t = c.call(&[b"TIME"]).strings();
+        t[0].parse::<i64>().unwrap() * 1000 + t[1].parse::<i64>().unwrap() / 1000
+    };
+    // The holder took the id with a TTL: keeping a job drops it, so that it outlives the holder.
+    q.enqueue(&mut c, &jid(1), &[b"DEDUP", b"d", b"DEDUPTTL", b"600000"]);
+    assert_eq!(claim(&mut c, &q, "t"), jid(1));
+    assert!(pttl(&mut c, &dkey(&q, "d")) > 0);
+    assert_eq!(schedule(&mut c, &q, &jid(2), "+60000", &[b"DEDUP", b"d", b"KEEPLAST"]), bulk(&jid(1)));
+    assert_eq!(pttl(&mut c, &dkey(&q, "d")), -1);
+    let delay: i64 = c.call(&[b"HGET", q.k("kept:d").as_bytes(), b"delay"]).str().parse().unwrap();
+    assert!((59000..=60000).contains(&delay), "{delay}");
+    // Made delayed, due its delay after the holder's finish, with a `delayed` event.
+    let before = now(&mut c);
+    complete(&q, &mut c, &jid(1), "t", &[]);
+    let after = now(&mut c);
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.sets["delayed"], [jid(2)]);
+    let due =
+        c.call(&[b"ZSCORE", q.k("delayed").as_bytes(), jid(2).as_bytes()]).str().parse::<i64>().unwrap();
+    assert!(due >= before + delay && due <= after + delay, "{before} {due} {after}");
+    assert_eq!(q.last_event(&mut c)[..4], ["event", "delayed", "id", &jid(2)]);
+    assert_eq!(holder(&mut c, &q, "d"), Some(jid(2)));
+
+    // TRA.ADD against an active holder: the last job of the call with KEEPLAST is kept, the
+    // others are refused; a first job without KEEPLAST does not stop a later one keeping.
+    q.enqueue(&mut c, &jid(10), &[b"DEDUP", b"e"]);
+    assert_eq!(claim(&mut c, &q, "u"), jid(10));
+    let r = c.call_v(&q.add_cmd(&[
+        (&jid(11), "a", &["DEDUP", "e"]),
+        (&jid(12), "b", &["DEDUP", "e", "KEEPLAST", "LIFO"]),
+        (&jid(13), "c", &["DEDUP", "e"]),
+        (&jid(14), "d", &["DEDUP", "e", "KEEPLAST", "PRIORITY", "2"]),
+        (&jid(15), "e", &["DEDUP", "e"]),
+    ]));
+    assert_eq!(r, Reply::Array(vec![bulk(&jid(10)); 5]));
+    assert_eq!(kept(&mut c, &q, "e"), Some(jid(14)));
+    let ev = q.events(&mut c);
+    let words: Vec<(&str, &str)> =
+        ev[ev.len() - 5..].iter().map(|e| (e[6].as_str(), e[7].as_str())).collect();
+    let refused = |n| ("refused", jid(n));
+    let want = [refused(11), refused(12), refused(13), ("kept", jid(14)), refused(15)];
+    assert_eq!(words, want.iter().map(|(w, id)| (*w, id.as_str())).collect::<Vec<_>>());
+    complete(&q, &mut c, &jid(10), "u", &[]);
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.sets["prio"], [jid(14)]);
+    assert_eq!(snap.field(&jid(14), "n").as_deref(), Some("d"));
+    // A kept job with LIFO goes to the front of wait.
+    q.enqueue(&mut c, &jid(20), &[]);
+    q.enqueue(&mut c, &jid(21), &[b"DEDUP", b"l"]);
+    let r = q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"60000", b"COUNT", b"3"]);
+    assert_eq!(r.array().len(), 3);
+    let r = c.call_v(&q.add_cmd(&[(&jid(22), "l", &["DEDUP", "l", "KEEPLAST", "LIFO"])]));
+    assert_eq!(r, Reply::Array(vec![bulk(&jid(21))]));
+    q.enqueue(&mut c, &jid(23), &[]);
+    complete(&q, &mut c, &jid(21), "w", &[]);
+    assert_eq!(q.check_invariant(&mut c).sets["wait"], [jid(23), jid(22)], "wait: back first, front last");
+}
+
+#[test]
+fn a_kept_job_whose_id_or_alias_is_taken_is_dropped_and_refusals_write_nothing() {
+    let (_s, mut c, q) = queue_on_quiet_server("kdrop");
+    // Its id taken meanwhile: dropped, the id released.
+    q.enqueue(&mut c, &jid(1), &[b"DEDUP", b"d"]);
+    claim(&mut c, &q, "t");
+    keep(&mut c, &q, 2, 1, "d", &[]);
+    q.enqueue(&mut c, &jid(2), &[]);
+    complete(&q, &mut c, &jid(1), "t", &[]);
+    assert_eq!((kept(&mut c, &q, "d"), holder(&mut c, &q, "d")), (None, None));
+    assert!(
+        q.check_invariant(&mut c).field(&jid(2), "de").is_none(),
+        "the job made by ENQUEUE is left alone"
+    );
+    claim(&mut c, &q, "t");
+    complete(&q, &mut c, &jid(2), "t", &[]);
+    // Its ALIAS taken meanwhile: the same.
+    q.enqueue(&mut c, &jid(3), &[b"DEDUP", b"d"]);
+    claim(&mut c, &q, "t");
+    keep(&mut c, &q, 4, 3, "d", &[b"ALIAS", b"x"]);
+    q.enqueue(&mut c, &jid(5), &[b"ALIAS", b"x"]);
+    complete(&q, &mut c, &jid(3), "t", &[]);
+    assert_eq!((kept(&mut c, &q, "d"), holder(&mut c, &q, "d")), (None, None));
+    assert!(!q.check_invariant(&mut c).rows.contains_key(&jid(4)));
+    // Its key of another type: a producer keeping is refused, nothing written; a finish
+    // leaves the key alone and releases the id.
+    q.enqueue(&mut c, &jid(6), &[b"DEDUP", b"w"]);
+    claim_all(&q, &mut c, "t");
+    c.call(&[b"SET", q.k("kept:w").as_bytes(), b"x"]);
+    unchanged(&mut c, |c| {
+        let r = q.enqueue(c, &jid(7), &[b"DEDUP", b"w", b"KEEPLAST"]);
+        assert!(r.error().starts_with("WRONGTYPE"), "{r:?}");
+        let r = c.call_v(&q.add_cmd(&[(&jid(7), "n", &["DEDUP", "w", "KEEPLAST"])]));
+        assert!(r.error().starts_with("WRONGTYPE"), "{r:?}");
+    });
+    assert_eq!(complete(&q, &mut c, &jid(6), "t", &[]), Reply::Int(1));
+    assert_eq!(holder(&mut c, &q, "w"), None);
+    assert_eq!(c.call(&[b"GET", q.k("kept:w").as_bytes()]), bulk("x"));
+    // A finish that may not write the keys the kept job goes to: NOPERM, nothing written.
+    let mut w = _s.user(
+        &mut c,
+        "w",
+        "-@all +@emq resetkeys %R~{emq}:* ~emq:{kdrop}:active ~emq:{kdrop}:completed \
+         ~emq:{kdrop}:events ~emq:{kdrop}:job:* ~emq:{kdrop}:dedup:*",
+    );
+    q.enqueue(&mut c, &jid(8), &[b"DEDUP", b"a"]);
+    claim_all(&q, &mut c, "t");
+    keep(&mut c, &q, 9, 8, "a", &[]);
+    unchanged(&mut c, |_| {
+        let r = complete(&q, &mut w, &jid(8), "t", &[]);
+        assert!(r.error().starts_with("NOPERM"), "{r:?}");
+    });
+    assert_eq!(complete(&q, &mut c, &jid(8), "t", &[]), Reply::Int(1));
+    assert_eq!(holder(&mut c, &q, "a"), Some(jid(9)));
+}
+
+#[test]
+fn replicas_and_the_aof_hold_the_kept_jobs() {
+    let primary = Server::quiet_aof();
+    let replica = Server::quiet();
+    let mut p = primary.conn();
+    let mut r = replica.follow(&primary);
+    let q = Q::new("krepl");
+    q.enqueue(&mut p, &jid(1), &[b"DEDUP", b"a", b"DEDUPTTL", b"600000"]);
+    q.enqueue(&mut p, &jid(2), &[b"DEDUP", b"b"]);
+    claim_all(&q, &mut p, "t");
+    keep(&mut p, &q, 3, 1, "a", &[b"ALIAS", b"k3"]);
+    assert_eq!(schedule(&mut p, &q, &jid(4), "+90000", &[b"DEDUP", b"b", b"KEEPLAST"]), bulk(&jid(2)));
+    complete(&q, &mut p, &jid(2), "t", &[]);
+    assert_eq!(p.call(&[b"WAIT", b"1", b"5000"]), Reply::Int(1));
+    let d = digest(&mut p);
+    assert_eq!(d, digest(&mut r), "kept jobs, the ids without their TTL, the job made and its due time");
+    assert_eq!(kept(&mut r, &q, "a"), Some(jid(3)));
+    assert_eq!(holder(&mut r, &q, "b"), Some(jid(4)));
+    let primary = primary.restart();
+    let mut p = primary.conn();
+    assert_eq!(digest(&mut p), d);
 }

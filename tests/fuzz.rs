@@ -379,7 +379,8 @@ fn tail_call(
         v.push(value(rng, ctx, cmd, "data", id));
         let mut words: Vec<Vec<u8>> = Vec::new();
         for _ in 0..rng.below(4) {
-            let w: &[&str] = match rng.below(12) {
+            let w: &[&str] = match rng.below(13) {
+                12 => &["KEEPLAST"],
                 8 => &["DEDUP", *rng.pick(&DEDUP_IDS)],
                 9 => &["DEDUPTTL", *rng.pick(&["600000", "0", "5"])],
                 10 => &["EXTEND"],
@@ -606,16 +607,26 @@ fn populate(c: &mut Conn) -> Vec<String> {
     let expire = COMMANDS.iter().any(|c| c.name == "EMQ.ENQUEUE" && c.args_synopsis().contains("[EXPIRE "));
     for q in [Q::new("fz"), Q::new("fz2"), Q::new("fzr")] {
         // Claimed in this order: 5..8 (8 with a 1 ms lease, so it is expired), 11, 12.
+        // 5 holds DEDUP d3, for which a job is kept below (KEEPLAST) while 5 is active.
         for i in [5, 6, 7, 8, 11, 12] {
-            assert_eq!(
-                run(c, &q, "EMQ.ENQUEUE", &jid(i), &["job", "{}", "ATTEMPTS", "3", "BACKOFF", "FIXED", "10"]),
-                Reply::Int(1)
-            );
+            let mut a = vec!["job", "{}", "ATTEMPTS", "3", "BACKOFF", "FIXED", "10"];
+            if i == 5 {
+                a.extend(["DEDUP", "d3"]);
+            }
+            assert_eq!(run(c, &q, "EMQ.ENQUEUE", &jid(i), &a), Reply::Int(1));
         }
         for i in [5, 6, 7, 8, 11, 12] {
             let lease = if i == 8 { "1" } else { "600000" };
             let r = run(c, &q, "EMQ.CLAIM", "", &[&format!("tok{i}"), lease]);
             assert_eq!(r.array()[0].array()[0].str(), jid(i), "{r:?}");
+        }
+        // Kept for d3 (made when 5 finishes); in `fz2` the kept job's key is of the wrong type.
+        if q.k("") == Q::new("fz2").k("") {
+            c.call(&[b"SET", q.k("kept:d3").as_bytes(), b"x"]);
+        } else {
+            let r =
+                run(c, &q, "EMQ.ENQUEUE", &jid(41), &["job", "{}", "DEDUP", "d3", "KEEPLAST", "ALIAS", "k4"]);
+            assert_eq!(r, Reply::Bulk(jid(5).into_bytes()));
         }
         assert_eq!(run(c, &q, "EMQ.COMPLETE", &jid(11), &["tok11", "done", "KEEP", "-1"]), Reply::Int(1));
         assert_eq!(

@@ -367,7 +367,7 @@ proptest! {
 /// to compile in `parsed` below until it is listed here too.
 /// `FROM` is listed once, for TRA.JOBS' number; REPROCESS's `FROM completed|failed`
 /// (`Opt::FromSet`, a word) is parsed by the same code as OPTS' blob.
-const WORDS: [(&str, Opt); 34] = [
+const WORDS: [(&str, Opt); 35] = [
     ("PRIORITY", Opt::Priority),
     ("ATTEMPTS", Opt::Attempts),
     ("BACKOFF", Opt::Backoff),
@@ -400,6 +400,7 @@ const WORDS: [(&str, Opt); 34] = [
     ("DEDUPTTL", Opt::DedupTtl),
     ("EXTEND", Opt::Extend),
     ("REPLACE", Opt::Replace),
+    ("KEEPLAST", Opt::KeepLast),
     ("METRICS", Opt::Metrics),
     ("BY", Opt::By),
 ];
@@ -420,6 +421,7 @@ fn is_flag(o: Opt) -> bool {
             | Opt::KeepProgress
             | Opt::Extend
             | Opt::Replace
+            | Opt::KeepLast
     )
 }
 
@@ -489,6 +491,7 @@ fn parsed(o: &args::Options<&[u8]>, opt: Opt) -> Option<String> {
         Opt::DedupTtl => n(o.dedup.as_ref().and_then(|d| d.ttl)),
         Opt::Extend => f(o.dedup.as_ref().is_some_and(|d| d.extend)),
         Opt::Replace => f(o.dedup.as_ref().is_some_and(|d| d.replace)),
+        Opt::KeepLast => f(o.dedup.as_ref().is_some_and(|d| d.keep_last)),
         Opt::By => o.by.map(|b| String::from_utf8_lossy(b).into_owned()),
     }
 }
@@ -712,11 +715,16 @@ fn add_instance(rng: &mut Rng, out: &mut Vec<Vec<u8>>) {
         // DEDUP with its own options, as `queue::dedup::shape` takes them, now and then.
         if rng.below(2) == 0 {
             words.extend(option_words(Opt::Dedup, rng.below(1000) as i64, rng.below(2) == 0));
-            if rng.below(2) == 0 {
-                words.extend(option_words(Opt::DedupTtl, 1 + rng.below(1000) as i64, false));
-                if rng.below(2) == 0 {
-                    words.extend(option_words(Opt::Extend, 0, rng.below(2) == 0));
+            // A TTL (EXTEND with it, or not) or KEEPLAST, or neither: KEEPLAST goes without it.
+            match rng.below(3) {
+                0 => {
+                    words.extend(option_words(Opt::DedupTtl, 1 + rng.below(1000) as i64, false));
+                    if rng.below(2) == 0 {
+                        words.extend(option_words(Opt::Extend, 0, rng.below(2) == 0));
+                    }
                 }
+                1 => words.extend(option_words(Opt::KeepLast, 0, rng.below(2) == 0)),
+                _ => {}
             }
             if rng.below(2) == 0 {
                 words.extend(option_words(Opt::Replace, 0, false));

@@ -88,6 +88,9 @@ pub enum Opt {
     Extend,
     /// `REPLACE`: a duplicate replaces the id's job while that job is delayed.
     Replace,
+    /// `KEEPLAST`: a duplicate arriving while the id's job is active is kept, and created when
+    /// that job finishes.
+    KeepLast,
     /// `METRICS max`: a finish counts its job by the minute, in a series of at most max points.
     Metrics,
     /// `BY worker`: a claim records the name of the worker that takes the job.
@@ -130,6 +133,7 @@ impl Opt {
             Opt::DedupTtl => "DEDUPTTL",
             Opt::Extend => "EXTEND",
             Opt::Replace => "REPLACE",
+            Opt::KeepLast => "KEEPLAST",
             Opt::Metrics => "METRICS",
             Opt::By => "BY",
         }
@@ -143,6 +147,7 @@ pub struct DedupWords<S> {
     pub ttl: Option<i64>,
     pub extend: bool,
     pub replace: bool,
+    pub keep_last: bool,
 }
 
 /// What the options of one call said. Absent options are `None`/`false`. `S` is how the
@@ -227,7 +232,9 @@ impl<S> Default for Options<S> {
 
 /// The DEDUP words of `o`, made on the first of them.
 fn dedup_words<S>(o: &mut Options<S>) -> &mut DedupWords<S> {
-    o.dedup.get_or_insert_with(|| Box::new(DedupWords { id: None, ttl: None, extend: false, replace: false }))
+    o.dedup.get_or_insert_with(|| {
+        Box::new(DedupWords { id: None, ttl: None, extend: false, replace: false, keep_last: false })
+    })
 }
 
 /// Parse `args` as options from `allowed`: an unknown or repeated option, an option without
@@ -268,6 +275,7 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
             Opt::KeepProgress => o.keep_progress = true,
             Opt::Extend => dedup_words(&mut o).extend = true,
             Opt::Replace => dedup_words(&mut o).replace = true,
+            Opt::KeepLast => dedup_words(&mut o).keep_last = true,
             Opt::Opts | Opt::Stack | Opt::FromSet => {
                 let v = Some(value(0)?);
                 match opt {
@@ -417,7 +425,7 @@ mod mutants_killed {
     use super::*;
 
     /// Every option, with a valid value where it takes one.
-    const EVERY: [(Opt, &[&[u8]]); 34] = [
+    const EVERY: [(Opt, &[&[u8]]); 35] = [
         (Opt::Priority, &[b"1"]),
         (Opt::Attempts, &[b"2"]),
         (Opt::Backoff, &[b"FIXED", b"3"]),
@@ -447,6 +455,7 @@ mod mutants_killed {
         (Opt::DedupTtl, &[b"15"]),
         (Opt::Extend, &[]),
         (Opt::Replace, &[]),
+        (Opt::KeepLast, &[]),
         (Opt::Echo, &[]),
         (Opt::Row, &[]),
         (Opt::Alias, &[b"a1"]),
@@ -489,7 +498,7 @@ mod mutants_killed {
             let d = o.dedup.as_deref().unwrap();
             assert_eq!(d.id, Some(&b"d1"[..]));
             assert_eq!(d.ttl, Some(15));
-            assert!(d.extend && d.replace);
+            assert!(d.extend && d.replace && d.keep_last);
             assert!(o.echo && o.row);
             assert_eq!(o.alias, Some(&b"a1"[..]));
             assert_eq!(o.metrics, Some(16));

@@ -206,6 +206,18 @@ impl Key {
         Key::open(ctx.raw(), Name::Own(name), write)
     }
 
+    /// A new handle on this key, opened now. It sees what other handles of the call have
+    /// written since this one was opened, emptied and deleted included, which this one would
+    /// not: for a write planned (ACL- and type-checked) through this handle before those
+    /// handles wrote.
+    pub fn reopen(&self, write: bool) -> Result<Key, Refusal> {
+        let name = match &self.name {
+            Name::Arg(p) => Name::Arg(*p),
+            Name::Own(s) => Name::Own(s.share().ok_or_else(crate::errors::host_reply)?),
+        };
+        Ok(Key::open(self.ctx, name, write))
+    }
+
     pub(in crate::host) fn name(&self) -> *mut RedisModuleString {
         self.name.ptr()
     }
@@ -999,6 +1011,17 @@ impl Key {
         // SAFETY: live key handle.
         let at = unsafe { f(k) };
         (at >= 0).then_some(at)
+    }
+
+    /// The key's expiry dropped: it lives until deleted. Replicated as `PERSIST`.
+    pub fn persist(&self) -> Result<(), Refusal> {
+        let k = self.live().ok_or_else(crate::errors::host_reply)?;
+        if let Some(f) = api!(RedisModule_SetAbsExpire) {
+            // SAFETY: writable existing key; NO_EXPIRE removes its expiry.
+            unsafe { f(k, raw::REDISMODULE_NO_EXPIRE as i64) };
+        }
+        replicate(self.ctx, c"PERSIST", &[self.name()]);
+        Ok(())
     }
 
     pub fn set_abs_expire(&self, at_ms: i64) -> Result<(), Refusal> {

@@ -44,6 +44,12 @@ impl Aliases {
     pub fn set(&self, alias: StrRef<'_>, id: StrRef<'_>) -> Result<(), Refusal> {
         self.key.hset_at(alias, id)
     }
+
+    /// The hash opened again, seeing the call's writes since this handle was opened (an
+    /// alias entry deleted through another handle may have emptied and deleted it).
+    pub fn reopen(&self) -> Result<Aliases, Refusal> {
+        Ok(Aliases { key: self.key.reopen(true)? })
+    }
 }
 
 /// The alias entries of rows about to be deleted: decided and opened as the caller before

@@ -11,16 +11,48 @@
 //! duplicate replace the holder while the holder is delayed (deleted, the new job created and
 //! holding the id). Every release deletes the key only while it still names the job (the
 //! job's row keeps its id in field `de`).
+//!
+//! `KEEPLAST` makes a duplicate that arrives while the holder is active wait for it: the job
+//! is kept whole in `emq:{Q}:kept:<id>` (a hash: the row's own fields, and `id`, `lifo`,
+//! `delay`), in place of any job kept before it, and the id's TTL is dropped so that it lives
+//! until the holder finishes. When the holder finishes (completed, failed for good by FAIL, a
+//! stall or its EXPIRE) the kept job is created then, by the finishing call: ready (or, with
+//! a delay, due that long after), holding the id with no TTL. A client's delete of the holder
+//! (REMOVE, CLEAN, DRAIN, OBLITERATE) or TRA.UNDEDUP drops the kept job with the id, and so
+//! does a finish that finds its id's row existing or its ALIAS live.
 
 use crate::domain::{self, args::Options};
 use crate::errors::Refusal;
-use crate::host::{Access, ArgStr, Exec, Key, Kind, Str, StrRef};
+use crate::host::{one, Access, ArgStr, Exec, Key, Kind, Lit, Str, StrRef};
 use crate::keyspace::Role;
 
-use super::{companions_of, field, Companions, Event, Events, State};
+use super::{companions_of, field, Aliases, Companions, End, Event, Events, NewJob, Ready, Row, State};
 
 /// Longest deduplication id, in bytes (as an ALIAS).
 pub const DEDUP_MAX: usize = 256;
+
+/// A kept job's own fields, beside the row fields it keeps (`n`, `d` and the options given).
+pub mod kept {
+    use crate::host::Lit;
+    /// Its branded id.
+    pub static ID: Lit = Lit::new(c"id");
+    /// LIFO given: made ready at the front of `wait`.
+    pub static LIFO: Lit = Lit::new(c"lifo");
+    /// A scheduled job's delay, ms: due that long after its holder finishes.
+    pub static DELAY: Lit = Lit::new(c"delay");
+}
+
+/// The row fields a kept job carries over to its row.
+static KEPT_FIELDS: [&Lit; 8] = [
+    &field::NAME,
+    &field::DATA,
+    &field::PRIORITY,
+    &field::ATTEMPTS,
+    &field::BACKOFF,
+    &field::OPTS,
+    &field::EXPIRE,
+    &field::ALIAS,
+];
 
 /// A producer's DEDUP and its options, range-checked.
 #[derive(Clone, Copy)]
@@ -30,19 +62,24 @@ pub struct Dedup<'a> {
     pub ttl: Option<i64>,
     pub extend: bool,
     pub replace: bool,
+    pub keep_last: bool,
     /// The producer's ALIAS, carried by its `deduplicated` event.
     pub alias: Option<ArgStr<'a>>,
 }
 
-/// DEDUPTTL, EXTEND and REPLACE go with DEDUP, and EXTEND with DEDUPTTL: a shape rule.
+/// DEDUPTTL, EXTEND, REPLACE and KEEPLAST go with DEDUP, EXTEND with DEDUPTTL, and KEEPLAST
+/// without it (a kept job's holder holds the id until it finishes): shape rules.
 #[inline]
 pub fn shape<S>(o: &Options<S>) -> Result<(), Refusal> {
     let Some(d) = o.dedup.as_deref() else { return Ok(()) };
     if d.id.is_none() {
-        return Err(Refusal::Shape("DEDUPTTL, EXTEND and REPLACE go with DEDUP".into()));
+        return Err(Refusal::Shape("DEDUPTTL, EXTEND, REPLACE and KEEPLAST go with DEDUP".into()));
     }
     if d.extend && d.ttl.is_none() {
         return Err(Refusal::Shape("EXTEND goes with DEDUPTTL".into()));
+    }
+    if d.keep_last && d.ttl.is_some() {
+        return Err(Refusal::Shape("KEEPLAST does not go with DEDUPTTL".into()));
     }
     Ok(())
 }
@@ -59,15 +96,28 @@ impl<'a> Dedup<'a> {
         let Some(id) = d.id else { return Ok(None) };
         check_id(&id)?;
         let ttl = d.ttl.map(|t| domain::range(t, 1, domain::TIME_MAX, "DEDUPTTL")).transpose()?;
-        Ok(Some(Dedup { id, ttl, extend: d.extend, replace: d.replace, alias: o.alias }))
+        Ok(Some(Dedup {
+            id,
+            ttl,
+            extend: d.extend,
+            replace: d.replace,
+            keep_last: d.keep_last,
+            alias: o.alias,
+        }))
     }
 
-    /// The `deduplicated` event this producer's DEDUP writes: `refused` its own id, or
-    /// `replaced` the holder it deleted.
-    pub fn event<'s>(&'s self, refused: Option<StrRef<'s>>, replaced: Option<StrRef<'s>>) -> Event<'s> {
+    /// The `deduplicated` event this producer's DEDUP writes: `refused` its own id (kept, when
+    /// `kept`), or `replaced` the holder it deleted.
+    pub fn event<'s>(
+        &'s self,
+        refused: Option<StrRef<'s>>,
+        kept: bool,
+        replaced: Option<StrRef<'s>>,
+    ) -> Event<'s> {
         Event::Deduplicated {
             dedup: self.id.str_ref(),
             refused,
+            kept,
             replaced,
             alias: self.alias.map(|a| a.str_ref()),
         }
@@ -80,9 +130,20 @@ pub enum Verdict {
     Fresh,
     /// The id is live: nothing is created, the reply is the holder's id.
     Duplicate(Str),
+    /// KEEPLAST, and the holder is active: nothing is created, the job is kept under `kept`
+    /// (opened as the caller), the reply is the holder's id.
+    Keep { holder: Str, kept: Key },
     /// REPLACE, and the holder is delayed: it is deleted, the new job holds the id. `until`:
     /// the holder's expiry, kept when the new job gives DEDUPTTL without EXTEND.
     Replace { old: Str, row: Key, companions: Option<Companions>, until: Option<i64> },
+}
+
+/// The job a producer's KEEPLAST keeps: as it would be created, with its LIFO and its due
+/// time (a scheduled job).
+pub struct Keeping<'j, 'a> {
+    pub job: &'j NewJob<'a>,
+    pub lifo: bool,
+    pub due: Option<i64>,
 }
 
 /// A producer's DEDUP planned: the id's key opened as the caller, the verdict taken.
@@ -97,7 +158,7 @@ pub struct Claim<'a> {
 impl<'a> Claim<'a> {
     /// `delayed`: the call's declared delayed set, if it has one (a second handle on it
     /// would go stale when the first empties it). `ours`: ids the call writes rows for,
-    /// which a REPLACE must not delete under them.
+    /// which a REPLACE must not delete under them, and which are not active.
     pub fn plan(
         x: &mut Exec,
         d: Dedup<'a>,
@@ -109,45 +170,85 @@ impl<'a> Claim<'a> {
             return Ok(Claim { d, key, verdict: Verdict::Fresh, delayed: None });
         }
         let holder = x.string(key.string().unwrap_or_default())?;
-        if !d.replace || ours(holder.bytes()) {
+        if ours(holder.bytes()) {
             return Ok(Claim { d, key, verdict: Verdict::Duplicate(holder), delayed: None });
         }
-        let own = match delayed {
-            Some(_) => None,
-            None => {
-                let k = x.open_undeclared(Role::Delayed, b"", Access::Update)?;
-                k.exists_as(Kind::ZSet)?;
-                Some(k)
+        if d.replace {
+            let own = match delayed {
+                Some(_) => None,
+                None => {
+                    let k = x.open_undeclared(Role::Delayed, b"", Access::Update)?;
+                    k.exists_as(Kind::ZSet)?;
+                    Some(k)
+                }
+            };
+            let set = delayed.or(own.as_ref());
+            if set.and_then(|s| s.zscore(holder.str_ref())).is_some() {
+                let row = x.open_undeclared(Role::Job, holder.bytes(), Access::Write)?;
+                row.exists_as(Kind::Hash)?;
+                let companions = companions_of(x, holder.bytes(), &row)?;
+                let until = key.expires_at();
+                let verdict = Verdict::Replace { old: holder, row, companions, until };
+                return Ok(Claim { d, key, verdict, delayed: own });
             }
-        };
-        let set = delayed.or(own.as_ref());
-        if set.and_then(|s| s.zscore(holder.str_ref())).is_none() {
-            return Ok(Claim { d, key, verdict: Verdict::Duplicate(holder), delayed: None });
         }
-        let row = x.open_undeclared(Role::Job, holder.bytes(), Access::Write)?;
-        row.exists_as(Kind::Hash)?;
-        let companions = companions_of(x, holder.bytes(), &row)?;
-        let until = key.expires_at();
-        let verdict = Verdict::Replace { old: holder, row, companions, until };
-        Ok(Claim { d, key, verdict, delayed: own })
+        if d.keep_last {
+            let row = x.open_undeclared(Role::Job, holder.bytes(), Access::Read)?;
+            if row.kind() == Kind::Hash && Row(&row).state() == Some(State::Active) {
+                let kept = x.open_undeclared(Role::Kept, d.id.bytes(), Access::Write)?;
+                kept.exists_as(Kind::Hash)?;
+                return Ok(Claim { d, key, verdict: Verdict::Keep { holder, kept }, delayed: None });
+            }
+        }
+        Ok(Claim { d, key, verdict: Verdict::Duplicate(holder), delayed: None })
     }
 
-    /// The holder's id when the id is live and nothing is to be created.
+    /// The holder's id when the id is live and nothing is to be created (KEEPLAST's kept
+    /// job included).
     pub fn duplicate(&self) -> Option<&Str> {
         match &self.verdict {
-            Verdict::Duplicate(h) => Some(h),
+            Verdict::Duplicate(h) | Verdict::Keep { holder: h, .. } => Some(h),
             _ => None,
         }
     }
 
+    /// KEEPLAST, and the holder is active: a producer with KEEPLAST is kept.
+    pub fn keeps(&self) -> bool {
+        matches!(self.verdict, Verdict::Keep { .. })
+    }
+
     /// A duplicate: the TTL restarted under EXTEND, the `deduplicated` event on the holder
-    /// (`refused`: the id the producer gave).
+    /// (`refused`: the id the producer gave). KEEPLAST's duplicate is [`Claim::keep`]'s.
     pub fn refuse(&self, x: &Exec, events: &Events, refused: &Str) -> Result<(), Refusal> {
         let Verdict::Duplicate(holder) = &self.verdict else { return Ok(()) };
         if let (true, Some(ttl)) = (self.d.extend, self.d.ttl) {
             self.key.set_abs_expire(x.now().saturating_add(ttl))?;
         }
-        events.emit(x, Some(holder.str_ref()), self.d.event(Some(refused.str_ref()), None))
+        events.emit(x, Some(holder.str_ref()), self.d.event(Some(refused.str_ref()), false, None))
+    }
+
+    /// KEEPLAST's duplicate, the holder active: the job `id` kept in place of any kept before
+    /// it, the id's TTL dropped (it lives until the holder finishes), the `deduplicated` event
+    /// on the holder naming the job `kept`.
+    pub fn keep(&self, x: &Exec, events: &Events, id: &Str, k: &Keeping) -> Result<(), Refusal> {
+        let Verdict::Keep { holder, kept } = &self.verdict else { return Ok(()) };
+        if kept.kind() != Kind::Empty {
+            kept.delete();
+        }
+        let delay = k.due.map(|due| x.int(due.saturating_sub(x.now()).max(0))).transpose()?;
+        let mut mid: smallvec::SmallVec<[(&Lit, StrRef); 2]> = smallvec::SmallVec::new();
+        if k.lifo {
+            mid.push((&kept::LIFO, one().str_ref()));
+        }
+        mid.extend(delay.as_ref().map(|d| (&kept::DELAY, d.str_ref())));
+        k.job.write(x, kept, &[(&kept::ID, id.str_ref())], &mid, None)?;
+        if self.key.expires_at().is_some() {
+            self.key.persist()?;
+        }
+        // The event is the kept job's producer's (its ALIAS): in a bulk add, not always the
+        // job that planned the claim.
+        let d = k.job.dedup.as_deref().copied().unwrap_or(self.d);
+        events.emit(x, Some(holder.str_ref()), d.event(Some(id.str_ref()), true, None))
     }
 
     /// The job `id` is being created: it holds the id from now on (a replaced holder deleted
@@ -163,7 +264,7 @@ impl<'a> Claim<'a> {
     ) -> Result<Option<Companions>, Refusal> {
         let now = x.now();
         let until = match &self.verdict {
-            Verdict::Duplicate(_) => return Ok(None),
+            Verdict::Duplicate(_) | Verdict::Keep { .. } => return Ok(None),
             Verdict::Fresh => self.d.ttl.map(|t| now.saturating_add(t)),
             Verdict::Replace { old, row, companions, until } => {
                 if let Some(set) = delayed.or(self.delayed.as_ref()) {
@@ -184,7 +285,7 @@ impl<'a> Claim<'a> {
         }
         match self.verdict {
             Verdict::Replace { old, companions, .. } => {
-                events.emit(x, Some(id.str_ref()), self.d.event(None, Some(old.str_ref())))?;
+                events.emit(x, Some(id.str_ref()), self.d.event(None, false, Some(old.str_ref())))?;
                 Ok(companions)
             }
             _ => Ok(None),
@@ -202,22 +303,40 @@ pub enum Produced {
 }
 
 /// ENQUEUE's and SCHEDULE's DEDUP, once every other check has passed: planned, then applied
-/// (a duplicate's event and EXTEND, or the id taken). Kept out of line: a producer without
-/// DEDUP never runs it.
+/// (a duplicate's event and EXTEND, a kept job, or the id taken). Kept out of line: a
+/// producer without DEDUP never runs it.
 #[cold]
 #[inline(never)]
-pub fn produce(x: &mut Exec, d: Dedup, events: &Events, delayed: Option<&Key>) -> Result<Produced, Refusal> {
+pub fn produce(
+    x: &mut Exec,
+    d: Dedup,
+    events: &Events,
+    delayed: Option<&Key>,
+    keeping: &Keeping,
+) -> Result<Produced, Refusal> {
     let own = x.id;
     let claim = Claim::plan(x, d, delayed, &|h| h == own)?;
     let id = x.string(x.id)?;
-    if claim.duplicate().is_some() {
-        claim.refuse(x, events, &id)?;
-        if let Verdict::Duplicate(holder) = claim.verdict {
-            return Ok(Produced::Duplicate(holder));
+    let holder = match &claim.verdict {
+        Verdict::Duplicate(h) => {
+            claim.refuse(x, events, &id)?;
+            h
         }
-        return Err(crate::errors::host_reply());
-    }
-    Ok(Produced::Holds(claim.take(x, events, &id, delayed)?))
+        Verdict::Keep { holder, .. } => {
+            claim.keep(x, events, &id, keeping)?;
+            holder
+        }
+        _ => return Ok(Produced::Holds(claim.take(x, events, &id, delayed)?)),
+    };
+    Ok(Produced::Duplicate(x.string(holder.bytes())?))
+}
+
+/// The ready sets a finishing call has open, through which a kept job it brings in goes;
+/// those it lacks are found, opened as the caller.
+#[derive(Clone, Copy, Default)]
+pub struct Sets<'k> {
+    pub ready: Option<&'k Ready>,
+    pub delayed: Option<&'k Key>,
 }
 
 /// A row's deduplication id, released with it: planned and opened as the caller before
@@ -225,47 +344,263 @@ pub fn produce(x: &mut Exec, d: Dedup, events: &Events, delayed: Option<&Key>) -
 #[derive(Default)]
 pub struct Release {
     key: Option<Key>,
+    next: Option<Box<Next>>,
+}
+
+/// The job kept for the id being released.
+struct Next {
+    dedup: Str,
+    kept: Key,
+    /// None: it is dropped (a client's delete of the holder, or it cannot be created).
+    job: Option<KeptJob>,
+}
+
+/// A kept job read and checked, to be created when its holder's finish writes. Its row, the
+/// alias hash and the found sets are opened (as the caller) now and again when it is made:
+/// other writes of the call may have emptied and deleted them in between.
+struct KeptJob {
+    id: Str,
+    row: Key,
+    fields: smallvec::SmallVec<[(&'static Lit, Str); 8]>,
+    priority: i64,
+    lifo: bool,
+    delay: Option<i64>,
+    expire: Option<i64>,
+    alias: Option<(Aliases, Str)>,
+    ready: Option<Ready>,
+    delayed: Option<Key>,
 }
 
 impl Release {
     /// A job finishing (completed, failed for good, expired): its id is released unless it
-    /// has a TTL, which it then lives out.
-    pub fn finishing(x: &mut Exec, id: &[u8], row: &Key) -> Result<Release, Refusal> {
-        Release::plan(x, id, row, false)
+    /// has a TTL, which it then lives out; a job kept for the id is planned, to be created
+    /// through `sets`.
+    pub fn finishing(x: &mut Exec, id: &[u8], row: &Key, sets: Sets) -> Result<Release, Refusal> {
+        Release::open(x, id, row.hget(&field::DEDUP), false, Some(sets))
     }
 
     /// A job a client deletes (REMOVE, CLEAN, DRAIN, OBLITERATE): its id is released, TTL or
-    /// not.
+    /// not, and a job kept for it is dropped.
     pub fn removing(x: &mut Exec, id: &[u8], row: &Key) -> Result<Release, Refusal> {
-        Release::plan(x, id, row, true)
+        Release::open(x, id, row.hget(&field::DEDUP), true, None)
     }
 
     /// [`Release::finishing`] for a caller that read the row's `de` with other fields.
-    pub fn finishing_of(x: &mut Exec, id: &[u8], dedup: Option<Str>) -> Result<Release, Refusal> {
-        Release::open(x, id, dedup, false)
+    #[inline]
+    pub fn finishing_of(x: &mut Exec, id: &[u8], dedup: Option<Str>, sets: Sets) -> Result<Release, Refusal> {
+        if dedup.is_none() {
+            return Ok(Release::default());
+        }
+        Release::open(x, id, dedup, false, Some(sets))
     }
 
-    fn plan(x: &mut Exec, id: &[u8], row: &Key, with_ttl: bool) -> Result<Release, Refusal> {
-        Release::open(x, id, row.hget(&field::DEDUP), with_ttl)
-    }
-
-    fn open(x: &mut Exec, id: &[u8], dedup: Option<Str>, with_ttl: bool) -> Result<Release, Refusal> {
+    /// Kept out of line: a job without DEDUP never runs it.
+    #[cold]
+    #[inline(never)]
+    fn open(
+        x: &mut Exec,
+        id: &[u8],
+        dedup: Option<Str>,
+        with_ttl: bool,
+        sets: Option<Sets>,
+    ) -> Result<Release, Refusal> {
         let Some(dedup) = dedup else { return Ok(Release::default()) };
         let key = x.open_undeclared(Role::Dedup, dedup.bytes(), Access::Update)?;
         let names = key.kind() == Kind::String && key.string() == Some(id);
         let held = names && (with_ttl || key.expires_at().is_none());
-        Ok(Release { key: held.then_some(key) })
-    }
-
-    /// The key to delete, for a caller that deletes its keys together.
-    pub fn into_key(self) -> Option<Key> {
-        self.key
-    }
-
-    pub fn apply(&self) {
-        if let Some(k) = &self.key {
-            k.delete();
+        if !held {
+            return Ok(Release::default());
         }
+        let next = if x.undeclared_exists(Role::Kept, dedup.bytes())? {
+            let kept = x.open_undeclared(Role::Kept, dedup.bytes(), Access::Write)?;
+            match (kept.kind(), sets) {
+                (Kind::Hash, Some(sets)) => {
+                    let job = KeptJob::plan(x, &kept, sets)?;
+                    Some(Box::new(Next { dedup, kept, job }))
+                }
+                (Kind::Hash, None) => Some(Box::new(Next { dedup, kept, job: None })),
+                // Not a kept job: left alone.
+                _ => None,
+            }
+        } else {
+            None
+        };
+        Ok(Release { key: Some(key), next })
+    }
+
+    /// The keys to delete, for a caller that deletes its keys together: the id's, and a
+    /// dropped kept job's.
+    pub fn into_keys(self) -> impl Iterator<Item = Key> {
+        self.key.into_iter().chain(self.next.map(|n| n.kept))
+    }
+
+    /// The id released, or handed to the job kept for it, made now. True when a kept job
+    /// was made (it is ready or delayed: the queue is not drained).
+    #[inline]
+    pub fn apply(&self, x: &Exec, events: &Events, sets: Sets) -> Result<bool, Refusal> {
+        match &self.key {
+            None => Ok(false),
+            Some(key) => self.hand_on(x, events, sets, key),
+        }
+    }
+
+    /// [`Release::apply`] of a held id. Kept out of line: a job without DEDUP never runs it.
+    #[cold]
+    #[inline(never)]
+    fn hand_on(&self, x: &Exec, events: &Events, sets: Sets, key: &Key) -> Result<bool, Refusal> {
+        let made = match self.next.as_deref() {
+            Some(next) => {
+                let made = match &next.job {
+                    Some(job) => job.make(x, events, key, &next.dedup, sets)?,
+                    None => false,
+                };
+                next.kept.delete();
+                made
+            }
+            None => false,
+        };
+        if !made {
+            key.delete();
+        }
+        Ok(made)
+    }
+}
+
+impl KeptJob {
+    /// The kept job read, checked and its keys opened; None when it cannot be created (no
+    /// valid id, name or data; its row exists; its ALIAS is live), and is dropped.
+    fn plan(x: &mut Exec, kept: &Key, sets: Sets) -> Result<Option<KeptJob>, Refusal> {
+        let (mut id, mut lifo, mut delay) = (None, false, None);
+        let mut fields: smallvec::SmallVec<[(&'static Lit, Str); 8]> = smallvec::SmallVec::new();
+        kept.hscan(|name, value| {
+            if name == kept::ID.bytes() {
+                id = Some(value);
+            } else if name == kept::LIFO.bytes() {
+                lifo = true;
+            } else if name == kept::DELAY.bytes() {
+                delay = Some(domain::args::int(value.bytes()).filter(|d| *d >= 0));
+            } else if let Some(f) = KEPT_FIELDS.iter().find(|f| f.bytes() == name) {
+                fields.push((*f, value));
+            }
+        });
+        let value = |f: &Lit| fields.iter().find(|(g, _)| std::ptr::eq(*g, f)).map(|(_, v)| v);
+        let int = |f: &Lit| value(f).map(|v| domain::args::int(v.bytes()));
+        let priority =
+            int(&field::PRIORITY).unwrap_or(Some(0)).filter(|p| (0..=domain::PRIORITY_MAX).contains(p));
+        let expire = int(&field::EXPIRE);
+        let alias = value(&field::ALIAS).map(|a| x.string(a.bytes())).transpose()?;
+        let named = value(&field::NAME).is_some() && value(&field::DATA).is_some();
+        let (Some(id), Some(priority), true, Some(delay), Some(expire)) = (
+            id,
+            priority,
+            named,
+            delay.map_or(Some(None), |d| d.map(Some)),
+            expire.map_or(Some(None), |e| e.map(Some)),
+        ) else {
+            return Ok(None);
+        };
+        if domain::job_id(id.bytes()).is_err() {
+            return Ok(None);
+        }
+        let row = x.open_undeclared(Role::Job, id.bytes(), Access::Write)?;
+        if row.kind() != Kind::Empty {
+            return Ok(None);
+        }
+        let alias = match alias {
+            Some(a) => {
+                let h = Aliases::open(x)?;
+                if h.live(a.str_ref()) {
+                    return Ok(None);
+                }
+                Some((h, a))
+            }
+            None => None,
+        };
+        let ready = match (delay, sets.ready) {
+            (None, None) => Some(Ready {
+                wait: x.open_undeclared(Role::Wait, b"", Access::Update)?,
+                prio: x.open_undeclared(Role::Prio, b"", Access::Update)?,
+            }),
+            _ => None,
+        };
+        if let Some(r) = &ready {
+            r.wait.exists_as(Kind::List)?;
+            r.prio.exists_as(Kind::ZSet)?;
+        }
+        let delayed = match (delay, sets.delayed) {
+            (Some(_), None) => {
+                let k = x.open_undeclared(Role::Delayed, b"", Access::Update)?;
+                k.exists_as(Kind::ZSet)?;
+                Some(k)
+            }
+            _ => None,
+        };
+        Ok(Some(KeptJob { id, row, fields, priority, lifo, delay, expire, alias, ready, delayed }))
+    }
+
+    /// Creates the job, holding `dedup` through `key`: its row, its alias entry, ready (or
+    /// delayed), its event. False, and nothing written, when its row or ALIAS has been
+    /// taken by the call since it was planned.
+    fn make(&self, x: &Exec, events: &Events, key: &Key, dedup: &Str, sets: Sets) -> Result<bool, Refusal> {
+        let row = self.row.reopen(true)?;
+        let aliases = self.alias.as_ref().map(|(h, a)| h.reopen().map(|h| (h, a))).transpose()?;
+        if row.kind() != Kind::Empty || aliases.as_ref().is_some_and(|(h, a)| h.live(a.str_ref())) {
+            return Ok(false);
+        }
+        // Where it goes, resolved before the first write: the call's set, or the found one
+        // opened again.
+        let (own_ready, own_delayed) = match (self.delay, sets.ready, sets.delayed) {
+            (None, None, _) => match &self.ready {
+                Some(r) => (Some(Ready { wait: r.wait.reopen(true)?, prio: r.prio.reopen(true)? }), None),
+                None => return Err(crate::errors::host_reply()),
+            },
+            (Some(_), _, None) => match &self.delayed {
+                Some(k) => (None, Some(k.reopen(true)?)),
+                None => return Err(crate::errors::host_reply()),
+            },
+            _ => (None, None),
+        };
+        let now = x.now();
+        let due = self.delay.map(|d| now.saturating_add(d));
+        let state = match due {
+            Some(_) => State::Delayed,
+            None if self.priority == 0 => State::Wait,
+            None => State::Prio,
+        };
+        let created = x.int(now)?;
+        let mut pairs: super::Pairs = smallvec::smallvec![(&field::STATE, state.lit().str_ref())];
+        pairs.extend(self.fields.iter().map(|(f, v)| (*f, v.str_ref())));
+        pairs.push((&field::CREATED, created.str_ref()));
+        pairs.push((&field::DEDUP, dedup.str_ref()));
+        row.hset(&pairs)?;
+        if let Some(at) = self.expire {
+            super::expiring(x, self.id.bytes(), at);
+        }
+        if let Some((h, a)) = &aliases {
+            h.set(a.str_ref(), self.id.str_ref())?;
+        }
+        key.set_string(self.id.bytes())?;
+        let id = self.id.str_ref();
+        let name = self
+            .fields
+            .iter()
+            .find(|(f, _)| std::ptr::eq(*f, &field::NAME))
+            .map_or(StrRef::MISSING, |(_, v)| v.str_ref());
+        let alias = self.alias.as_ref().map(|(_, a)| a.str_ref());
+        match (due, sets.delayed.or(own_delayed.as_ref()), sets.ready.or(own_ready.as_ref())) {
+            (Some(due), Some(set), _) => {
+                set.zadd(due, id)?;
+                events.emit(x, Some(id), Event::Scheduled { due, name, alias })?;
+                super::due_at(x, due);
+            }
+            (None, _, Some(ready)) => {
+                ready.put(id, self.priority, End::lifo(self.lifo))?;
+                events.emit(x, Some(id), Event::Added { name, prio: self.priority, alias })?;
+            }
+            _ => return Err(crate::errors::host_reply()),
+        }
+        super::exists(x);
+        Ok(true)
     }
 }
 
@@ -274,7 +609,7 @@ mod tests {
     use super::*;
     use crate::domain::args::{options, Opt};
 
-    const ALL: [Opt; 4] = [Opt::Dedup, Opt::DedupTtl, Opt::Extend, Opt::Replace];
+    const ALL: [Opt; 5] = [Opt::Dedup, Opt::DedupTtl, Opt::Extend, Opt::Replace, Opt::KeepLast];
 
     fn shaped(words: &[&[u8]]) -> Result<(), Refusal> {
         shape(&options(words, &ALL)?)
@@ -291,11 +626,15 @@ mod tests {
         ] {
             assert_eq!(shaped(ok), Ok(()), "{ok:?}");
         }
-        let alone = Refusal::Shape("DEDUPTTL, EXTEND and REPLACE go with DEDUP".into());
+        let alone = Refusal::Shape("DEDUPTTL, EXTEND, REPLACE and KEEPLAST go with DEDUP".into());
         assert_eq!(shaped(&[b"DEDUPTTL", b"5"]), Err(alone.clone()));
         assert_eq!(shaped(&[b"EXTEND", b"DEDUPTTL", b"5"]), Err(alone.clone()));
-        assert_eq!(shaped(&[b"REPLACE"]), Err(alone));
+        assert_eq!(shaped(&[b"REPLACE"]), Err(alone.clone()));
         let extend = Refusal::Shape("EXTEND goes with DEDUPTTL".into());
         assert_eq!(shaped(&[b"DEDUP", b"a", b"EXTEND"]), Err(extend));
+        assert_eq!(shaped(&[b"KEEPLAST"]), Err(alone));
+        assert_eq!(shaped(&[b"keeplast", b"DEDUP", b"a", b"REPLACE"]), Ok(()));
+        let keep = Refusal::Shape("KEEPLAST does not go with DEDUPTTL".into());
+        assert_eq!(shaped(&[b"DEDUP", b"a", b"KEEPLAST", b"DEDUPTTL", b"5"]), Err(keep));
     }
 }

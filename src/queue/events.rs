@@ -81,11 +81,14 @@ pub enum Event<'s> {
         prev: State,
         alias: Option<StrRef<'s>>,
     },
-    /// A producer's DEDUP id was live: on the holder, `refused` the id the producer gave; or
-    /// REPLACE replaced a delayed holder: on the new job, `replaced` the deleted one.
+    /// A producer's DEDUP id was live: on the holder, `refused` the id the producer gave (or
+    /// `kept` it, KEEPLAST while the holder is active); or REPLACE replaced a delayed holder:
+    /// on the new job, `replaced` the deleted one.
     Deduplicated {
         dedup: StrRef<'s>,
         refused: Option<StrRef<'s>>,
+        /// The producer's job was kept, not refused: `refused` names it under `kept`.
+        kept: bool,
         replaced: Option<StrRef<'s>>,
         /// The producer's ALIAS, if it gave one: a client that named its job by a key knows
         /// the refused or replacing job by that key, not by the branded id.
@@ -128,6 +131,7 @@ pub(crate) mod word {
     pub static DEDUPLICATED: Lit = Lit::new(c"deduplicated");
     pub static DEDUP: Lit = Lit::new(c"dedup");
     pub static REFUSED: Lit = Lit::new(c"refused");
+    pub static KEPT: Lit = Lit::new(c"kept");
     pub static REPLACED: Lit = Lit::new(c"replaced");
 }
 
@@ -211,11 +215,11 @@ impl Events {
                 (&word::REMOVED, [Some((&word::PREV, Val::Lit(prev.lit()))), None, None], alias)
             }
             Event::Resumed => (&word::RESUMED, [None, None, None], None),
-            Event::Deduplicated { dedup, refused, replaced, alias } => (
+            Event::Deduplicated { dedup, refused, kept, replaced, alias } => (
                 &word::DEDUPLICATED,
                 [
                     Some((&word::DEDUP, Val::Str(dedup))),
-                    refused.map(|r| (&word::REFUSED, Val::Str(r))),
+                    refused.map(|r| (if kept { &word::KEPT } else { &word::REFUSED }, Val::Str(r))),
                     replaced.map(|r| (&word::REPLACED, Val::Str(r))),
                 ],
                 alias,

@@ -17,7 +17,7 @@ pub mod sched;
 pub mod tally;
 
 pub use alias::Aliases;
-pub use dedup::{Claim, Release};
+pub use dedup::{Claim, Release, Sets};
 pub use events::{Event, Events};
 pub use holder::Holder;
 pub use ready::{drains, End, Expiry, Promotion, Ready};

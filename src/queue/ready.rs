@@ -128,7 +128,9 @@ struct ExpiryPlan {
 }
 
 impl<'f> Expiry<'f> {
-    pub fn plan(x: &mut Exec, jobs: Vec<&'f Found>) -> Result<Expiry<'f>, Refusal> {
+    /// `sets`: the call's ready and delayed sets, through which a job kept for an expiring
+    /// job's DEDUP id is made.
+    pub fn plan(x: &mut Exec, jobs: Vec<&'f Found>, sets: super::dedup::Sets) -> Result<Expiry<'f>, Refusal> {
         if jobs.is_empty() {
             return Ok(Expiry { jobs, plan: None });
         }
@@ -143,14 +145,14 @@ impl<'f> Expiry<'f> {
         let mut releases = Vec::with_capacity(jobs.len());
         for (job, gone) in jobs.iter().zip(gone) {
             at_once.push(if gone { Some(log_of(x, job.id.bytes())?) } else { None });
-            releases.push(super::Release::finishing(x, job.id.bytes(), &job.row)?);
+            releases.push(super::Release::finishing(x, job.id.bytes(), &job.row, sets)?);
         }
         Ok(Expiry { jobs, plan: Some(ExpiryPlan { failed, retire, keep, at_once, releases }) })
     }
 
     /// Each job, already out of the set it waited in: failed, its `failed` event. Returns how
     /// many.
-    pub fn apply(self, x: &Exec, events: &Events) -> Result<u64, Refusal> {
+    pub fn apply(self, x: &Exec, events: &Events, sets: super::dedup::Sets) -> Result<u64, Refusal> {
         let Some(p) = self.plan else { return Ok(0) };
         for (job, at_once) in self.jobs.iter().zip(p.at_once) {
             let made = Row(&job.row).int(&field::MADE, 0);
@@ -182,7 +184,7 @@ impl<'f> Expiry<'f> {
             )?;
         }
         for r in &p.releases {
-            r.apply();
+            r.apply(x, events, sets)?;
         }
         p.retire.apply(&p.failed);
         let n = self.jobs.len() as u64;

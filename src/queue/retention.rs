@@ -119,7 +119,7 @@ fn doomed_opened(x: &mut Exec, ids: &[Str], rows: Vec<Key>, undedup: bool) -> Re
     for (m, row) in ids.iter().zip(&rows) {
         row.exists_as(Kind::Hash)?;
         if undedup {
-            logs.extend(super::Release::removing(x, m.bytes(), row)?.into_key());
+            logs.extend(super::Release::removing(x, m.bytes(), row)?.into_keys());
         }
         logs.extend(x.open_undeclared_existing(Role::Log, m.bytes(), Access::Write)?);
     }

@@ -253,10 +253,30 @@ impl<'a> NewJob<'a> {
         state: State,
         created: StrRef<'_>,
     ) -> Result<(), Refusal> {
+        let dedup = self.dedup.as_ref().map(|d| (&field::DEDUP, d.id.str_ref()));
+        self.write(x, row, &[(&field::STATE, state.lit().str_ref())], &[(&field::CREATED, created)], dedup)?;
+        if let Some(at) = self.expire {
+            expiring(x, id, at);
+        }
+        Ok(())
+    }
+
+    /// The job's name, data and the options it gave, as its row holds them, written to `key`
+    /// between `head` and `mid` (before the options) and `last` (after them).
+    pub fn write(
+        &self,
+        x: &Exec,
+        key: &Key,
+        head: &[(&Lit, StrRef<'_>)],
+        mid: &[(&Lit, StrRef<'_>)],
+        last: Option<(&Lit, StrRef<'_>)>,
+    ) -> Result<(), Refusal> {
         let (name, data) = (self.name.str_ref(), self.data.str_ref());
         let null = |a: Option<ArgStr>| a.is_some_and(|a| a.str_ref().is_missing());
-        let dedup = self.dedup.as_ref().map(|d| d.id);
-        if name.is_missing() || data.is_missing() || null(self.opts) || null(self.alias) || null(dedup) {
+        if name.is_missing() || data.is_missing() || null(self.opts) || null(self.alias) {
+            return Err(errors::host_reply());
+        }
+        if head.iter().chain(mid).chain(&last).any(|(_, v)| v.is_missing()) {
             return Err(errors::host_reply());
         }
         let prio = (self.priority != 0).then(|| x.int(self.priority)).transpose()?;
@@ -264,29 +284,29 @@ impl<'a> NewJob<'a> {
         let backoff = self.backoff.map(|b| x.string(domain::backoff_encode(b).as_bytes())).transpose()?;
         // Declared before `pairs`, which borrows it, so that it outlives it.
         let expire;
-        let mut pairs: Pairs = smallvec::smallvec![
-            (&field::STATE, state.lit().str_ref()),
-            (&field::NAME, name),
-            (&field::DATA, data),
-            (&field::CREATED, created)
-        ];
-        pairs.extend(prio.as_ref().map(|v| (&field::PRIORITY, v.str_ref())));
-        pairs.extend(attempts.as_ref().map(|v| (&field::ATTEMPTS, v.str_ref())));
-        pairs.extend(backoff.as_ref().map(|v| (&field::BACKOFF, v.str_ref())));
-        pairs.extend(self.opts.map(|v| (&field::OPTS, v.str_ref())));
+        let mut pairs: Pairs = smallvec::SmallVec::new();
+        pairs.extend_from_slice(head);
+        pairs.push((&field::NAME, name));
+        pairs.push((&field::DATA, data));
+        pairs.extend_from_slice(mid);
         expire = self.expire.map(|t| x.int(t)).transpose()?;
-        pairs.extend(expire.as_ref().map(|v| (&field::EXPIRE, v.str_ref())));
-        if let Some(v) = self.alias {
-            pairs.push((&field::ALIAS, v.str_ref()));
+        // Pushed one by one: a job gives few of them, and each push is a store.
+        for (f, v) in [
+            (&field::PRIORITY, prio.as_ref().map(Str::str_ref)),
+            (&field::ATTEMPTS, attempts.as_ref().map(Str::str_ref)),
+            (&field::BACKOFF, backoff.as_ref().map(Str::str_ref)),
+            (&field::OPTS, self.opts.map(|v| v.str_ref())),
+            (&field::EXPIRE, expire.as_ref().map(Str::str_ref)),
+            (&field::ALIAS, self.alias.map(|v| v.str_ref())),
+        ] {
+            if let Some(v) = v {
+                pairs.push((f, v));
+            }
         }
-        if let Some(v) = dedup {
-            pairs.push((&field::DEDUP, v.str_ref()));
+        if let Some(p) = last {
+            pairs.push(p);
         }
-        row.hset(&pairs)?;
-        if let Some(at) = self.expire {
-            expiring(x, id, at);
-        }
-        Ok(())
+        key.hset(&pairs)
     }
 }
 

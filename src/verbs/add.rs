@@ -1,23 +1,25 @@
 //! `TRA.ADD 4 wait prio delayed events n job:<ID1> … job:<IDn> job…` — ENQUEUE (or, with
 //! `DELAY when`, SCHEDULE) of n jobs of one queue in one call, each job
 //! `name data k option…` with k the number of option words after it: ENQUEUE's options
-//! (PRIORITY ATTEMPTS BACKOFF OPTS EXPIRE LIFO ALIAS DEDUP DEDUPTTL EXTEND REPLACE) and
-//! `DELAY when`, which makes it a
-//! scheduled job (LIFO then is refused, as SCHEDULE does not take it). The rows are keys of
-//! the call, after `n` (a key spec reads the count there), so ACL and the server see each;
-//! they are `emq:{Q}:job:<ID>` of the call's queue. 1 ≤ n ≤ 250. All or nothing: every id,
-//! range, row and the alias hash is checked before the first write, and any refusal writes
-//! nothing. Replies one integer per job, in order: 1 created, 0 existed — its row exists, an
-//! earlier job of the call has its id, or its ALIAS is live (or taken by an earlier job of the
-//! call). A job whose DEDUP id is live answers the holder's id instead (`deduplicated` event),
-//! as does a later job of the call giving the id an earlier one took; REPLACE replaces only
-//! a holder outside the call. Each created job has ENQUEUE's or SCHEDULE's event. Fenced.
+//! (PRIORITY ATTEMPTS BACKOFF OPTS EXPIRE LIFO ALIAS DEDUP DEDUPTTL EXTEND REPLACE KEEPLAST)
+//! and `DELAY when`, which makes it a scheduled job (LIFO then is refused, as SCHEDULE does
+//! not take it). The rows are keys of the call, after `n` (a key spec reads the count there),
+//! so ACL and the server see each; they are `emq:{Q}:job:<ID>` of the call's queue.
+//! 1 ≤ n ≤ 250. All or nothing: every id, range, row and the alias hash is checked before the
+//! first write, and any refusal writes nothing. Replies one integer per job, in order: 1
+//! created, 0 existed — its row exists, an earlier job of the call has its id, or its ALIAS is
+//! live (or taken by an earlier job of the call). A job whose DEDUP id is live answers the
+//! holder's id instead (`deduplicated` event), as does a later job of the call giving the id
+//! an earlier one took; REPLACE replaces only a holder outside the call; of the call's jobs
+//! that KEEPLAST would keep for one id, the last is kept. Each created job has ENQUEUE's or
+//! SCHEDULE's event. Fenced.
 
 use crate::domain::{self, args::Opt, args::Options, fnv::FnvMap, fnv::FnvSet};
 use crate::errors::Refusal;
 use crate::host::command::{block, q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
+use crate::queue::dedup::Keeping;
 use crate::queue::{self, Aliases, Claim, End, Event, Events, NewJob, Ready, State};
 
 pub const KEYS: Keys = Keys::of(&[q(Wait, Insert), q(Prio, Insert), q(Delayed, Insert), q(Events, Append)]);
@@ -47,6 +49,7 @@ const OPTIONS: &[Opt] = &[
     Opt::DedupTtl,
     Opt::Extend,
     Opt::Replace,
+    Opt::KeepLast,
 ];
 
 /// A job of the call as decided before the first write.
@@ -151,8 +154,15 @@ impl Verb for Add {
         let mut fates = Vec::with_capacity(rows.len());
         let mut ids: FnvSet<&[u8]> = FnvSet::with_capacity_and_hasher(rows.len(), Default::default());
         let mut named: FnvSet<&[u8]> = FnvSet::default();
-        // DEDUP ids decided by an earlier job of the call: the job that holds each.
-        let mut held: FnvMap<&[u8], Vec<u8>> = FnvMap::default();
+        // DEDUP ids decided by an earlier job of the call: the job that holds each, and the
+        // job of the call that carries its KEEPLAST claim, if one does.
+        let mut held: FnvMap<&[u8], (Vec<u8>, Option<usize>)> = FnvMap::default();
+        // DEDUP ids a job of the call gives KEEPLAST: the first job to meet one live plans the
+        // keep, and the claim passes to each later job with KEEPLAST, so that the last is kept.
+        let keeps: FnvSet<&[u8]> = checked
+            .iter()
+            .filter_map(|(j, ..)| j.dedup.as_deref().filter(|d| d.keep_last).map(|d| d.id.bytes()))
+            .collect();
         for ((name, id), (job, ..)) in rows.iter().zip(&checked) {
             let row = x.open_tail(*name, true);
             let exists = row.exists_as(Kind::Hash)?;
@@ -164,12 +174,27 @@ impl Verb for Add {
             let fate = match (new, job.dedup.as_deref().copied()) {
                 (false, _) => Fate::Exists,
                 (true, None) => Fate::New(None),
-                (true, Some(d)) => match held.get(d.id.bytes()) {
-                    Some(holder) => Fate::Dup { holder: holder.clone(), claim: None },
+                (true, Some(d)) => match held.get_mut(d.id.bytes()) {
+                    Some((holder, keeper)) => {
+                        let claim = match (*keeper, d.keep_last) {
+                            (Some(i), true) => {
+                                *keeper = Some(fates.len());
+                                match fates.get_mut(i) {
+                                    Some(Fate::Dup { claim, .. }) => claim.take(),
+                                    _ => None,
+                                }
+                            }
+                            _ => None,
+                        };
+                        Fate::Dup { holder: holder.clone(), claim }
+                    }
                     None => {
-                        let claim = Box::new(Claim::plan(x, d, Some(&delayed), &|h| tail_ids.contains(h))?);
+                        let plan = queue::dedup::Dedup { keep_last: keeps.contains(d.id.bytes()), ..d };
+                        let claim =
+                            Box::new(Claim::plan(x, plan, Some(&delayed), &|h| tail_ids.contains(h))?);
                         let holder = claim.duplicate().map(|h| h.bytes().to_vec());
-                        held.insert(d.id.bytes(), holder.clone().unwrap_or_else(|| id.to_vec()));
+                        let keeper = claim.keeps().then_some(fates.len());
+                        held.insert(d.id.bytes(), (holder.clone().unwrap_or_else(|| id.to_vec()), keeper));
                         match holder {
                             Some(holder) => Fate::Dup { holder, claim: Some(claim) },
                             None => Fate::New(Some(claim)),
@@ -198,13 +223,21 @@ impl Verb for Add {
             let claim = match fate {
                 Fate::Exists => continue,
                 Fate::Dup { holder, claim } => {
+                    let keep_last = job.dedup.as_deref().is_some_and(|d| d.keep_last);
                     match (claim, job.dedup.as_deref()) {
-                        (Some(c), _) => c.refuse(x, &events, &id_s)?,
-                        (None, Some(d)) => {
-                            let holder = x.string(&holder)?;
-                            events.emit(x, Some(holder.str_ref()), d.event(Some(id_s.str_ref()), None))?;
+                        (Some(c), _) if c.keeps() && keep_last => {
+                            c.keep(x, &events, &id_s, &Keeping { job, lifo: *lifo, due: *due })?
                         }
-                        (None, None) => {}
+                        (Some(c), _) if !c.keeps() => c.refuse(x, &events, &id_s)?,
+                        (_, Some(d)) => {
+                            let holder = x.string(&holder)?;
+                            events.emit(
+                                x,
+                                Some(holder.str_ref()),
+                                d.event(Some(id_s.str_ref()), false, None),
+                            )?;
+                        }
+                        (_, None) => {}
                     }
                     reply.push(Reply::Bulk(holder));
                     continue;

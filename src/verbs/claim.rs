@@ -27,7 +27,7 @@ use crate::host::{one, Access, ArgStr, Exec, Key, Kind, Reply, Str, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::metrics;
 use crate::queue::sched::Succession;
-use crate::queue::{field, limit, meta, Event, Events, Expiry, Found, Promotion, Ready, State};
+use crate::queue::{field, limit, meta, Event, Events, Expiry, Found, Promotion, Ready, Sets, State};
 
 pub const KEYS: Keys = Keys::of(&[
     q(Wait, Update),
@@ -424,7 +424,8 @@ fn take(
         Taken::Ready(f, _) if f.expired && !f.orphan => Some(f),
         _ => None,
     });
-    let expiry = Expiry::plan(x, promotion.expired().chain(picked_expired).collect())?;
+    let sets = Sets { ready: Some(&ready), delayed: Some(&delayed) };
+    let expiry = Expiry::plan(x, promotion.expired().chain(picked_expired).collect(), sets)?;
     // A job scheduler's pending iteration taken: its successor, planned now, made below.
     let iterations = taken.iter().filter_map(|t| {
         let f = match t {
@@ -473,7 +474,7 @@ fn take(
     let live: Few<&Found> = sized(ordered.len(), ordered.iter().map(|(j, _)| *j).filter(|j| j.live()));
     let dropped = ordered.iter().filter(|(j, _)| j.orphan).count().saturating_add(twice.len());
     metrics::add(&metrics::ORPHANS, dropped as u64);
-    let expired = expiry.apply(x, &events)?;
+    let expired = expiry.apply(x, &events, sets)?;
     let ids: Few<_> = live.iter().map(|j| j.id.str_ref()).collect();
     let deadline = domain::deadline(now, lease);
     active.zadd_many(deadline, &ids)?;

@@ -22,7 +22,7 @@ use crate::errors::{self, Refusal};
 use crate::host::command::{flag, opt, q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Key, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{self, field, Event, Events, Holder, Release, Retire, Row, State, Tallied, Tally};
+use crate::queue::{self, field, Event, Events, Holder, Release, Retire, Row, Sets, State, Tallied, Tally};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Update), q(Active, Take), q(Completed, Update), q(Events, Append)]);
 /// KEEP and AGE, the retention options COMPLETE and FAIL share.
@@ -99,7 +99,7 @@ pub enum Drained {
 /// Finishes the call's held job: every check first (EMQLEASE, or false and nothing written
 /// for the same token finishing again), then the writes. True when it finished it.
 pub fn finish_held<'a>(x: &mut Exec<'a>, a: Finish<'a>, drained: Drained) -> Result<bool, Refusal> {
-    finish_leaving(x, a, drained).map(|(done, _)| done)
+    finish_leaving(x, a, drained, Sets::default()).map(|(done, _)| done)
 }
 
 /// The keys a finish wrote that a claim after it in the same call writes too, still open:
@@ -111,10 +111,13 @@ pub struct Left {
 }
 
 /// [`finish_held`], handing back `active` and the events stream open.
+/// `sets`: the ready sets the call has open (TRA.COMPLETENEXT), through which a job kept
+/// for the finished job's DEDUP id is made; the others are found.
 pub fn finish_leaving<'a>(
     x: &mut Exec<'a>,
     a: Finish<'a>,
     drained: Drained,
+    sets: Sets,
 ) -> Result<(bool, Left), Refusal> {
     domain::job_id(x.id)?;
     domain::token(&a.token)?;
@@ -143,7 +146,7 @@ pub fn finish_leaving<'a>(
     let log = if keep == Keep::None { queue::log_of(x, id)? } else { None };
     // A row deleted at once: its event names the job by its alias too.
     let alias = queue::Companions::alias_of(x, log.as_ref())?;
-    let release = Release::finishing_of(x, id, dedup)?;
+    let release = Release::finishing_of(x, id, dedup, sets)?;
     let drains = drained == Drained::Ask && events.on() && queue::drains(x, &job.active);
     let made_s = x.int(made)?;
     let result = a.result.str_ref();
@@ -155,11 +158,12 @@ pub fn finish_leaving<'a>(
     job.active.signal_ready();
     let fields = [(&field::RESULT, result), (&field::MADE, made_s.str_ref())];
     queue::finish(x, &job.row, &completed, &job.id, State::Completed, keep, &fields, log)?;
-    release.apply();
     let echoed = a.echo.then_some(result);
     let alias = alias.as_ref().map(|a| a.str_ref());
     events.emit(x, Some(job.id.str_ref()), Event::Completed { attempt: made, result: echoed, alias })?;
-    if drains {
+    // A job kept for its DEDUP id made ready (or delayed): the queue is not drained.
+    let brought = release.apply(x, &events, sets)?;
+    if drains && !brought {
         events.emit(x, None, Event::Drained)?;
     }
     retire.apply(&completed);

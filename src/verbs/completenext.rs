@@ -17,7 +17,7 @@ use crate::errors::Refusal;
 use crate::host::command::{flag, opt, q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{Event, Events, Ready};
+use crate::queue::{Event, Events, Ready, Sets};
 
 use super::claim::{Opened, Pass, Take};
 use super::complete::{finish_leaving, Drained, Finish, Left, AGE, ECHO, KEEP, METRICS};
@@ -87,7 +87,8 @@ impl Verb for CompleteNext {
         let delayed = x.open_as(Delayed, Kind::ZSet)?;
         let meta = x.read(Meta)?;
         meta.exists_as(Kind::Hash)?;
-        let (done, Left { active, events }) = finish_leaving(x, a.finish, Drained::Leave)?;
+        let sets = Sets { ready: Some(&ready), delayed: Some(&delayed) };
+        let (done, Left { active, events }) = finish_leaving(x, a.finish, Drained::Leave, sets)?;
         let opened = Opened { meta, pass: Pass { ready, delayed, active, events } };
         let jobs = match take.run(x, Some(opened)) {
             Ok((jobs, _, _)) => {

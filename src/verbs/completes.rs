@@ -14,7 +14,7 @@ use crate::errors::Refusal;
 use crate::host::command::{block, q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{Access, ArgStr, Exec, Key, Kind, Reply, Str, Verb};
 use crate::keyspace::Role::{self, *};
-use crate::queue::{self, field, Event, Events, Release, Retire, Row, State, Tallied, Tally};
+use crate::queue::{self, field, Event, Events, Release, Retire, Row, Sets, State, Tallied, Tally};
 
 pub const KEYS: Keys = Keys::of(&[q(Active, Take), q(Completed, Update), q(Events, Append)]);
 pub const ARGS: &[Arg] =
@@ -80,7 +80,8 @@ impl Verb for Completes {
             let exists = row.exists_as(Kind::Hash)?;
             held.push(Held { id: x.string(id)?, row, exists, token: *token, result: *result });
         }
-        let fates = finish_many(x, &held, Finishing::default(), &active, &completed, &events)?;
+        let fates =
+            finish_many(x, &held, Finishing::default(), &active, &completed, &events, Sets::default())?;
         Ok(Reply::Array(fates.into_iter().map(Reply::Int).collect()))
     }
 }
@@ -107,7 +108,9 @@ pub struct Finishing {
 /// Each job as COMPLETE would finish it, answered by a code: `DONE`, `REPEAT`, `NOT_HELD`,
 /// `NO_JOB`. Everything is read and checked first (retention, logs, DEDUP ids, the metrics
 /// keys), then written; nothing is written when no job finishes. Retention counts the
-/// batch's finished jobs together, as one COMPLETE of them all would.
+/// batch's finished jobs together, as one COMPLETE of them all would. `sets`: the ready sets
+/// the call has open, through which jobs kept for the finished jobs' DEDUP ids are made.
+#[allow(clippy::too_many_arguments)]
 pub fn finish_many(
     x: &mut Exec,
     held: &[Held],
@@ -115,6 +118,7 @@ pub fn finish_many(
     active: &Key,
     completed: &Key,
     events: &Events,
+    sets: Sets,
 ) -> Result<Vec<i64>, Refusal> {
     let keep = queue::keep_for(how.keep, &config::KEEP_COMPLETED)?;
     let age = queue::age(how.age)?;
@@ -155,7 +159,7 @@ pub fn finish_many(
         if *fate == DONE {
             let [made, dedup, ..] = h.row.hget_many(&[&field::MADE, &field::DEDUP]);
             made_of.push(made.and_then(|m| domain::args::int(m.bytes())).unwrap_or(0).saturating_add(1));
-            releases.push(Release::finishing_of(x, h.id.bytes(), dedup)?);
+            releases.push(Release::finishing_of(x, h.id.bytes(), dedup, sets)?);
         } else {
             made_of.push(0);
         }
@@ -186,7 +190,7 @@ pub fn finish_many(
         events.emit(x, Some(h.id.str_ref()), Event::Completed { attempt: made, result: echoed, alias })?;
     }
     for r in &releases {
-        r.apply();
+        r.apply(x, events, sets)?;
     }
     retire.apply(completed);
     if let Some(t) = &tally {

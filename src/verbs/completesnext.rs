@@ -18,7 +18,7 @@ use crate::errors::Refusal;
 use crate::host::command::{block, flag, q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{Events, Ready};
+use crate::queue::{Events, Ready, Sets};
 
 use super::claim::{Opened, Pass, Take};
 use super::complete::{AGE, ECHO, KEEP, METRICS};
@@ -129,7 +129,8 @@ impl Verb for CompletesNext {
             let exists = row.exists_as(Kind::Hash)?;
             held.push(Held { id: x.string(id)?, row, exists, token: *token, result: *result });
         }
-        let fates = finish_many(x, &held, a.how, &active, &completed, &events)?;
+        let sets = Sets { ready: Some(&ready), delayed: Some(&delayed) };
+        let fates = finish_many(x, &held, a.how, &active, &completed, &events, sets)?;
         drop(held);
         let wanted = fates.iter().filter(|f| **f >= 0).count();
         let codes = Reply::Array(fates.into_iter().map(Reply::Int).collect());

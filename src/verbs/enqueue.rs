@@ -1,20 +1,22 @@
 //! `EMQ.ENQUEUE 4 job wait prio events name data [PRIORITY p] [ATTEMPTS n]
 //! [BACKOFF FIXED|EXP ms] [OPTS blob] [EXPIRE when] [LIFO] [ALIAS key]
-//! [DEDUP id [DEDUPTTL ms [EXTEND]] [REPLACE]]`
+//! [DEDUP id [DEDUPTTL ms [EXTEND] | KEEPLAST] [REPLACE]]`
 //!
 //! Creates the row (state and immutable fields) and makes the job ready: `wait` for priority
 //! 0 (at the back, or the front with LIFO), else `prio`. One `added` event. An existing row,
 //! in any state, makes the call a no-op answering 0: the immutable line. So does a live
 //! ALIAS: the queue's alias hash (found, opened as the caller) already holds the key.
-//! `[DEDUP id [DEDUPTTL ms] [EXTEND] [REPLACE]]` (`queue::dedup`): while the id is live the call
-//! creates nothing and answers the id of the job that holds it, with a `deduplicated` event.
+//! `[DEDUP id [DEDUPTTL ms [EXTEND] | KEEPLAST] [REPLACE]]` (`queue::dedup`): while the id is
+//! live the call creates nothing and answers the id of the job that holds it, with a
+//! `deduplicated` event; with KEEPLAST, while that job is active, the job is kept and created
+//! when it finishes.
 
 use crate::domain::args::{options, Opt, Options};
 use crate::errors::Refusal;
 use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::dedup::{self, Produced};
+use crate::queue::dedup::{self, Keeping, Produced};
 use crate::queue::{Aliases, End, Event, Events, NewJob, Ready, State};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Insert), q(Wait, Insert), q(Prio, Insert), q(Events, Append)]);
@@ -33,15 +35,23 @@ pub const OPTS: Arg = opt("opts", "OPTS", "blob", Ty::Str);
 pub const EXPIRE: Arg = opt("expire", "EXPIRE", "when", Ty::Str);
 /// The client's own id for the job, unique in the queue while the job exists.
 pub const ALIAS: Arg = opt("alias", "ALIAS", "key", Ty::Str);
-/// Deduplication: the id, its TTL, a duplicate restarting the TTL, a duplicate replacing a
-/// delayed holder. Shown nested as the rules of `queue::dedup::shape` have it; parsed as
-/// options, in any order.
+/// Deduplication: the id, its TTL (a duplicate restarting it) or a duplicate kept while the
+/// holder is active, a duplicate replacing a delayed holder. Shown nested as the rules of
+/// `queue::dedup::shape` have it; parsed as options, in any order.
 pub const DEDUP: Arg = block(
     "dedup",
     Some("DEDUP"),
     &[
         val("id", Ty::Str),
-        block("dedupttl", Some("DEDUPTTL"), &[val("ms", Ty::Int), flag("extend", "EXTEND")]).optional(),
+        one_of(
+            "lifetime",
+            None,
+            &[
+                block("dedupttl", Some("DEDUPTTL"), &[val("ms", Ty::Int), flag("extend", "EXTEND")]),
+                word("KEEPLAST"),
+            ],
+        )
+        .optional(),
         flag("replace", "REPLACE"),
     ],
 )
@@ -127,6 +137,7 @@ impl Verb for Enqueue {
                 Opt::DedupTtl,
                 Opt::Extend,
                 Opt::Replace,
+                Opt::KeepLast,
             ],
         )?;
         Ok(Args { name, data, o })
@@ -145,11 +156,13 @@ impl Verb for Enqueue {
         }
         let ready = Ready::open(x)?;
         let events = Events::open(x)?;
-        let replaced = match job.dedup.as_deref().map(|d| dedup::produce(x, *d, &events, None)).transpose()? {
-            Some(Produced::Duplicate(holder)) => return Ok(Reply::Str(holder)),
-            Some(Produced::Holds(replaced)) => replaced,
-            None => None,
-        };
+        let keeping = Keeping { job: &job, lifo: a.o.lifo, due: None };
+        let replaced =
+            match job.dedup.as_deref().map(|d| dedup::produce(x, *d, &events, None, &keeping)).transpose()? {
+                Some(Produced::Duplicate(holder)) => return Ok(Reply::Str(holder)),
+                Some(Produced::Holds(replaced)) => replaced,
+                None => None,
+            };
         let now = x.now();
         let id = x.string(x.id)?;
         let state = if job.priority == 0 { State::Wait } else { State::Prio };

@@ -20,7 +20,7 @@ use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command,
 use crate::host::{ArgStr, Exec, Kind, Lit, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{
-    self, field, End, Event, Events, Holder, Ready, Release, Retire, Row, State, Tallied, Tally,
+    self, field, End, Event, Events, Holder, Ready, Release, Retire, Row, Sets, State, Tallied, Tally,
 };
 
 pub const KEYS: Keys = Keys::of(&[
@@ -171,7 +171,7 @@ impl Verb for Fail {
         let mut log =
             if next == AfterFail::Fail && keep == Keep::None { queue::log_of(x, id_bytes)? } else { None };
         let release = if next == AfterFail::Fail {
-            Release::finishing_of(x, id_bytes, dedup)?
+            Release::finishing_of(x, id_bytes, dedup, Sets { ready: Some(&ready), delayed: Some(&delayed) })?
         } else {
             Release::default()
         };
@@ -194,13 +194,13 @@ impl Verb for Fail {
                 if a.stack.is_none() && keep != Keep::None {
                     row.hdel(&[&field::STACK])?;
                 }
-                release.apply();
                 let alias = alias.as_ref().map(|a| a.str_ref());
                 events.emit(
                     x,
                     Some(id.str_ref()),
                     Event::Failed { error, attempt: made, attempts, alias },
                 )?;
+                release.apply(x, &events, Sets { ready: Some(&ready), delayed: Some(&delayed) })?;
                 if let Some(t) = &tally {
                     t.apply(x)?;
                 }

@@ -315,7 +315,7 @@ mod tests {
     fn synopsis_reads_like_the_wire() {
         assert_eq!(
             COMMANDS[0].synopsis(),
-            "EMQ.ENQUEUE 4 emq:{Q}:job:<ID> emq:{Q}:wait emq:{Q}:prio emq:{Q}:events name data [PRIORITY p] [ATTEMPTS n] [BACKOFF FIXED|EXP ms] [OPTS blob] [EXPIRE when] [LIFO] [ALIAS key] [DEDUP id [DEDUPTTL ms [EXTEND]] [REPLACE]]"
+            "EMQ.ENQUEUE 4 emq:{Q}:job:<ID> emq:{Q}:wait emq:{Q}:prio emq:{Q}:events name data [PRIORITY p] [ATTEMPTS n] [BACKOFF FIXED|EXP ms] [OPTS blob] [EXPIRE when] [LIFO] [ALIAS key] [DEDUP id [DEDUPTTL ms [EXTEND] | KEEPLAST] [REPLACE]]"
         );
     }
 }

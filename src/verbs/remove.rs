@@ -10,7 +10,7 @@ use crate::errors::{not_in, Refusal};
 use crate::host::command::{flag, q, Arg, Command, Keys, Spec::*};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{Companions, Event, Events, Release, Row, State};
+use crate::queue::{Companions, Event, Events, Release, Row, Sets, State};
 
 pub const KEYS: Keys = Keys::of(&[
     q(Job, Update),
@@ -84,7 +84,7 @@ impl Verb for Remove {
         if let Some(c) = log {
             c.delete();
         }
-        release.apply();
+        release.apply(x, &events, Sets::default())?;
         if let Some(prev) = state {
             events.emit(
                 x,

@@ -1,13 +1,14 @@
 //! `EMQ.SCHEDULE 3 job delayed events when name data [PRIORITY p] [ATTEMPTS n]
 //! [BACKOFF FIXED|EXP ms] [OPTS blob] [EXPIRE when] [ALIAS key]
-//! [DEDUP id [DEDUPTTL ms [EXTEND]] [REPLACE]]`
+//! [DEDUP id [DEDUPTTL ms [EXTEND] | KEEPLAST] [REPLACE]]`
 //!
 //! ENQUEUE for later: creates the row in state delayed with score = due (`when` is absolute
 //! ms or `+ms`; a time in the past is due now, and the next CLAIM promotes it). An existing
 //! row or a live ALIAS makes the call a no-op answering 0. LIFO is not taken: a scheduled
 //! job becomes ready in due order. Its `delayed` event carries `name` (and `alias`): a new
 //! job, where DELAY's and FAIL's put one off. DEDUP as ENQUEUE's (a live id answers its
-//! holder's id).
+//! holder's id); a job KEEPLAST keeps is due, once made, as long after its holder finishes
+//! as it was due after the call.
 
 use super::enqueue::{
     job_args, live_alias, name_alias, ALIAS, ATTEMPTS, BACKOFF, DEDUP, EXPIRE, OPTS, PRIORITY,
@@ -17,7 +18,7 @@ use crate::errors::Refusal;
 use crate::host::command::{q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::dedup::{self, Produced};
+use crate::queue::dedup::{self, Keeping, Produced};
 use crate::queue::{Aliases, Event, Events, NewJob, State};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Insert), q(Delayed, Insert), q(Events, Append)]);
@@ -75,6 +76,7 @@ impl Verb for Schedule {
                 Opt::DedupTtl,
                 Opt::Extend,
                 Opt::Replace,
+                Opt::KeepLast,
             ],
         )?;
         Ok(Args { when, name, data, o })
@@ -95,12 +97,17 @@ impl Verb for Schedule {
         }
         let delayed = x.open_as(Delayed, Kind::ZSet)?;
         let events = Events::open(x)?;
-        let replaced =
-            match job.dedup.as_deref().map(|d| dedup::produce(x, *d, &events, Some(&delayed))).transpose()? {
-                Some(Produced::Duplicate(holder)) => return Ok(Reply::Str(holder)),
-                Some(Produced::Holds(replaced)) => replaced,
-                None => None,
-            };
+        let keeping = Keeping { job: &job, lifo: false, due: Some(due) };
+        let replaced = match job
+            .dedup
+            .as_deref()
+            .map(|d| dedup::produce(x, *d, &events, Some(&delayed), &keeping))
+            .transpose()?
+        {
+            Some(Produced::Duplicate(holder)) => return Ok(Reply::Str(holder)),
+            Some(Produced::Holds(replaced)) => replaced,
+            None => None,
+        };
         let id = x.string(x.id)?;
         job.create(x, &row, x.id, State::Delayed, x.int(now)?.str_ref())?;
         name_alias(aliases.as_ref(), &job, &id)?;

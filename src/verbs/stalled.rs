@@ -14,7 +14,7 @@ use crate::host::command::{opt, q, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{Access, ArgStr, Exec, Key, Kind, Lit, Reply, Verb};
 use crate::keyspace::Role::{self, *};
 use crate::metrics;
-use crate::queue::{self, field, End, Event, Events, Ready, Release, Retire, Row, State};
+use crate::queue::{self, field, End, Event, Events, Ready, Release, Retire, Row, Sets, State};
 
 pub const KEYS: Keys =
     Keys::of(&[q(Active, Take), q(Wait, Insert), q(Prio, Insert), q(Failed, Update), q(Events, Append)]);
@@ -117,7 +117,12 @@ pub fn reclaim(x: &mut Exec, max_stalls: i64, count: i64) -> Result<(Vec<Reply>,
             matches!(fate, Fate::Retire { .. }) || (matches!(fate, Fate::Fail { .. }) && keep == Keep::None);
         logs.push(if deleted { queue::log_of(x, id.bytes())? } else { None });
         if matches!(fate, Fate::Retire { .. } | Fate::Fail { .. }) {
-            releases.push(Release::finishing(x, id.bytes(), row)?);
+            releases.push(Release::finishing(
+                x,
+                id.bytes(),
+                row,
+                Sets { ready: Some(&ready), delayed: None },
+            )?);
         }
     }
 
@@ -180,7 +185,7 @@ pub fn reclaim(x: &mut Exec, max_stalls: i64, count: i64) -> Result<(Vec<Reply>,
         }
     }
     for r in &releases {
-        r.apply();
+        r.apply(x, &events, Sets { ready: Some(&ready), delayed: None })?;
     }
     retire.apply(&failed);
     metrics::add(&metrics::RECLAIMED, requeued.len().saturating_add(dead.len()) as u64);
