@@ -31,6 +31,8 @@ export const MODULE_MAJOR = 0;
 export const MIN_MODULE_VERSION = [0, 2, 0] as const;
 /** The claims' `BY worker`, recording a named worker in each row it takes. */
 const BY_MODULE_VERSION = [0, 3, 1] as const;
+/** The first module whose DEDUP takes KEEPLAST (keepLastIfActive in the server). */
+const KEEPLAST_MODULE_VERSION = [0, 3, 2] as const;
 const FENCE = '{emq}:version';
 
 /** Thrown by every member that needs a module feature trafikey does not have yet. */
@@ -443,6 +445,11 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
    * they take. Without it the adapter keeps the names in `b:pb`.
    */
   private hasBy = false;
+  /**
+   * DEDUP's `KEEPLAST` (module 0.3.2): keepLastIfActive kept and made by the server,
+   * atomically with the holder's finish. Without it the adapter keeps the jobs in `b:dn`.
+   */
+  private hasKeepLast = false;
   /** A worker's `metrics` option as the finishes' `METRICS max`: none without it. */
   private metrics: Cmd = [];
   /** Aliases named by events this backend read (module id → custom id), the newest 10 000. */
@@ -647,6 +654,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     this.hasSched = !!probe[7];
     this.hasFinishes = !!probe[8];
     this.hasBy = this.native && versionAtLeast(String(v.module_version), BY_MODULE_VERSION);
+    this.hasKeepLast = this.native && versionAtLeast(String(v.module_version), KEEPLAST_MODULE_VERSION);
     const name = (this.opts as any).name;
     this.claimOpts = !this.native ? [] : this.hasBy && name ? ['ROW', 'BY', String(name)] : ['ROW'];
     const limiter = (this.opts as any).limiter as { max?: number; duration?: number } | undefined;
@@ -884,8 +892,12 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       // BullMQ's deduplication is the module's DEDUP: live until the job finishes, or for a
       // TTL (EXTEND restarts it on a duplicate); REPLACE replaces a delayed holder.
       extra.push('DEDUP', String(dedup.id));
-      // keepLastIfActive: the id lives until its job finishes whatever the TTL, as BullMQ's.
+      // keepLastIfActive: the id lives until its job finishes whatever the TTL, as BullMQ's;
+      // KEEPLAST has the server keep a duplicate that comes while the holder is active.
       const ttl = dedup.keepLastIfActive ? 0 : Math.floor(Number(dedup.ttl ?? 0));
+      if (dedup.keepLastIfActive && this.hasKeepLast) {
+        extra.push('KEEPLAST');
+      }
       if (ttl > 0) {
         extra.push('DEDUPTTL', ttl);
         if (dedup.extend) {
@@ -1071,14 +1083,17 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     return jobs.map((j, i) => (holders[i] !== null ? known[k++] : (j.alias ?? j.id)));
   }
 
-  /** A job's deduplication id when it asks for keepLastIfActive. */
+  /**
+   * A job's deduplication id when it asks for keepLastIfActive and the adapter keeps its
+   * successor (a module without KEEPLAST).
+   */
   private keepLastId(opts: JobsOptions | undefined): string | undefined {
     const d = opts?.deduplication as { id?: string; keepLastIfActive?: boolean } | undefined;
-    return d?.keepLastIfActive && d.id ? String(d.id) : undefined;
+    return d?.keepLastIfActive && d.id && !this.hasKeepLast ? String(d.id) : undefined;
   }
 
   /**
-   * keepLastIfActive, kept by the adapter (the module has no such form): a job deduplicated
+   * keepLastIfActive, kept by the adapter on a module without KEEPLAST: a job deduplicated
    * while its id's holder is active is stored in `<Q>:b:dn` (one entry per deduplication id,
    * the latest wins) and added, holding the id, once the holder finishes (see requeueNext).
    * Not atomic with the module's calls: the holder's state is read again after the store,
@@ -2906,7 +2921,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     // refused producer's `deduplicated` names the holder and the refused job's alias: no pair.
     if (this.native) {
       for (const [, o] of parsed) {
-        if (o.id !== undefined && o.alias !== undefined && o.refused === undefined) {
+        if (o.id !== undefined && o.alias !== undefined && o.refused === undefined && o.kept === undefined) {
           this.rememberAlias(o.id, o.alias);
         }
       }
@@ -2979,11 +2994,11 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
           break;
         case 'deduplicated':
           // BullMQ's: the job holding the id, the id, and the job that was not added (or, with
-          // REPLACE, the delayed job replaced). A job never added is known by its custom id,
-          // which the event carries as `alias`.
+          // REPLACE, the delayed job replaced). A job never added (or kept, KEEPLAST, until the
+          // holder finishes) is known by its custom id, which the event carries as `alias`.
           f.push('deduplicationId', o.dedup ?? '');
-          if (o.refused !== undefined) {
-            f.push('deduplicatedJobId', o.alias ?? o.refused);
+          if (o.refused !== undefined || o.kept !== undefined) {
+            f.push('deduplicatedJobId', o.alias ?? o.refused ?? o.kept ?? '');
           } else {
             f.push('deduplicatedJobId', rev.get(o.replaced ?? '') ?? o.replaced ?? '');
           }

@@ -1,5 +1,5 @@
 // Deduplication through BullMQ's API, kept by the module (DEDUP on the producers, TRA.DEDUP,
-// TRA.UNDEDUP), and keepLastIfActive kept by the adapter, on a real Valkey.
+// TRA.UNDEDUP, keepLastIfActive as KEEPLAST), on a real Valkey.
 import { describe, expect, inject, it } from 'vitest';
 import { withBackend, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
@@ -15,6 +15,9 @@ let queue: InstanceType<typeof Queue>;
 let raw: Redis;
 
 const dedupKey = (id: string) => `emq:{bull:${name}}:dedup:${id}`;
+/** The module's hash of the job kept for a deduplication id (KEEPLAST), and the adapter's own. */
+const keptKey = (id: string) => `emq:{bull:${name}}:kept:${id}`;
+const adapterKept = () => `emq:{bull:${name}}:b:dn`;
 
 eachQueue('dedup', n => new Queue(n, { connection }), connection, t => ({ name, queue, raw } = t));
 
@@ -103,17 +106,20 @@ describe('deduplication', () => {
       expect(j.id).toBe(first.id);
     }
     expect(await queue.count()).toBe(0);
+    // Kept by the server, the last one given; the adapter keeps nothing of its own.
+    expect(JSON.parse((await raw.hget(keptKey('kl'), 'o'))!).o.deduplication).toMatchObject({ id: 'kl' });
+    expect(await raw.exists(adapterKept())).toBe(0);
     release();
     await until(async () => (await queue.getCompletedCount()) === 2);
     await sleep(100);
     expect(seen).toEqual([{ seq: 1 }, { seq: 4 }]);
-    expect(await raw.hlen(`emq:{bull:${name}}:b:dn`)).toBe(0);
+    expect(await raw.exists(keptKey('kl'))).toBe(0);
   });
 
   it('keepLastIfActive: a holder the server fails (it stalled more than allowed) still lets the kept job run', async () => {
     // The holder's worker dies with it: no finish of the adapter's brings the kept job in.
     const first = await heldByADeadWorker('kl2');
-    expect(await raw.hlen(`emq:{bull:${name}}:b:dn`)).toBe(1);
+    expect(await raw.exists(keptKey('kl2'))).toBe(1);
     const seen: unknown[] = [];
     track(
       new Worker(name, async (job: Job) => void seen.push(job.data), {
@@ -127,7 +133,7 @@ describe('deduplication', () => {
     expect((await queue.getJob(first.id!))?.failedReason).toMatch(/stalled/);
     await until(() => seen.length === 1);
     expect(seen).toEqual([{ seq: 2 }]);
-    expect(await raw.hlen(`emq:{bull:${name}}:b:dn`)).toBe(0);
+    expect(await raw.exists(keptKey('kl2'))).toBe(0);
   });
 
   it('keepLastIfActive: a holder back in wait after a stall keeps the kept job until it finishes', async () => {
@@ -147,10 +153,10 @@ describe('deduplication', () => {
     w.on('stalled', (id: string) => void stalled.push(id));
     // The check that reports the stall ran after upkeep put the holder back.
     await until(() => stalled.includes(first.id!));
-    expect(await raw.hlen(`emq:{bull:${name}}:b:dn`)).toBe(1);
+    expect(await raw.exists(keptKey('kl3'))).toBe(1);
     await queue.resume();
     await until(() => seen.length === 2);
     expect(seen).toEqual([{ seq: 1 }, { seq: 2 }]);
-    expect(await raw.hlen(`emq:{bull:${name}}:b:dn`)).toBe(0);
+    expect(await raw.exists(keptKey('kl3'))).toBe(0);
   });
 });
