@@ -798,3 +798,59 @@ fn replicas_and_the_aof_hold_the_kept_jobs() {
     let mut p = primary.conn();
     assert_eq!(digest(&mut p), d);
 }
+
+/// A kept job's EXPIRE holds once it is made: upkeep fails it if no claim takes it by then.
+#[test]
+fn a_kept_job_made_with_an_expire_is_failed_by_upkeep_in_time() {
+    let s = Server::installed();
+    let mut c = s.conn();
+    let q = Q::new("kexp");
+    q.enqueue(&mut c, &jid(1), &[b"DEDUP", b"d"]);
+    assert_eq!(claim(&mut c, &q, "t"), jid(1));
+    keep(&mut c, &q, 2, 1, "d", &[b"EXPIRE", b"+300"]);
+    assert_eq!(complete(&q, &mut c, &jid(1), "t", &[]), Reply::Int(1));
+    assert_eq!(q.snapshot(&mut c).state_of(&jid(2)).as_deref(), Some("wait"));
+    wait_for(|| q.snapshot(&mut c).state_of(&jid(2)).as_deref() == Some("failed"), "upkeep fails it");
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.field(&jid(2), "e").as_deref(), Some("expired"));
+    assert_eq!(holder(&mut c, &q, "d"), None, "its failure released the id");
+}
+
+/// Two holders finished by one call, each with a job kept under the same id (or the same
+/// ALIAS): the first is made, the second finds it taken when its turn comes, and is dropped.
+#[test]
+fn one_call_finishing_two_holders_makes_one_of_two_kept_jobs_with_one_id_or_alias() {
+    let (_s, mut c, q) = queue_on_quiet_server("ktwice");
+    q.enqueue(&mut c, &jid(1), &[b"DEDUP", b"a"]);
+    q.enqueue(&mut c, &jid(3), &[b"DEDUP", b"b"]);
+    assert_eq!(claim_all(&q, &mut c, "t").len(), 2);
+    // The same branded id kept for both.
+    keep(&mut c, &q, 9, 1, "a", &[b"OPTS", b"first"]);
+    keep(&mut c, &q, 9, 3, "b", &[b"OPTS", b"second"]);
+    let r =
+        q.run(&mut c, "TRA.COMPLETES", "", &[jid(1).as_bytes(), b"t", b"ok", jid(3).as_bytes(), b"t", b"ok"]);
+    assert_eq!(r, Reply::Array(vec![Reply::Int(1), Reply::Int(1)]));
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.sets["wait"], [jid(9)]);
+    assert_eq!(snap.field(&jid(9), "o").as_deref(), Some("first"));
+    assert_eq!((holder(&mut c, &q, "a"), holder(&mut c, &q, "b")), (Some(jid(9)), None));
+    assert_eq!((kept(&mut c, &q, "a"), kept(&mut c, &q, "b")), (None, None));
+    // The same ALIAS kept for both.
+    q.enqueue(&mut c, &jid(11), &[b"DEDUP", b"c"]);
+    q.enqueue(&mut c, &jid(13), &[b"DEDUP", b"e"]);
+    assert_eq!(claim_all(&q, &mut c, "u").len(), 3);
+    keep(&mut c, &q, 12, 11, "c", &[b"ALIAS", b"x"]);
+    keep(&mut c, &q, 14, 13, "e", &[b"ALIAS", b"x"]);
+    let r = q.run(
+        &mut c,
+        "TRA.COMPLETES",
+        "",
+        &[jid(11).as_bytes(), b"u", b"ok", jid(13).as_bytes(), b"u", b"ok"],
+    );
+    assert_eq!(r, Reply::Array(vec![Reply::Int(1), Reply::Int(1)]));
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.sets["wait"], [jid(12)]);
+    assert!(!snap.rows.contains_key(&jid(14)));
+    assert_eq!(c.call(&[b"HGET", q.k("alias").as_bytes(), b"x"]), bulk(&jid(12)));
+    assert_eq!(holder(&mut c, &q, "e"), None);
+}
