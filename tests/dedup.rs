@@ -1,9 +1,10 @@
 //! Deduplication against a real server, as src/CONTRACT.md and src/verbs/README.md state it:
-//! `DEDUP id [DEDUPTTL ms] [EXTEND] [REPLACE]` on ENQUEUE, SCHEDULE and TRA.ADD; a live id
-//! answers its holder's id with a `deduplicated` event and creates nothing; the id is released
+//! `DEDUP id [DEDUPTTL ms [EXTEND] | KEEPLAST] [REPLACE]` on ENQUEUE, SCHEDULE and TRA.ADD; a
+//! live id answers its holder's id with a `deduplicated` event and creates nothing; the id is released
 //! by every path that finishes (without a TTL) or deletes its job; a TTL is the server's own
-//! expiry; TRA.DEDUP and TRA.UNDEDUP; refusals write nothing; replicas and the AOF hold what
-//! the primary holds; ACL judges the id's key as the caller's.
+//! expiry; a job KEEPLAST keeps while the holder is active is made by the holder's finish;
+//! TRA.DEDUP and TRA.UNDEDUP; refusals write nothing; replicas and the AOF hold what the
+//! primary holds; ACL judges the id's key as the caller's.
 // A test may panic: that is how it fails. The module's own rules are for src/.
 #![allow(
     clippy::unwrap_used,
@@ -42,6 +43,20 @@ fn pttl(c: &mut Conn, key: &str) -> i64 {
 
 fn bulk(s: &str) -> Reply {
     Reply::Bulk(s.as_bytes().to_vec())
+}
+
+/// The id of the job kept for a deduplication id (KEEPLAST), if any.
+fn kept(c: &mut Conn, q: &Q, id: &str) -> Option<String> {
+    let r = c.call(&[b"HGET", q.k(&format!("kept:{id}")).as_bytes(), b"id"]);
+    (!r.is_nil()).then(|| r.str())
+}
+
+/// A job kept for `d` while `j(n)` holds it active: ENQUEUE … DEDUP d KEEPLAST answers the holder.
+fn keep(c: &mut Conn, q: &Q, n: u64, holder: u64, d: &str, opts: &[&[u8]]) {
+    let mut a: Vec<&[u8]> = vec![b"DEDUP", d.as_bytes(), b"KEEPLAST"];
+    a.extend_from_slice(opts);
+    assert_eq!(q.enqueue(c, &jid(n), &a), bulk(&jid(holder)));
+    assert_eq!(kept(c, q, d), Some(jid(n)));
 }
 
 #[test]
@@ -451,10 +466,18 @@ fn replicas_and_the_aof_hold_what_the_primary_holds() {
     assert_eq!(claim(&mut p, &q, "t"), jid(1));
     complete(&q, &mut p, &jid(1), "t", &[]);
     p.call(&[b"TRA.UNDEDUP", b"1", dkey(&q, "d").as_bytes()]);
+    // KEEPLAST: a job kept (the id's TTL dropped), and a scheduled one kept, then made.
+    q.enqueue(&mut p, &jid(11), &[b"DEDUP", b"k1", b"DEDUPTTL", b"600000"]);
+    q.enqueue(&mut p, &jid(12), &[b"DEDUP", b"k2"]);
+    claim_all(&q, &mut p, "u");
+    keep(&mut p, &q, 13, 11, "k1", &[b"ALIAS", b"a13"]);
+    assert_eq!(schedule(&mut p, &q, &jid(14), "+90000", &[b"DEDUP", b"k2", b"KEEPLAST"]), bulk(&jid(12)));
+    complete(&q, &mut p, &jid(12), "u", &[]);
     assert_eq!(p.call(&[b"WAIT", b"1", b"5000"]), Reply::Int(1));
     let d = digest(&mut p);
-    assert_eq!(d, digest(&mut r), "rows, ids and their expiry times agree");
+    assert_eq!(d, digest(&mut r), "rows, ids and their expiry times, kept jobs agree");
     assert_eq!(holder(&mut r, &q, "c"), Some(jid(5)));
+    assert_eq!((kept(&mut r, &q, "k1"), holder(&mut r, &q, "k2")), (Some(jid(13)), Some(jid(14))));
     // The AOF replays to the same keyspace, expiry times included.
     let primary = primary.restart();
     let mut p = primary.conn();
@@ -488,20 +511,6 @@ fn acl_judges_the_ids_key_as_the_callers() {
     unchanged(&mut admin, |_| assert!(complete(&q, &mut w, &jid(3), "t", &[]).error().starts_with("NOPERM")));
     assert_eq!(complete(&q, &mut w, &jid(1), "t", &[]), Reply::Int(1));
     assert_eq!(complete(&q, &mut w, &jid(2), "t", &[]), Reply::Int(1), "a job without DEDUP opens no id");
-}
-
-/// The id of the job kept for a deduplication id (KEEPLAST), if any.
-fn kept(c: &mut Conn, q: &Q, id: &str) -> Option<String> {
-    let r = c.call(&[b"HGET", q.k(&format!("kept:{id}")).as_bytes(), b"id"]);
-    (!r.is_nil()).then(|| r.str())
-}
-
-/// A job kept for `d` while `j(n)` holds it active: ENQUEUE … DEDUP d KEEPLAST answers the holder.
-fn keep(c: &mut Conn, q: &Q, n: u64, holder: u64, d: &str, opts: &[&[u8]]) {
-    let mut a: Vec<&[u8]> = vec![b"DEDUP", d.as_bytes(), b"KEEPLAST"];
-    a.extend_from_slice(opts);
-    assert_eq!(q.enqueue(c, &jid(n), &a), bulk(&jid(holder)));
-    assert_eq!(kept(c, q, d), Some(jid(n)));
 }
 
 #[test]
@@ -774,29 +783,6 @@ fn a_kept_job_whose_id_or_alias_is_taken_is_dropped_and_refusals_write_nothing()
     });
     assert_eq!(complete(&q, &mut c, &jid(8), "t", &[]), Reply::Int(1));
     assert_eq!(holder(&mut c, &q, "a"), Some(jid(9)));
-}
-
-#[test]
-fn replicas_and_the_aof_hold_the_kept_jobs() {
-    let primary = Server::quiet_aof();
-    let replica = Server::quiet();
-    let mut p = primary.conn();
-    let mut r = replica.follow(&primary);
-    let q = Q::new("krepl");
-    q.enqueue(&mut p, &jid(1), &[b"DEDUP", b"a", b"DEDUPTTL", b"600000"]);
-    q.enqueue(&mut p, &jid(2), &[b"DEDUP", b"b"]);
-    claim_all(&q, &mut p, "t");
-    keep(&mut p, &q, 3, 1, "a", &[b"ALIAS", b"k3"]);
-    assert_eq!(schedule(&mut p, &q, &jid(4), "+90000", &[b"DEDUP", b"b", b"KEEPLAST"]), bulk(&jid(2)));
-    complete(&q, &mut p, &jid(2), "t", &[]);
-    assert_eq!(p.call(&[b"WAIT", b"1", b"5000"]), Reply::Int(1));
-    let d = digest(&mut p);
-    assert_eq!(d, digest(&mut r), "kept jobs, the ids without their TTL, the job made and its due time");
-    assert_eq!(kept(&mut r, &q, "a"), Some(jid(3)));
-    assert_eq!(holder(&mut r, &q, "b"), Some(jid(4)));
-    let primary = primary.restart();
-    let mut p = primary.conn();
-    assert_eq!(digest(&mut p), d);
 }
 
 /// A kept job's EXPIRE holds once it is made: upkeep fails it if no claim takes it by then.
