@@ -1,10 +1,10 @@
 //! Deduplication against a real server, as src/CONTRACT.md and src/verbs/README.md state it:
 //! `DEDUP id [DEDUPTTL ms [EXTEND] | KEEPLAST] [REPLACE]` on ENQUEUE, SCHEDULE and TRA.ADD; a
-//! live id answers its holder's id with a `deduplicated` event and creates nothing; the id is released
-//! by every path that finishes (without a TTL) or deletes its job; a TTL is the server's own
-//! expiry; a job KEEPLAST keeps while the holder is active is made by the holder's finish;
-//! TRA.DEDUP and TRA.UNDEDUP; refusals write nothing; replicas and the AOF hold what the
-//! primary holds; ACL judges the id's key as the caller's.
+//! live id answers its holder's id with a `deduplicated` event and creates nothing; the id is
+//! released by every path that finishes (without a TTL) or deletes its job; a TTL is the
+//! server's own expiry; a job KEEPLAST keeps while the holder is active is made by the
+//! holder's finish; TRA.DEDUP and TRA.UNDEDUP; refusals write nothing; replicas and the AOF
+//! hold what the primary holds; ACL judges the id's key as the caller's.
 // A test may panic: that is how it fails. The module's own rules are for src/.
 #![allow(
     clippy::unwrap_used,
@@ -753,6 +753,23 @@ fn a_kept_job_whose_id_or_alias_is_taken_is_dropped_and_refusals_write_nothing()
     complete(&q, &mut c, &jid(3), "t", &[]);
     assert_eq!((kept(&mut c, &q, "d"), holder(&mut c, &q, "d")), (None, None));
     assert!(!q.check_invariant(&mut c).rows.contains_key(&jid(4)));
+    // A kept hash that is not a whole job (written by a client: no data, a delay that is not
+    // a number, an id that is not an id): dropped, the id released.
+    for (n, fields) in [
+        (20, &[&b"id"[..], b"JOB00000000021", b"n", b"job"][..]),
+        (22, &[b"id", b"JOB00000000021", b"n", b"job", b"d", b"{}", b"delay", b"soon"]),
+        (24, &[b"id", b"JOB!", b"n", b"job", b"d", b"{}"]),
+    ] {
+        q.enqueue(&mut c, &jid(n), &[b"DEDUP", b"m"]);
+        claim_all(&q, &mut c, "t");
+        let key = q.k("kept:m");
+        let mut argv: Vec<&[u8]> = vec![b"HSET", key.as_bytes()];
+        argv.extend_from_slice(fields);
+        c.call(&argv);
+        assert_eq!(complete(&q, &mut c, &jid(n), "t", &[]), Reply::Int(1));
+        assert_eq!((kept(&mut c, &q, "m"), holder(&mut c, &q, "m")), (None, None));
+        assert!(!q.check_invariant(&mut c).rows.contains_key(&jid(21)));
+    }
     // Its key of another type: a producer keeping is refused, nothing written; a finish
     // leaves the key alone and releases the id.
     q.enqueue(&mut c, &jid(6), &[b"DEDUP", b"w"]);

@@ -484,24 +484,20 @@ impl KeptJob {
             }
         });
         let value = |f: &Lit| fields.iter().find(|(g, _)| std::ptr::eq(*g, f)).map(|(_, v)| v);
-        let int = |f: &Lit| value(f).map(|v| domain::args::int(v.bytes()));
+        // A number field: Some(None) when absent, None when present but not a number (the
+        // kept job is then dropped, as it would be refused).
+        let number = |v: Option<Option<i64>>| v.map_or(Some(None), |n| n.map(Some));
+        let int = |f: &Lit| number(value(f).map(|v| domain::args::int(v.bytes())));
         let priority =
-            int(&field::PRIORITY).unwrap_or(Some(0)).filter(|p| (0..=domain::PRIORITY_MAX).contains(p));
-        let expire = int(&field::EXPIRE);
-        let alias = value(&field::ALIAS).map(|a| x.string(a.bytes())).transpose()?;
+            int(&field::PRIORITY).map(|p| p.unwrap_or(0)).filter(|p| (0..=domain::PRIORITY_MAX).contains(p));
         let named = value(&field::NAME).is_some() && value(&field::DATA).is_some();
-        let (Some(id), Some(priority), true, Some(delay), Some(expire)) = (
-            id,
-            priority,
-            named,
-            delay.map_or(Some(None), |d| d.map(Some)),
-            expire.map_or(Some(None), |e| e.map(Some)),
-        ) else {
+        let id = id.filter(|id| domain::job_id(id.bytes()).is_ok());
+        let (Some(id), Some(priority), Some(delay), Some(expire), true) =
+            (id, priority, number(delay), int(&field::EXPIRE), named)
+        else {
             return Ok(None);
         };
-        if domain::job_id(id.bytes()).is_err() {
-            return Ok(None);
-        }
+        let alias = value(&field::ALIAS).map(|a| x.string(a.bytes())).transpose()?;
         let row = x.open_undeclared(Role::Job, id.bytes(), Access::Write)?;
         if row.kind() != Kind::Empty {
             return Ok(None);
