@@ -227,3 +227,34 @@ fn completes_opens_only_the_logs_it_deletes() {
     assert!(r.err().is_some_and(|e| e.starts_with("NOPERM")), "{r:?}");
     q.check_invariant(&mut admin);
 }
+
+/// A repeat's row sits in `completed`, where the batch's retention may delete it: the call
+/// holds no handle on it by then (memcheck reads the server's closing of each handle).
+#[test]
+fn retention_may_delete_a_repeats_row_in_the_same_call() {
+    let (_s, mut c, q) = queue_on_quiet_server("repeat");
+    for n in 1..=3 {
+        q.enqueue(&mut c, &jid(n), &[]);
+    }
+    assert_eq!(claim(&mut c, &q, "w", 3).len(), 3);
+    assert_eq!(complete(&q, &mut c, &jid(1), "w", &[]), Reply::Int(1));
+    let keep_one = [&b"CONFIG"[..], b"SET", b"trafikey.keep-completed", b"1"];
+    assert_eq!(c.call(&keep_one), Reply::Simple("OK".into()));
+    let r = c.call_v(&completes(&q, &[(&jid(1), "w", "again"), (&jid(2), "w", "ok")]));
+    assert_eq!(r, Reply::Array(vec![Reply::Int(0), Reply::Int(1)]));
+    // TRA.COMPLETESNEXT the same: 2 repeated, 3 finished, 2 retired.
+    let mut v = q.cmd(
+        "TRA.COMPLETESNEXT",
+        "",
+        &["wait", "prio", "active", "delayed", "completed", "meta", "events"],
+        &[],
+    );
+    v.push(b"2".to_vec());
+    v.extend([q.job(&jid(2)), q.job(&jid(3))].map(String::into_bytes));
+    v.extend([&b"w"[..], b"ok", b"w", b"ok", b"w", b"60000", b"KEEP", b"1"].map(<[u8]>::to_vec));
+    let r = c.call_v(&v);
+    assert_eq!(r.array()[0], Reply::Array(vec![Reply::Int(0), Reply::Int(1)]));
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.sets["completed"], [jid(3)]);
+    assert_eq!(snap.rows.len(), 1);
+}

@@ -136,10 +136,7 @@ pub struct Key {
 
 impl Drop for Key {
     fn drop(&mut self) {
-        if let (false, Some(close)) = (self.ptr.is_null(), api!(RedisModule_CloseKey)) {
-            // SAFETY: opened by us, closed once.
-            unsafe { close(self.ptr) }
-        }
+        self.close();
     }
 }
 
@@ -204,6 +201,17 @@ impl Key {
     /// Opens the key named by a string the module made (it lives as long as the key).
     pub fn open_named(ctx: Ctx<'_>, name: Str, write: bool) -> Key {
         Key::open(ctx.raw(), Name::Own(name), write)
+    }
+
+    /// Closes the handle now; it reads as an absent key after. The server reads the value a
+    /// handle opened when it closes it, so a handle on a key that another handle of the call
+    /// is about to delete must be closed first.
+    pub fn close(&mut self) {
+        if let (false, Some(close)) = (self.ptr.is_null(), api!(RedisModule_CloseKey)) {
+            // SAFETY: opened by us, closed once: the pointer is cleared below.
+            unsafe { close(self.ptr) }
+        }
+        self.ptr = ptr::null_mut();
     }
 
     /// A new handle on this key, opened now. It sees what other handles of the call have

@@ -81,7 +81,7 @@ impl Verb for Completes {
             held.push(Held { id: x.string(id)?, row, exists, token: *token, result: *result });
         }
         let fates =
-            finish_many(x, &held, Finishing::default(), &active, &completed, &events, Sets::default())?;
+            finish_many(x, &mut held, Finishing::default(), &active, &completed, &events, Sets::default())?;
         Ok(Reply::Array(fates.into_iter().map(Reply::Int).collect()))
     }
 }
@@ -113,7 +113,7 @@ pub struct Finishing {
 #[allow(clippy::too_many_arguments)]
 pub fn finish_many(
     x: &mut Exec,
-    held: &[Held],
+    held: &mut [Held],
     how: Finishing,
     active: &Key,
     completed: &Key,
@@ -142,6 +142,13 @@ pub fn finish_many(
         // Nothing finishes: nothing is written, retention included.
         return Ok(fates);
     }
+    // The rows of the jobs not finished here are read no more, and retention may delete
+    // one (a repeat's row in `completed`) through a handle of its own: closed now.
+    for (h, fate) in held.iter_mut().zip(&fates) {
+        if *fate != DONE {
+            h.row.close();
+        }
+    }
     let now = x.now();
     let adding = if keep == Keep::None { 0 } else { finishing };
     let retire = Retire::plan(x, completed, adding, now, keep, age)?;
@@ -164,7 +171,7 @@ pub fn finish_many(
             made_of.push(0);
         }
     }
-    for h in held {
+    for h in held.iter() {
         if h.result.str_ref().is_missing() {
             return Err(crate::errors::host_reply());
         }
@@ -191,6 +198,10 @@ pub fn finish_many(
     }
     for r in &releases {
         r.apply(x, events, sets)?;
+    }
+    // Written: the rows' handles closed before retention deletes rows through its own.
+    for h in held.iter_mut() {
+        h.row.close();
     }
     retire.apply(completed);
     if let Some(t) = &tally {

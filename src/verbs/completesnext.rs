@@ -130,7 +130,7 @@ impl Verb for CompletesNext {
             held.push(Held { id: x.string(id)?, row, exists, token: *token, result: *result });
         }
         let sets = Sets { ready: Some(&ready), delayed: Some(&delayed) };
-        let fates = finish_many(x, &held, a.how, &active, &completed, &events, sets)?;
+        let fates = finish_many(x, &mut held, a.how, &active, &completed, &events, sets)?;
         drop(held);
         let wanted = fates.iter().filter(|f| **f >= 0).count();
         let codes = Reply::Array(fates.into_iter().map(Reply::Int).collect());
