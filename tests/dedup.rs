@@ -857,3 +857,18 @@ fn one_call_finishing_two_holders_makes_one_of_two_kept_jobs_with_one_id_or_alia
     assert_eq!(c.call(&[b"HGET", q.k("alias").as_bytes(), b"x"]), bulk(&jid(12)));
     assert_eq!(holder(&mut c, &q, "e"), None);
 }
+
+/// The holder's finish deletes its row at once and, with it, the last entry of the alias hash
+/// (the hash goes): the kept job's ALIAS then makes the hash anew. Memcheck watches the
+/// handles the plan opened on the hash being closed.
+#[test]
+fn a_kept_job_named_by_alias_survives_its_holder_emptying_the_alias_hash() {
+    let (_s, mut c, q) = queue_on_quiet_server("kalias");
+    q.enqueue(&mut c, &jid(1), &[b"DEDUP", b"d", b"ALIAS", b"ha"]);
+    assert_eq!(claim(&mut c, &q, "t"), jid(1));
+    keep(&mut c, &q, 2, 1, "d", &[b"ALIAS", b"ja"]);
+    assert_eq!(complete(&q, &mut c, &jid(1), "t", &[b"KEEP", b"0"]), Reply::Int(1));
+    let all = c.call(&[b"HGETALL", q.k("alias").as_bytes()]);
+    assert_eq!(all.strings(), ["ja".to_string(), jid(2)]);
+    assert_eq!(q.check_invariant(&mut c).sets["wait"], [jid(2)]);
+}

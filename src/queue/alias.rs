@@ -45,6 +45,11 @@ impl Aliases {
         self.key.hset_at(alias, id)
     }
 
+    /// The handle closed (see `Key::close`); [`Aliases::reopen`] opens the hash again.
+    pub fn close(&mut self) {
+        self.key.close();
+    }
+
     /// The hash opened again, seeing the call's writes since this handle was opened (an
     /// alias entry deleted through another handle may have emptied and deleted it).
     pub fn reopen(&self) -> Result<Aliases, Refusal> {

@@ -356,8 +356,9 @@ struct Next {
 }
 
 /// A kept job read and checked, to be created when its holder's finish writes. Its row, the
-/// alias hash and the found sets are opened (as the caller) now and again when it is made:
-/// other writes of the call may have emptied and deleted them in between.
+/// alias hash and the found sets are opened (as the caller) and checked now, closed, and
+/// opened again when it is made: other writes of the call may empty and delete them in
+/// between.
 struct KeptJob {
     id: Str,
     row: Key,
@@ -531,7 +532,26 @@ impl KeptJob {
             }
             _ => None,
         };
-        Ok(Some(KeptJob { id, row, fields, priority, lifo, delay, expire, alias, ready, delayed }))
+        let mut job = KeptJob { id, row, fields, priority, lifo, delay, expire, alias, ready, delayed };
+        job.close();
+        Ok(Some(job))
+    }
+
+    /// The handles checked above, closed until the job is made: the call's writes in between
+    /// may empty and delete those keys, and the server reads a handle's value when it closes
+    /// it. [`KeptJob::make`] opens them again by name.
+    fn close(&mut self) {
+        self.row.close();
+        if let Some((h, _)) = &mut self.alias {
+            h.close();
+        }
+        if let Some(r) = &mut self.ready {
+            r.wait.close();
+            r.prio.close();
+        }
+        if let Some(k) = &mut self.delayed {
+            k.close();
+        }
     }
 
     /// Creates the job, holding `dedup` through `key`: its row, its alias entry, ready (or
