@@ -317,18 +317,15 @@ pub fn produce(
     let own = x.id;
     let claim = Claim::plan(x, d, delayed, &|h| h == own)?;
     let id = x.string(x.id)?;
-    let holder = match &claim.verdict {
-        Verdict::Duplicate(h) => {
-            claim.refuse(x, events, &id)?;
-            h
-        }
-        Verdict::Keep { holder, .. } => {
-            claim.keep(x, events, &id, keeping)?;
-            holder
-        }
+    match &claim.verdict {
+        Verdict::Duplicate(_) => claim.refuse(x, events, &id)?,
+        Verdict::Keep { .. } => claim.keep(x, events, &id, keeping)?,
         _ => return Ok(Produced::Holds(claim.take(x, events, &id, delayed)?)),
-    };
-    Ok(Produced::Duplicate(x.string(holder.bytes())?))
+    }
+    match claim.verdict {
+        Verdict::Duplicate(holder) | Verdict::Keep { holder, .. } => Ok(Produced::Duplicate(holder)),
+        _ => Err(crate::errors::host_reply()),
+    }
 }
 
 /// The ready sets a finishing call has open, through which a kept job it brings in goes;

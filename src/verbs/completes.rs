@@ -142,13 +142,6 @@ pub fn finish_many(
         // Nothing finishes: nothing is written, retention included.
         return Ok(fates);
     }
-    // The rows of the jobs not finished here are read no more, and retention may delete
-    // one (a repeat's row in `completed`) through a handle of its own: closed now.
-    for (h, fate) in held.iter_mut().zip(&fates) {
-        if *fate != DONE {
-            h.row.close();
-        }
-    }
     let now = x.now();
     let adding = if keep == Keep::None { 0 } else { finishing };
     let retire = Retire::plan(x, completed, adding, now, keep, age)?;
@@ -199,7 +192,8 @@ pub fn finish_many(
     for r in &releases {
         r.apply(x, events, sets)?;
     }
-    // Written: the rows' handles closed before retention deletes rows through its own.
+    // Written: the rows' handles closed before retention deletes rows through its own (a
+    // repeat's row sits in `completed`, where retention may delete it).
     for h in held.iter_mut() {
         h.row.close();
     }
