@@ -258,3 +258,70 @@ fn retention_may_delete_a_repeats_row_in_the_same_call() {
     assert_eq!(snap.sets["completed"], [jid(3)]);
     assert_eq!(snap.rows.len(), 1);
 }
+
+/// A job written by hand into its finished set while it is held (no verb does this; a client
+/// can): the finish that moves it there does not retire it as an old entry. Retention would
+/// otherwise delete its row through a second handle while the finish holds the first, and the
+/// server would read freed memory (memcheck runs this file).
+#[test]
+fn a_finishing_job_already_in_its_finished_set_is_not_retired() {
+    let (_s, mut c, q) = queue_on_quiet_server("twice");
+    let plant = |c: &mut Conn, set: &str, id: &str| {
+        assert_eq!(c.call(&[b"ZADD", q.k(set).as_bytes(), b"1", id.as_bytes()]), Reply::Int(1));
+    };
+    // COMPLETE keeping one: the older job goes, the finishing one stays with its row.
+    finished(&q, &mut c, &[jid(1)], "w");
+    assert_eq!(complete(&q, &mut c, &jid(1), "w", &[]), Reply::Int(1));
+    finished(&q, &mut c, &[jid(2)], "w");
+    plant(&mut c, "completed", &jid(2));
+    assert_eq!(complete(&q, &mut c, &jid(2), "w", &[b"KEEP", b"1"]), Reply::Int(1));
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.sets["completed"], [jid(2)]);
+    assert_eq!(snap.field(&jid(2), "st").as_deref(), Some("completed"));
+
+    // COMPLETE keeping none: the row goes once, by the finish.
+    finished(&q, &mut c, &[jid(3)], "w");
+    plant(&mut c, "completed", &jid(3));
+    assert_eq!(complete(&q, &mut c, &jid(3), "w", &[b"KEEP", b"0"]), Reply::Int(1));
+    assert_eq!(c.call(&[b"EXISTS", q.job(&jid(3)).as_bytes()]), Reply::Int(0));
+    assert_eq!(c.call(&[b"ZREM", q.k("completed").as_bytes(), jid(3).as_bytes()]), Reply::Int(1));
+
+    // TRA.COMPLETES: the same for each job it finishes.
+    finished(&q, &mut c, &[jid(4), jid(5)], "w");
+    plant(&mut c, "completed", &jid(5));
+    c.call(&[b"CONFIG", b"SET", b"trafikey.keep-completed", b"2"]);
+    assert_eq!(c.call_v(&completes(&q, &[(&jid(4), "w", "ok"), (&jid(5), "w", "ok")])).ints(), [1, 1]);
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.sets["completed"], [jid(4), jid(5)]);
+
+    // FAIL for good, into `failed` where it already is.
+    finished(&q, &mut c, &[jid(6)], "w");
+    plant(&mut c, "failed", &jid(6));
+    let r = q.run(&mut c, "EMQ.FAIL", &jid(6), &[b"w", b"boom", b"KEEP", b"1", b"FINAL"]);
+    assert_eq!(r, Reply::Simple("failed".into()));
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.sets["failed"], [jid(6)]);
+
+    // STALLED's final failure, the same.
+    assert_eq!(q.enqueue(&mut c, &jid(7), &[]), Reply::Int(1));
+    let r = q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"1"]);
+    assert_eq!(r.array().len(), 1);
+    plant(&mut c, "failed", &jid(7));
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    c.call(&[b"CONFIG", b"SET", b"trafikey.keep-failed", b"1"]);
+    let r = q.run(&mut c, "EMQ.STALLED", "", &[b"MAXSTALLS", b"0"]);
+    assert!(r.err().is_none(), "{r:?}");
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.sets["failed"], [jid(7)]);
+
+    // A claim failing a job past its EXPIRE time, the same.
+    assert_eq!(q.enqueue(&mut c, &jid(8), &[b"EXPIRE", b"1"]), Reply::Int(1));
+    plant(&mut c, "failed", &jid(8));
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let r = q.run(&mut c, "EMQ.CLAIM", "", &[b"w", b"60000"]);
+    assert_eq!(r.array().len(), 0, "the expired job is not handed out");
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.sets["failed"], [jid(8)]);
+    assert_eq!(snap.field(&jid(8), "e").as_deref(), Some("expired"));
+    assert_eq!(c.call(&[b"PING"]), Reply::Simple("PONG".into()));
+}

@@ -138,7 +138,8 @@ impl<'f> Expiry<'f> {
         let failed = x.open_undeclared(Role::Failed, b"", Access::Update)?;
         failed.exists_as(Kind::ZSet)?;
         let adding = if keep == Keep::None { 0 } else { jobs.len() as u64 };
-        let retire = Retire::plan(x, &failed, adding, x.now(), keep, None)?;
+        let expiring: Vec<&[u8]> = jobs.iter().map(|j| j.id.bytes()).collect();
+        let retire = Retire::plan(x, &failed, adding, x.now(), keep, None, &expiring)?;
         let ids: Vec<Option<&[u8]>> = jobs.iter().map(|j| Some(j.id.bytes())).collect();
         let gone = domain::gone_at_once(&ids, retire.drop_new, keep == Keep::None);
         let mut at_once = Vec::with_capacity(jobs.len());

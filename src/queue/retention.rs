@@ -27,6 +27,11 @@ impl Retire {
     /// Plan for `set` as it will be once `adding` more jobs (finished now, so the newest)
     /// are in it: entries already there are retired oldest first, then, if the cap is below
     /// `adding`, `drop_new` of the jobs being added.
+    ///
+    /// `finishing`: the jobs the call moves into `set` (STALLED: every job it takes back),
+    /// whose rows it holds open to write. Found in `set` already (written there by hand: no
+    /// verb does it), such a job is not an old entry, and is passed over: a second handle
+    /// deleting its row would leave the call's own on freed memory.
     pub fn plan(
         x: &mut Exec,
         set: &Key,
@@ -34,13 +39,18 @@ impl Retire {
         now: i64,
         keep: Keep,
         age: Option<i64>,
+        finishing: &[&[u8]],
     ) -> Result<Retire, Refusal> {
         let batch = u64::try_from(config::get(&config::RETENTION_BATCH)).unwrap_or(0);
         let by_count = domain::trim_count(set.len().saturating_add(adding), keep, batch);
         let cutoff = age.map(|a| now.saturating_sub(a));
         let mut ids: Vec<Str> = Vec::new();
         if by_count > 0 || cutoff.is_some() {
+            let ours = Finishing::new(finishing);
             set.zwalk(f64::NEG_INFINITY, f64::INFINITY, |m, score| {
+                if ours.has(m.bytes()) {
+                    return true;
+                }
                 let take = (ids.len() as u64) < by_count || cutoff.is_some_and(|c| score < c as f64);
                 if take {
                     ids.push(m);
@@ -58,6 +68,30 @@ impl Retire {
         set.zrem_many(&members);
         self.rows.delete();
         metrics::add(&metrics::RETIRED, (self.ids.len() as u64).saturating_add(self.drop_new));
+    }
+}
+
+/// The ids a call finishes, for retention to pass over: a few compared in turn, more (a
+/// batch of 50) through a set.
+enum Finishing<'a> {
+    Few(&'a [&'a [u8]]),
+    Many(std::collections::HashSet<&'a [u8]>),
+}
+
+impl<'a> Finishing<'a> {
+    fn new(ids: &'a [&'a [u8]]) -> Finishing<'a> {
+        if ids.len() <= 8 {
+            Finishing::Few(ids)
+        } else {
+            Finishing::Many(ids.iter().copied().collect())
+        }
+    }
+
+    fn has(&self, id: &[u8]) -> bool {
+        match self {
+            Finishing::Few(ids) => ids.contains(&id),
+            Finishing::Many(ids) => ids.contains(id),
+        }
     }
 }
 

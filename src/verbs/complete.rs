@@ -140,7 +140,8 @@ pub fn finish_leaving<'a>(
     // Attempts made and the DEDUP id, in one read of the row.
     let [made, dedup, ..] = job.row.hget_many(&[&field::MADE, &field::DEDUP]);
     let made = made.and_then(|m| domain::args::int(m.bytes())).unwrap_or(0).saturating_add(1);
-    let retire = Retire::plan(x, &completed, u64::from(keep != Keep::None), now, keep, age)?;
+    let retire =
+        Retire::plan(x, &completed, u64::from(keep != Keep::None), now, keep, age, &[job.id.bytes()])?;
 
     let id = x.id;
     let log = if keep == Keep::None { queue::log_of(x, id)? } else { None };

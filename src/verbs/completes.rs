@@ -144,7 +144,9 @@ pub fn finish_many(
     }
     let now = x.now();
     let adding = if keep == Keep::None { 0 } else { finishing };
-    let retire = Retire::plan(x, completed, adding, now, keep, age)?;
+    let done: Vec<&[u8]> =
+        held.iter().zip(&fates).filter(|(_, f)| **f == DONE).map(|(h, _)| h.id.bytes()).collect();
+    let retire = Retire::plan(x, completed, adding, now, keep, age, &done)?;
     let tally =
         Tally::open(x, Tallied::Completed, how.metrics, i64::try_from(finishing).unwrap_or(i64::MAX))?;
     let ids: Vec<Option<&[u8]>> =

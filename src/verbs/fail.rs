@@ -164,7 +164,9 @@ impl Verb for Fail {
         };
         let lifo = matches!(a.decision, Decision::Retry { lifo: true });
         let retire = match next {
-            AfterFail::Fail => Some(Retire::plan(x, &failed, u64::from(keep != Keep::None), now, keep, age)?),
+            AfterFail::Fail => {
+                Some(Retire::plan(x, &failed, u64::from(keep != Keep::None), now, keep, age, &[x.id])?)
+            }
             _ => None,
         };
         let id_bytes = x.id;

@@ -106,8 +106,8 @@ pub fn reclaim(x: &mut Exec, max_stalls: i64, count: i64) -> Result<(Vec<Reply>,
         jobs.push((id, row));
     }
     let failing = if keep == Keep::None { 0 } else { fates.iter().filter(|f| f.fails()).count() as u64 };
-    let retire = Retire::plan(x, &failed, failing, now, keep, None)?;
     let ids: Vec<&[u8]> = jobs.iter().map(|(id, _)| id.bytes()).collect();
+    let retire = Retire::plan(x, &failed, failing, now, keep, None, &ids)?;
     domain::stalled::retire_lowest(&mut fates, &ids, retire.drop_new);
     // The logs of the jobs deleted at once, opened before anything is written.
     let mut logs = Vec::with_capacity(jobs.len());
