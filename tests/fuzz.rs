@@ -600,7 +600,8 @@ fn run(c: &mut Conn, q: &Q, verb: &str, id: &str, args: &[&str]) -> Reply {
 
 /// Jobs in every state in `fz`, `fz2` and `fzr`, wrongly typed keys in `fzt`, and in `fzr`
 /// some rows of the wrong type while their ids sit in wait, prio, active, delayed, failed
-/// (so CLAIM, STALLED and retention meet them half-way through a call).
+/// (so CLAIM, STALLED and retention meet them half-way through a call), and held and expired
+/// jobs also in `completed` or `failed`.
 fn populate(c: &mut Conn) -> Vec<String> {
     assert_eq!(c.call(&[b"FLUSHALL"]), Reply::Simple("OK".into()));
     assert_eq!(c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
@@ -718,6 +719,11 @@ fn populate(c: &mut Conn) -> Vec<String> {
             c.call(&[b"RPUSH", key.as_bytes(), b"x"])
         };
         assert!(rep.err().is_none(), "{rep:?}");
+    }
+    // Held and expired jobs of `fzr` also in the finished sets they may go to, as the oldest
+    // entries (no verb does this; a client can): a finish must not retire its own job.
+    for (set, i) in [("completed", 5), ("completed", 6), ("failed", 6), ("failed", 13), ("failed", 14)] {
+        assert_eq!(c.call(&[b"ZADD", r.k(set).as_bytes(), b"0", jid(i).as_bytes()]), Reply::Int(1));
     }
     // ids[k] is jid(k + 1), held (if at all) by token `tok{k + 1}`; 13 and 14 expired.
     let mut ids: Vec<String> = (1..=14).map(jid).collect();
