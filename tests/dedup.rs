@@ -353,6 +353,50 @@ fn the_bulk_add_dedups_against_the_queue_and_within_the_call() {
     assert_eq!(ev[4], ["event", "deduplicated", "id", &jid(1), "dedup", "old", "refused", &j5]);
 }
 
+/// A bulk add's duplicate of a live id is refused as ENQUEUE's is: with KEEPLAST while the
+/// holder only waits (nothing kept, a `refused` event), and with EXTEND the TTL restarted.
+#[test]
+fn the_bulk_adds_duplicates_are_refused_as_enqueues_are() {
+    let (_s, mut c, q) = queue_on_quiet_server("bulkdup");
+    q.enqueue(&mut c, &jid(1), &[b"DEDUP", b"w", b"DEDUPTTL", b"1000"]);
+    let before = c.call(&[b"PEXPIRETIME", dkey(&q, "w").as_bytes()]).int();
+    let (j2, j3) = (jid(2), jid(3));
+    let r = c.call_v(&q.add_cmd(&[
+        (&j2, "a", &["DEDUP", "w", "KEEPLAST"]),
+        (&j3, "b", &["DEDUP", "w", "DEDUPTTL", "500000", "EXTEND"]),
+    ]));
+    assert_eq!(r, Reply::Array(vec![bulk(&jid(1)), bulk(&jid(1))]));
+    assert_eq!(kept(&mut c, &q, "w"), None, "the holder waits: nothing is kept");
+    let after = c.call(&[b"PEXPIRETIME", dkey(&q, "w").as_bytes()]).int();
+    assert!(after >= before + 400000, "EXTEND restarts the TTL: {before} then {after}");
+    let ev = q.events(&mut c);
+    assert_eq!(ev[1], ["event", "deduplicated", "id", &jid(1), "dedup", "w", "refused", &j2]);
+    assert_eq!(ev[2], ["event", "deduplicated", "id", &jid(1), "dedup", "w", "refused", &j3]);
+    assert_eq!(ev.len(), 3);
+
+    // The holder active: in order, a kept job, an EXTEND, a later kept job (which drops the
+    // TTL again, as its ENQUEUE would) ...
+    assert_eq!(claim(&mut c, &q, "t"), jid(1));
+    let pttl_w = |c: &mut Conn| pttl(c, &dkey(&q, "w"));
+    let (j4, j5, j6, j7) = (jid(4), jid(5), jid(6), jid(7));
+    let r = c.call_v(&q.add_cmd(&[
+        (&j4, "a", &["DEDUP", "w", "KEEPLAST"]),
+        (&j5, "b", &["DEDUP", "w", "DEDUPTTL", "500000", "EXTEND"]),
+        (&j6, "c", &["DEDUP", "w", "KEEPLAST"]),
+    ]));
+    assert_eq!(r, Reply::Array(vec![bulk(&jid(1)), bulk(&jid(1)), bulk(&jid(1))]));
+    assert_eq!(kept(&mut c, &q, "w"), Some(j6.clone()));
+    assert_eq!(pttl_w(&mut c), -1);
+    // ... and an EXTEND after the last kept job restarts it.
+    let r = c.call_v(&q.add_cmd(&[
+        (&j7, "d", &["DEDUP", "w", "KEEPLAST"]),
+        (&jid(8), "e", &["DEDUP", "w", "DEDUPTTL", "600000", "EXTEND"]),
+    ]));
+    assert_eq!(r, Reply::Array(vec![bulk(&jid(1)), bulk(&jid(1))]));
+    assert_eq!(kept(&mut c, &q, "w"), Some(j7));
+    assert!(pttl_w(&mut c) > 500000, "the EXTEND after the kept job");
+}
+
 #[test]
 fn the_id_is_read_and_released_by_its_commands() {
     let (_s, mut c, q) = queue_on_quiet_server("cmds");

@@ -153,6 +153,9 @@ pub struct Claim<'a> {
     pub verdict: Verdict,
     /// The delayed set, found (ENQUEUE does not declare it), when REPLACE needs it.
     delayed: Option<Key>,
+    /// The DEDUPTTL of the last later job of the same bulk add that gave EXTEND for this id:
+    /// its TTL restart, written after this claim's own writes.
+    later_extend: Option<i64>,
 }
 
 impl<'a> Claim<'a> {
@@ -167,11 +170,17 @@ impl<'a> Claim<'a> {
     ) -> Result<Claim<'a>, Refusal> {
         let key = x.open_undeclared(Role::Dedup, d.id.bytes(), Access::Update)?;
         if !key.exists_as(Kind::String)? {
-            return Ok(Claim { d, key, verdict: Verdict::Fresh, delayed: None });
+            return Ok(Claim { d, key, verdict: Verdict::Fresh, delayed: None, later_extend: None });
         }
         let holder = x.string(key.string().unwrap_or_default())?;
         if ours(holder.bytes()) {
-            return Ok(Claim { d, key, verdict: Verdict::Duplicate(holder), delayed: None });
+            return Ok(Claim {
+                d,
+                key,
+                verdict: Verdict::Duplicate(holder),
+                delayed: None,
+                later_extend: None,
+            });
         }
         if d.replace {
             let own = match delayed {
@@ -189,7 +198,7 @@ impl<'a> Claim<'a> {
                 let companions = companions_of(x, holder.bytes(), &row)?;
                 let until = key.expires_at();
                 let verdict = Verdict::Replace { old: holder, row, companions, until };
-                return Ok(Claim { d, key, verdict, delayed: own });
+                return Ok(Claim { d, key, verdict, delayed: own, later_extend: None });
             }
         }
         if d.keep_last {
@@ -197,10 +206,16 @@ impl<'a> Claim<'a> {
             if row.kind() == Kind::Hash && Row(&row).state() == Some(State::Active) {
                 let kept = x.open_undeclared(Role::Kept, d.id.bytes(), Access::Write)?;
                 kept.exists_as(Kind::Hash)?;
-                return Ok(Claim { d, key, verdict: Verdict::Keep { holder, kept }, delayed: None });
+                return Ok(Claim {
+                    d,
+                    key,
+                    verdict: Verdict::Keep { holder, kept },
+                    delayed: None,
+                    later_extend: None,
+                });
             }
         }
-        Ok(Claim { d, key, verdict: Verdict::Duplicate(holder), delayed: None })
+        Ok(Claim { d, key, verdict: Verdict::Duplicate(holder), delayed: None, later_extend: None })
     }
 
     /// The holder's id when the id is live and nothing is to be created (KEEPLAST's kept
@@ -217,6 +232,28 @@ impl<'a> Claim<'a> {
         matches!(self.verdict, Verdict::Keep { .. })
     }
 
+    /// A later job of the same bulk add meets this id again: its EXTEND restarts the TTL as
+    /// its own ENQUEUE would have, after whatever this claim writes.
+    pub fn extend_later(&mut self, later: &Dedup<'_>) {
+        if let (true, Some(ttl)) = (later.extend, later.ttl) {
+            self.later_extend = Some(ttl);
+        }
+    }
+
+    /// A later job of the bulk add with KEEPLAST takes this claim: its keep drops the TTL
+    /// after the EXTENDs of the jobs before it, which are forgotten.
+    pub fn handed_on(mut self: Box<Self>) -> Box<Self> {
+        self.later_extend = None;
+        self
+    }
+
+    fn restart_later(&self, x: &Exec) -> Result<(), Refusal> {
+        match self.later_extend {
+            Some(ttl) => self.key.set_abs_expire(x.now().saturating_add(ttl)),
+            None => Ok(()),
+        }
+    }
+
     /// A duplicate: the TTL restarted under EXTEND, the `deduplicated` event on the holder
     /// (`refused`: the id the producer gave). KEEPLAST's duplicate is [`Claim::keep`]'s.
     pub fn refuse(&self, x: &Exec, events: &Events, refused: &Str) -> Result<(), Refusal> {
@@ -224,6 +261,7 @@ impl<'a> Claim<'a> {
         if let (true, Some(ttl)) = (self.d.extend, self.d.ttl) {
             self.key.set_abs_expire(x.now().saturating_add(ttl))?;
         }
+        self.restart_later(x)?;
         events.emit(x, Some(holder.str_ref()), self.d.event(Some(refused.str_ref()), false, None))
     }
 
@@ -245,6 +283,7 @@ impl<'a> Claim<'a> {
         if self.key.expires_at().is_some() {
             self.key.persist()?;
         }
+        self.restart_later(x)?;
         // The event is the kept job's producer's (its ALIAS): in a bulk add, not always the
         // job that planned the claim.
         let d = k.job.dedup.as_deref().copied().unwrap_or(self.d);
@@ -283,6 +322,7 @@ impl<'a> Claim<'a> {
         if let Some(at) = until {
             self.key.set_abs_expire(at)?;
         }
+        self.restart_later(x)?;
         match self.verdict {
             Verdict::Replace { old, companions, .. } => {
                 events.emit(x, Some(id.str_ref()), self.d.event(None, false, Some(old.str_ref())))?;

@@ -53,13 +53,24 @@ const OPTIONS: &[Opt] = &[
 ];
 
 /// A job of the call as decided before the first write.
+/// A DEDUP id an earlier job of the bulk add decided.
+struct Held {
+    /// The job that holds it.
+    holder: Vec<u8>,
+    /// The job of the call that carries its KEEPLAST claim, if one does.
+    keeper: Option<usize>,
+    /// The job whose fate carries the id's claim: the first to meet it, or that keeper.
+    claim_at: usize,
+}
+
 enum Fate<'a> {
     /// Not created: its row exists, an earlier job has its id, or its ALIAS is live.
     Exists,
     /// Created, holding its DEDUP id when it gives one.
     New(Option<Box<Claim<'a>>>),
     /// Its DEDUP id is live: the holder's id. `claim`: the id's key when this job is the
-    /// first of the call to find it live (its EXTEND restarts the TTL).
+    /// first of the call to find it live, or the last to keep a job for it (the EXTENDs of
+    /// the call's later jobs for the id restart the TTL through it).
     Dup { holder: Vec<u8>, claim: Option<Box<Claim<'a>>> },
 }
 
@@ -154,9 +165,8 @@ impl Verb for Add {
         let mut fates = Vec::with_capacity(rows.len());
         let mut ids: FnvSet<&[u8]> = FnvSet::with_capacity_and_hasher(rows.len(), Default::default());
         let mut named: FnvSet<&[u8]> = FnvSet::default();
-        // DEDUP ids decided by an earlier job of the call: the job that holds each, and the
-        // job of the call that carries its KEEPLAST claim, if one does.
-        let mut held: FnvMap<&[u8], (Vec<u8>, Option<usize>)> = FnvMap::default();
+        // DEDUP ids decided by an earlier job of the call.
+        let mut held: FnvMap<&[u8], Held> = FnvMap::default();
         // DEDUP ids a job of the call gives KEEPLAST: the first job to meet one live plans the
         // keep, and the claim passes to each later job with KEEPLAST, so that the last is kept.
         let keeps: FnvSet<&[u8]> = checked
@@ -175,16 +185,24 @@ impl Verb for Add {
                 (false, _) => Fate::Exists,
                 (true, None) => Fate::New(None),
                 (true, Some(d)) => match held.get_mut(d.id.bytes()) {
-                    Some((holder, keeper)) => {
+                    Some(Held { holder, keeper, claim_at }) => {
                         let claim = match (*keeper, d.keep_last) {
                             (Some(i), true) => {
                                 *keeper = Some(fates.len());
+                                *claim_at = fates.len();
                                 match fates.get_mut(i) {
-                                    Some(Fate::Dup { claim, .. }) => claim.take(),
+                                    Some(Fate::Dup { claim, .. }) => claim.take().map(Claim::handed_on),
                                     _ => None,
                                 }
                             }
-                            _ => None,
+                            _ => {
+                                if let Some(Fate::Dup { claim: Some(c), .. } | Fate::New(Some(c))) =
+                                    fates.get_mut(*claim_at)
+                                {
+                                    c.extend_later(&d);
+                                }
+                                None
+                            }
                         };
                         Fate::Dup { holder: holder.clone(), claim }
                     }
@@ -194,7 +212,8 @@ impl Verb for Add {
                             Box::new(Claim::plan(x, plan, Some(&delayed), &|h| tail_ids.contains(h))?);
                         let holder = claim.duplicate().map(|h| h.bytes().to_vec());
                         let keeper = claim.keeps().then_some(fates.len());
-                        held.insert(d.id.bytes(), (holder.clone().unwrap_or_else(|| id.to_vec()), keeper));
+                        let holder_id = holder.clone().unwrap_or_else(|| id.to_vec());
+                        held.insert(d.id.bytes(), Held { holder: holder_id, keeper, claim_at: fates.len() });
                         match holder {
                             Some(holder) => Fate::Dup { holder, claim: Some(claim) },
                             None => Fate::New(Some(claim)),
