@@ -393,8 +393,20 @@ fn the_bulk_adds_duplicates_are_refused_as_enqueues_are() {
         (&jid(8), "e", &["DEDUP", "w", "DEDUPTTL", "600000", "EXTEND"]),
     ]));
     assert_eq!(r, Reply::Array(vec![bulk(&jid(1)), bulk(&jid(1))]));
-    assert_eq!(kept(&mut c, &q, "w"), Some(j7));
+    assert_eq!(kept(&mut c, &q, "w"), Some(j7.clone()));
     assert!(pttl_w(&mut c) > 500000, "the EXTEND after the kept job");
+
+    // A job without KEEPLAST, then one with it whose row exists (another job's, so it is not
+    // added): the first is refused as ENQUEUE refuses it, with its event; the kept job stays.
+    assert_eq!(q.enqueue(&mut c, &jid(10), &[]), Reply::Int(1));
+    let r = c
+        .call_v(&q.add_cmd(&[(&jid(9), "f", &["DEDUP", "w"]), (&jid(10), "g", &["DEDUP", "w", "KEEPLAST"])]));
+    assert_eq!(r, Reply::Array(vec![bulk(&jid(1)), Reply::Int(0)]));
+    assert_eq!(kept(&mut c, &q, "w"), Some(j7));
+    assert_eq!(
+        q.last_event(&mut c),
+        ["event", "deduplicated", "id", &jid(1), "dedup", "w", "refused", &jid(9)]
+    );
 }
 
 #[test]
