@@ -132,6 +132,26 @@ pub struct DedupC {
     pub replace: bool,
 }
 
+/// With `share`, every job of a bulk add gives the first DEDUP of the call's id (its own
+/// TTL, EXTEND and REPLACE if it gave DEDUP, else the first's REPLACE, and EXTEND with a TTL
+/// 1 s longer than the first's when it has one), so that one call meets an id several times: its later EXTENDs, its REPLACEs, the
+/// holders the call makes.
+fn share_dedup(mut jobs: Vec<AddC>, share: bool) -> Vec<AddC> {
+    let first = jobs.iter().find_map(|(_, j, ..)| j.dedup.clone());
+    if let (true, Some(first)) = (share, first) {
+        for (_, j, ..) in jobs.iter_mut() {
+            match j.dedup.as_mut() {
+                Some(d) => d.id = first.id.clone(),
+                None => {
+                    let ttl = first.ttl.filter(|t| *t > 0).map(|t| t + 1000);
+                    j.dedup = Some(DedupC { ttl, extend: ttl.is_some(), ..first.clone() })
+                }
+            }
+        }
+    }
+    jobs
+}
+
 /// Which job one TRA.COMPLETES entry names.
 #[derive(Clone, Debug)]
 pub enum EntryId {
@@ -978,8 +998,9 @@ pub fn op(crashy: bool) -> BoxedStrategy<Op> {
                     0..=4,
                 ),
                 lc(),
+                prop::bool::weighted(0.4),
             )
-                .prop_map(|(jobs, lc)| Op::Add { jobs, lc })
+                .prop_map(|(jobs, lc, share)| Op::Add { jobs: share_dedup(jobs, share), lc })
                 .boxed(),
         ),
         (

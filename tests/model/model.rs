@@ -811,6 +811,10 @@ impl Model {
                     }
                     if let Some(d) = &c.dedup {
                         if let Some(h) = held.get(&d.id) {
+                            // Its EXTEND restarts the TTL, as its own ENQUEUE's would.
+                            if let (true, Some(e)) = (d.extend, self.dedups.get_mut(&d.id)) {
+                                e.1 = d.ttl.map(|t| now + t);
+                            }
                             let mut facts = vec![("dedup", d.id.clone()), ("refused", j.id.clone())];
                             facts.extend(Model::alias_fact(&c));
                             ev.push(event("deduplicated", Some(h), &facts));
