@@ -76,6 +76,27 @@ fn claim_never_hands_out_an_expired_job_and_fails_it() {
     assert!(claim(&mut c, &q, "5").is_empty());
 }
 
+/// A job failed for expiring counts for `keep-failed` as a failed job does: the oldest beyond
+/// the cap go, and with 0 it is itself deleted at once.
+#[test]
+fn an_expired_job_counts_for_keep_failed() {
+    let (_s, mut c, q) = queue_on_quiet_server("expkeep");
+    c.call(&[b"CONFIG", b"SET", b"trafikey.keep-failed", b"1"]);
+    assert_eq!(q.enqueue(&mut c, &jid(1), &[b"EXPIRE", b"+0"]), Reply::Int(1));
+    assert!(claim(&mut c, &q, "1").is_empty());
+    assert_eq!(q.enqueue(&mut c, &jid(2), &[b"EXPIRE", b"+0"]), Reply::Int(1));
+    assert!(claim(&mut c, &q, "1").is_empty());
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.sets["failed"], [jid(2)], "the cap of 1 keeps the newer");
+    c.call(&[b"CONFIG", b"SET", b"trafikey.keep-failed", b"0"]);
+    assert_eq!(q.enqueue(&mut c, &jid(3), &[b"EXPIRE", b"+0"]), Reply::Int(1));
+    assert!(claim(&mut c, &q, "1").is_empty());
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.sets["failed"], [jid(2)], "0 deletes the job failing, not the older ones");
+    assert!(!snap.rows.contains_key(&jid(3)));
+    assert_eq!(failures(&mut c, &q).len(), 3, "each with its event");
+}
+
 #[test]
 fn upkeep_fails_what_expires_waiting_by_itself() {
     let s = Server::installed();
