@@ -301,6 +301,23 @@ fn new_forms_refuse_bad_input_and_write_nothing() {
     q.check_invariant(&mut c);
 }
 
+/// A job STALLED fails for good counts for `keep-failed` as one FAIL fails: the oldest beyond
+/// the cap go.
+#[test]
+fn a_job_stalled_for_good_counts_for_keep_failed() {
+    let (_s, mut c, q) = queue_on_quiet_server("stallkeep");
+    c.call(&[b"CONFIG", b"SET", b"trafikey.keep-failed", b"1"]);
+    for n in 1..=2 {
+        assert_eq!(q.enqueue(&mut c, &jid(n), &[]), Reply::Int(1));
+        assert_eq!(q.run(&mut c, "EMQ.CLAIM", "", &[b"t", b"1"]).array().len(), 1);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let r = q.run(&mut c, "EMQ.STALLED", "", &[b"MAXSTALLS", b"0"]);
+        assert_eq!(r.array()[1].strings(), [jid(n)]);
+    }
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.sets["failed"], [jid(2)], "the cap of 1 keeps the newer");
+}
+
 #[test]
 fn a_queue_sets_its_own_max_stalls() {
     let (_s, mut c, q) = queue_on_quiet_server("stalls");

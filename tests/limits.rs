@@ -341,7 +341,16 @@ fn completes_stalled_and_remove_wake_a_waiter_held_by_concurrency_too() {
     argv.push(b"FORCE");
     assert_eq!(admin.call(&argv), Reply::Int(1));
     assert_eq!(w.read().unwrap().array()[0].array()[0].str(), jid(4));
-    assert_eq!(info_field(&mut admin, "trafikey", "trafikey_woken"), "3");
+    // STALLED failing a job for good: nothing goes back to wait, only active is left.
+    let r = q.run(&mut admin, "EMQ.EXTEND", &jid(4), &[b"u", b"1"]);
+    assert!(r.err().is_none(), "{r:?}");
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    send_claim(&mut w, &q, "t", "20000");
+    blocked(&mut admin, 1);
+    let r = q.run(&mut admin, "EMQ.STALLED", "", &[b"MAXSTALLS", b"0"]);
+    assert_eq!(r.array()[1].strings(), [jid(4)], "{r:?}");
+    assert_eq!(w.read().unwrap().array()[0].array()[0].str(), jid(5));
+    assert_eq!(info_field(&mut admin, "trafikey", "trafikey_woken"), "4");
     q.check_invariant(&mut admin);
 }
 
