@@ -321,13 +321,17 @@ fn completes_stalled_and_remove_wake_a_waiter_held_by_concurrency_too() {
     let r = q.run(&mut admin, "TRA.COMPLETES", "", &[jid(2).as_bytes(), b"a", b"ok"]);
     assert_eq!(r, Reply::Array(vec![Reply::Int(1)]));
     assert_eq!(w.read().unwrap().array()[0].array()[0].str(), jid(3));
+    // The lease of `id` held by `holder` runs out while `waiter` waits; STALLED with `max`.
+    let stall = |admin: &mut Conn, w: &mut Conn, id: &str, holder: &[u8], waiter: &str, max: &[u8]| {
+        let r = q.run(admin, "EMQ.EXTEND", id, &[holder, b"1"]);
+        assert!(r.err().is_none(), "{r:?}");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        send_claim(w, &q, waiter, "20000");
+        blocked(admin, 1);
+        q.run(admin, "EMQ.STALLED", "", &[b"MAXSTALLS", max])
+    };
     // A lease that ran out, reclaimed by STALLED.
-    let r = q.run(&mut admin, "EMQ.EXTEND", &jid(3), &[b"w", b"1"]);
-    assert!(r.err().is_none(), "{r:?}");
-    std::thread::sleep(std::time::Duration::from_millis(5));
-    send_claim(&mut w, &q, "v", "20000");
-    blocked(&mut admin, 1);
-    let r = q.run(&mut admin, "EMQ.STALLED", "", &[b"MAXSTALLS", b"5"]);
+    let r = stall(&mut admin, &mut w, &jid(3), b"w", "v", b"5");
     assert_eq!(r.array()[0].strings(), [jid(3)], "{r:?}");
     assert_eq!(w.read().unwrap().array()[0].array()[0].str(), jid(3));
     // TRA.REMOVE of a held job.
@@ -342,12 +346,7 @@ fn completes_stalled_and_remove_wake_a_waiter_held_by_concurrency_too() {
     assert_eq!(admin.call(&argv), Reply::Int(1));
     assert_eq!(w.read().unwrap().array()[0].array()[0].str(), jid(4));
     // STALLED failing a job for good: nothing goes back to wait, only active is left.
-    let r = q.run(&mut admin, "EMQ.EXTEND", &jid(4), &[b"u", b"1"]);
-    assert!(r.err().is_none(), "{r:?}");
-    std::thread::sleep(std::time::Duration::from_millis(5));
-    send_claim(&mut w, &q, "t", "20000");
-    blocked(&mut admin, 1);
-    let r = q.run(&mut admin, "EMQ.STALLED", "", &[b"MAXSTALLS", b"0"]);
+    let r = stall(&mut admin, &mut w, &jid(4), b"u", "t", b"0");
     assert_eq!(r.array()[1].strings(), [jid(4)], "{r:?}");
     assert_eq!(w.read().unwrap().array()[0].array()[0].str(), jid(5));
     assert_eq!(info_field(&mut admin, "trafikey", "trafikey_woken"), "4");
