@@ -52,7 +52,6 @@ const OPTIONS: &[Opt] = &[
     Opt::KeepLast,
 ];
 
-/// A job of the call as decided before the first write.
 /// A DEDUP id an earlier job of the bulk add decided.
 struct Held {
     /// The job that holds it.
@@ -63,6 +62,7 @@ struct Held {
     claim_at: usize,
 }
 
+/// A job of the call as decided before the first write.
 enum Fate<'a> {
     /// Not created: its row exists, an earlier job has its id, or its ALIAS is live.
     Exists,
