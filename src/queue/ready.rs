@@ -140,7 +140,7 @@ impl<'f> Expiry<'f> {
         let adding = if keep == Keep::None { 0 } else { jobs.len() as u64 };
         let expiring: Vec<&[u8]> = jobs.iter().map(|j| j.id.bytes()).collect();
         let retire = Retire::plan(x, &failed, adding, x.now(), keep, None, &expiring)?;
-        let ids: Vec<Option<&[u8]>> = jobs.iter().map(|j| Some(j.id.bytes())).collect();
+        let ids: Vec<Option<&[u8]>> = expiring.iter().copied().map(Some).collect();
         let gone = domain::gone_at_once(&ids, retire.drop_new, keep == Keep::None);
         let mut at_once = Vec::with_capacity(jobs.len());
         let mut releases = Vec::with_capacity(jobs.len());

@@ -144,13 +144,12 @@ pub fn finish_many(
     }
     let now = x.now();
     let adding = if keep == Keep::None { 0 } else { finishing };
-    let done: Vec<&[u8]> =
-        held.iter().zip(&fates).filter(|(_, f)| **f == DONE).map(|(h, _)| h.id.bytes()).collect();
+    let ids: Vec<Option<&[u8]>> =
+        held.iter().zip(&fates).map(|(h, f)| (*f == DONE).then(|| h.id.bytes())).collect();
+    let done: Vec<&[u8]> = ids.iter().flatten().copied().collect();
     let retire = Retire::plan(x, completed, adding, now, keep, age, &done)?;
     let tally =
         Tally::open(x, Tallied::Completed, how.metrics, i64::try_from(finishing).unwrap_or(i64::MAX))?;
-    let ids: Vec<Option<&[u8]>> =
-        held.iter().zip(&fates).map(|(h, f)| (*f == DONE).then(|| h.id.bytes())).collect();
     let at_once = domain::gone_at_once(&ids, retire.drop_new, keep == Keep::None);
     let mut logs = Vec::with_capacity(held.len());
     let mut releases = Vec::new();
