@@ -76,6 +76,24 @@ fn claim_never_hands_out_an_expired_job_and_fails_it() {
     assert!(claim(&mut c, &q, "5").is_empty());
 }
 
+/// Expired jobs do not use up a claim: one that met them takes more, and hands out every job
+/// it took.
+#[test]
+fn a_claim_short_for_expired_jobs_takes_and_hands_out_more() {
+    let (_s, mut c, q) = queue_on_quiet_server("expmore");
+    for n in 1..=3 {
+        assert_eq!(q.enqueue(&mut c, &jid(n), &[]), Reply::Int(1));
+    }
+    for n in 4..=5 {
+        assert_eq!(q.enqueue(&mut c, &jid(n), &[b"EXPIRE", b"+0", b"LIFO"]), Reply::Int(1));
+    }
+    // wait: 5 4 1 2 3, the first two expired; a claim of 3 meets them, then takes 1, 2, 3.
+    assert_eq!(claim(&mut c, &q, "3"), [jid(1), jid(2), jid(3)]);
+    let snap = q.check_invariant(&mut c);
+    assert_eq!(snap.sets["active"].len(), 3);
+    assert!(expired(&snap, &jid(4)) && expired(&snap, &jid(5)));
+}
+
 /// A job failed for expiring counts for `keep-failed` as a failed job does: the oldest beyond
 /// the cap go, and with 0 it is itself deleted at once.
 #[test]
