@@ -46,9 +46,9 @@ impl Retire {
         let cutoff = age.map(|a| now.saturating_sub(a));
         let mut ids: Vec<Str> = Vec::new();
         if by_count > 0 || cutoff.is_some() {
-            let ours = Finishing::new(finishing);
+            // Compared in turn: a call finishes at most 50, and the walk stops at the batch.
             set.zwalk(f64::NEG_INFINITY, f64::INFINITY, |m, score| {
-                if ours.has(m.bytes()) {
+                if finishing.contains(&m.bytes()) {
                     return true;
                 }
                 let take = (ids.len() as u64) < by_count || cutoff.is_some_and(|c| score < c as f64);
@@ -68,30 +68,6 @@ impl Retire {
         set.zrem_many(&members);
         self.rows.delete();
         metrics::add(&metrics::RETIRED, (self.ids.len() as u64).saturating_add(self.drop_new));
-    }
-}
-
-/// The ids a call finishes, for retention to pass over: a few compared in turn, more (a
-/// batch of 50) through a set.
-enum Finishing<'a> {
-    Few(&'a [&'a [u8]]),
-    Many(std::collections::HashSet<&'a [u8]>),
-}
-
-impl<'a> Finishing<'a> {
-    fn new(ids: &'a [&'a [u8]]) -> Finishing<'a> {
-        if ids.len() <= 8 {
-            Finishing::Few(ids)
-        } else {
-            Finishing::Many(ids.iter().copied().collect())
-        }
-    }
-
-    fn has(&self, id: &[u8]) -> bool {
-        match self {
-            Finishing::Few(ids) => ids.contains(&id),
-            Finishing::Many(ids) => ids.contains(id),
-        }
     }
 }
 
