@@ -174,7 +174,13 @@ pub static INTS: [&Int; 13] = [
     &UPKEEP_BATCH,
 ];
 
-pub static FLAGS: [&Flag; 2] = [&EFFECTS_ALWAYS, &UPKEEP];
+pub static AUDIT_HANDLES: Flag = Flag::new(
+    "audit-handles",
+    false,
+    "for tests: stop the server with a report if a call deletes a key another of its open handles holds (see the README's operator notes)",
+);
+
+pub static FLAGS: [&Flag; 3] = [&EFFECTS_ALWAYS, &UPKEEP, &AUDIT_HANDLES];
 
 pub fn get(c: &Int) -> i64 {
     c.value.load(Ordering::Relaxed)

@@ -996,9 +996,12 @@ fn every_command_survives_random_arguments() {
     let fail = |what: String, line: &str, recent: &[String]| -> ! {
         let log = srv.log();
         let tail: Vec<&str> = log.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect();
+        // The handle audit's report, which a crash report's many lines would push out of the tail.
+        let audit: Vec<&str> = log.lines().filter(|l| l.contains("trafikey audit-handles")).collect();
         panic!(
-            "FUZZ_SEED={seed}: {what}\n  call {line}\nthe last calls (this batch's, in order):\n{}\nserver log tail:\n{}",
+            "FUZZ_SEED={seed}: {what}\n  call {line}\nthe last calls (this batch's, in order):\n{}\nserver log, the handle audit:\n{}\nserver log tail:\n{}",
             recent.join("\n"),
+            audit.join("\n"),
             tail.join("\n")
         );
     };

@@ -20,6 +20,7 @@ macro_rules! api {
 }
 
 pub mod alloc;
+pub mod audit;
 pub mod blocking;
 pub mod caller;
 pub mod command;

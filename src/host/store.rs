@@ -100,6 +100,7 @@ pub fn delete_all(keys: &[Key]) {
     let mut ctx = ptr::null_mut();
     for key in keys {
         if let (Some(k), false) = (key.live(), key.kind() == Kind::Empty) {
+            key.audit_deleting(0);
             // SAFETY: writable, existing key.
             unsafe { f(k) };
             effect.push(key.name());
@@ -188,6 +189,7 @@ impl Skiplist {
 // A key's emptiness is its kind (`Kind::Empty`); `len` is a count, not a test of it.
 #[allow(clippy::len_without_is_empty)]
 impl Key {
+    #[inline]
     pub(in crate::host) fn open(ctx: *mut RedisModuleCtx, name: Name, write: bool) -> Key {
         let mode = if write { raw::KeyMode::READ | raw::KeyMode::WRITE } else { raw::KeyMode::READ };
         let ptr = match api!(RedisModule_OpenKey) {
@@ -195,7 +197,22 @@ impl Key {
             Some(open) => unsafe { open(ctx, name.ptr(), mode.bits()).cast::<RedisModuleKey>() },
             None => ptr::null_mut(),
         };
+        if super::audit::on() && !ptr.is_null() {
+            super::audit::opened(ptr, name.ptr());
+        }
         Key { ctx, name, ptr }
+    }
+
+    /// Before a write through this handle that deletes the key or replaces its value, or may
+    /// (it removes `removing` elements and the key has no more; 0 for a deletion): the handle
+    /// audit's check that no other handle of the call holds it (`audit`).
+    #[inline]
+    fn audit_deleting(&self, removing: usize) {
+        if let (true, Some(k)) = (super::audit::on(), self.live()) {
+            if removing == 0 || self.len() <= removing as u64 {
+                super::audit::deleting(self.ctx, k, super::strings::bytes_of(self.name()));
+            }
+        }
     }
 
     /// Opens the key named by a string the module made (it lives as long as the key).
@@ -206,8 +223,12 @@ impl Key {
     /// Closes the handle now; it reads as an absent key after. The server reads the value a
     /// handle opened when it closes it, so a handle on a key that another handle of the call
     /// is about to delete must be closed first.
+    #[inline]
     pub fn close(&mut self) {
         if let (false, Some(close)) = (self.ptr.is_null(), api!(RedisModule_CloseKey)) {
+            if super::audit::on() {
+                super::audit::closed(self.ptr);
+            }
             // SAFETY: opened by us, closed once: the pointer is cleared below.
             unsafe { close(self.ptr) }
         }
@@ -287,6 +308,7 @@ impl Key {
     pub fn set_string(&self, value: &[u8]) -> Result<(), Refusal> {
         let (k, f) = (self.live().ok_or_else(crate::errors::host_reply)?, api!(RedisModule_StringSet));
         let v = s(self.ctx, value)?;
+        self.audit_deleting(0);
         if let Some(f) = f {
             // SAFETY: writable key, live string.
             unsafe { f(k, v.raw()) };
@@ -378,6 +400,7 @@ impl Key {
     /// HDEL of the fields present; one effect, none if nothing was there.
     pub fn hdel(&self, fields: &[&Lit]) -> Result<(), Refusal> {
         let (Some(k), Some(f)) = (self.live(), api!(RedisModule_HashSet)) else { return Ok(()) };
+        self.audit_deleting(fields.len());
         let mut effect = Effect::new();
         effect.push(self.name());
         for field in fields {
@@ -434,6 +457,7 @@ impl Key {
     /// HDEL of fields named by server strings; one effect for those that were there.
     pub fn hdel_at(&self, fields: &[StrRef<'_>]) {
         let (Some(k), Some(f)) = (self.live(), api!(RedisModule_HashSet)) else { return };
+        self.audit_deleting(fields.len());
         let mut effect = Effect::new();
         effect.push(self.name());
         for field in fields.iter().map(|f| f.raw()) {
@@ -647,6 +671,7 @@ impl Key {
 
     fn pop_drop(&self, head: bool, n: usize) -> usize {
         let (Some(k), Some(f)) = (self.live(), api!(RedisModule_ListPop)) else { return 0 };
+        self.audit_deleting(n);
         let side = if head { raw::REDISMODULE_LIST_HEAD } else { raw::REDISMODULE_LIST_TAIL };
         let mut popped = 0;
         while popped < n {
@@ -781,6 +806,7 @@ impl Key {
     /// Remove members; one effect `ZREM key m ...` naming those that were there.
     pub fn zrem_many(&self, members: &[StrRef<'_>]) -> usize {
         let (Some(k), Some(f)) = (self.live(), api!(RedisModule_ZsetRem)) else { return 0 };
+        self.audit_deleting(members.len());
         let mut effect = Effect::with_capacity(members.len().saturating_add(1));
         effect.push(self.name());
         for m in members.iter().map(|m| m.raw()) {
@@ -895,6 +921,7 @@ impl Key {
         let (Some(k), Some(pop)) = (self.live(), api!(RedisModule_ListPop)) else {
             return Err(crate::errors::host_reply());
         };
+        self.audit_deleting(1);
         // SAFETY: a writable list key of one element; the popped string is ours (freed as it
         // drops).
         if Str::adopt(self.ctx, unsafe { pop(k, raw::REDISMODULE_LIST_TAIL as c_int) }).is_none() {

@@ -210,6 +210,12 @@ impl Server {
             args.push("--loadmodule".into());
             args.push(module_path().display().to_string());
             args.extend(o.module_args.iter().cloned());
+            // Every test's calls under the handle audit, unless the test sets it: a call that
+            // deletes a key another of its handles holds stops the server, and the test fails
+            // at that call.
+            if !o.module_args.iter().any(|a| a == "audit-handles") {
+                args.extend(["audit-handles".into(), "yes".into()]);
+            }
         }
         let log = std::fs::File::create(dir.join("server.log")).ok()?;
         let bin = server_bin();
