@@ -77,15 +77,22 @@ pub(in crate::host) fn closed(handle: *mut RedisModuleKey) {
     });
 }
 
-/// Called before `handle` deletes the key `name` or replaces its value: stops the server if
-/// another open handle of the call holds that value (a handle opened for writing on an absent
-/// key, which has created nothing, holds none).
+/// Called before `handle` deletes the key `name` or replaces its value (`by_server`: before a
+/// command the server runs by the key's name, which may do so under every handle, `handle`
+/// too): stops the server if another open handle of the call holds that value (a handle opened
+/// for writing on an absent key, which has created nothing, holds none).
 #[cold]
-pub(in crate::host) fn deleting(ctx: *mut RedisModuleCtx, handle: *mut RedisModuleKey, name: &[u8]) {
+pub(in crate::host) fn deleting(
+    ctx: *mut RedisModuleCtx,
+    handle: *mut RedisModuleKey,
+    name: &[u8],
+    by_server: bool,
+) {
     let Some(kind) = api!(RedisModule_KeyType) else { return };
+    let spared = if by_server { 0 } else { handle as usize };
     let held = OPEN.with(|o| {
         o.try_borrow().is_ok_and(|o| {
-            o.others(handle as usize, name).any(|h| {
+            o.others(spared, name).any(|h| {
                 // SAFETY: an open handle of this call (closing forgets it), whose value is
                 // still there: the deletion has not happened yet.
                 (unsafe { kind(h as *mut RedisModuleKey) }) as isize

@@ -210,7 +210,7 @@ impl Key {
     fn audit_deleting(&self, removing: usize) {
         if let (true, Some(k)) = (super::audit::on(), self.live()) {
             if removing == 0 || self.len() <= removing as u64 {
-                super::audit::deleting(self.ctx, k, super::strings::bytes_of(self.name()));
+                super::audit::deleting(self.ctx, k, super::strings::bytes_of(self.name()), false);
             }
         }
     }
@@ -886,6 +886,12 @@ impl Key {
     fn lrem_counting(&self, count: &Lit, member: StrRef<'_>) -> Result<(), Refusal> {
         if self.len() == 1 {
             return self.lrem_only(count, member);
+        }
+        // The server's command may delete the key under every handle of the call, this one too.
+        if let (true, Some(k)) = (super::audit::on(), self.live()) {
+            if self.len() <= 1 {
+                super::audit::deleting(self.ctx, k, super::strings::bytes_of(self.name()), true);
+            }
         }
         let (count, member) = (count.raw(), member.raw());
         let (Some(call), Some(int), Some(free)) =
