@@ -887,7 +887,8 @@ impl Key {
         if self.len() == 1 {
             return self.lrem_only(count, member);
         }
-        // The server's command may delete the key under every handle of the call, this one too.
+        // The server's LREM deletes a key it empties under every handle of the call, this one
+        // too; only a longer list comes here, and the audit stops a change that sends one.
         if let (true, Some(k)) = (super::audit::on(), self.live()) {
             if self.len() <= 1 {
                 super::audit::deleting(self.ctx, k, super::strings::bytes_of(self.name()), true);
