@@ -70,9 +70,7 @@ pub(in crate::host) fn opened(handle: *mut RedisModuleKey, name: *mut RedisModul
 pub(in crate::host) fn closed(handle: *mut RedisModuleKey) {
     OPEN.with(|o| {
         if let Ok(mut o) = o.try_borrow_mut() {
-            if !o.is_empty() {
-                o.closed(handle as usize);
-            }
+            o.closed(handle as usize);
         }
     });
 }

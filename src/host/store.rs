@@ -100,7 +100,7 @@ pub fn delete_all(keys: &[Key]) {
     let mut ctx = ptr::null_mut();
     for key in keys {
         if let (Some(k), false) = (key.live(), key.kind() == Kind::Empty) {
-            key.audit_deleting(0);
+            key.audit_deleting(0, false);
             // SAFETY: writable, existing key.
             unsafe { f(k) };
             effect.push(key.name());
@@ -203,14 +203,16 @@ impl Key {
         Key { ctx, name, ptr }
     }
 
-    /// Before a write through this handle that deletes the key or replaces its value, or may
-    /// (it removes `removing` elements and the key has no more; 0 for a deletion): the handle
-    /// audit's check that no other handle of the call holds it (`audit`).
+    /// Before a write that deletes the key or replaces its value, or may (it removes
+    /// `removing` elements and the key has no more; 0 for a deletion): the handle audit's
+    /// check that no other handle of the call holds it (`audit`). The write goes through this
+    /// handle, or with `by_server` is a command the server runs by the key's name, which
+    /// this handle's value does not survive either.
     #[inline]
-    fn audit_deleting(&self, removing: usize) {
+    fn audit_deleting(&self, removing: usize, by_server: bool) {
         if let (true, Some(k)) = (super::audit::on(), self.live()) {
             if removing == 0 || self.len() <= removing as u64 {
-                super::audit::deleting(self.ctx, k, super::strings::bytes_of(self.name()), false);
+                super::audit::deleting(self.ctx, k, super::strings::bytes_of(self.name()), by_server);
             }
         }
     }
@@ -308,7 +310,7 @@ impl Key {
     pub fn set_string(&self, value: &[u8]) -> Result<(), Refusal> {
         let (k, f) = (self.live().ok_or_else(crate::errors::host_reply)?, api!(RedisModule_StringSet));
         let v = s(self.ctx, value)?;
-        self.audit_deleting(0);
+        self.audit_deleting(0, false);
         if let Some(f) = f {
             // SAFETY: writable key, live string.
             unsafe { f(k, v.raw()) };
@@ -400,7 +402,7 @@ impl Key {
     /// HDEL of the fields present; one effect, none if nothing was there.
     pub fn hdel(&self, fields: &[&Lit]) -> Result<(), Refusal> {
         let (Some(k), Some(f)) = (self.live(), api!(RedisModule_HashSet)) else { return Ok(()) };
-        self.audit_deleting(fields.len());
+        self.audit_deleting(fields.len(), false);
         let mut effect = Effect::new();
         effect.push(self.name());
         for field in fields {
@@ -457,7 +459,7 @@ impl Key {
     /// HDEL of fields named by server strings; one effect for those that were there.
     pub fn hdel_at(&self, fields: &[StrRef<'_>]) {
         let (Some(k), Some(f)) = (self.live(), api!(RedisModule_HashSet)) else { return };
-        self.audit_deleting(fields.len());
+        self.audit_deleting(fields.len(), false);
         let mut effect = Effect::new();
         effect.push(self.name());
         for field in fields.iter().map(|f| f.raw()) {
@@ -671,7 +673,7 @@ impl Key {
 
     fn pop_drop(&self, head: bool, n: usize) -> usize {
         let (Some(k), Some(f)) = (self.live(), api!(RedisModule_ListPop)) else { return 0 };
-        self.audit_deleting(n);
+        self.audit_deleting(n, false);
         let side = if head { raw::REDISMODULE_LIST_HEAD } else { raw::REDISMODULE_LIST_TAIL };
         let mut popped = 0;
         while popped < n {
@@ -806,7 +808,7 @@ impl Key {
     /// Remove members; one effect `ZREM key m ...` naming those that were there.
     pub fn zrem_many(&self, members: &[StrRef<'_>]) -> usize {
         let (Some(k), Some(f)) = (self.live(), api!(RedisModule_ZsetRem)) else { return 0 };
-        self.audit_deleting(members.len());
+        self.audit_deleting(members.len(), false);
         let mut effect = Effect::with_capacity(members.len().saturating_add(1));
         effect.push(self.name());
         for m in members.iter().map(|m| m.raw()) {
@@ -889,11 +891,7 @@ impl Key {
         }
         // The server's LREM deletes a key it empties under every handle of the call, this one
         // too; only a longer list comes here, and the audit stops a change that sends one.
-        if let (true, Some(k)) = (super::audit::on(), self.live()) {
-            if self.len() <= 1 {
-                super::audit::deleting(self.ctx, k, super::strings::bytes_of(self.name()), true);
-            }
-        }
+        self.audit_deleting(1, true);
         let (count, member) = (count.raw(), member.raw());
         let (Some(call), Some(int), Some(free)) =
             (api!(RedisModule_Call), api!(RedisModule_CallReplyInteger), api!(RedisModule_FreeCallReply))
@@ -928,7 +926,7 @@ impl Key {
         let (Some(k), Some(pop)) = (self.live(), api!(RedisModule_ListPop)) else {
             return Err(crate::errors::host_reply());
         };
-        self.audit_deleting(1);
+        self.audit_deleting(1, false);
         // SAFETY: a writable list key of one element; the popped string is ours (freed as it
         // drops).
         if Str::adopt(self.ctx, unsafe { pop(k, raw::REDISMODULE_LIST_TAIL as c_int) }).is_none() {
