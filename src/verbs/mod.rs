@@ -81,6 +81,7 @@ pub mod reschedule;
 pub mod schedule;
 pub mod scheduler;
 pub mod schedulers;
+pub mod setdata;
 pub mod setprogress;
 pub mod stalled;
 pub mod undedup;
@@ -147,6 +148,7 @@ table! {
     scheduler
     schedulers
     completesnext
+    setdata
 }
 
 /// The capability tokens of the registered commands, in table order.
@@ -299,6 +301,7 @@ mod tests {
             (scheduler::COMMAND, "write deny-oom", "emq write", true),
             (schedulers::COMMAND, "readonly", "emq read", false),
             (completesnext::COMMAND, "write", "emq write", true),
+            (setdata::COMMAND, "write deny-oom fast", "emq write fast", true),
         ];
         assert_eq!(want.len(), COMMANDS.len());
         for (cmd, flags, acl, fenced) in want {
