@@ -595,6 +595,7 @@ pub fn keys_of(verb: &str) -> &'static [&'static str] {
         "EMQ.STALLED" => &["active", "wait", "prio", "failed", "events"],
         "TRA.PROGRESS" => &["job", "active", "events"],
         "TRA.SETPROGRESS" => &["job", "events"],
+        "TRA.SETDATA" => &["job"],
         "TRA.COMPLETENEXT" => &["job", "wait", "prio", "active", "delayed", "completed", "meta", "events"],
         "TRA.REMOVE" => &["job", "wait", "prio", "active", "delayed", "completed", "failed", "events"],
         other => panic!("no key roles for {other}"),
