@@ -141,10 +141,7 @@ fn calls(cmd: &Command) -> Vec<Vec<Vec<u8>>> {
             vec![with(GONE, "", "", &["FORCE", "COUNT", "1"]), with(GONE, "", "", &["FORCE"])]
         }
         "TRA.SETPROGRESS" => vec![with(QUEUE, &j(13), "", &["half", "ECHO"])],
-        "TRA.SETDATA" => vec![
-            with(QUEUE, &j(13), "", &["{\"step\":2}"]),
-            with(QUEUE, &j(17), "", &[""]),
-        ],
+        "TRA.SETDATA" => vec![with(QUEUE, &j(13), "", &["{\"step\":2}"]), with(QUEUE, &j(17), "", &[""])],
         "TRA.ADDLOG" => vec![with(QUEUE, &j(13), "", &["a line", "KEEP", "5"])],
         "TRA.COMPLETENEXT" => vec![with(QUEUE, &j(17), "", &["t17", "ok", "60000", "COUNT", "1"])],
         "TRA.UNDEDUP" => vec![with(QUEUE, "d2", "", &["IF", &j(2)]), with(QUEUE, "d2", "", &[])],
