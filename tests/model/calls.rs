@@ -188,6 +188,11 @@ pub enum Call {
         progress: Vec<u8>,
         echo: bool,
     },
+    /// TRA.SETDATA.
+    SetData {
+        id: Vec<u8>,
+        data: Vec<u8>,
+    },
     AddLog {
         id: Vec<u8>,
         line: Vec<u8>,
@@ -302,6 +307,7 @@ impl Call {
             Call::Jobs { .. } => "TRA.JOBS",
             Call::Completes { .. } => "TRA.COMPLETES",
             Call::SetProgress { .. } => "TRA.SETPROGRESS",
+            Call::SetData { .. } => "TRA.SETDATA",
             Call::AddLog { .. } => "TRA.ADDLOG",
             Call::CompleteNext { .. } => "TRA.COMPLETENEXT",
             Call::CompletesNext { .. } => "TRA.COMPLETESNEXT",
@@ -332,6 +338,7 @@ impl Call {
             | Call::Progress { id, .. }
             | Call::Log { id, .. }
             | Call::SetProgress { id, .. }
+            | Call::SetData { id, .. }
             | Call::AddLog { id, .. }
             | Call::CompleteNext { id, .. }
             | Call::Remove { id, .. }
@@ -464,6 +471,7 @@ impl Call {
                     a.push(w("ECHO"));
                 }
             }
+            Call::SetData { data, .. } => a.push(data.clone()),
             Call::AddLog { line, keep, .. } => {
                 a.push(line.clone());
                 if let Some(k) = keep {

@@ -304,6 +304,11 @@ pub enum Op {
         progress: B,
         echo: bool,
     },
+    /// TRA.SETDATA: any job, no token.
+    SetData {
+        id: IdC,
+        data: B,
+    },
     /// TRA.ADDLOG: any job, no token.
     AddLog {
         id: IdC,
@@ -638,6 +643,7 @@ impl Resolver<'_> {
             Op::SetProgress { id, progress, echo } => {
                 (Call::SetProgress { id: self.id(id), progress: progress.0.clone(), echo: *echo }, false)
             }
+            Op::SetData { id, data } => (Call::SetData { id: self.id(id), data: data.0.clone() }, false),
             Op::AddLog { id, line, keep } => {
                 (Call::AddLog { id: self.id(id), line: line.0.clone(), keep: *keep }, false)
             }
@@ -1156,6 +1162,12 @@ pub fn op(crashy: bool) -> BoxedStrategy<Op> {
         ),
         (3, (id_c(), line(), log_keep()).prop_map(|(id, line, keep)| Op::AddLog { id, line, keep }).boxed()),
         (
+            3,
+            (weighted(vec![(2, id_c()), (1, held_id())]), new_data())
+                .prop_map(|(id, data)| Op::SetData { id, data })
+                .boxed(),
+        ),
+        (
             h(14),
             (held_id(), tok_c(), line(), log_keep())
                 .prop_map(|(id, tok, line, keep)| Op::Log { id, tok, line, keep })
@@ -1242,6 +1254,19 @@ pub fn progress() -> BoxedStrategy<B> {
         (1, Just(vec![]).boxed()),
         (1, Just(vec![b'g'; PROGRESS_MAX]).boxed()),
         (1, Just(vec![b'g'; PROGRESS_MAX + 1]).boxed()),
+    ])
+    .prop_map(B)
+    .boxed()
+}
+
+/// TRA.SETDATA's data: short (within the 4-byte `max-payload` some cases set), longer, empty,
+/// binary.
+pub fn new_data() -> BoxedStrategy<B> {
+    weighted(vec![
+        (4, Just(b"{s}".to_vec()).boxed()),
+        (4, Just(b"{\"step\":2}".to_vec()).boxed()),
+        (1, Just(vec![]).boxed()),
+        (1, Just(b"\x00\xff\r\n new".to_vec()).boxed()),
     ])
     .prop_map(B)
     .boxed()

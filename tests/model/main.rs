@@ -9,7 +9,7 @@
 //! `KEEPSTARTED`, `KEEPPROGRESS`, `LIFO`; STALLED without MAXSTALLS honouring a queue's own `max-stalls`,
 //! which the steps set and delete in `meta` with HSET/HDEL as a client would) and of the
 //! inspection and administration commands (TRA.PRIORITY, TRA.COMPLETES, TRA.COMPLETENEXT,
-//! TRA.PROGRESS with ECHO, TRA.SETPROGRESS, TRA.LOG, TRA.ADDLOG, TRA.REMOVE with and without FORCE,
+//! TRA.PROGRESS with ECHO, TRA.SETPROGRESS, TRA.SETDATA (any job's data, in any state), TRA.LOG, TRA.ADDLOG, TRA.REMOVE with and without FORCE,
 //! TRA.DRAIN with and without DELAYED, TRA.CLEAN of either finished set, TRA.OBLITERATE with
 //! and without FORCE, and the reads TRA.JOB, TRA.COUNTS, TRA.JOBS, whose replies are checked
 //! against the model's own view; job schedulers' TRA.SCHEDULER SET (EVERY, OFFSET, LIMIT) and

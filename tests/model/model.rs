@@ -1225,6 +1225,16 @@ impl Model {
                 self.report(id, progress, *echo, ev);
                 Ok(Reply::Int(1))
             }
+            Call::SetData { id, data } => {
+                gate(id)?;
+                if data.len() > self.cfg.max_payload {
+                    return Err("EMQARG");
+                }
+                let Some(r) = self.rows.get_mut(id) else { return Err("EMQNOJOB") };
+                // Any state, no token, no event: only the data changes.
+                r.data = data.clone();
+                Ok(Reply::Int(1))
+            }
             Call::AddLog { id, line, keep } => {
                 gate(id)?;
                 if line.len() > self.cfg.max_payload {
