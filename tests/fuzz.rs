@@ -9,7 +9,7 @@
 //!
 //! Every command means every one: the job verbs, the bus, the controls, and the inspection
 //! and administration commands (TRA.JOB, TRA.COUNTS, TRA.JOBS, TRA.QUEUES, TRA.PROGRESS,
-//! TRA.LOG, TRA.REMOVE, TRA.DRAIN, TRA.CLEAN, TRA.OBLITERATE, the job schedulers'
+//! TRA.SETDATA, TRA.LOG, TRA.REMOVE, TRA.DRAIN, TRA.CLEAN, TRA.OBLITERATE, the job schedulers'
 //! TRA.SCHEDULER and TRA.SCHEDULERS with their `sched:<id>` and `scheds` keys), options included (CLAIM's BLOCK
 //! is cut to 1–3 ms, and never waits inside MULTI or a script). New options and commands
 //! join by themselves: the calls are built from the table's synopses (so EXPIRE on ENQUEUE
@@ -201,6 +201,10 @@ fn value(rng: &mut Rng, ctx: &Ctx, cmd: &Command, placeholder: &str, id: &str) -
         .any(|k| k.role == KeyRole::Queue(Role::Job) || k.role == KeyRole::Queue(Role::Active));
     let s: String = match placeholder {
         "name" => rng.pick(&["alpha", "b", "x"]).to_string(),
+        // TRA.SETDATA's data at the run's max-payload (4096) and one byte past it.
+        "data" if cmd.name == "TRA.SETDATA" && rng.chance(20) => {
+            "d".repeat(if rng.chance(50) { 4096 } else { 4097 })
+        }
         "data" | "result" | "error" | "payload" | "blob" | "progress" | "line" => {
             rng.pick(&["{}", "", "ok", "boom"]).to_string()
         }
