@@ -68,7 +68,7 @@ const STALL_PAGE = 500;
 const STALL_PAGES = 20;
 
 /** Keys the adapter keeps beside the module's; OBLITERATE does not know them. */
-const ADAPTER_KEYS = ['alias', 'rev', 'progress', 'stack', 'pb', 'am', 'as', 'err', 'stalled-check', 'stalled-seen', 'dn'];
+const ADAPTER_KEYS = ['alias', 'rev', 'progress', 'stack', 'pb', 'am', 'as', 'err', 'stalled-check', 'stalled-seen', 'dn', 'limiter'];
 
 interface Claimed {
   id: string;
@@ -260,6 +260,45 @@ async function end(c: Redis, force: boolean): Promise<void> {
   }
 }
 
+/**
+ * Resolves once `c` is ready to take commands, as BullMQ waits for its own connections: a client
+ * made with `lazyConnect` is connected, one still connecting is waited for (the errors of its
+ * failed tries are kept, not thrown), and one that ends first rejects with its last error. A
+ * client with `enableOfflineQueue: false` refuses commands sent before it is ready, so the first
+ * command must wait for this.
+ */
+async function connected(c: Redis): Promise<void> {
+  if (c.status === 'ready') {
+    return;
+  }
+  if (c.status === 'wait') {
+    await c.connect();
+    return;
+  }
+  if (c.status === 'end') {
+    throw new Error('Connection is closed.');
+  }
+  let last: Error | undefined;
+  const onError = (err: Error) => {
+    last = err;
+  };
+  let onReady = (): void => undefined;
+  let onEnd = (): void => undefined;
+  try {
+    await new Promise<void>((resolve, reject) => {
+      onReady = () => resolve();
+      onEnd = () => reject(last ?? new Error('Connection is closed.'));
+      c.once('ready', onReady);
+      c.once('end', onEnd);
+      c.on('error', onError);
+    });
+  } finally {
+    c.off('ready', onReady);
+    c.off('end', onEnd);
+    c.off('error', onError);
+  }
+}
+
 function newClient(conn: TrafikeyConnection | undefined, blocking: boolean, connectionName?: string): Redis {
   const extra: RedisOptions = { maxRetriesPerRequest: blocking ? null : 20 };
   if (connectionName !== undefined) {
@@ -268,8 +307,27 @@ function newClient(conn: TrafikeyConnection | undefined, blocking: boolean, conn
   if (conn && typeof (conn as Redis).duplicate === 'function') {
     return (conn as Redis).duplicate(extra);
   }
-  return new Redis({ ...(conn as RedisOptions), ...extra });
+  // BullMQ's own reconnect pace (1 s, growing to 20 s) unless the application set one: errors
+  // while the server is away arrive as often as on BullMQ's own connections.
+  return new Redis({ retryStrategy: bullRetry, ...(conn as RedisOptions), ...extra });
 }
+
+function bullRetry(times: number): number {
+  return Math.max(Math.min(Math.exp(times), 20000), 1000);
+}
+
+/** The application's ioredis client, when it passed one (it is duplicated, never used). */
+function appClient(conn: TrafikeyConnection | undefined): Redis | undefined {
+  return conn && typeof (conn as Redis).duplicate === 'function' ? (conn as Redis) : undefined;
+}
+
+/**
+ * Stands in for BullMQ's listener on a client the application passed. BullMQ uses that client
+ * and listens for its errors; this package duplicates it, and the copy's errors reach the
+ * classes' `error` events. Without a listener the application's own client, still trying to
+ * connect, would print each failed try to the console.
+ */
+const quiet = (): void => undefined;
 
 /**
  * The command connections a process shares: one per connection setting (the same ioredis
@@ -496,6 +554,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       this.conn.on('ready', this.onReady);
       this.conn.on('close', this.onClose);
       this.blockingConn?.on('error', err => this.emit('error', err));
+      appClient(connection)?.on('error', quiet);
     }
   }
 
@@ -515,6 +574,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       return false;
     }
     this.released = true;
+    appClient(this.opts.connection as TrafikeyConnection | undefined)?.off('error', quiet);
     this.conn.off('error', this.onError);
     this.conn.off('ready', this.onReady);
     this.conn.off('close', this.onClose);
@@ -610,6 +670,10 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   /** The module's client rule: wire equal, major equal, a module new enough, the fence set. */
   private async checkServer(): Promise<void> {
+    await connected(this.conn);
+    if (this.blockingConn) {
+      await connected(this.blockingConn);
+    }
     let reply: unknown;
     try {
       reply = await this.conn.call('EMQ.VERSION');
@@ -784,6 +848,18 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       return h.module;
     }
     return token ?? '-';
+  }
+
+  /**
+   * Forgets that this process holds a job, when the token the caller sent is still the one kept
+   * for it. A finish's reply can come after another slot has claimed the same job again (an
+   * immediate retry, a move back to wait) and kept its own token: that token is not ours to drop.
+   */
+  private letGoOf(id: string, sent: string): void {
+    const key = this.heldKey(id);
+    if (held.get(key)?.module === sent) {
+      held.delete(key);
+    }
   }
 
   /** The module's token for a job this process holds, whoever asks (progress, logs). */
@@ -1371,7 +1447,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     }
     const json = await this.getJobData(c.id, c.id, claimedRow(c.entry, worker));
     if (!json) {
-      held.delete(this.heldKey(c.id));
+      this.letGoOf(c.id, c.token);
       return [undefined, undefined, 0, 0];
     }
     return [json, json.id, 0, 0];
@@ -1571,25 +1647,27 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (fetchNext && this.moduleDrains && this.stash.length === 0 && keepLast === undefined) {
       // Finish and fetch in one atomic call; the next job is claimed with the same token.
       let done: Finished;
+      const sent = this.tokenFor(id, token);
       try {
-        done = await this.finishNext(id, this.tokenFor(id, token), rv, [...keepArgs(keep), 'ECHO', ...this.metrics, ...this.claimOpts]);
+        done = await this.finishNext(id, sent, rv, [...keepArgs(keep), 'ECHO', ...this.metrics, ...this.claimOpts]);
       } catch (err) {
         throw this.finishError(err, jobId, await this.stateOf(id), 'moveToFinished', token);
       }
       const finishedOn = Date.now();
-      held.delete(this.heldKey(id));
+      this.letGoOf(id, sent);
       if (done.job) {
         return { result: await this.handOut({ id: String(done.job[0]), token: done.token, entry: done.job }, token, (this.opts as any).name), finishedOn };
       }
       return { result: [undefined, undefined, 0, 0], finishedOn };
     }
+    const sent = this.tokenFor(id, token);
     try {
-      await this.conn.call('EMQ.COMPLETE', 4, this.jobKey(id), this.key('active'), this.key('completed'), this.key('events'), this.tokenFor(id, token), rv, ...keepArgs(keep), ...(this.moduleDrains ? ['ECHO'] : []), ...this.metrics);
+      await this.conn.call('EMQ.COMPLETE', 4, this.jobKey(id), this.key('active'), this.key('completed'), this.key('events'), sent, rv, ...keepArgs(keep), ...(this.moduleDrains ? ['ECHO'] : []), ...this.metrics);
     } catch (err) {
       throw this.finishError(err, jobId, await this.stateOf(id), 'moveToFinished', token);
     }
     const finishedOn = Date.now();
-    held.delete(this.heldKey(id));
+    this.letGoOf(id, sent);
     await this.requeueNext(keepLast);
     // Without fetchNext BullMQ answers an empty entry.
     return { result: (await this.next(token, fetchNext, true)) ?? [], finishedOn };
@@ -1680,18 +1758,19 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   private async fail(jobId: string, token: string | undefined, reason: string, extra: Cmd, stack: string | undefined, cmd: string): Promise<string> {
     const id = await this.mustResolve(jobId, cmd);
+    const sent = this.tokenFor(id, token);
     if (this.native) {
       // Module 0.3.0 keeps the stack in the row (each FAIL replaces it).
       try {
-        const reply = await this.conn.call(...(this.failCmd(id, this.tokenFor(id, token), reason).concat(extra, stack !== undefined ? ['STACK', stack] : []) as [string, ...any[]]));
-        held.delete(this.heldKey(id));
+        const reply = await this.conn.call(...(this.failCmd(id, sent, reason).concat(extra, stack !== undefined ? ['STACK', stack] : []) as [string, ...any[]]));
+        this.letGoOf(id, sent);
         return String(reply);
       } catch (err) {
         throw this.finishError(err, jobId, await this.stateOf(id), cmd, token);
       }
     }
     const p = this.conn.multi();
-    p.call(...(this.failCmd(id, this.tokenFor(id, token), reason).concat(extra) as [string, ...any[]]));
+    p.call(...(this.failCmd(id, sent, reason).concat(extra) as [string, ...any[]]));
     if (stack !== undefined) {
       // The module keeps no stack trace; the adapter keeps the last one beside the row.
       p.hset(this.key('b:stack'), id, stack);
@@ -1701,7 +1780,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (err) {
       throw this.finishError(err, jobId, await this.stateOf(id), cmd, token);
     }
-    held.delete(this.heldKey(id));
+    this.letGoOf(id, sent);
     return String(reply);
   }
 
@@ -1729,12 +1808,13 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       await this.retryAfter(jobId, token, delay, opts.fieldsToUpdate);
     } else {
       const id = await this.mustResolve(jobId, 'moveToDelayed');
+      const sent = this.tokenFor(id, token);
       try {
-        await this.conn.call('EMQ.DELAY', 4, this.jobKey(id), this.key('active'), this.key('delayed'), this.key('events'), this.tokenFor(id, token), `+${Math.max(0, Math.floor(delay))}`);
+        await this.conn.call('EMQ.DELAY', 4, this.jobKey(id), this.key('active'), this.key('delayed'), this.key('events'), sent, `+${Math.max(0, Math.floor(delay))}`);
       } catch (err) {
         throw this.finishError(err, jobId, await this.stateOf(id), 'moveToDelayed', token);
       }
-      held.delete(this.heldKey(id));
+      this.letGoOf(id, sent);
     }
     // BullMQ answers a move to delayed with the next job, or [] when none is fetched.
     if (opts?.fetchNext && token) {
@@ -1766,12 +1846,13 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
       await this.fail(jobId, token, fields.failedReason ?? '', [], fields.stacktrace, 'moveToDelayed');
       return;
     }
+    const sent = this.tokenFor(id, token);
     try {
-      await this.conn.call('EMQ.DELAY', 4, this.jobKey(id), this.key('active'), this.key('delayed'), this.key('events'), this.tokenFor(id, token), `+${Math.max(0, Math.floor(delay))}`);
+      await this.conn.call('EMQ.DELAY', 4, this.jobKey(id), this.key('active'), this.key('delayed'), this.key('events'), sent, `+${Math.max(0, Math.floor(delay))}`);
     } catch (err) {
       throw this.finishError(err, jobId, await this.stateOf(id), 'moveToDelayed', token);
     }
-    held.delete(this.heldKey(id));
+    this.letGoOf(id, sent);
     const p = this.conn.multi().hincrby(this.key('b:am'), id, 1).hset(this.key('b:err'), id, fields.failedReason ?? '');
     if (fields.stacktrace !== undefined) {
       p.hset(this.key('b:stack'), id, fields.stacktrace);
@@ -1785,14 +1866,15 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   async moveJobFromActiveToWait(jobId: string, token?: string): Promise<number> {
     const id = await this.mustResolve(jobId, 'moveJobFromActiveToWait');
+    const sent = this.tokenFor(id, token);
     try {
-      await this.conn.call('EMQ.REQUEUE', 5, this.jobKey(id), this.key('active'), this.key('wait'), this.key('prio'), this.key('events'), this.tokenFor(id, token));
+      await this.conn.call('EMQ.REQUEUE', 5, this.jobKey(id), this.key('active'), this.key('wait'), this.key('prio'), this.key('events'), sent);
     } catch (err) {
       throw this.finishError(err, jobId, await this.stateOf(id), 'moveJobFromActiveToWait', token);
     }
-    held.delete(this.heldKey(id));
+    this.letGoOf(id, sent);
     // BullMQ answers with the time its limiter still holds the queue: the worker waits that long.
-    return this.hasLimits ? Math.max(0, (await this.limits()).ttl ?? 0) : 0;
+    return this.hasLimits ? Math.max(0, (await this.limits()).ttl ?? 0, await this.manualTtl()) : 0;
   }
 
   /** BullMQ's immediate retry; on module 0.3.0 FAIL RETRY [LIFO], ready now whatever the backoff. */
@@ -2579,7 +2661,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (max) {
       return (l.count ?? 0) >= max && (l.window ?? -2) > 0 ? (l.window as number) : 0;
     }
-    return l.window ?? -2;
+    return Math.max(l.window ?? -2, await this.manualTtl());
   }
 
   private async counts(): Promise<Record<string, number>> {
@@ -2845,10 +2927,18 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
    */
   async setRateLimit(expireTimeMs: number): Promise<void> {
     await this.needLimits();
+    const ms = Math.min(2 ** 31, Math.max(1, Math.floor(expireTimeMs)));
+    if ((await this.limits())['rate-max'] === null) {
+      // BullMQ's manual limit acts only where a rate limit is set (a worker's limiter or the
+      // queue's global one): without one, claims go on and the limit is only a time to read
+      // back (getRateLimitTtl, and the wait of the worker that met it).
+      await this.conn.set(this.key('b:limiter'), '9007199254740991', 'PX', ms);
+      return;
+    }
     const res = await this.conn
       .multi()
       .call('TRA.LIMIT', 1, this.key('meta'), 'CLEAR')
-      .call('TRA.LIMIT', 1, this.key('meta'), 'FOR', Math.min(2 ** 31, Math.max(1, Math.floor(expireTimeMs))))
+      .call('TRA.LIMIT', 1, this.key('meta'), 'FOR', ms)
       .exec();
     const refused = res?.find(([err]) => err)?.[0];
     if (refused) {
@@ -2858,7 +2948,13 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   /** Ends the rate window and a manual limit now (BullMQ deletes its limiter key). */
   async removeRateLimitKey(): Promise<number> {
-    return this.limit('CLEAR');
+    const kept = await this.conn.del(this.key('b:limiter'));
+    return Math.max(kept, await this.limit('CLEAR'));
+  }
+
+  /** The time left of a manual limit set while no rate limit was (see setRateLimit), or -2. */
+  private async manualTtl(): Promise<number> {
+    return this.conn.pttl(this.key('b:limiter'));
   }
 
   async removeDeprecatedPriorityKey(): Promise<number> {

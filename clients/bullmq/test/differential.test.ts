@@ -4,7 +4,10 @@ import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { withBackend, Queue as BullQueue, Worker as BullWorker, QueueEvents as BullQueueEvents, QueueEventsProducer as BullQueueEventsProducer, UnrecoverableError, DelayedError, WaitingError, type Job } from 'bullmq';
+import { createServer } from 'node:net';
+import { Redis } from 'ioredis';
 import { closeTracked, sleep, track, until } from './helpers.js';
+import { install, modulePath, startServer, stopServer } from './server.js';
 import { withTrafikey } from '../src/index.js';
 
 const port = inject('port');
@@ -25,6 +28,18 @@ const stores: Record<'bullmq' | 'trafikey', { classes: Classes; connection: type
   },
   trafikey: { classes: Trafikey as unknown as Classes, connection: ours },
 };
+
+/** A port nothing listens on. */
+function freePort(): Promise<number> {
+  return new Promise((ok, fail) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => ok(port));
+    });
+    s.on('error', fail);
+  });
+}
 
 let name: string;
 beforeEach(() => {
@@ -1260,6 +1275,115 @@ describe('QueueEvents started late', () => {
       return seen;
     });
     expect(r.bullmq).toEqual([['completed', 'kept'], ['completed', 'gone'], ['failed', 'bad']]);
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+});
+
+describe('connections', () => {
+  it('with enableOfflineQueue false, wait to be ready before the first call, then fail fast while the server is down', async () => {
+    const out: Record<string, unknown> = {};
+    for (const [store, { classes }] of Object.entries(stores)) {
+      const server = await startServer(store === 'trafikey' ? ['--loadmodule', modulePath()] : []);
+      try {
+        if (store === 'trafikey') {
+          await install(server.port);
+        }
+        const connection = { host: '127.0.0.1', port: server.port, enableOfflineQueue: false };
+        const q = track(new classes.Queue(name, { connection }));
+        q.on('error', () => undefined);
+        const first = await q.add('first', { n: 1 }).then(
+          j => `added ${j.name}`,
+          (e: Error) => e.message,
+        );
+        await stopServer(server);
+        const down = await q.add('second', { n: 2 }).then(
+          () => 'added',
+          (e: Error) => e.message,
+        );
+        out[store] = { first, down };
+        // Closing meets the same refusal on BullMQ's store: the server is gone.
+        await q.close().catch(() => undefined);
+      } finally {
+        await stopServer(server);
+      }
+    }
+    expect(out.bullmq).toEqual({ first: 'added first', down: "Stream isn't writeable and enableOfflineQueue options is false" });
+    expect(out.trafikey).toEqual(out.bullmq);
+  });
+
+  it('report an unreachable server as error events of each class, printing nothing', async () => {
+    const port = await freePort();
+    const out: Record<string, unknown> = {};
+    const printed: string[] = [];
+    const writes = { stdout: process.stdout.write.bind(process.stdout), stderr: process.stderr.write.bind(process.stderr) };
+    const capture = (chunk: unknown) => {
+      printed.push(String(chunk));
+      return true;
+    };
+    for (const [store, { classes }] of Object.entries(stores)) {
+      printed.length = 0;
+      // The app hands over an ioredis client of its own, with no listener: as BullMQ's docs show.
+      const client = new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: null });
+      const options = { host: '127.0.0.1', port };
+      const errors = { queue: 0, worker: 0, events: 0, clientQueue: 0 };
+      process.stdout.write = capture as typeof process.stdout.write;
+      process.stderr.write = capture as typeof process.stderr.write;
+      try {
+        const q = new classes.Queue(name, { connection: options });
+        const w = new classes.Worker(name, async () => 1, { connection: options });
+        const qe = new classes.QueueEvents(name, { connection: options });
+        const q2 = new classes.Queue(name, { connection: client });
+        q.on('error', () => errors.queue++);
+        w.on('error', () => errors.worker++);
+        qe.on('error', () => errors.events++);
+        q2.on('error', () => errors.clientQueue++);
+        await sleep(2500);
+        await Promise.race([Promise.all([w.close(true), qe.close(), q.close(), q2.close()]), sleep(3000)]);
+      } finally {
+        process.stdout.write = writes.stdout;
+        process.stderr.write = writes.stderr;
+        client.disconnect();
+      }
+      out[store] = { errorsOnEach: Object.values(errors).every(n => n > 0), printed: printed.filter(p => /ECONNREFUSED|ioredis/.test(p)) };
+    }
+    expect(out.bullmq).toEqual({ errorsOnEach: true, printed: [] });
+    expect(out.trafikey).toEqual(out.bullmq);
+  });
+});
+
+describe('a manual rate limit', () => {
+  it('holds the queue where a rate limit is set, and nothing where none is, as BullMQ documents', async () => {
+    const r = await both(async s => {
+      const { q } = s;
+      const out: Record<string, unknown> = {};
+      // No limiter on any worker, no global rate limit: the queue is not held.
+      await q.rateLimit(60000);
+      out.ttlUnlimited = (await q.getRateLimitTtl()) > 59000;
+      let ran = 0;
+      const w = running(s, async () => {
+        ran++;
+        return 'ok';
+      });
+      await q.add('free', {});
+      await until(async () => (await q.getCompletedCount()) === 1);
+      out.ranUnlimited = ran;
+      await w.close();
+      await q.removeRateLimitKey();
+      // A global rate limit set: the same manual limit holds every claim.
+      await q.setGlobalRateLimit(100, 1000);
+      await q.rateLimit(60000);
+      const w2 = running(s, async () => {
+        ran++;
+        return 'ok';
+      });
+      await q.add('held', {});
+      await sleep(500);
+      out.heldWaiting = await q.getWaitingCount();
+      out.ranHeld = ran;
+      await w2.close();
+      return out;
+    });
+    expect(r.bullmq).toEqual({ ttlUnlimited: true, ranUnlimited: 1, heldWaiting: 1, ranHeld: 1 });
     expect(r.trafikey).toEqual(r.bullmq);
   });
 });

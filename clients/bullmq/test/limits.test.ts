@@ -66,7 +66,7 @@ describe('rate limits', () => {
     expect(await worker.getNextJob('t3', { block: false })).toBeDefined();
   });
 
-  it('queue.rateLimit holds every claim for its time; RateLimitError puts the job back unattempted', async () => {
+  it('queue.rateLimit with no rate limit set: the worker that meets RateLimitError waits its time, the job back unattempted', async () => {
     await queue.add('a', {});
     let runs = 0;
     const worker = track(
