@@ -1,11 +1,9 @@
 // A small app on trafikey: a producer, a worker and QueueEvents, unchanged BullMQ code but
-// for the line that picks the backend.
+// for the module it imports the classes from ('trafikey-bullmq' in an app of its own).
 //   npm run build && VALKEY_PORT=6379 node examples/app.mjs
-import { withBackend } from 'bullmq';
-import { withTrafikey } from '../dist/index.js';
+import { Queue, Worker, QueueEvents } from '../dist/index.js';
 
 const connection = { host: '127.0.0.1', port: Number(process.env.VALKEY_PORT ?? 6379) };
-const { Queue, Worker, QueueEvents } = withTrafikey(withBackend);
 
 const queue = new Queue('mail', { connection });
 const events = new QueueEvents('mail', { connection });
