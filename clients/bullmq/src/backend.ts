@@ -508,6 +508,8 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
    * atomically with the holder's finish. Without it the adapter keeps the jobs in `b:dn`.
    */
   private hasKeepLast = false;
+  /** TRA.SETDATA (module 0.3.3): a job's data replaced, for updateData. */
+  private hasSetData = false;
   /** A worker's `metrics` option as the finishes' `METRICS max`: none without it. */
   private metrics: Cmd = [];
   /** Aliases named by events this backend read (module id → custom id), the newest 10 000. */
@@ -708,7 +710,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     if (fence !== WIRE) {
       throw new Error(`trafikey-bullmq: ${FENCE} holds ${fence}, not ${WIRE}`);
     }
-    const probe = (await this.conn.call('COMMAND', 'INFO', 'TRA.SETPROGRESS', 'TRA.ADDLOG', 'TRA.COMPLETENEXT', 'TRA.ADD', 'TRA.PRIORITY', 'TRA.LIMIT', 'TRA.DEDUP', 'TRA.SCHEDULER', 'TRA.COMPLETESNEXT')) as unknown[];
+    const probe = (await this.conn.call('COMMAND', 'INFO', 'TRA.SETPROGRESS', 'TRA.ADDLOG', 'TRA.COMPLETENEXT', 'TRA.ADD', 'TRA.PRIORITY', 'TRA.LIMIT', 'TRA.DEDUP', 'TRA.SCHEDULER', 'TRA.COMPLETESNEXT', 'TRA.SETDATA')) as unknown[];
     this.anyReporter = !!probe[0] && !!probe[1];
     this.moduleDrains = !!probe[2];
     this.native = !!probe[3];
@@ -717,6 +719,7 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
     this.hasDedup = !!probe[6];
     this.hasSched = !!probe[7];
     this.hasFinishes = !!probe[8];
+    this.hasSetData = !!probe[9];
     this.hasBy = this.native && versionAtLeast(String(v.module_version), BY_MODULE_VERSION);
     this.hasKeepLast = this.native && versionAtLeast(String(v.module_version), KEEPLAST_MODULE_VERSION);
     const name = (this.opts as any).name;
@@ -2175,12 +2178,26 @@ export class TrafikeyBackend extends EventEmitter implements IQueueBackend {
 
   // ---------------------------------------------------------------- job mutations
 
-  async updateData<T = any, R = any, N extends string = string>(job: MinimalJob<T, R, N>, _data: T): Promise<void> {
+  /** BullMQ's updateData: TRA.SETDATA replaces the row's data, whatever the job's state. */
+  async updateData<T = any, R = any, N extends string = string>(job: MinimalJob<T, R, N>, data: T): Promise<void> {
     const id = await this.resolve(job.id as string);
-    if (!id || !(await this.conn.exists(this.jobKey(id)))) {
+    if (!id) {
       throw new Error(`Missing key for job ${job.id}. updateData`);
     }
-    throw new NotSupportedError('updateData (job data is immutable on trafikey)');
+    if (!this.hasSetData) {
+      if (!(await this.conn.exists(this.jobKey(id)))) {
+        throw new Error(`Missing key for job ${job.id}. updateData`);
+      }
+      throw new NotSupportedError('updateData (this module has no TRA.SETDATA: upgrade)');
+    }
+    try {
+      await this.conn.call('TRA.SETDATA', 1, this.jobKey(id), JSON.stringify(data === undefined ? null : data));
+    } catch (err) {
+      if (errCode(err) === 'EMQNOJOB') {
+        throw new Error(`Missing key for job ${job.id}. updateData`);
+      }
+      throw err;
+    }
   }
 
   async updateProgress(jobId: string, progress: JobProgress): Promise<void> {

@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { createIORedisClient } from './src/classes/ioredis-client';
 import { setConnectionFactory } from './tests/utils/connection-factory';
 import { setDefaultBackendFactory } from './src/utils/create-backend';
-import { createTrafikeyBackend } from './trafikey/src/index';
+import { createTrafikeyBackend } from './trafikey/src/factory';
 
 const host = '127.0.0.1';
 const port = Number(process.env.REDIS_PORT);

@@ -1387,3 +1387,92 @@ describe('a manual rate limit', () => {
     expect(r.trafikey).toEqual(r.bullmq);
   });
 });
+
+describe('step jobs (job.updateData)', () => {
+  /**
+   * BullMQ's documented step-job pattern: the processor keeps how far it got in the job's data
+   * and carries on from there, in one run (`plain`), across a move to delayed (`delayed`) or
+   * back to wait (`waiting`) it makes itself, or across retries after a step that threw
+   * (`retry`). Each run is recorded with the step it started from.
+   */
+  async function steps(s: Store, mode: 'plain' | 'delayed' | 'waiting' | 'retry'): Promise<unknown> {
+    const { q } = s;
+    const runs: unknown[] = [];
+    const errors: string[] = [];
+    let thrown = false;
+    const w = running(
+      s,
+      async (job: Job, token?: string) => {
+        let step = (job.data as { step: number }).step;
+        runs.push([job.attemptsMade, step]);
+        while (step !== 3) {
+          if (step === 0) {
+            await job.updateData({ step: 1, note: 'first done' });
+            step = 1;
+            if (mode === 'delayed') {
+              await job.moveToDelayed(Date.now() + 100, token);
+              throw new DelayedError();
+            }
+            if (mode === 'waiting') {
+              await job.moveToWait(token);
+              throw new WaitingError();
+            }
+          } else if (step === 1) {
+            if (mode === 'retry' && !thrown) {
+              thrown = true;
+              throw new Error('second step failed once');
+            }
+            await job.updateData({ step: 2, note: 'second done' });
+            step = 2;
+          } else {
+            await job.updateData({ step: 3, note: 'third done' });
+            step = 3;
+          }
+        }
+        return 'finished';
+      },
+      { concurrency: 2 },
+    );
+    w.on('error', (e: Error) => errors.push(e.message));
+    await q.add('steps', { step: 0 }, { jobId: `steps-${mode}`, attempts: 3, backoff: { type: 'fixed', delay: 50 } });
+    await until(async () => (await q.getCompletedCount()) === 1);
+    await w.close();
+    const job = await q.getJob(`steps-${mode}`);
+    return { runs, errors, data: job?.data, returnvalue: job?.returnvalue, attemptsMade: job?.attemptsMade };
+  }
+
+  for (const mode of ['plain', 'delayed', 'waiting', 'retry'] as const) {
+    it(`carry on from the step kept in their data: ${mode}`, async () => {
+      const r = await both(s => steps(s, mode));
+      expect(r.bullmq).toMatchObject({ errors: [], data: { step: 3, note: 'third done' }, returnvalue: 'finished' });
+      expect(r.trafikey).toEqual(r.bullmq);
+    });
+  }
+
+  it('replace the data of a job in any state, and refuse a missing job alike', async () => {
+    const r = await both(async ({ q, w }) => {
+      const out: Record<string, unknown> = {};
+      const waiting = await q.add('a', { v: 1 }, { jobId: 'u-wait' });
+      await waiting.updateData({ v: 2 });
+      out.waiting = (await q.getJob('u-wait'))?.data;
+      const delayed = await q.add('b', { v: 1 }, { jobId: 'u-delayed', delay: 60000 });
+      await delayed.updateData({ v: 'later' });
+      out.delayed = (await q.getJob('u-delayed'))?.data;
+      const held = await w.getNextJob('t1');
+      await held!.updateData([1, 2, 3]);
+      out.active = (await q.getJob(held!.id!))?.data;
+      await held!.moveToCompleted('ok', 't1', false);
+      await held!.updateData({ after: 'completion' });
+      out.completed = (await q.getJob(held!.id!))?.data;
+      const gone = await q.add('c', {}, { jobId: 'u-gone' });
+      await gone.remove();
+      out.missing = await gone.updateData({}).then(
+        () => 'replaced',
+        (e: Error) => e.message,
+      );
+      return out;
+    });
+    expect(r.bullmq).toMatchObject({ waiting: { v: 2 }, missing: 'Missing key for job u-gone. updateData' });
+    expect(r.trafikey).toEqual(r.bullmq);
+  });
+});
