@@ -606,6 +606,11 @@ impl Model {
     /// `soft`: the keep is the config's default, which the project documents as a soft cap
     /// (src/verbs/README.md): the set may grow past n by n/16 (at most 64; exact below 16)
     /// and is then trimmed back to n.
+    ///
+    /// A job of `added` trimmed too (a call finishing more jobs than the cap keeps) is deleted
+    /// at once, so its finishing event, the last of `ev` naming it, gets its `alias` (the
+    /// contract's "Custom ids": "when the finish deletes the row at once (KEEP 0, or beyond
+    /// the cap)").
     #[allow(clippy::too_many_arguments)]
     pub fn retire(
         &mut self,
@@ -616,9 +621,11 @@ impl Model {
         soft: bool,
         age: Option<i64>,
         now: i64,
+        ev: &mut [Event],
     ) {
         let mut order: Vec<(i64, Vec<u8>)> = before;
         order.sort();
+        let older = order.len();
         let mut added = added;
         added.sort();
         order.extend(added.into_iter().map(|id| (now, id)));
@@ -634,6 +641,13 @@ impl Model {
                     Finished::Completed => self.completed.remove(id),
                     Finished::Failed => self.failed.remove(id),
                 };
+                let alias = self.rows.get(id).and_then(|r| r.alias.clone());
+                if let (true, Some(k)) = (i >= older, alias) {
+                    let named = |e: &&mut Event| e.get(2).is_some_and(|f| f == b"id") && e.get(3) == Some(id);
+                    if let Some(e) = ev.iter_mut().rev().find(named) {
+                        e.extend([b"alias".to_vec(), k]);
+                    }
+                }
                 self.drop_row(id);
             }
         }
@@ -1031,7 +1045,7 @@ impl Model {
                         added.push(id.clone());
                     }
                     ev.push(event("failed", Some(id), &facts));
-                    self.retire(Finished::Failed, before, added, keep, soft, age, now);
+                    self.retire(Finished::Failed, before, added, keep, soft, age, now, ev);
                     self.count_metrics(1, *metrics, now);
                     return Ok(Reply::Simple("failed".into()));
                 }
@@ -1196,7 +1210,7 @@ impl Model {
                         requeued.push(Reply::Bulk(id));
                     }
                 }
-                self.retire(Finished::Failed, before, added, keep, true, None, now);
+                self.retire(Finished::Failed, before, added, keep, true, None, now, ev);
                 Ok(Reply::Array(vec![Reply::Array(requeued), Reply::Array(dead)]))
             }
             Call::Progress { id, token, progress, echo } => {
@@ -1467,7 +1481,7 @@ impl Model {
                 let before = self.finished_before(Finished::Completed);
                 let (codes, added) = self.finish_each(triples, keep, false, now, ev);
                 if codes.contains(&1) {
-                    self.retire(Finished::Completed, before, added, keep, true, None, now);
+                    self.retire(Finished::Completed, before, added, keep, true, None, now, ev);
                 }
                 Ok(Reply::Array(codes.into_iter().map(Reply::Int).collect()))
             }
@@ -1486,7 +1500,7 @@ impl Model {
                 let before = self.finished_before(Finished::Completed);
                 let (codes, added) = self.finish_each(triples, keep, *echo, now, ev);
                 if codes.contains(&1) {
-                    self.retire(Finished::Completed, before, added, keep, soft, age, now);
+                    self.retire(Finished::Completed, before, added, keep, soft, age, now, ev);
                     for _ in codes.iter().filter(|c| **c == 1) {
                         self.count_metrics(0, *metrics, now);
                     }
@@ -1721,7 +1735,7 @@ impl Model {
         if drained && self.drained() {
             ev.push(event("drained", None, &[]));
         }
-        self.retire(Finished::Completed, before, added, keep, soft, age, now);
+        self.retire(Finished::Completed, before, added, keep, soft, age, now, ev);
         self.count_metrics(0, metrics, now);
         Ok(Reply::Int(1))
     }
@@ -1905,7 +1919,7 @@ impl Model {
                 }
                 ev.push(event("failed", Some(id), &facts));
             }
-            self.retire(Finished::Failed, before, added, keep, true, None, now);
+            self.retire(Finished::Failed, before, added, keep, true, None, now, ev);
         }
         let mut out = Vec::new();
         let taken_ids = picked.clone();
