@@ -19,57 +19,73 @@ fn fixed(keep_failed: i64, promote_batch: i64) -> Cfg {
     }
 }
 
+/// Random sequences against the model: batches of `MODEL_CASES` cases (100), each batch under
+/// its own seed (`MODEL_SEED`, then the next), until at least `MODEL_MIN` cases (500) have run
+/// and `MODEL_SECONDS` (45) have passed, at most `MODEL_BATCHES` (20) batches. A failure names
+/// its batch's seed: `MODEL_SEED=<it> MODEL_BATCHES=1` replays it.
 pub fn job_core_agrees_with_its_model() {
-    let cases = env_num("MODEL_CASES", 96) as u32;
+    let per_batch = env_num("MODEL_CASES", 100) as u32;
+    let min_cases = env_num("MODEL_MIN", 500);
+    let budget = Duration::from_secs(env_num("MODEL_SECONDS", 45));
+    let max_batches = env_num("MODEL_BATCHES", 20);
     let steps = env_num("MODEL_STEPS", 60) as usize;
-    let seed = env_num("MODEL_SEED", 0x7472_6166_696b_6579);
-    let mut seed_bytes = [0u8; 32];
-    seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
-    eprintln!("model: {cases} cases of up to {steps} steps, MODEL_SEED={seed}");
+    let first_seed = env_num("MODEL_SEED", 0x7472_6166_696b_6579);
     let pair = Pair::start();
-    let config = Config {
-        cases,
-        failure_persistence: None,
-        max_shrink_iters: env_num("MODEL_SHRINK_ITERS", 4000) as u32,
-        max_shrink_time: env_num("MODEL_SHRINK_MS", 120_000) as u32,
-        ..Config::default()
-    };
-    let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
     let t = Instant::now();
     let (ran, steps_run) = (std::cell::Cell::new(0u64), std::cell::Cell::new(0u64));
     let cov = Coverage::default();
-    let result = runner.run(&case(steps), |case| {
-        ran.set(ran.get() + 1);
-        steps_run.set(steps_run.get() + case.ops.len() as u64);
-        run_case(&pair, &case, &cov).map_err(TestCaseError::fail)
-    });
+    let mut batch = 0u64;
+    while batch < max_batches && (ran.get() < min_cases || t.elapsed() < budget) {
+        let seed = first_seed.wrapping_add(batch);
+        batch += 1;
+        let mut seed_bytes = [0u8; 32];
+        seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
+        eprintln!(
+            "model: batch {batch}: {per_batch} cases of up to {steps} steps (deep: {}), MODEL_SEED={seed}",
+            steps * 2
+        );
+        let config = Config {
+            cases: per_batch,
+            failure_persistence: None,
+            max_shrink_iters: env_num("MODEL_SHRINK_ITERS", 4000) as u32,
+            max_shrink_time: env_num("MODEL_SHRINK_MS", 120_000) as u32,
+            ..Config::default()
+        };
+        let mut runner =
+            TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
+        let result = runner.run(&case(steps), |case| {
+            ran.set(ran.get() + 1);
+            steps_run.set(steps_run.get() + case.ops.len() as u64);
+            run_case(&pair, &case, &cov).map_err(TestCaseError::fail)
+        });
+        match result {
+            Ok(()) => {}
+            Err(TestError::Fail(reason, case)) => {
+                let ops: Vec<String> =
+                    case.ops.iter().enumerate().map(|(i, o)| format!("{i:>3} {o:?}")).collect();
+                panic!(
+                    "the module and the model disagree (MODEL_SEED={seed} MODEL_BATCHES=1 replays it).\n\nminimal sequence ({:?}, {} ids, crashy {}, resp3 {}):\n{}\n\nits run (TIME bracket, command, reply):\n{reason}",
+                    case.cfg,
+                    case.pool,
+                    case.crashy,
+                    case.resp3,
+                    ops.join("\n")
+                )
+            }
+            Err(TestError::Abort(reason)) => panic!("aborted (MODEL_SEED={seed}): {reason}"),
+        }
+    }
     let mut summary = String::new();
     for ((verb, out), k) in cov.borrow().iter() {
         let _ = write!(summary, "{verb}:{out}={k}  ");
     }
     eprintln!("model: outcomes: {summary}");
     eprintln!(
-        "model: {} sequences, {} steps (shrinking included) in {:.1?}",
+        "model: {} sequences in {batch} batches, {} steps (shrinking included) in {:.1?}",
         ran.get(),
         steps_run.get(),
         t.elapsed()
     );
-    match result {
-        Ok(()) => {}
-        Err(TestError::Fail(reason, case)) => {
-            let ops: Vec<String> =
-                case.ops.iter().enumerate().map(|(i, o)| format!("{i:>3} {o:?}")).collect();
-            panic!(
-                "the module and the model disagree (MODEL_SEED={seed}).\n\nminimal sequence ({:?}, {} ids, crashy {}, resp3 {}):\n{}\n\nits run (TIME bracket, command, reply):\n{reason}",
-                case.cfg,
-                case.pool,
-                case.crashy,
-                case.resp3,
-                ops.join("\n")
-            )
-        }
-        Err(TestError::Abort(reason)) => panic!("aborted: {reason}"),
-    }
 }
 
 /// The shrunk sequences the random test found where the module departed from the contract,

@@ -922,8 +922,20 @@ pub fn lc() -> BoxedStrategy<bool> {
 
 /// The ops of one case. `crashy` cases model workers that mostly die: the holder verbs are
 /// rare, so leases pile up, expire together, and STALLED reclaims (and fails) several at once.
-pub fn op(crashy: bool) -> BoxedStrategy<Op> {
-    let h = |w: u32| if crashy { (w / 4).max(1) } else { w };
+/// The ops of a case. A crashy case calls the holder's verbs less (its crashes end leases);
+/// a deep one three times as often, and claims twice as often, so that jobs go round
+/// claim, retry, delay and finish many times: the states a short, even mix rarely reaches
+/// (retention at work, stall counts, repeated attempts, kept and expired jobs).
+pub fn op(crashy: bool, deep: bool) -> BoxedStrategy<Op> {
+    let h = |w: u32| {
+        if crashy {
+            (w / 4).max(1)
+        } else if deep {
+            w * 3
+        } else {
+            w
+        }
+    };
     let count = weighted(vec![
         (30, Just(None).boxed()),
         (24, (1i64..=3).prop_map(Some).boxed()),
@@ -1010,7 +1022,7 @@ pub fn op(crashy: bool) -> BoxedStrategy<Op> {
                 .boxed(),
         ),
         (
-            14,
+            if deep { 28 } else { 14 },
             (claim_tok(), lease(), count.clone(), prop::bool::weighted(0.2), by_c(), lc())
                 .prop_map(|(tok, lease, count, row, by, lc)| Op::Claim { tok, lease, count, row, by, lc })
                 .boxed(),
@@ -1367,9 +1379,12 @@ pub fn case(steps: usize) -> BoxedStrategy<Case> {
             },
         );
     let pool = prop::sample::select(vec![5usize, 5, 5, POOL_MAX]);
-    (cfg, pool, prop::bool::weighted(0.3), prop::bool::weighted(0.3))
-        .prop_flat_map(move |(cfg, pool, crashy, resp3)| {
-            prop::collection::vec(op(crashy), 1..=steps).prop_map(move |ops| Case {
+    // A third of the cases are deep (see `op`): twice as long, on a pool of 5 ids.
+    (cfg, pool, prop::bool::weighted(0.3), prop::bool::weighted(0.3), prop::bool::weighted(0.3))
+        .prop_flat_map(move |(cfg, pool, crashy, resp3, deep)| {
+            let deep = deep && !crashy;
+            let (pool, len) = if deep { (5, steps * 2) } else { (pool, steps) };
+            prop::collection::vec(op(crashy, deep), 1..=len).prop_map(move |ops| Case {
                 cfg,
                 pool,
                 crashy,

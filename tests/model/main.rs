@@ -71,12 +71,15 @@
 //! ranges bite), `log-keep` (1 and 2 make TRA.LOG's default trim bite) and `events-maxlen`
 //! (0 turns events off).
 //!
-//! Cases are of two kinds: ordinary workers, and "crashy" ones whose holder verbs are rare,
-//! so leases pile up and STALLED reclaims several at once. Some cases send the verbs over
-//! RESP3 (the replies must be the same).
+//! Cases are of three kinds: ordinary workers; "crashy" ones whose holder verbs are rare, so
+//! leases pile up and STALLED reclaims several at once; and "deep" ones, twice as long on five
+//! ids, whose claims and holder verbs are frequent, so jobs go round retries, delays, finishes
+//! and retention many times. Some cases send the verbs over RESP3 (the replies must be the same).
 //!
-//! Scale: `MODEL_CASES` (default 96) cases of up to `MODEL_STEPS` (default 60) steps, seed
-//! `MODEL_SEED` (default fixed, so CI is reproducible; any u64 explores elsewhere).
+//! Scale: batches of `MODEL_CASES` (default 100) cases of up to `MODEL_STEPS` (default 60)
+//! steps, each batch under its own seed from `MODEL_SEED` on (default fixed, so CI is
+//! reproducible; any u64 explores elsewhere), until at least `MODEL_MIN` (500) cases ran and
+//! `MODEL_SECONDS` (45) passed, at most `MODEL_BATCHES` (20) batches.
 //! Shrinking a failure is bounded by `MODEL_SHRINK_MS` (default 120000) and
 //! `MODEL_SHRINK_ITERS` (default 4000).
 //! A failure prints the shrunk sequence, every command it sent with the reply, and the
