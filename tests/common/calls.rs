@@ -1,0 +1,215 @@
+//! The command table's valid calls, shared by the tests that run every command
+//! (`fence_every_verb.rs`, `access.rs`, each including this file with `#[path]`): for each
+//! command of `trafikey::verbs::COMMANDS`, calls that succeed on the state `populate` makes.
+//! A command without calls here fails those tests: give it its calls.
+#![allow(dead_code)]
+
+use trafikey::host::command::{Command, Form, KeyRole};
+use trafikey::keyspace::{self, Role};
+use trafikey_support::*;
+
+/// The queue the calls name, and an empty one for a blocking CLAIM.
+pub const QUEUE: &str = "fv";
+pub const EMPTY: &str = "fvempty";
+/// A queue for TRA.OBLITERATE to delete.
+pub const GONE: &str = "fvgone";
+
+/// The call's keys, by the command's declared roles: the job row of `id`, the bus counter of
+/// message `msg`, and the queue's other keys; for a position that takes one of several roles,
+/// `pick` (else the first).
+pub fn keys(cmd: &Command, queue: &str, id: &str, msg: &str, pick: Option<Role>) -> Vec<Vec<u8>> {
+    let mut v = vec![cmd.name.as_bytes().to_vec()];
+    if cmd.form == Form::Keys {
+        v.push(cmd.keys.len().to_string().into_bytes());
+        for slot in cmd.keys {
+            v.push(match slot.role {
+                KeyRole::Queue(Role::Fails) => keyspace::key(queue.as_bytes(), Role::Fails, msg.as_bytes()),
+                KeyRole::Queue(r) => keyspace::key(queue.as_bytes(), r, id.as_bytes()),
+                KeyRole::OneOf(roles) => {
+                    keyspace::key(queue.as_bytes(), pick.unwrap_or(roles[0]), id.as_bytes())
+                }
+                other => panic!("{}: a fenced command with a {other:?} key", cmd.name),
+            });
+        }
+    }
+    v
+}
+
+/// The valid calls of `cmd` for the state `populate` made: each succeeds with the fence in
+/// place. A fenced command without one here fails the test: give it its calls.
+pub fn calls(cmd: &Command) -> Vec<Vec<Vec<u8>>> {
+    let pick = |queue: &str, role: Role, args: &[&str]| {
+        let mut v = keys(cmd, queue, "", "", Some(role));
+        v.extend(args.iter().map(|a| a.as_bytes().to_vec()));
+        v
+    };
+    let with = |queue: &str, id: &str, msg: &str, args: &[&str]| {
+        let mut v = keys(cmd, queue, id, msg, None);
+        v.extend(args.iter().map(|a| a.as_bytes().to_vec()));
+        v
+    };
+    let (j, m) = (|n| jid(n), |n| id_of("MSG", n));
+    match cmd.name {
+        "EMQ.ENQUEUE" => vec![
+            with(QUEUE, &j(100), "", &["job", "{}"]),
+            with(
+                QUEUE,
+                &j(101),
+                "",
+                &["job", "{}", "PRIORITY", "3", "ATTEMPTS", "2", "BACKOFF", "EXP", "10", "LIFO"],
+            ),
+            with(QUEUE, &j(103), "", &["job", "{}", "DEDUP", "dx", "DEDUPTTL", "5000", "EXTEND", "REPLACE"]),
+        ],
+        "EMQ.CLAIM" => vec![
+            with(QUEUE, "", "", &["c1", "60000", "COUNT", "2"]),
+            with(QUEUE, "", "", &["PAUSE"]),
+            with(QUEUE, "", "", &["RESUME"]),
+            with(EMPTY, "", "", &["c2", "60000", "BLOCK", "200"]),
+        ],
+        "EMQ.EXTEND" => vec![with(QUEUE, &j(3), "", &["t3", "60000"])],
+        "EMQ.EXTENDS" => vec![with(QUEUE, "", "", &["60000", &j(3), "t3", &j(4), "t4"])],
+        "EMQ.COMPLETE" => vec![with(QUEUE, &j(4), "", &["t4", "ok"])],
+        "TRA.COMPLETES" => vec![with(QUEUE, "", "", &[&j(3), "t3", "ok", &j(4), "t4", "ok"])],
+        "EMQ.SCHEDULE" => vec![with(QUEUE, &j(102), "", &["+60000", "job", "{}"])],
+        "EMQ.PROMOTE" => vec![with(QUEUE, &j(5), "", &[])],
+        "EMQ.RESCHEDULE" => vec![with(QUEUE, &j(6), "", &["+5000"])],
+        "EMQ.DELAY" => vec![with(QUEUE, &j(7), "", &["t7", "+1000"])],
+        "EMQ.FAIL" => vec![
+            with(QUEUE, &j(8), "", &["t8", "boom"]),
+            with(QUEUE, &j(15), "", &["t15", "boom", "DELAY", "+1000", "STACK", "at x"]),
+            with(QUEUE, &j(16), "", &["t16", "boom", "RETRY", "LIFO"]),
+        ],
+        "EMQ.REPROCESS" => vec![
+            with(QUEUE, &j(9), "", &[]),
+            with(QUEUE, &j(14), "", &["FROM", "failed", "KEEPMADE", "KEEPSTARTED", "KEEPPROGRESS", "LIFO"]),
+        ],
+        "EMQ.REQUEUE" => vec![with(QUEUE, &j(10), "", &["t10"])],
+        "EMQ.STALLED" => {
+            vec![with(QUEUE, "", "", &[]), with(QUEUE, "", "", &["MAXSTALLS", "0", "COUNT", "5"])]
+        }
+        "EMQ.APPEND" => vec![with(QUEUE, "", "", &[&m(1), "payload"])],
+        "EMQ.FAILURES" => vec![with(QUEUE, "", &m(1), &[]), with(QUEUE, "", &m(2), &["TTL", "1000"])],
+        "EMQ.PUBLISH" => vec![with(QUEUE, "", "", &[&m(3), "payload", "MAXLEN", "10"])],
+        "TRA.REMOVE" => vec![
+            with(QUEUE, &j(6), "", &[]),
+            with(QUEUE, &j(3), "", &["FORCE"]),
+            with(QUEUE, &j(99), "", &[]),
+        ],
+        "TRA.PROGRESS" => vec![with(QUEUE, &j(13), "", &["t13", "half"])],
+        "TRA.LOG" => vec![
+            with(QUEUE, &j(13), "", &["t13", "a line"]),
+            with(QUEUE, &j(13), "", &["t13", "", "KEEP", "1"]),
+        ],
+        "TRA.DRAIN" => vec![with(QUEUE, "", "", &["COUNT", "1"]), with(QUEUE, "", "", &["DELAYED"])],
+        "TRA.CLEAN" => vec![
+            pick(QUEUE, Role::Completed, &["GRACE", "0"]),
+            pick(QUEUE, Role::Failed, &["GRACE", "0", "COUNT", "10"]),
+        ],
+        "TRA.ADD" => {
+            let (r1, r2) =
+                (format!("emq:{{{QUEUE}}}:job:{}", j(200)), format!("emq:{{{QUEUE}}}:job:{}", j(201)));
+            vec![with(
+                QUEUE,
+                "",
+                "",
+                &["2", &r1, &r2, "a", "{}", "0", "b", "{}", "4", "ALIAS", "x", "DELAY", "+5"],
+            )]
+        }
+        "TRA.COMPLETESNEXT" => {
+            let (r3, r4) = (format!("emq:{{{QUEUE}}}:job:{}", j(3)), format!("emq:{{{QUEUE}}}:job:{}", j(4)));
+            vec![with(QUEUE, "", "", &["2", &r3, &r4, "t3", "ok", "t4", "ok", "c9", "60000", "ECHO", "ROW"])]
+        }
+        "TRA.OBLITERATE" => {
+            vec![with(GONE, "", "", &["FORCE", "COUNT", "1"]), with(GONE, "", "", &["FORCE"])]
+        }
+        "TRA.SETPROGRESS" => vec![with(QUEUE, &j(13), "", &["half", "ECHO"])],
+        "TRA.SETDATA" => vec![with(QUEUE, &j(13), "", &["{\"step\":2}"]), with(QUEUE, &j(17), "", &[""])],
+        "TRA.ADDLOG" => vec![with(QUEUE, &j(13), "", &["a line", "KEEP", "5"])],
+        "TRA.COMPLETENEXT" => vec![with(QUEUE, &j(17), "", &["t17", "ok", "60000", "COUNT", "1"])],
+        "TRA.UNDEDUP" => vec![with(QUEUE, "d2", "", &["IF", &j(2)]), with(QUEUE, "d2", "", &[])],
+        "TRA.PRIORITY" => vec![with(QUEUE, &j(13), "", &["7"]), with(QUEUE, &j(13), "", &["0", "LIFO"])],
+        "TRA.LIMIT" => vec![
+            with(QUEUE, "", "", &["RATE", "5", "1000"]),
+            with(QUEUE, "", "", &["RATE", "OFF"]),
+            with(QUEUE, "", "", &["CONCURRENCY", "3"]),
+            with(QUEUE, "", "", &["CONCURRENCY", "OFF"]),
+            with(QUEUE, "", "", &["FOR", "1000"]),
+            with(QUEUE, "", "", &["CLEAR"]),
+        ],
+        "TRA.SCHEDULER" => vec![
+            with(QUEUE, "fvs", "", &["SET", "EVERY", "60000", "JOB", "j", "{}"]),
+            with(QUEUE, "fvs", "", &["DEL"]),
+        ],
+        other => panic!("no valid call of the fenced command {other}: add one to calls()"),
+    }
+}
+
+/// Jobs in every state the calls need: ready jid(2), 12; held jid(3), 4, 7, 8, 10, 13, 15, 16, 17 by t3,
+/// t4, …; delayed jid(5), 6; completed jid(9); failed jid(14); an expired lease jid(11) (for
+/// STALLED); and a queue with a job of each kind to obliterate.
+pub fn populate(c: &mut Conn) {
+    let gone = Q::new(GONE);
+    assert_eq!(gone.enqueue(c, &jid(1), &[]), Reply::Int(1));
+    assert_eq!(gone.enqueue(c, &jid(2), &[]), Reply::Int(1));
+    assert_eq!(gone.run(c, "EMQ.CLAIM", "", &[b"g", b"600000"]).array().len(), 1);
+    assert_eq!(gone.run(c, "EMQ.SCHEDULE", &jid(3), &[b"+600000", b"job", b"{}"]), Reply::Int(1));
+    let q = Q::new(QUEUE);
+    for n in [3, 4, 7, 8, 9, 10, 11, 13, 14, 15, 16, 17] {
+        assert_eq!(q.enqueue(c, &jid(n), &[b"ATTEMPTS", b"3"]), Reply::Int(1));
+        let tok = format!("t{n}");
+        let lease: &[u8] = if n == 11 { b"1" } else { b"600000" };
+        let r = q.run(c, "EMQ.CLAIM", "", &[tok.as_bytes(), lease]);
+        assert_eq!(r.array()[0].array()[0].str(), jid(n));
+    }
+    assert_eq!(q.run(c, "EMQ.COMPLETE", &jid(9), &[b"t9", b"ok"]), Reply::Int(1));
+    assert_eq!(q.run(c, "EMQ.FAIL", &jid(14), &[b"t14", b"boom", b"FINAL"]), Reply::Simple("failed".into()));
+    for n in [5, 6] {
+        assert_eq!(q.run(c, "EMQ.SCHEDULE", &jid(n), &[b"+600000", b"job", b"{}"]), Reply::Int(1));
+    }
+    assert_eq!(q.enqueue(c, &jid(2), &[b"DEDUP", b"d2"]), Reply::Int(1));
+    assert_eq!(q.enqueue(c, &jid(12), &[]), Reply::Int(1));
+    q.check_invariant(c);
+}
+
+/// The valid calls of the commands outside the fence (the controls, the reads, the coherence
+/// drop). A command without one here fails the stray-argument test: give it its calls.
+pub fn unfenced_calls(cmd: &Command) -> Vec<Vec<Vec<u8>>> {
+    let with = |args: &[&str]| {
+        let mut v = keys(cmd, QUEUE, &jid(2), "", None);
+        v.extend(args.iter().map(|a| a.as_bytes().to_vec()));
+        v
+    };
+    let bare = |args: &[&str]| {
+        let mut v = vec![cmd.name.as_bytes().to_vec()];
+        v.extend(args.iter().map(|a| a.as_bytes().to_vec()));
+        v
+    };
+    match cmd.name {
+        "EMQ.VERSION" | "TRA.CAPABILITIES" => vec![bare(&[])],
+        "EMQ.INSTALL" => vec![bare(&["1", "{emq}:version"])],
+        "TRA.DROP" => vec![bare(&["1", "cache:row", "v0000000000001"])],
+        "TRA.QUEUES" => vec![bare(&[]), bare(&["FROM", "0", "COUNT", "10"])],
+        "TRA.JOB" | "TRA.COUNTS" | "TRA.LIMITS" => vec![with(&[])],
+        "TRA.DEDUP" => vec![keys(cmd, QUEUE, "d2", "", None)],
+        "TRA.JOBS" => vec![with(&[]), with(&["FROM", "0", "COUNT", "5", "REV"])],
+        "TRA.SCHEDULERS" => {
+            vec![
+                with(&["COUNT"]),
+                with(&["GET", "fvs"]),
+                with(&["LIST", "0", "-1"]),
+                with(&["LIST", "0", "9", "DESC"]),
+            ]
+        }
+        other => panic!("no valid call of the unfenced command {other}: add one to unfenced_calls()"),
+    }
+}
+
+/// The valid calls of any command of the table: `calls` for a fenced one, `unfenced_calls`
+/// for the rest.
+pub fn valid_calls(cmd: &Command) -> Vec<Vec<Vec<u8>>> {
+    if cmd.fenced {
+        calls(cmd)
+    } else {
+        unfenced_calls(cmd)
+    }
+}
