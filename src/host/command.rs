@@ -289,6 +289,10 @@ pub struct Command {
     pub anytime: bool,
     /// Publishes on its bus key's channel (`getchannels-api`).
     pub publishes: bool,
+    /// Acts on jobs its caller holds: each job comes with the `token` its claim gave, and the
+    /// verb checks the lease before it writes (`EMQLEASE`, or a code for that entry). Tests
+    /// generate the holder cases for every such command from this fact.
+    pub holder: bool,
     /// Whether the fence runs before the domain step: the `emq` commands that write.
     pub fenced: bool,
     pub summary: &'static str,
@@ -314,6 +318,7 @@ impl Command {
             group: Group::Emq,
             anytime: false,
             publishes: false,
+            holder: false,
             fenced: false,
             summary: "",
             complexity: "",
@@ -389,6 +394,12 @@ impl Command {
 
     pub const fn publishes(mut self) -> Command {
         self.publishes = true;
+        self
+    }
+
+    /// It acts on jobs its caller holds, by their tokens: the field `holder`.
+    pub const fn holder(mut self) -> Command {
+        self.holder = true;
         self
     }
 

@@ -37,6 +37,7 @@ pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("result", Ty::Str), KEEP, 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
 pub const COMMAND: Command = Command::new::<Complete>("EMQ.COMPLETE")
+    .holder()
     .tokens(&["complete.flat"])
     .keys(KEYS)
     .args(ARGS)

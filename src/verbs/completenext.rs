@@ -46,6 +46,7 @@ pub const ARGS: &[Arg] = &[
 ];
 
 pub const COMMAND: Command = Command::new::<CompleteNext>("TRA.COMPLETENEXT")
+    .holder()
     .keys(KEYS)
     .args(ARGS)
     .writes()

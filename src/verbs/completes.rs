@@ -29,6 +29,7 @@ const NO_JOB: i64 = -2;
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
 pub const COMMAND: Command = Command::new::<Completes>("TRA.COMPLETES")
+    .holder()
     .keys(KEYS)
     .args(ARGS)
     .writes()

@@ -48,6 +48,7 @@ pub const ARGS: &[Arg] = &[
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
 pub const COMMAND: Command = Command::new::<CompletesNext>("TRA.COMPLETESNEXT")
+    .holder()
     .keys(KEYS)
     .tail(Job, Update)
     .args(ARGS)

@@ -14,6 +14,7 @@ pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("when", Ty::Str)];
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
 pub const COMMAND: Command = Command::new::<Delay>("EMQ.DELAY")
+    .holder()
     .tokens(&["delay"])
     .keys(KEYS)
     .args(ARGS)

@@ -15,6 +15,7 @@ pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("lease_ms", Ty::Int)];
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
 pub const COMMAND: Command = Command::new::<Extend>("EMQ.EXTEND")
+    .holder()
     .tokens(&["extend"])
     .keys(KEYS)
     .args(ARGS)

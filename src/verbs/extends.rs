@@ -16,6 +16,7 @@ pub const ARGS: &[Arg] =
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
 pub const COMMAND: Command = Command::new::<Extends>("EMQ.EXTENDS")
+    .holder()
     .tokens(&["extends"])
     .keys(KEYS)
     .args(ARGS)

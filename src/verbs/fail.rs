@@ -54,6 +54,7 @@ pub const ARGS: &[Arg] = &[
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
 pub const COMMAND: Command = Command::new::<Fail>("EMQ.FAIL")
+    .holder()
     .tokens(&["fail.flat"])
     .keys(KEYS)
     .args(ARGS)

@@ -20,6 +20,7 @@ pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("line", Ty::Str), opt("kee
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
 pub const COMMAND: Command = Command::new::<AppendLog>("TRA.LOG")
+    .holder()
     .keys(KEYS)
     .args(ARGS)
     .creates()

@@ -17,6 +17,7 @@ pub const ECHO: Arg = flag("echo", "ECHO");
 pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("progress", Ty::Str), ECHO];
 
 pub const COMMAND: Command = Command::new::<Progress>("TRA.PROGRESS")
+    .holder()
     .keys(KEYS)
     .args(ARGS)
     .writes()

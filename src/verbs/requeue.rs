@@ -16,6 +16,7 @@ pub const ARGS: &[Arg] = &[val("token", Ty::Str)];
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
 pub const COMMAND: Command = Command::new::<Requeue>("EMQ.REQUEUE")
+    .holder()
     .tokens(&["requeue"])
     .keys(KEYS)
     .args(ARGS)
