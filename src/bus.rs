@@ -20,7 +20,7 @@ static PAYLOAD: Lit = Lit::new(c"payload");
 /// The keys and arguments of APPEND and PUBLISH.
 pub const KEYS: Keys = Keys::of(&[q(Bus, Append), q(Seen, Update)]);
 pub const ARGS: &[Arg] =
-    &[val("id", Ty::Str), val("payload", Ty::Str), opt("maxlen", "MAXLEN", "n", Ty::Int)];
+    &[val("id", Ty::Str), val("payload", Ty::Str), opt("maxlen", "MAXLEN", "n", Ty::Int).range(bus::MAXLEN)];
 
 /// The arguments of APPEND and PUBLISH, shaped.
 pub struct Message<'a> {

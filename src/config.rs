@@ -127,8 +127,13 @@ pub static BUS_MAXLEN: Int = Int::new(
     domain::bus::MAXLEN_MAX,
     "bus stream length kept when APPEND/PUBLISH give no MAXLEN",
 );
-pub static LOG_KEEP: Int =
-    Int::new("log-keep", 1000, 1, 1_000_000, "log lines kept per job when TRA.LOG gives no KEEP");
+pub static LOG_KEEP: Int = Int::new(
+    "log-keep",
+    1000,
+    domain::LOG_KEEP.lo,
+    domain::LOG_KEEP.hi,
+    "log lines kept per job when TRA.LOG gives no KEEP",
+);
 pub static UPKEEP_TICK_MS: Int = Int::new(
     "upkeep-tick-ms",
     100,

@@ -163,7 +163,7 @@ proptest! {
     /// COUNT → a batch: out of range is EMQARG; in range it is cut to what one call does.
     #[test]
     fn batches_are_cut(v in any::<i64>(), max in 1i64..20_000, per in 1i64..500) {
-        match domain::batch(v, max, per, "COUNT") {
+        match domain::batch(v, domain::Range::new("COUNT", 1, max), per) {
             Ok(n) => { prop_assert!((1..=max).contains(&v)); prop_assert_eq!(n as i64, v.min(per)); }
             Err(e) => { prop_assert!(!(1..=max).contains(&v)); prop_assert_eq!(e.class(), Class::Arg); }
         }

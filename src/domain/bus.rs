@@ -1,7 +1,7 @@
 //! The bus's pure rules: the dedup window, the stream cap, the
 //! failure counter and its expiry time.
 
-use super::{range, TIME_MAX};
+use super::{Range, TIME_MAX};
 use crate::errors::Refusal;
 
 /// Largest MAXLEN a call may give (and `trafikey.bus-maxlen` may hold).
@@ -9,6 +9,10 @@ pub const MAXLEN_MAX: i64 = 1_000_000_000;
 /// Entries of `seen` older than the window one call removes at most: the zset shrinks by up
 /// to this many per call while it grows by one, so it cannot grow without limit.
 pub const SEEN_TRIM_BATCH: usize = 100;
+/// A call's MAXLEN.
+pub const MAXLEN: Range = Range::new("MAXLEN", 1, MAXLEN_MAX);
+/// FAILURES' TTL; also now + TTL must be a time (at most `TIME_MAX`).
+pub const TTL: Range = Range::new("TTL", 1, TIME_MAX);
 /// The failure counter's time to live when FAILURES gives no TTL: 24 h.
 pub const FAILURES_TTL_DEFAULT: i64 = 24 * 3600 * 1000;
 
@@ -27,12 +31,12 @@ pub fn duplicate(seen_at: Option<f64>, now: i64, window: i64) -> bool {
 
 /// The stream cap of one call: its MAXLEN, else the config's.
 pub fn max_len(given: Option<i64>, default: i64) -> Result<i64, Refusal> {
-    range(given.unwrap_or(default), 1, MAXLEN_MAX, "MAXLEN")
+    MAXLEN.check(given.unwrap_or(default))
 }
 
 /// The counter's absolute expiry: `now + ttl`, with `ttl` from 1 ms and the sum a time.
 pub fn expiry(now: i64, ttl: Option<i64>) -> Result<i64, Refusal> {
-    let ttl = range(ttl.unwrap_or(FAILURES_TTL_DEFAULT), 1, TIME_MAX, "TTL")?;
+    let ttl = TTL.check(ttl.unwrap_or(FAILURES_TTL_DEFAULT))?;
     now.checked_add(ttl)
         .filter(|at| *at <= TIME_MAX)
         .ok_or_else(|| Refusal::Arg(format!("TTL must be 1..={} from now", TIME_MAX.saturating_sub(now))))

@@ -5,6 +5,11 @@
 pub const MAX_MAX: i64 = (1 << 31) - 1;
 /// The longest rate window and the longest manual limit, ms (as a lease or a BLOCK).
 pub const MS_MAX: i64 = 1 << 31;
+/// TRA.LIMIT's values: `RATE max ms`, `CONCURRENCY n`, `FOR ms`.
+pub const RATE_MAX: super::Range = super::Range::new("max", 1, MAX_MAX);
+pub const RATE_MS: super::Range = super::Range::new("ms", 1, MS_MAX);
+pub const CONCURRENCY: super::Range = super::Range::new("n", 1, MAX_MAX);
+pub const FOR_MS: super::Range = super::Range::new("ms", 1, MS_MAX);
 
 /// A queue's limits as its `meta` holds them, each field parsed (a field that does not parse
 /// or is out of range counts as absent: the module reads only what TRA.LIMIT could write).

@@ -51,15 +51,15 @@ pub const DELETE_PER_CALL: i64 = 200;
 pub const ADD_PER_CALL: i64 = 250;
 
 /// A COUNT checked against its range, then cut to what one call does.
-pub fn batch(v: i64, max: i64, per_call: i64, what: &str) -> Result<usize, Refusal> {
-    let v = range(v, 1, max, what)?;
+pub fn batch(v: i64, r: Range, per_call: i64) -> Result<usize, Refusal> {
+    let v = r.check(v)?;
     Ok(usize::try_from(v.min(per_call)).unwrap_or(0))
 }
 
 /// The COUNT of a DRAIN, CLEAN or OBLITERATE (default `DELETE_COUNT_DEFAULT`), checked and cut
 /// to what one call deletes.
 pub fn delete_count(count: Option<i64>) -> Result<usize, Refusal> {
-    batch(count.unwrap_or(DELETE_COUNT_DEFAULT), DELETE_COUNT_MAX, DELETE_PER_CALL, "COUNT")
+    batch(count.unwrap_or(DELETE_COUNT_DEFAULT), DELETE_COUNT, DELETE_PER_CALL)
 }
 /// The longest CLAIM … BLOCK wait, ms (0 waits without a limit).
 pub const BLOCK_MAX: i64 = 1 << 31;
@@ -72,6 +72,65 @@ pub const TOKEN_MAX: usize = 128;
 pub const NAME_MAX: usize = 256;
 /// Times are ms in a double's exact range.
 pub const TIME_MAX: i64 = (1 << 53) - 1;
+
+/// A numeric argument's accepted values, `lo..=hi`, declared once: its declaration in the
+/// command table carries it (`host::command::Arg::range`) and the domain step checks it, so
+/// the two cannot disagree; tests/edges.rs tries each at both ends and one past each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Range {
+    /// The argument as its refusal names it.
+    pub what: &'static str,
+    pub lo: i64,
+    pub hi: i64,
+}
+
+impl Range {
+    pub const fn new(what: &'static str, lo: i64, hi: i64) -> Range {
+        Range { what, lo, hi }
+    }
+
+    pub const fn contains(&self, v: i64) -> bool {
+        self.lo <= v && v <= self.hi
+    }
+
+    /// `v`, or the EMQARG naming the argument (`<what> must be lo..=hi`).
+    #[inline]
+    pub fn check(&self, v: i64) -> Result<i64, Refusal> {
+        range(v, self.lo, self.hi, self.what)
+    }
+}
+
+/// The ranges of the numeric arguments (src/CONTRACT.md, "Value ranges"); those of a concern
+/// with a module of its own live there (`limit`, `bus`, `sched`, `tally`).
+pub const PRIORITY: Range = Range::new("PRIORITY", 0, PRIORITY_MAX);
+/// TRA.PRIORITY's new priority.
+pub const NEW_PRIORITY: Range = Range::new("priority", 0, PRIORITY_MAX);
+pub const ATTEMPTS: Range = Range::new("ATTEMPTS", 1, ATTEMPTS_MAX);
+pub const BACKOFF: Range = Range::new("backoff", 0, BACKOFF_MAX);
+pub const LEASE: Range = Range::new("lease_ms", 1, LEASE_MAX);
+pub const CLAIM_COUNT: Range = Range::new("COUNT", 1, CLAIM_COUNT_MAX);
+pub const BLOCK: Range = Range::new("BLOCK", 0, BLOCK_MAX);
+pub const STALLED_COUNT: Range = Range::new("COUNT", 1, STALLED_COUNT_MAX);
+pub const MAX_STALLS: Range = Range::new("MAXSTALLS", 0, MAX_STALLS_MAX);
+/// The COUNT of DRAIN, CLEAN and OBLITERATE.
+pub const DELETE_COUNT: Range = Range::new("COUNT", 1, DELETE_COUNT_MAX);
+/// The COUNT of a listing (TRA.JOBS, TRA.QUEUES).
+pub const PAGE_COUNT: Range = Range::new("COUNT", 1, PAGE_MAX);
+/// TRA.JOBS' FROM, a position in a state set.
+pub const JOBS_FROM: Range = Range::new("FROM", 0, TIME_MAX);
+/// TRA.QUEUES' FROM, a position in the list of queues.
+pub const QUEUES_FROM: Range = Range::new("FROM", 0, i64::MAX);
+pub const GRACE: Range = Range::new("GRACE", 0, TIME_MAX);
+pub const AGE: Range = Range::new("AGE", 0, TIME_MAX);
+/// -1 (all), 0 (none) or a count; refused as `KEEP must be -1, 0 or a count`.
+pub const KEEP: Range = Range::new("KEEP", -1, i64::MAX);
+/// The KEEP of TRA.LOG and TRA.ADDLOG (and `trafikey.log-keep`'s range).
+pub const LOG_KEEP: Range = Range::new("KEEP", 1, 1_000_000);
+pub const DEDUP_TTL: Range = Range::new("DEDUPTTL", 1, TIME_MAX);
+/// A `when` once resolved (`ms`, or `+ms` from now): a past time is due now.
+pub const WHEN: Range = Range::new("when", 0, TIME_MAX);
+/// An EXPIRE `when` once resolved: a past time is kept (the job has expired).
+pub const EXPIRE: Range = Range::new("EXPIRE", 0, TIME_MAX);
 
 /// `lo..=hi`, or the EMQARG naming the argument.
 pub fn range(v: i64, lo: i64, hi: i64, what: &str) -> Result<i64, Refusal> {
@@ -125,7 +184,7 @@ pub fn due(when: When, now: i64) -> Result<i64, Refusal> {
         When::At(t) => t,
         When::In(d) => now.saturating_add(d),
     };
-    let t = range(at, 0, TIME_MAX, "when")?;
+    let t = WHEN.check(at)?;
     Ok(t.max(now))
 }
 
@@ -137,7 +196,7 @@ pub fn expiry(when: When, now: i64) -> Result<i64, Refusal> {
         When::At(t) => t,
         When::In(d) => now.saturating_add(d),
     };
-    range(at, 0, TIME_MAX, "EXPIRE")
+    EXPIRE.check(at)
 }
 
 /// Whether a job that expires at `at` has expired at `now`: from its EXPIRE time on (taken
@@ -172,8 +231,8 @@ pub fn deadline(now: i64, lease_ms: i64) -> i64 {
 
 pub fn backoff(b: Backoff) -> Result<Backoff, Refusal> {
     match b {
-        Backoff::Fixed(ms) => range(ms, 0, BACKOFF_MAX, "backoff").map(Backoff::Fixed),
-        Backoff::Exp(ms) => range(ms, 0, BACKOFF_MAX, "backoff").map(Backoff::Exp),
+        Backoff::Fixed(ms) => BACKOFF.check(ms).map(Backoff::Fixed),
+        Backoff::Exp(ms) => BACKOFF.check(ms).map(Backoff::Exp),
     }
 }
 
@@ -258,10 +317,10 @@ pub fn keep_default(v: i64) -> Keep {
 
 pub fn keep(v: i64) -> Result<Keep, Refusal> {
     match v {
+        _ if !KEEP.contains(v) => Err(Refusal::Arg("KEEP must be -1, 0 or a count".into())),
         -1 => Ok(Keep::All),
         0 => Ok(Keep::None),
-        n if n > 0 => Ok(Keep::Newest(n.unsigned_abs())),
-        _ => Err(Refusal::Arg("KEEP must be -1, 0 or a count".into())),
+        n => Ok(Keep::Newest(n.unsigned_abs())),
     }
 }
 
@@ -409,12 +468,13 @@ mod mutants_killed {
 
     #[test]
     fn a_batch_is_range_checked_then_cut_to_one_call() {
-        assert_eq!(batch(1, 1000, 100, "COUNT"), Ok(1));
-        assert_eq!(batch(7, 1000, 100, "COUNT"), Ok(7));
-        assert_eq!(batch(100, 1000, 100, "COUNT"), Ok(100));
-        assert_eq!(batch(1000, 1000, 100, "COUNT"), Ok(100));
+        let r = Range::new("COUNT", 1, 1000);
+        assert_eq!(batch(1, r, 100), Ok(1));
+        assert_eq!(batch(7, r, 100), Ok(7));
+        assert_eq!(batch(100, r, 100), Ok(100));
+        assert_eq!(batch(1000, r, 100), Ok(100));
         for bad in [0, -1, 1001] {
-            assert_eq!(batch(bad, 1000, 100, "COUNT"), Err(Refusal::Arg("COUNT must be 1..=1000".into())));
+            assert_eq!(batch(bad, r, 100), Err(Refusal::Arg("COUNT must be 1..=1000".into())));
         }
     }
 

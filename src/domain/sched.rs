@@ -14,7 +14,7 @@ use chrono_tz::Tz;
 use croner::parser::{CronParser, Seconds, Year};
 use croner::Cron;
 
-use super::{fnv::fnv, id, TIME_MAX};
+use super::{fnv::fnv, id, Range, TIME_MAX};
 use crate::errors::{printable, Refusal};
 
 /// Longest scheduler id, in bytes: its iterations' custom ids `repeat:<id>:<ms>` stay well
@@ -24,6 +24,16 @@ pub const ID_MAX: usize = 200;
 pub const PATTERN_MAX: usize = 256;
 /// Longest time zone name, in bytes.
 pub const TZ_MAX: usize = 64;
+/// `EVERY ms`, its `OFFSET` (at most EVERY−1 besides), `START`, `END` (after now besides)
+/// and `LIMIT`.
+pub const EVERY: Range = Range::new("EVERY", 1, TIME_MAX);
+pub const OFFSET: Range = Range::new("OFFSET", 0, TIME_MAX - 1);
+pub const START: Range = Range::new("START", 0, TIME_MAX);
+pub const END: Range = Range::new("END", 0, TIME_MAX);
+pub const LIMIT: Range = Range::new("LIMIT", 1, TIME_MAX);
+/// TRA.SCHEDULERS LIST's `start` and `stop`: any integer, as ZRANGE takes them.
+pub const LIST_START: Range = Range::new("start", -i64::MAX, i64::MAX);
+pub const LIST_STOP: Range = Range::new("stop", -i64::MAX, i64::MAX);
 /// How many times after a taken one are tried for an iteration whose custom id is taken.
 pub const TRIES: usize = 8;
 
@@ -89,9 +99,9 @@ pub fn tz(name: &[u8]) -> Result<Tz, Refusal> {
 
 /// The checks of an `EVERY ms [OFFSET ms]`: every 1..=2^53-1, offset 0..every.
 pub fn every(every: i64, offset: Option<i64>) -> Result<Repeat, Refusal> {
-    let every = super::range(every, 1, TIME_MAX, "EVERY")?;
+    let every = EVERY.check(every)?;
     let offset = match offset {
-        Some(o) => super::range(o, 0, every.saturating_sub(1), "OFFSET")?,
+        Some(o) => super::range(o, OFFSET.lo, every.saturating_sub(1).min(OFFSET.hi), OFFSET.what)?,
         None => 0,
     };
     Ok(Repeat::Every { every, offset })
@@ -100,10 +110,10 @@ pub fn every(every: i64, offset: Option<i64>) -> Result<Repeat, Refusal> {
 /// The checks of START, END and LIMIT against each other and the clock.
 pub fn bounds(start: Option<i64>, end: Option<i64>, limit: Option<i64>, now: i64) -> Result<(), Refusal> {
     if let Some(s) = start {
-        super::range(s, 0, TIME_MAX, "START")?;
+        START.check(s)?;
     }
     if let Some(e) = end {
-        super::range(e, 0, TIME_MAX, "END")?;
+        END.check(e)?;
         if e <= now {
             return Err(Refusal::Arg("END must be after now".into()));
         }
@@ -112,7 +122,7 @@ pub fn bounds(start: Option<i64>, end: Option<i64>, limit: Option<i64>, now: i64
         }
     }
     if let Some(l) = limit {
-        super::range(l, 1, TIME_MAX, "LIMIT")?;
+        LIMIT.check(l)?;
     }
     Ok(())
 }

@@ -12,6 +12,8 @@ pub const MINUTE_MS: i64 = 60_000;
 /// The longest series (one week of minutes): filling a gap pushes at most this many points,
 /// which one call does well within its 2 ms.
 pub const MAX_POINTS: i64 = 10_080;
+/// `METRICS max`: the longest series a finish keeps.
+pub const METRICS: super::Range = super::Range::new("METRICS", 1, MAX_POINTS);
 
 /// A kind's counter as stored.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -3,6 +3,7 @@
 //! categories, and the function that serves it. The commands themselves — the table — live
 //! above the host, in `verbs`; registration is handed that table.
 
+use crate::domain::Range;
 use crate::errors::Refusal;
 use crate::host::{drive, shape_only, ArgStr, Exec, Reply, Verb};
 use crate::keyspace::Role;
@@ -169,10 +170,13 @@ pub struct Arg {
     pub shape: Shape,
     pub optional: bool,
     pub multiple: bool,
+    /// A numeric value's accepted values: the same constant the domain step checks it
+    /// against, so tests read every edge from here.
+    pub range: Option<Range>,
 }
 
 const fn arg(name: &'static str, display: &'static str, token: Option<&'static str>, shape: Shape) -> Arg {
-    Arg { name, display, token, shape, optional: false, multiple: false }
+    Arg { name, display, token, shape, optional: false, multiple: false, range: None }
 }
 
 /// A required value.
@@ -217,6 +221,12 @@ impl Arg {
 
     pub const fn multiple(mut self) -> Arg {
         self.multiple = true;
+        self
+    }
+
+    /// The values it accepts (a number, or a `when` once resolved).
+    pub const fn range(mut self, r: Range) -> Arg {
+        self.range = Some(r);
         self
     }
 

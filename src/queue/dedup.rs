@@ -95,7 +95,7 @@ impl<'a> Dedup<'a> {
         let Some(d) = o.dedup.as_deref() else { return Ok(None) };
         let Some(id) = d.id else { return Ok(None) };
         check_id(&id)?;
-        let ttl = d.ttl.map(|t| domain::range(t, 1, domain::TIME_MAX, "DEDUPTTL")).transpose()?;
+        let ttl = d.ttl.map(|t| domain::DEDUP_TTL.check(t)).transpose()?;
         Ok(Some(Dedup {
             id,
             ttl,

@@ -259,5 +259,5 @@ pub fn keep_for(given: Option<i64>, default: &config::Int) -> Result<Keep, Refus
 }
 
 pub fn age(given: Option<i64>) -> Result<Option<i64>, Refusal> {
-    given.map(|a| domain::range(a, 0, domain::TIME_MAX, "AGE")).transpose()
+    given.map(|a| domain::AGE.check(a)).transpose()
 }

@@ -232,8 +232,8 @@ impl<'a> NewJob<'a> {
         Ok(NewJob {
             name,
             data,
-            priority: domain::range(o.priority.unwrap_or(0), 0, domain::PRIORITY_MAX, "PRIORITY")?,
-            attempts: domain::range(o.attempts.unwrap_or(1), 1, domain::ATTEMPTS_MAX, "ATTEMPTS")?,
+            priority: domain::PRIORITY.check(o.priority.unwrap_or(0))?,
+            attempts: domain::ATTEMPTS.check(o.attempts.unwrap_or(1))?,
             backoff: o.backoff.map(domain::backoff).transpose()?,
             opts: o.opts,
             expire: o.expire.map(|w| domain::expiry(w, now)).transpose()?,

@@ -35,7 +35,7 @@ impl Tallied {
 
 /// The range check of `METRICS max`.
 pub fn check(max: Option<i64>) -> Result<Option<i64>, Refusal> {
-    max.map(|m| domain::range(m, 1, tally::MAX_POINTS, "METRICS")).transpose()
+    max.map(|m| tally::METRICS.check(m)).transpose()
 }
 
 /// A finish's count, planned before the finish writes: the counter read and the step decided,

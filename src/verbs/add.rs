@@ -29,11 +29,16 @@ pub const ARGS: &[Arg] = &[block(
     &[
         val("name", Ty::Str),
         val("data", Ty::Str),
-        val("k", Ty::Int),
+        val("k", Ty::Int).range(OPTION_WORDS),
         val("option", Ty::Str).optional().multiple(),
     ],
 )
 .multiple()];
+
+/// `k`: the option words after a job's data, at most as many as every option it may give at
+/// once (all but LIFO, which DELAY excludes, and KEEPLAST, which DEDUPTTL excludes); more is
+/// `EMQSHAPE`, as no job can give them.
+pub const OPTION_WORDS: domain::Range = domain::Range::new("k", 0, 21);
 
 /// The options a job of TRA.ADD takes.
 const OPTIONS: &[Opt] = &[
@@ -97,6 +102,9 @@ fn jobs<'a>(mut args: &[ArgStr<'a>]) -> Result<Vec<Job<'a>>, Refusal> {
     let mut out = Vec::with_capacity(args.len() / 3);
     while let [name, data, k, rest @ ..] = args {
         let k = domain::args::number(k, "k")?;
+        if !OPTION_WORDS.contains(k) {
+            return Err(Refusal::Usage);
+        }
         let opts = usize::try_from(k).ok().and_then(|k| rest.get(..k)).ok_or(Refusal::Usage)?;
         let o = domain::args::options(opts, OPTIONS)?;
         if o.lifo && o.delay.is_some() {

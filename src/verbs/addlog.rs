@@ -8,13 +8,13 @@
 
 use crate::domain::args::Opt;
 use crate::errors::Refusal;
-use crate::host::command::{opt, q, val, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::command::{q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::existing_row;
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Read), q(Log, Append)]);
-pub const ARGS: &[Arg] = &[val("line", Ty::Str), opt("keep", "KEEP", "n", Ty::Int)];
+pub const ARGS: &[Arg] = &[val("line", Ty::Str), super::log::KEEP];
 
 pub const COMMAND: Command = Command::new::<AddLog>("TRA.ADDLOG")
     .keys(KEYS)

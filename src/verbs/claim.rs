@@ -46,9 +46,9 @@ pub const ARGS: &[Arg] = &[one_of(
             None,
             &[
                 val("token", Ty::Str),
-                val("lease_ms", Ty::Int),
-                opt("count", "COUNT", "n", Ty::Int),
-                opt("block", "BLOCK", "ms", Ty::Int),
+                val("lease_ms", Ty::Int).range(domain::LEASE),
+                opt("count", "COUNT", "n", Ty::Int).range(domain::CLAIM_COUNT),
+                opt("block", "BLOCK", "ms", Ty::Int).range(domain::BLOCK),
                 flag("row", "ROW"),
                 BY,
             ],
@@ -113,7 +113,7 @@ impl Verb for Claim {
             Args::Pause(on) => pause(x, on),
             Args::Take { token, lease, count, block, row, by } => {
                 let take = Take::check(token, lease, count, row, by)?;
-                let block = block.map(|b| domain::range(b, 0, domain::BLOCK_MAX, "BLOCK")).transpose()?;
+                let block = block.map(|b| domain::BLOCK.check(b)).transpose()?;
                 let (jobs, settled, concurrency) = take.run(x, None)?;
                 Ok(match block {
                     // Nothing ready (paused, or limited): wait for a job to become ready, for
@@ -195,9 +195,8 @@ impl<'a> Take<'a> {
         by: Option<ArgStr<'a>>,
     ) -> Result<Take<'a>, Refusal> {
         domain::token(&token)?;
-        let lease = domain::range(lease, 1, domain::LEASE_MAX, "lease_ms")?;
-        let count =
-            domain::batch(count.unwrap_or(1), domain::CLAIM_COUNT_MAX, domain::CLAIM_PER_CALL, "COUNT")?;
+        let lease = domain::LEASE.check(lease)?;
+        let count = domain::batch(count.unwrap_or(1), domain::CLAIM_COUNT, domain::CLAIM_PER_CALL)?;
         if let Some(by) = &by {
             domain::worker(by)?;
         }

@@ -15,8 +15,10 @@ use crate::queue::{doomed_rows, Event, Events};
 pub const FINISHED: KeyRole = KeyRole::OneOf(&[Role::Completed, Role::Failed]);
 
 pub const KEYS: Keys = Keys::of(&[Slot { role: FINISHED, spec: Spec::Take }, q(Events, Append)]);
-pub const ARGS: &[Arg] =
-    &[opt("grace", "GRACE", "ms", Ty::Int).required(), opt("count", "COUNT", "n", Ty::Int)];
+pub const ARGS: &[Arg] = &[
+    opt("grace", "GRACE", "ms", Ty::Int).range(domain::GRACE).required(),
+    opt("count", "COUNT", "n", Ty::Int).range(domain::DELETE_COUNT),
+];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
@@ -38,7 +40,7 @@ impl Verb for Clean {
     }
 
     fn run(x: &mut Exec<'_>, (grace, count): (i64, Option<i64>)) -> Result<Reply, Refusal> {
-        let grace = domain::range(grace, 0, domain::TIME_MAX, "GRACE")?;
+        let grace = domain::GRACE.check(grace)?;
         let count = domain::delete_count(count)?;
         let set = x.open_as(FINISHED, Kind::ZSet)?;
         let events = Events::open(x)?;

@@ -26,12 +26,12 @@ use crate::queue::{self, field, Event, Events, Holder, Release, Retire, Row, Set
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Update), q(Active, Take), q(Completed, Update), q(Events, Append)]);
 /// KEEP and AGE, the retention options COMPLETE and FAIL share.
-pub const KEEP: Arg = opt("keep", "KEEP", "n", Ty::Int);
-pub const AGE: Arg = opt("age", "AGE", "ms", Ty::Int);
+pub const KEEP: Arg = opt("keep", "KEEP", "n", Ty::Int).range(domain::KEEP);
+pub const AGE: Arg = opt("age", "AGE", "ms", Ty::Int).range(domain::AGE);
 /// ECHO: the `completed` event carries the result.
 pub const ECHO: Arg = flag("echo", "ECHO");
 /// METRICS: the finish counts its job by the minute (COMPLETE, TRA.COMPLETENEXT, FAIL).
-pub const METRICS: Arg = opt("metrics", "METRICS", "max", Ty::Int);
+pub const METRICS: Arg = opt("metrics", "METRICS", "max", Ty::Int).range(domain::tally::METRICS);
 pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("result", Ty::Str), KEEP, AGE, ECHO, METRICS];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it

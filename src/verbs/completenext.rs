@@ -12,7 +12,7 @@
 //! CLAIM answers the error. `drained` is written when the call leaves nothing to fetch, now or
 //! later: nothing ready, active or delayed. Fenced.
 
-use crate::domain::args::Opt;
+use crate::domain::{self, args::Opt};
 use crate::errors::Refusal;
 use crate::host::command::{flag, opt, q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
@@ -35,12 +35,12 @@ pub const KEYS: Keys = Keys::of(&[
 pub const ARGS: &[Arg] = &[
     val("token", Ty::Str),
     val("result", Ty::Str),
-    val("lease_ms", Ty::Int),
+    val("lease_ms", Ty::Int).range(domain::LEASE),
     KEEP,
     AGE,
     ECHO,
     METRICS,
-    opt("count", "COUNT", "n", Ty::Int),
+    opt("count", "COUNT", "n", Ty::Int).range(domain::CLAIM_COUNT),
     flag("row", "ROW"),
     super::claim::BY,
 ];

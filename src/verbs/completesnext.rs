@@ -36,7 +36,7 @@ pub const KEYS: Keys = Keys::of(&[
 pub const ARGS: &[Arg] = &[
     block("job", None, &[val("token", Ty::Str), val("result", Ty::Str)]).multiple(),
     val("claim_token", Ty::Str),
-    val("lease_ms", Ty::Int),
+    val("lease_ms", Ty::Int).range(domain::LEASE),
     KEEP,
     AGE,
     ECHO,

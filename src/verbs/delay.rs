@@ -9,7 +9,7 @@ use crate::keyspace::Role::*;
 use crate::queue::{field, Event, Events, Holder, State};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Update), q(Active, Take), q(Delayed, Insert), q(Events, Append)]);
-pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("when", Ty::Str)];
+pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("when", Ty::Str).range(domain::WHEN)];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.

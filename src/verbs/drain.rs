@@ -16,7 +16,8 @@ use crate::keyspace::Role::*;
 use crate::queue::{doomed_rows_opened, open_doomed, sched, Event, Events};
 
 pub const KEYS: Keys = Keys::of(&[q(Wait, Take), q(Prio, Take), q(Delayed, Take), q(Events, Append)]);
-pub const ARGS: &[Arg] = &[flag("delayed", "DELAYED"), opt("count", "COUNT", "n", Ty::Int)];
+pub const ARGS: &[Arg] =
+    &[flag("delayed", "DELAYED"), opt("count", "COUNT", "n", Ty::Int).range(domain::DELETE_COUNT)];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.

@@ -11,7 +11,10 @@
 //! `deduplicated` event; with KEEPLAST, while that job is active, the job is kept and created
 //! when it finishes.
 
-use crate::domain::args::{options, Opt, Options};
+use crate::domain::{
+    self,
+    args::{options, Opt, Options},
+};
 use crate::errors::Refusal;
 use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Str, Verb};
@@ -22,17 +25,17 @@ use crate::queue::{Aliases, End, Event, Events, NewJob, Ready, State};
 pub const KEYS: Keys = Keys::of(&[q(Job, Insert), q(Wait, Insert), q(Prio, Insert), q(Events, Append)]);
 
 /// The creation options ENQUEUE and SCHEDULE share.
-pub const PRIORITY: Arg = opt("priority", "PRIORITY", "p", Ty::Int);
-pub const ATTEMPTS: Arg = opt("attempts", "ATTEMPTS", "n", Ty::Int);
+pub const PRIORITY: Arg = opt("priority", "PRIORITY", "p", Ty::Int).range(domain::PRIORITY);
+pub const ATTEMPTS: Arg = opt("attempts", "ATTEMPTS", "n", Ty::Int).range(domain::ATTEMPTS);
 pub const BACKOFF: Arg = block(
     "backoff",
     Some("BACKOFF"),
-    &[one_of("kind", None, &[word("FIXED"), word("EXP")]), val("ms", Ty::Int)],
+    &[one_of("kind", None, &[word("FIXED"), word("EXP")]), val("ms", Ty::Int).range(domain::BACKOFF)],
 )
 .optional();
 pub const OPTS: Arg = opt("opts", "OPTS", "blob", Ty::Str);
 /// A job no CLAIM has taken by `when` (`ms`, or `+ms` from now) fails with `expired`.
-pub const EXPIRE: Arg = opt("expire", "EXPIRE", "when", Ty::Str);
+pub const EXPIRE: Arg = opt("expire", "EXPIRE", "when", Ty::Str).range(domain::EXPIRE);
 /// The client's own id for the job, unique in the queue while the job exists.
 pub const ALIAS: Arg = opt("alias", "ALIAS", "key", Ty::Str);
 /// Deduplication: the id, its TTL (a duplicate restarting it) or a duplicate kept while the
@@ -47,7 +50,11 @@ pub const DEDUP: Arg = block(
             "lifetime",
             None,
             &[
-                block("dedupttl", Some("DEDUPTTL"), &[val("ms", Ty::Int), flag("extend", "EXTEND")]),
+                block(
+                    "dedupttl",
+                    Some("DEDUPTTL"),
+                    &[val("ms", Ty::Int).range(domain::DEDUP_TTL), flag("extend", "EXTEND")],
+                ),
                 word("KEEPLAST"),
             ],
         )

@@ -10,7 +10,7 @@ use crate::keyspace::Role::*;
 use crate::queue::Holder;
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Read), q(Active, Update)]);
-pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("lease_ms", Ty::Int)];
+pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("lease_ms", Ty::Int).range(domain::LEASE)];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
@@ -44,7 +44,7 @@ impl Verb for Extend {
     fn run<'a>(x: &mut Exec<'a>, a: Args<'a>) -> Result<Reply, Refusal> {
         domain::job_id(x.id)?;
         domain::token(&a.token)?;
-        let ms = domain::range(a.lease, 1, domain::LEASE_MAX, "lease_ms")?;
+        let ms = domain::LEASE.check(a.lease)?;
         let job = Holder::open(x)?;
         job.check(&a.token)?;
         let deadline = domain::deadline(x.now(), ms);

@@ -10,8 +10,10 @@ use crate::keyspace::Role::{self, *};
 use crate::queue::Row;
 
 pub const KEYS: Keys = Keys::of(&[q(Active, Update)]);
-pub const ARGS: &[Arg] =
-    &[val("lease_ms", Ty::Int), block("job", None, &[val("id", Ty::Str), val("token", Ty::Str)]).multiple()];
+pub const ARGS: &[Arg] = &[
+    val("lease_ms", Ty::Int).range(domain::LEASE),
+    block("job", None, &[val("id", Ty::Str), val("token", Ty::Str)]).multiple(),
+];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
@@ -48,7 +50,7 @@ impl Verb for Extends {
         for (id, _) in &a.pairs {
             domain::job_id(id)?;
         }
-        let ms = domain::range(a.lease, 1, domain::LEASE_MAX, "lease_ms")?;
+        let ms = domain::LEASE.check(a.lease)?;
         if a.pairs.len() > domain::EXTENDS_PAIRS_MAX {
             return Err(Refusal::Arg(format!("at most {} pairs", domain::EXTENDS_PAIRS_MAX)));
         }

@@ -43,7 +43,7 @@ pub const ARGS: &[Arg] = &[
         &[
             word("FINAL"),
             block("retry", None, &[word("RETRY"), flag("lifo", "LIFO")]),
-            block("delay", Some("DELAY"), &[val("when", Ty::Str)]),
+            block("delay", Some("DELAY"), &[val("when", Ty::Str).range(domain::WHEN)]),
         ],
     )
     .optional(),

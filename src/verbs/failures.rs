@@ -15,7 +15,7 @@ use crate::host::{stored, ArgStr, Exec, Reply, Verb};
 use crate::keyspace::Role::*;
 
 pub const KEYS: Keys = Keys::of(&[q(Fails, Update)]);
-pub const ARGS: &[Arg] = &[opt("ttl", "TTL", "ms", Ty::Int)];
+pub const ARGS: &[Arg] = &[opt("ttl", "TTL", "ms", Ty::Int).range(domain::bus::TTL)];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.

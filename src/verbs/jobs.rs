@@ -16,8 +16,11 @@ pub const SETS: KeyRole =
     KeyRole::OneOf(&[Role::Wait, Role::Prio, Role::Active, Role::Delayed, Role::Completed, Role::Failed]);
 
 pub const KEYS: Keys = Keys::of(&[Slot { role: SETS, spec: Spec::Read }]);
-pub const ARGS: &[Arg] =
-    &[opt("from", "FROM", "i", Ty::Int), opt("count", "COUNT", "n", Ty::Int), flag("rev", "REV")];
+pub const ARGS: &[Arg] = &[
+    opt("from", "FROM", "i", Ty::Int).range(domain::JOBS_FROM),
+    opt("count", "COUNT", "n", Ty::Int).range(domain::PAGE_COUNT),
+    flag("rev", "REV"),
+];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
@@ -44,8 +47,8 @@ impl Verb for Jobs {
     }
 
     fn run(x: &mut Exec<'_>, a: Args) -> Result<Reply, Refusal> {
-        let from = domain::range(a.from.unwrap_or(0), 0, domain::TIME_MAX, "FROM")?;
-        let count = domain::range(a.count.unwrap_or(100), 1, domain::PAGE_MAX, "COUNT")?;
+        let from = domain::JOBS_FROM.check(a.from.unwrap_or(0))?;
+        let count = domain::PAGE_COUNT.check(a.count.unwrap_or(100))?;
         let set = x.set.ok_or_else(crate::errors::host_reply)?;
         let key = x.read(SETS)?;
         let list = set == Role::Wait;

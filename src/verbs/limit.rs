@@ -10,7 +10,7 @@
 
 use crate::domain::{
     self,
-    limit::{MAX_MAX, MS_MAX},
+    limit::{CONCURRENCY, FOR_MS, RATE_MAX, RATE_MS},
 };
 use crate::errors::Refusal;
 use crate::host::command::{block, one_of, q, val, word, Arg, Command, Keys, Spec::*, Ty};
@@ -23,11 +23,15 @@ pub const ARGS: &[Arg] = &[one_of(
     "limit",
     None,
     &[
-        block("rate", Some("RATE"), &[val("max", Ty::Int), val("ms", Ty::Int)]),
+        block(
+            "rate",
+            Some("RATE"),
+            &[val("max", Ty::Int).range(RATE_MAX), val("ms", Ty::Int).range(RATE_MS)],
+        ),
         block("rate-off", Some("RATE"), &[word("OFF")]),
-        block("concurrency", Some("CONCURRENCY"), &[val("n", Ty::Int)]),
+        block("concurrency", Some("CONCURRENCY"), &[val("n", Ty::Int).range(CONCURRENCY)]),
         block("concurrency-off", Some("CONCURRENCY"), &[word("OFF")]),
-        block("for", Some("FOR"), &[val("ms", Ty::Int)]),
+        block("for", Some("FOR"), &[val("ms", Ty::Int).range(FOR_MS)]),
         word("CLEAR"),
     ],
 )];
@@ -69,12 +73,9 @@ impl Verb for Limit {
     fn run(x: &mut Exec<'_>, a: Args) -> Result<Reply, Refusal> {
         // Ranges first: a refusal writes nothing.
         let a = match a {
-            Args::Rate(Some((max, ms))) => Args::Rate(Some((
-                domain::range(max, 1, MAX_MAX, "max")?,
-                domain::range(ms, 1, MS_MAX, "ms")?,
-            ))),
-            Args::Concurrency(Some(c)) => Args::Concurrency(Some(domain::range(c, 1, MAX_MAX, "n")?)),
-            Args::For(ms) => Args::For(domain::range(ms, 1, MS_MAX, "ms")?),
+            Args::Rate(Some((max, ms))) => Args::Rate(Some((RATE_MAX.check(max)?, RATE_MS.check(ms)?))),
+            Args::Concurrency(Some(c)) => Args::Concurrency(Some(CONCURRENCY.check(c)?)),
+            Args::For(ms) => Args::For(FOR_MS.check(ms)?),
             other => other,
         };
         let meta = x.open_as(Meta, Kind::Hash)?;

@@ -15,7 +15,9 @@ use crate::keyspace::Role::*;
 use crate::queue::{existing_row, Row};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Read), q(Log, Append)]);
-pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("line", Ty::Str), opt("keep", "KEEP", "n", Ty::Int)];
+pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("line", Ty::Str), KEEP];
+/// `KEEP n`: the log's newest n lines stay (TRA.ADDLOG's too).
+pub const KEEP: Arg = opt("keep", "KEEP", "n", Ty::Int).range(domain::LOG_KEEP);
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
@@ -64,7 +66,7 @@ impl Verb for AppendLog {
 pub fn checked<'a>(x: &Exec<'a>, line: &ArgStr<'a>, keep: Option<i64>) -> Result<i64, Refusal> {
     domain::job_id(x.id)?;
     domain::payload(line, config::max_payload(), "line")?;
-    domain::range(keep.unwrap_or(config::get(&config::LOG_KEEP)), 1, 1_000_000, "KEEP")
+    domain::LOG_KEEP.check(keep.unwrap_or(config::get(&config::LOG_KEEP)))
 }
 
 /// Appends `line` to `log`, keeping its newest `keep` lines; replies the log's length.

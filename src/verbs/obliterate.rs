@@ -27,7 +27,8 @@ pub const KEYS: Keys = Keys::of(&[
     q(Meta, Take),
     q(Events, Take),
 ]);
-pub const ARGS: &[Arg] = &[flag("force", "FORCE"), opt("count", "COUNT", "n", Ty::Int)];
+pub const ARGS: &[Arg] =
+    &[flag("force", "FORCE"), opt("count", "COUNT", "n", Ty::Int).range(domain::DELETE_COUNT)];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.

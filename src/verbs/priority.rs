@@ -16,7 +16,7 @@ use crate::queue::{existing_row, field, End, Event, Events, Ready, Row, State};
 use crate::keyspace::Role::*;
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Update), q(Wait, Update), q(Prio, Update), q(Events, Append)]);
-pub const ARGS: &[Arg] = &[val("priority", Ty::Int), flag("lifo", "LIFO")];
+pub const ARGS: &[Arg] = &[val("priority", Ty::Int).range(domain::NEW_PRIORITY), flag("lifo", "LIFO")];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
@@ -47,7 +47,7 @@ impl Verb for Priority {
 
     fn run(x: &mut Exec<'_>, a: Args) -> Result<Reply, Refusal> {
         domain::job_id(x.id)?;
-        let p = domain::range(a.priority, 0, domain::PRIORITY_MAX, "priority")?;
+        let p = domain::NEW_PRIORITY.check(a.priority)?;
         let row = existing_row(x)?;
         let ready = Ready::open(x)?;
         let events = Events::open(x)?;

@@ -11,7 +11,10 @@ use crate::host::{timer, ArgStr, Exec, Reply, Verb};
 use crate::registry;
 
 pub const KEYS: Keys = Keys::of(&[]);
-pub const ARGS: &[Arg] = &[opt("from", "FROM", "i", Ty::Int), opt("count", "COUNT", "n", Ty::Int)];
+pub const ARGS: &[Arg] = &[
+    opt("from", "FROM", "i", Ty::Int).range(domain::QUEUES_FROM),
+    opt("count", "COUNT", "n", Ty::Int).range(domain::PAGE_COUNT),
+];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
@@ -33,8 +36,8 @@ impl Verb for Queues {
     }
 
     fn run(x: &mut Exec<'_>, (from, count): (Option<i64>, Option<i64>)) -> Result<Reply, Refusal> {
-        let from = domain::range(from.unwrap_or(0), 0, i64::MAX, "FROM")?;
-        let count = domain::range(count.unwrap_or(100), 1, domain::PAGE_MAX, "COUNT")?;
+        let from = domain::QUEUES_FROM.check(from.unwrap_or(0))?;
+        let count = domain::PAGE_COUNT.check(count.unwrap_or(100))?;
         let (page, next) = registry::page(
             timer::selected(x.ctx()),
             usize::try_from(from).unwrap_or(usize::MAX),

@@ -9,7 +9,7 @@ use crate::keyspace::Role::*;
 use crate::queue::{existing_row, Event, Events, Row, State};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Read), q(Delayed, Update), q(Events, Append)]);
-pub const ARGS: &[Arg] = &[val("when", Ty::Str)];
+pub const ARGS: &[Arg] = &[val("when", Ty::Str).range(domain::WHEN)];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.

@@ -23,7 +23,7 @@ use crate::queue::{Aliases, Event, Events, NewJob, State};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Insert), q(Delayed, Insert), q(Events, Append)]);
 pub const ARGS: &[Arg] = &[
-    val("when", Ty::Str),
+    val("when", Ty::Str).range(domain::WHEN),
     val("name", Ty::Str),
     val("data", Ty::Str),
     PRIORITY,

@@ -43,7 +43,10 @@ pub const ARGS: &[Arg] = &[one_of(
                         block(
                             "every",
                             Some("EVERY"),
-                            &[val("ms", Ty::Int), opt("offset", "OFFSET", "ms", Ty::Int)],
+                            &[
+                                val("ms", Ty::Int).range(sched::EVERY),
+                                opt("offset", "OFFSET", "ms", Ty::Int).range(sched::OFFSET),
+                            ],
                         ),
                         block(
                             "pattern",
@@ -52,9 +55,9 @@ pub const ARGS: &[Arg] = &[one_of(
                         ),
                     ],
                 ),
-                opt("start", "START", "ms", Ty::Int),
-                opt("end", "END", "ms", Ty::Int),
-                opt("limit", "LIMIT", "n", Ty::Int),
+                opt("start", "START", "ms", Ty::Int).range(sched::START),
+                opt("end", "END", "ms", Ty::Int).range(sched::END),
+                opt("limit", "LIMIT", "n", Ty::Int).range(sched::LIMIT),
                 flag("immediately", "IMMEDIATELY"),
                 block(
                     "job",

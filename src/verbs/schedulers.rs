@@ -21,7 +21,15 @@ pub const ARGS: &[Arg] = &[one_of(
     None,
     &[
         block("get", Some("GET"), &[val("id", Ty::Str)]),
-        block("list", Some("LIST"), &[val("start", Ty::Int), val("stop", Ty::Int), flag("desc", "DESC")]),
+        block(
+            "list",
+            Some("LIST"),
+            &[
+                val("start", Ty::Int).range(domain::sched::LIST_START),
+                val("stop", Ty::Int).range(domain::sched::LIST_STOP),
+                flag("desc", "DESC"),
+            ],
+        ),
         word("COUNT"),
     ],
 )];

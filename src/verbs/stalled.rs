@@ -18,7 +18,10 @@ use crate::queue::{self, field, End, Event, Events, Ready, Release, Retire, Row,
 
 pub const KEYS: Keys =
     Keys::of(&[q(Active, Take), q(Wait, Insert), q(Prio, Insert), q(Failed, Update), q(Events, Append)]);
-pub const ARGS: &[Arg] = &[opt("maxstalls", "MAXSTALLS", "n", Ty::Int), opt("count", "COUNT", "n", Ty::Int)];
+pub const ARGS: &[Arg] = &[
+    opt("maxstalls", "MAXSTALLS", "n", Ty::Int).range(domain::MAX_STALLS),
+    opt("count", "COUNT", "n", Ty::Int).range(domain::STALLED_COUNT),
+];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
@@ -50,7 +53,7 @@ impl Verb for Stalled {
 
     fn run(x: &mut Exec<'_>, a: Args) -> Result<Reply, Refusal> {
         let max_stalls = match a.max_stalls {
-            Some(n) => domain::range(n, 0, domain::MAX_STALLS_MAX, "MAXSTALLS")?,
+            Some(n) => domain::MAX_STALLS.check(n)?,
             // `meta` is not among STALLED's keys: found, opened as the caller, read only when
             // no MAXSTALLS is given.
             None => {
@@ -60,9 +63,8 @@ impl Verb for Stalled {
         };
         let count = domain::batch(
             a.count.unwrap_or(config::get(&config::STALLED_BATCH)),
-            domain::STALLED_COUNT_MAX,
+            domain::STALLED_COUNT,
             domain::RECLAIM_PER_CALL,
-            "COUNT",
         )? as i64;
         let (requeued, dead) = reclaim(x, max_stalls, count)?;
         Ok(Reply::Array(vec![Reply::Array(requeued), Reply::Array(dead)]))
@@ -77,7 +79,7 @@ pub fn max_stalls_of(meta: &Key) -> Result<i64, Refusal> {
         Row(meta)
             .get(&queue::meta::MAX_STALLS)
             .and_then(|v| domain::args::int(v.bytes()))
-            .filter(|n| (0..=domain::MAX_STALLS_MAX).contains(n))
+            .filter(|n| domain::MAX_STALLS.contains(*n))
     } else {
         None
     };
