@@ -156,6 +156,12 @@ impl Spec {
     /// slot, or START), a pattern at its first time after now (at or after START), or now
     /// with IMMEDIATELY. None when it has none within END.
     pub fn first(&self, now: i64) -> Option<i64> {
+        self.first_phased(now, false)
+    }
+
+    /// `first`, where `phased` says the caller gave the OFFSET: then EVERY starts at its next
+    /// slot even for OFFSET 0 (times k·ms), as an OFFSET above 0 always does.
+    pub fn first_phased(&self, now: i64, phased: bool) -> Option<i64> {
         let t = match (&self.repeat, self.start) {
             (_, Some(s)) if s > now => match &self.repeat {
                 Repeat::Every { .. } => s,
@@ -163,7 +169,7 @@ impl Spec {
             },
             (_, _) if self.immediately => now,
             (Repeat::Every { every, offset }, _) => {
-                if *offset > 0 {
+                if *offset > 0 || phased {
                     let t = slot(now, *every, *offset);
                     if t <= now {
                         t.saturating_add(*every)
@@ -344,6 +350,9 @@ mod tests {
         let s = every_spec(1000, 0);
         assert_eq!(s.first(T0 + 7), Some(T0 + 7));
         assert_eq!(s.after(T0 + 7, T0 + 7), Some(T0 + 1007));
+        // OFFSET 0 given: its next slot, as any other phase.
+        assert_eq!(s.first_phased(T0 + 7, true), Some(T0 + 1000));
+        assert_eq!(s.first_phased(T0, true), Some(T0 + 1000));
         // Missed windows: next slot after now, in the scheduler's phase.
         assert_eq!(s.after(T0, T0 + 5500), Some(T0 + 6000));
         let s = every_spec(1000, 250);

@@ -299,8 +299,9 @@ fn set(x: &mut Exec, s: SetArgs) -> Result<Reply, Refusal> {
         (true, Some(t)) if kept_phase.is_some() => Some(t),
         (false, Some(t)) if old.is_some() => spec.after(t, now),
         _ => {
-            let first = spec.first(now);
-            if let (Some(t), None) = (first, kept_phase) {
+            // A phase given stays, OFFSET 0 included (times k·ms); none given is the first's.
+            let first = spec.first_phased(now, s.offset.is_some());
+            if let (Some(t), None, None) = (first, kept_phase, s.offset) {
                 spec.settle_offset(t);
             }
             first
