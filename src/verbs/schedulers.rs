@@ -89,8 +89,10 @@ impl Verb for Schedulers {
             }
             Args::List { start, stop, desc } => {
                 let len = i64::try_from(scheds.len()).unwrap_or(i64::MAX);
-                let abs = |i: i64| if i < 0 { len.saturating_add(i).max(0) } else { i };
-                let (start, stop) = (abs(start), abs(stop).min(len.saturating_sub(1)));
+                // As ZRANGE: a negative rank counts from the end; a start before the first is
+                // the first, a stop before the first leaves nothing.
+                let from_end = |i: i64| if i < 0 { len.saturating_add(i) } else { i };
+                let (start, stop) = (from_end(start).max(0), from_end(stop).min(len.saturating_sub(1)));
                 if len == 0 || start > stop {
                     return Ok(Reply::Array(Vec::new()));
                 }
