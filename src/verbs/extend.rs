@@ -49,6 +49,8 @@ impl Verb for Extend {
         job.check(&a.token)?;
         let deadline = domain::deadline(x.now(), ms);
         job.active.zadd(deadline, job.id.str_ref())?;
+        // A shorter lease runs out before the one upkeep knows of.
+        crate::queue::due_at(x, deadline);
         Ok(Reply::Int(deadline))
     }
 }

@@ -66,14 +66,20 @@ impl Verb for Extends {
         }
         let deadline = domain::deadline(x.now(), ms);
         let mut out = Vec::with_capacity(rows.len());
+        let mut renewed = false;
         for (row, (id, token)) in rows.iter().zip(&a.pairs) {
             // Held: the row carries the token and the job is in active (ZADD XX moves only
             // a member that is there).
             if Row(row).held_by(token) && active.zadd_existing(deadline, id.str_ref())? {
                 out.push(Reply::Int(deadline));
+                renewed = true;
             } else {
                 out.push(Reply::Int(0));
             }
+        }
+        // A shorter lease runs out before the one upkeep knows of.
+        if renewed {
+            crate::queue::due_at(x, deadline);
         }
         Ok(Reply::Array(out))
     }
