@@ -49,6 +49,9 @@ pub const RECLAIM_PER_CALL: i64 = 100;
 pub const DELETE_PER_CALL: i64 = 200;
 /// Jobs one TRA.ADD creates at most (its `n`).
 pub const ADD_PER_CALL: i64 = 250;
+/// The `n` of TRA.ADD (its rows) and of TRA.COMPLETESNEXT (the held jobs it finishes).
+pub const ADD_ROWS: Range = Range::new("n", 1, ADD_PER_CALL);
+pub const FINISH_ROWS: Range = Range::new("n", 1, CLAIM_PER_CALL);
 
 /// A COUNT checked against its range, then cut to what one call does.
 pub fn batch(v: i64, r: Range, per_call: i64) -> Result<usize, Refusal> {

@@ -76,6 +76,8 @@ pub enum Spec {
 pub struct Tail {
     pub role: Role,
     pub spec: Spec,
+    /// How many keys `n` may give (checked by the domain step, as an argument's range).
+    pub count: Range,
 }
 
 /// One declared key position.
@@ -347,9 +349,10 @@ impl Command {
         self
     }
 
-    /// After the declared keys, `n` and n keys of `role` (each with the access `spec`).
-    pub const fn tail(mut self, role: Role, spec: Spec) -> Command {
-        self.tail = Some(Tail { role, spec });
+    /// After the declared keys, `n` (within `count`) and n keys of `role` (each with the
+    /// access `spec`).
+    pub const fn tail(mut self, role: Role, spec: Spec, count: Range) -> Command {
+        self.tail = Some(Tail { role, spec, count });
         self
     }
 

@@ -83,7 +83,7 @@ enum Fate<'a> {
 /// from here.
 pub const COMMAND: Command = Command::new::<Add>("TRA.ADD")
     .keys(KEYS)
-    .tail(Job, Insert)
+    .tail(Job, Insert, domain::ADD_ROWS)
     .args(ARGS)
     .creates()
     .summary("Create up to 250 jobs of one queue at once, all or nothing: 1 created or 0 existed for each.")
@@ -142,10 +142,7 @@ impl Verb for Add {
         for (_, id) in &rows {
             domain::job_id(id)?;
         }
-        let max = usize::try_from(domain::ADD_PER_CALL).unwrap_or(0);
-        if rows.is_empty() || rows.len() > max {
-            return Err(Refusal::Arg(format!("n must be 1..={max}")));
-        }
+        domain::ADD_ROWS.check(i64::try_from(rows.len()).unwrap_or(i64::MAX))?;
         let now = x.now();
         // Every row of the call is created at the same instant: one string for all.
         let created_at = x.int(now)?;

@@ -50,7 +50,7 @@ pub const ARGS: &[Arg] = &[
 pub const COMMAND: Command = Command::new::<CompletesNext>("TRA.COMPLETESNEXT")
     .holder()
     .keys(KEYS)
-    .tail(Job, Update)
+    .tail(Job, Update, domain::FINISH_ROWS)
     .args(ARGS)
     .writes()
     .summary("COMPLETE many held jobs of a queue, then CLAIM one job for each finished, atomically.")
@@ -96,10 +96,7 @@ impl Verb for CompletesNext {
         for (_, id) in &rows {
             domain::job_id(id)?;
         }
-        let max = usize::try_from(domain::CLAIM_PER_CALL).unwrap_or(0);
-        if rows.is_empty() || rows.len() > max {
-            return Err(Refusal::Arg(format!("n must be 1..={max}")));
-        }
+        domain::FINISH_ROWS.check(i64::try_from(rows.len()).unwrap_or(i64::MAX))?;
         let payload_max = config::max_payload();
         for [token, result] in &a.pairs {
             domain::token(token)?;
