@@ -33,8 +33,8 @@ use trafikey_support::*;
 // The declarations.
 
 /// Every numeric argument of the table as `(label, range)`, the label `"<command> <path>"` (the
-/// argument's name behind the names of the blocks it sits in); a numeric argument declared
-/// without a range has `None`.
+/// argument's name behind the names of the blocks it sits in, or `n` for the count of a tail
+/// of keys); a numeric argument declared without a range has `None`.
 fn declared() -> Vec<(String, Option<Range>)> {
     fn walk(
         cmd: &str,
@@ -56,6 +56,9 @@ fn declared() -> Vec<(String, Option<Range>)> {
     }
     let mut out = Vec::new();
     for c in COMMANDS.iter() {
+        if let Some(t) = c.tail {
+            out.push((format!("{} n", c.name), Some(t.count)));
+        }
         walk(c.name, &mut Vec::new(), c.args, &mut out);
     }
     out
@@ -99,6 +102,7 @@ const CASES: &[(&str, Edge, u8)] = &[
     ("EMQ.EXTENDS lease_ms", lease, 1),
     ("TRA.COMPLETENEXT lease_ms", lease, 1),
     ("TRA.COMPLETESNEXT lease_ms", lease, 1),
+    ("TRA.COMPLETESNEXT n", finish_n, 1),
     ("EMQ.CLAIM mode.take.count", claim_count, 1),
     ("TRA.COMPLETENEXT count", claim_count, 1),
     ("EMQ.CLAIM mode.take.block", block, 1),
@@ -122,6 +126,7 @@ const CASES: &[(&str, Edge, u8)] = &[
     ("TRA.CLEAN grace", grace, 2),
     ("TRA.PRIORITY priority", new_priority, 2),
     ("TRA.ADD job.k", add_k, 2),
+    ("TRA.ADD n", add_n, 2),
     ("TRA.JOBS from", jobs_from, 2),
     ("TRA.JOBS count", jobs_count, 2),
     ("TRA.QUEUES from", queues_from, 2),
@@ -1030,6 +1035,58 @@ fn add_k(lab: &mut Lab, cmd: &str, r: Range) {
         [("p", "5"), ("a", "3"), ("b", "f10"), ("o", "o"), ("x", max.as_str()), ("k", "a"), ("de", "d")]
     {
         assert_eq!(lab.field(&q, &id, f).as_deref(), Some(v), "field {f}");
+    }
+}
+
+/// TRA.ADD of `n` jobs (new ids): its rows and jobs.
+fn add_call(lab: &mut Lab, cmd: &str, q: &str, n: i64) -> (Vec<String>, Vec<Vec<u8>>) {
+    let ids: Vec<String> = (0..n).map(|_| lab.id()).collect();
+    let rows: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let jobs: Vec<&str> = ids.iter().flat_map(|_| ["n", "d", "0"]).collect();
+    let v = tail_argv(cmd, q, &rows, &jobs);
+    (ids, v)
+}
+
+fn add_n(lab: &mut Lab, cmd: &str, r: Range) {
+    let q = lab.q();
+    for n in [r.lo - 1, r.hi + 1] {
+        let (_, v) = add_call(lab, cmd, &q, n);
+        lab.refused(&v, &arg_error(r));
+    }
+    // One job, and the most: each created.
+    for n in [r.lo, r.hi] {
+        let (ids, v) = add_call(lab, cmd, &q, n);
+        let got = lab.ok(&v).ints();
+        assert_eq!(got, vec![1; n as usize], "TRA.ADD n {n}");
+        assert_eq!(lab.field(&q, &ids[ids.len() - 1], "st").as_deref(), Some("wait"));
+    }
+    assert_eq!(lab.raw(&["LLEN", &key(&q, "wait")]).int(), r.lo + r.hi);
+}
+
+/// TRA.COMPLETESNEXT of `held` (each held by `t`): finishes them, then claims as many.
+fn finish_many(q: &str, held: &[String]) -> Vec<Vec<u8>> {
+    let rows: Vec<&str> = held.iter().map(String::as_str).collect();
+    let mut args: Vec<&str> = held.iter().flat_map(|_| ["t", "ok"]).collect();
+    args.extend(["t2", "60000"]);
+    tail_argv("TRA.COMPLETESNEXT", q, &rows, &args)
+}
+
+fn finish_n(lab: &mut Lab, _: &str, r: Range) {
+    let q = lab.q();
+    for n in [r.lo - 1, r.hi + 1] {
+        let ids: Vec<String> = (0..n).map(|_| lab.id()).collect();
+        lab.refused(&finish_many(&q, &ids), &arg_error(r));
+    }
+    // One held job, and the most: each finished, and as many claimed.
+    for n in [r.lo, r.hi] {
+        let q = lab.q();
+        lab.ready(&q, n as usize);
+        let held = lab.claim_all(&q, "t", "60000");
+        assert_eq!(held.len() as i64, n);
+        lab.ready(&q, n as usize);
+        let reply = lab.ok(&finish_many(&q, &held));
+        assert_eq!(reply.array()[0].ints(), vec![1; n as usize], "TRA.COMPLETESNEXT n {n}: each finished");
+        assert_eq!(reply.array()[1].array().len() as i64, n, "and as many claimed");
     }
 }
 
