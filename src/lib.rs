@@ -98,6 +98,7 @@ fn info(ctx: &InfoContext, _for_crash_report: bool) -> ValkeyResult<()> {
             commands: &mut names,
             queues_known: registry::len(),
             receivers_seen: host::effects::targets_seen(),
+            audit: host::audit::last_call(),
         },
     )
 }

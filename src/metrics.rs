@@ -77,6 +77,11 @@ pub fn called(i: usize) {
     }
 }
 
+/// Command calls served since load (a blocked call run again counts once).
+pub fn calls_served() -> u64 {
+    calls().iter().fold(0u64, |n, c| n.wrapping_add(c.load(Ordering::Relaxed)))
+}
+
 pub fn refused(class: Class) {
     if let Some(c) = REFUSALS.get(class.index()) {
         c.fetch_add(1, Ordering::Relaxed);
@@ -98,6 +103,8 @@ pub struct Facts<'a> {
     pub commands: &'a mut dyn Iterator<Item = &'static str>,
     pub queues_known: usize,
     pub receivers_seen: bool,
+    /// The handle audit's trace of the last command call, shown only while the audit is on.
+    pub audit: Option<String>,
 }
 
 pub fn info(ctx: &InfoContext, facts: Facts) -> ValkeyResult<()> {
@@ -123,7 +130,8 @@ pub fn info(ctx: &InfoContext, facts: Facts) -> ValkeyResult<()> {
     for (k, v) in &refusals {
         b = b.field(k, v.to_string())?;
     }
-    b.build_section()?
+    let mut b = b
+        .build_section()?
         .add_section("jobs")
         .field("promoted", PROMOTED.load(Ordering::Relaxed).to_string())?
         .field("reclaimed", RECLAIMED.load(Ordering::Relaxed).to_string())?
@@ -165,7 +173,10 @@ pub fn info(ctx: &InfoContext, facts: Facts) -> ValkeyResult<()> {
         .field("effects_built", EFFECTS_BUILT.load(Ordering::Relaxed).to_string())?
         .field("effects_skipped", EFFECTS_SKIPPED.load(Ordering::Relaxed).to_string())?
         .field("effects_receivers_seen", u8::from(facts.receivers_seen).to_string())?
-        .build_section()?
-        .build_info()?;
+        .build_section()?;
+    if let Some(trace) = facts.audit {
+        b = b.add_section("audit").field("audit_last_call", trace)?.build_section()?;
+    }
+    b.build_info()?;
     Ok(())
 }

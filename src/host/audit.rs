@@ -5,9 +5,16 @@
 //! every open handle is recorded by its key's name; a deletion or a replacement through one
 //! handle while another holds the same value logs the key at warning level and stops the
 //! server (abort), so the suite's tests, the model test and the fuzzer fail at the call that
-//! did it. On, it costs a record per key opened; off, a flag read per open and per close.
+//! did it. On, it costs a record per key opened; off, a flag read per open (a handle keeps it
+//! for its close and its operations).
+//!
+//! With the audit on it also keeps the trace of the last command call: each key the call
+//! opened, read, wrote or had ACL-checked as the caller (`Did`), which `INFO trafikey` shows
+//! (`audit_last_call`). A test compares it with what the command declares and checks
+//! (tests/access.rs): it is what the call did, observed, not what its declaration says.
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::os::raw::c_char;
 
 use valkey_module::raw::{RedisModuleCtx, RedisModuleKey, RedisModuleString};
@@ -42,8 +49,92 @@ impl Handles {
     }
 }
 
+/// What a call did to one key: a set of these bits.
+pub struct Did;
+
+impl Did {
+    pub const OPEN_READ: u8 = 1;
+    pub const OPEN_WRITE: u8 = 1 << 1;
+    /// Read its data (a value, a field, members, a range, its expiry, whether a member is
+    /// there — a removal or an update that answers it reads that): what ACL calls access. Its
+    /// type, whether it exists and how many elements it holds are not reads (as the server's
+    /// own TYPE, EXISTS and LLEN need no read permission).
+    pub const READ: u8 = 1 << 2;
+    /// Changed it, or asked to: a removal of something that was not there is still a write,
+    /// one of nothing is none.
+    pub const WRITE: u8 = 1 << 3;
+    /// Passed the caller's ACL check for a found key, with this access (`Caller::key`).
+    pub const CHECK_READ: u8 = 1 << 4;
+    pub const CHECK_UPDATE: u8 = 1 << 5;
+    pub const CHECK_WRITE: u8 = 1 << 6;
+
+    const WORDS: [(u8, &'static str); 7] = [
+        (Did::OPEN_READ, "open-read"),
+        (Did::OPEN_WRITE, "open-write"),
+        (Did::READ, "read"),
+        (Did::WRITE, "write"),
+        (Did::CHECK_READ, "check-read"),
+        (Did::CHECK_UPDATE, "check-update"),
+        (Did::CHECK_WRITE, "check-write"),
+    ];
+}
+
+/// The keys one command call touched, each with what it did to it, in the order first
+/// touched. `call` is the number of command calls served when it began: a record made under a
+/// later number starts a new trace, so nothing needs doing at a call's start.
+#[derive(Default)]
+pub struct Trace {
+    call: u64,
+    keys: Vec<(Vec<u8>, u8)>,
+    /// Each key's place in `keys`: a call may touch thousands (a batch at its cap).
+    at: BTreeMap<Vec<u8>, usize>,
+}
+
+impl Trace {
+    pub fn note(&mut self, call: u64, name: &[u8], did: u8) {
+        if call != self.call {
+            self.call = call;
+            self.keys.clear();
+            self.at.clear();
+        }
+        match self.at.get(name).and_then(|&i| self.keys.get_mut(i)) {
+            Some((_, d)) => *d |= did,
+            None => {
+                self.at.insert(name.to_vec(), self.keys.len());
+                self.keys.push((name.to_vec(), did));
+            }
+        }
+    }
+
+    /// `n key=did,did key=did ...`: the number of the last call, `call`, then the keys it
+    /// touched (none when the trace is an earlier call's). In a key's name a space, `=`, `,`,
+    /// `\` and bytes outside printable ASCII are `\xHH`.
+    pub fn render(&self, call: u64) -> String {
+        let mut out = call.to_string();
+        if call != self.call {
+            return out;
+        }
+        for (name, did) in &self.keys {
+            out.push(' ');
+            for &b in name {
+                if b.is_ascii_graphic() && !matches!(b, b'=' | b',' | b'\\') {
+                    out.push(char::from(b));
+                } else {
+                    out.push_str(&format!("\\x{b:02x}"));
+                }
+            }
+            out.push('=');
+            let words: Vec<&str> =
+                Did::WORDS.iter().filter(|(bit, _)| did & bit != 0).map(|(_, w)| *w).collect();
+            out.push_str(&words.join(","));
+        }
+        out
+    }
+}
+
 thread_local! {
     static OPEN: RefCell<Handles> = const { RefCell::new(Handles { open: Vec::new() }) };
+    static TRACE: RefCell<Trace> = const { RefCell::new(Trace { call: 0, keys: Vec::new(), at: BTreeMap::new() }) };
 }
 
 /// Whether the audit is on: the one thing every key open and close pays, inlined; the rest
@@ -53,14 +144,38 @@ pub(in crate::host) fn on() -> bool {
     config::get_bool(&config::AUDIT_HANDLES)
 }
 
-/// Records a handle just opened. Called when the audit is on.
+/// Records a handle just opened (`write`: for writing), in the open handles and the call's
+/// trace. Called when the audit is on.
 #[cold]
-pub(in crate::host) fn opened(handle: *mut RedisModuleKey, name: *mut RedisModuleString) {
+pub(in crate::host) fn opened(handle: *mut RedisModuleKey, name: *mut RedisModuleString, write: bool) {
+    let name = super::strings::bytes_of(name);
     OPEN.with(|o| {
         if let Ok(mut o) = o.try_borrow_mut() {
-            o.opened(handle as usize, super::strings::bytes_of(name));
+            o.opened(handle as usize, name);
         }
     });
+    did(name, if write { Did::OPEN_WRITE } else { Did::OPEN_READ });
+}
+
+/// Adds to the call's trace what it did to the key `name` (`Did` bits). Called when the
+/// audit is on.
+#[cold]
+pub(in crate::host) fn did(name: &[u8], did: u8) {
+    let call = crate::metrics::calls_served();
+    TRACE.with(|t| {
+        if let Ok(mut t) = t.try_borrow_mut() {
+            t.note(call, name, did);
+        }
+    });
+}
+
+/// The last command call's trace as `Trace::render` writes it, while the audit is on.
+pub fn last_call() -> Option<String> {
+    if !on() {
+        return None;
+    }
+    let call = crate::metrics::calls_served();
+    Some(TRACE.with(|t| t.try_borrow().map(|t| t.render(call)).unwrap_or_default()))
 }
 
 /// Forgets a handle as it closes. The flag cannot change between a handle's open and its
@@ -114,7 +229,7 @@ pub(in crate::host) fn deleting(
 
 #[cfg(test)]
 mod tests {
-    use super::Handles;
+    use super::{Did, Handles, Trace};
 
     #[test]
     fn a_key_is_shared_only_while_another_handle_holds_it() {
@@ -132,6 +247,21 @@ mod tests {
         h.closed(1);
         h.closed(2);
         assert!(h.is_empty());
+    }
+
+    #[test]
+    fn a_trace_is_its_call_s_keys_each_with_what_it_did() {
+        let mut t = Trace::default();
+        t.note(7, b"emq:{q}:job:A", Did::OPEN_WRITE);
+        t.note(7, b"emq:{q}:job:A", Did::READ | Did::CHECK_UPDATE);
+        t.note(7, b"a b=c,\\\xff", Did::WRITE);
+        assert_eq!(
+            t.render(7),
+            "7 emq:{q}:job:A=open-write,read,check-update a\\x20b\\x3dc\\x2c\\x5c\\xff=write"
+        );
+        assert_eq!(t.render(8), "8", "a later call touched no key");
+        t.note(9, b"k", Did::OPEN_READ);
+        assert_eq!(t.render(9), "9 k=open-read", "a later call's record starts a new trace");
     }
 
     #[test]

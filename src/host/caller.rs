@@ -55,6 +55,15 @@ impl Access {
         }
     }
 
+    /// The handle audit's record of a check passed with this access.
+    fn did(self) -> u8 {
+        match self {
+            Access::Read => super::audit::Did::CHECK_READ,
+            Access::Update => super::audit::Did::CHECK_UPDATE,
+            Access::Write => super::audit::Did::CHECK_WRITE,
+        }
+    }
+
     fn mark(self) -> &'static Lit {
         match self {
             Access::Read => &MARKS[0],
@@ -71,6 +80,8 @@ pub struct Caller {
     user: Option<NonNull<RedisModuleUser>>,
     /// The call's head, then room for a marker and a key.
     argv: RefCell<Vec<*mut RedisModuleString>>,
+    /// Whether the handle audit records the checks passed (read once per call).
+    audited: bool,
 }
 
 impl Drop for Caller {
@@ -85,7 +96,7 @@ impl Drop for Caller {
 impl Caller {
     /// The module itself (upkeep): the server, to which no ACL applies.
     pub const fn server() -> Caller {
-        Caller { user: None, argv: RefCell::new(Vec::new()) }
+        Caller { user: None, argv: RefCell::new(Vec::new()), audited: false }
     }
 
     /// The caller of the call on `ctx` whose argv begins with `head` (the command and its keys).
@@ -101,7 +112,7 @@ impl Caller {
             Some(u) => {
                 let mut copy = Vec::with_capacity(head.len().saturating_add(2));
                 copy.extend_from_slice(head);
-                Ok(Caller { user: Some(u), argv: RefCell::new(copy) })
+                Ok(Caller { user: Some(u), argv: RefCell::new(copy), audited: super::audit::on() })
             }
             // The user was deleted under the running command: nothing it may touch.
             None => Err(Refusal::NoPerm(NOPERM_KEY)),
@@ -127,6 +138,9 @@ impl Caller {
         let ok = unsafe { check(u.as_ptr(), argv.as_mut_ptr(), argc) } == raw::REDISMODULE_OK as c_int;
         argv.truncate(base);
         if ok {
+            if self.audited {
+                super::audit::did(super::strings::bytes_of(key.raw()), access.did());
+            }
             Ok(())
         } else {
             Err(Refusal::NoPerm(NOPERM_KEY))

@@ -99,6 +99,7 @@ pub fn delete_all(keys: &[Key]) {
     let mut effect = Effect::new();
     let mut ctx = ptr::null_mut();
     for key in keys {
+        key.writes();
         if let (Some(k), false) = (key.live(), key.kind() == Kind::Empty) {
             key.audit_deleting(0, false);
             // SAFETY: writable, existing key.
@@ -133,6 +134,9 @@ pub struct Key {
     ctx: *mut RedisModuleCtx,
     name: Name,
     ptr: *mut RedisModuleKey,
+    /// Whether the handle audit was on when it opened: its close and its operations are
+    /// recorded then, and cost a test of this field otherwise.
+    audited: bool,
 }
 
 impl Drop for Key {
@@ -197,10 +201,29 @@ impl Key {
             Some(open) => unsafe { open(ctx, name.ptr(), mode.bits()).cast::<RedisModuleKey>() },
             None => ptr::null_mut(),
         };
-        if super::audit::on() && !ptr.is_null() {
-            super::audit::opened(ptr, name.ptr());
+        let audited = super::audit::on();
+        if audited && !ptr.is_null() {
+            super::audit::opened(ptr, name.ptr(), write);
         }
-        Key { ctx, name, ptr }
+        Key { ctx, name, ptr, audited }
+    }
+
+    /// Adds to the call's trace what this operation does to the key (`audit::Did`).
+    #[inline(always)]
+    fn did(&self, did: u8) {
+        if self.audited {
+            super::audit::did(super::strings::bytes_of(self.name()), did);
+        }
+    }
+
+    #[inline(always)]
+    fn reads(&self) {
+        self.did(super::audit::Did::READ);
+    }
+
+    #[inline(always)]
+    fn writes(&self) {
+        self.did(super::audit::Did::WRITE);
     }
 
     /// Before a write that deletes the key or replaces its value, or may (it removes
@@ -210,7 +233,7 @@ impl Key {
     /// this handle's value does not survive either.
     #[inline]
     fn audit_deleting(&self, removing: usize, by_server: bool) {
-        if let (true, Some(k)) = (super::audit::on(), self.live()) {
+        if let (true, Some(k)) = (self.audited, self.live()) {
             if removing == 0 || self.len() <= removing as u64 {
                 super::audit::deleting(self.ctx, k, super::strings::bytes_of(self.name()), by_server);
             }
@@ -228,7 +251,7 @@ impl Key {
     #[inline]
     pub fn close(&mut self) {
         if let (false, Some(close)) = (self.ptr.is_null(), api!(RedisModule_CloseKey)) {
-            if super::audit::on() {
+            if self.audited {
                 super::audit::closed(self.ptr);
             }
             // SAFETY: opened by us, closed once: the pointer is cleared below.
@@ -296,6 +319,7 @@ impl Key {
 
     /// The value of a string key (call after `expect(Kind::String)` answered true).
     pub fn string(&self) -> Option<&[u8]> {
+        self.reads();
         let (k, f) = (self.live()?, api!(RedisModule_StringDMA)?);
         let mut len = 0usize;
         // SAFETY: READ-mode DMA on a live string key; the bytes live while the key is open.
@@ -308,6 +332,7 @@ impl Key {
     }
 
     pub fn set_string(&self, value: &[u8]) -> Result<(), Refusal> {
+        self.writes();
         let (k, f) = (self.live().ok_or_else(crate::errors::host_reply)?, api!(RedisModule_StringSet));
         let v = s(self.ctx, value)?;
         self.audit_deleting(0, false);
@@ -332,6 +357,7 @@ impl Key {
 
     /// Up to four fields in one call (the rest of the answer is `None`).
     pub fn hget_many(&self, fields: &[&Lit]) -> [Option<Str>; 4] {
+        self.reads();
         let mut out: [*mut RedisModuleString; 4] = [ptr::null_mut(); 4];
         let (Some(k), Some(f)) = (self.live(), api!(RedisModule_HashGet)) else {
             return [None, None, None, None];
@@ -361,6 +387,7 @@ impl Key {
 
     /// HSET of several fields, one effect.
     pub fn hset(&self, pairs: &[(&Lit, StrRef<'_>)]) -> Result<(), Refusal> {
+        self.writes();
         let k = self.live().ok_or_else(crate::errors::host_reply)?;
         let Some(f) = api!(RedisModule_HashSet) else { return Err(crate::errors::host_reply()) };
         let mut effect = Effect::new();
@@ -401,6 +428,9 @@ impl Key {
 
     /// HDEL of the fields present; one effect, none if nothing was there.
     pub fn hdel(&self, fields: &[&Lit]) -> Result<(), Refusal> {
+        if !fields.is_empty() {
+            self.writes();
+        }
         let (Some(k), Some(f)) = (self.live(), api!(RedisModule_HashSet)) else { return Ok(()) };
         self.audit_deleting(fields.len(), false);
         let mut effect = Effect::new();
@@ -430,6 +460,7 @@ impl Key {
 
     /// The value of field `field`, a server string (not a constant name).
     pub fn hget_at(&self, field: StrRef<'_>) -> Option<Str> {
+        self.reads();
         let (k, f) = (self.live()?, api!(RedisModule_HashGet)?);
         let mut out: *mut RedisModuleString = ptr::null_mut();
         // SAFETY: one field/out-pointer pair, ended by NULL.
@@ -447,6 +478,7 @@ impl Key {
 
     /// HSET of one field named by a server string; one effect.
     pub fn hset_at(&self, field: StrRef<'_>, value: StrRef<'_>) -> Result<(), Refusal> {
+        self.writes();
         let (field, value) = (field.raw(), value.raw());
         let k = self.live().ok_or_else(crate::errors::host_reply)?;
         let Some(f) = api!(RedisModule_HashSet) else { return Err(crate::errors::host_reply()) };
@@ -458,6 +490,9 @@ impl Key {
 
     /// HDEL of fields named by server strings; one effect for those that were there.
     pub fn hdel_at(&self, fields: &[StrRef<'_>]) {
+        if !fields.is_empty() {
+            self.writes();
+        }
         let (Some(k), Some(f)) = (self.live(), api!(RedisModule_HashSet)) else { return };
         self.audit_deleting(fields.len(), false);
         let mut effect = Effect::new();
@@ -485,6 +520,7 @@ impl Key {
     /// Every field of a hash with its value, in one pass over the hash (a row read whole costs
     /// one walk instead of a lookup per field). The values are the caller's to keep.
     pub fn hscan(&self, mut each: impl FnMut(&[u8], Str)) {
+        self.reads();
         let (Some(k), Some(create), Some(scan), Some(destroy), Some(retain)) = (
             self.live(),
             api!(RedisModule_ScanCursorCreate),
@@ -532,6 +568,7 @@ impl Key {
     // ---- lists: the head is the left ----
 
     fn push(&self, head: bool, v: StrRef<'_>) -> Result<(), Refusal> {
+        self.writes();
         let v = v.raw();
         let (k, f) = (self.live().ok_or_else(crate::errors::host_reply)?, api!(RedisModule_ListPush));
         let side = if head { raw::REDISMODULE_LIST_HEAD } else { raw::REDISMODULE_LIST_TAIL };
@@ -553,6 +590,12 @@ impl Key {
         b: i64,
         extra: Option<&CStr>,
     ) -> Result<Vec<Vec<u8>>, Refusal> {
+        self.reads();
+        self.range(cmd, a, b, extra)
+    }
+
+    /// `range_read` without its trace record: a read a write makes for itself.
+    fn range(&self, cmd: &CStr, a: i64, b: i64, extra: Option<&CStr>) -> Result<Vec<Vec<u8>>, Refusal> {
         let (ctx, key) = (self.ctx, self.name());
         let (Some(call), Some(kind), Some(len), Some(at), Some(text), Some(free)) = (
             api!(RedisModule_Call),
@@ -638,6 +681,7 @@ impl Key {
         if values.is_empty() {
             return Ok(());
         }
+        self.writes();
         let k = self.live().ok_or_else(crate::errors::host_reply)?;
         let Some(f) = api!(RedisModule_ListPush) else { return Err(crate::errors::host_reply()) };
         let side = if head { raw::REDISMODULE_LIST_HEAD } else { raw::REDISMODULE_LIST_TAIL };
@@ -672,6 +716,9 @@ impl Key {
     }
 
     fn pop_drop(&self, head: bool, n: usize) -> usize {
+        if n > 0 {
+            self.writes();
+        }
         let (Some(k), Some(f)) = (self.live(), api!(RedisModule_ListPop)) else { return 0 };
         self.audit_deleting(n, false);
         let side = if head { raw::REDISMODULE_LIST_HEAD } else { raw::REDISMODULE_LIST_TAIL };
@@ -694,6 +741,7 @@ impl Key {
     // ---- sorted sets: every score the module writes is an integer (ms or priority) ----
 
     pub fn zscore(&self, member: StrRef<'_>) -> Option<f64> {
+        self.reads();
         let member = member.raw();
         let (k, f) = (self.live()?, api!(RedisModule_ZsetScore)?);
         let mut score = 0f64;
@@ -704,6 +752,7 @@ impl Key {
     /// ZADD of one member; a zset this makes large is turned into a skiplist (see `Skiplist`).
     pub fn zadd(&self, score: i64, member: StrRef<'_>) -> Result<(), Refusal> {
         if !super::effects::build() {
+            self.writes();
             self.zset_add_one(score, member)?;
             super::effects::skip(self.ctx);
             return Ok(());
@@ -715,6 +764,7 @@ impl Key {
     /// ZADD XX: moves the score of a member that is there, and says whether it was; a member
     /// that is not is left out (nothing written, nothing replicated).
     pub fn zadd_existing(&self, score: i64, member: StrRef<'_>) -> Result<bool, Refusal> {
+        self.did(super::audit::Did::READ | super::audit::Did::WRITE);
         let member = member.raw();
         // On an absent key the server's ZsetAdd makes the set before it looks at XX, and an
         // empty set left in the keyspace breaks the server's own commands (DEBUG DIGEST
@@ -764,6 +814,7 @@ impl Key {
     /// ZADD with the score's string already made (`text` is `score` written out). A zset this
     /// makes large is turned into a skiplist (see `Skiplist`).
     pub fn zadd_as(&self, score: i64, text: &Str, member: StrRef<'_>) -> Result<(), Refusal> {
+        self.writes();
         self.zset_add_one(score, member)?;
         replicate(self.ctx, c"ZADD", &[self.name(), text.raw(), member.raw()]);
         Ok(())
@@ -775,6 +826,7 @@ impl Key {
         if members.is_empty() {
             return Ok(());
         }
+        self.writes();
         // The score's string first: nothing can fail between the placeholder going in and out.
         let sc = super::effects::build()
             .then(|| Str::int(self.ctx, score).ok_or_else(crate::errors::host_reply))
@@ -801,12 +853,21 @@ impl Key {
         Ok(())
     }
 
+    /// Removes one member and answers whether it was there: a read of the set as well.
     pub fn zrem(&self, member: StrRef<'_>) -> bool {
-        self.zrem_many(&[member]) == 1
+        self.did(super::audit::Did::READ | super::audit::Did::WRITE);
+        self.remove(&[member]) == 1
     }
 
     /// Remove members; one effect `ZREM key m ...` naming those that were there.
     pub fn zrem_many(&self, members: &[StrRef<'_>]) -> usize {
+        if !members.is_empty() {
+            self.writes();
+        }
+        self.remove(members)
+    }
+
+    fn remove(&self, members: &[StrRef<'_>]) -> usize {
         let (Some(k), Some(f)) = (self.live(), api!(RedisModule_ZsetRem)) else { return 0 };
         self.audit_deleting(members.len(), false);
         let mut effect = Effect::with_capacity(members.len().saturating_add(1));
@@ -828,6 +889,7 @@ impl Key {
     /// Walk members with min <= score <= max, lowest first (ties in member order), while `f`
     /// answers true. Lazy: a walk that stops early reads no further.
     pub fn zwalk(&self, min: f64, max: f64, mut f: impl FnMut(Str, f64) -> bool) {
+        self.reads();
         let Some(k) = self.live() else { return };
         let (Some(first), Some(cur), Some(next), Some(end), Some(stop)) = (
             api!(RedisModule_ZsetFirstInScoreRange),
@@ -886,6 +948,7 @@ impl Key {
     /// the one to delete the key (see `lrem_only`), and no read by position (`lindex`) may
     /// come before it on this handle, whose cursor would then point into the changed list.
     fn lrem_counting(&self, count: &Lit, member: StrRef<'_>) -> Result<(), Refusal> {
+        self.writes();
         if self.len() == 1 {
             return self.lrem_only(count, member);
         }
@@ -919,7 +982,7 @@ impl Key {
     /// memory (closing it reads it); a pop through the handle deletes the key and tells the
     /// handle. A longer list keeps its key: LREM takes one element of it.
     fn lrem_only(&self, count: &Lit, member: StrRef<'_>) -> Result<(), Refusal> {
-        let only = self.range_read(c"LRANGE", 0, 0, None)?;
+        let only = self.range(c"LRANGE", 0, 0, None)?;
         if only.first().map(Vec::as_slice) != Some(super::strings::bytes_of(member.raw())) {
             return Ok(());
         }
@@ -939,6 +1002,7 @@ impl Key {
     /// Whether `member` is among the `window` elements nearest the tail (where CLAIM takes
     /// from): `LPOS … RANK -1 MAXLEN window`, work bounded by the window, not the list.
     pub fn near_tail(&self, member: StrRef<'_>, window: i64) -> Result<bool, Refusal> {
+        self.reads();
         let member = member.raw();
         let (Some(call), Some(kind), Some(free)) =
             (api!(RedisModule_Call), api!(RedisModule_CallReplyType), api!(RedisModule_FreeCallReply))
@@ -969,6 +1033,7 @@ impl Key {
 
     /// The list element at `index` (negative from the tail), if any.
     pub fn lindex(&self, index: i64) -> Option<Str> {
+        self.reads();
         let (k, f) = (self.live()?, api!(RedisModule_ListGet)?);
         // SAFETY: a live list key; the element is a new string we own (NULL out of range).
         let p = unsafe { f(k, index as std::os::raw::c_long) };
@@ -999,6 +1064,7 @@ impl Key {
     }
 
     fn stream_add(&self, fields: &[StrRef<'_>]) -> Result<(u64, u64), Refusal> {
+        self.writes();
         let k = self.live().ok_or_else(crate::errors::host_reply)?;
         let Some(f) = api!(RedisModule_StreamAdd) else { return Err(crate::errors::host_reply()) };
         let mut id = RedisModuleStreamID { ms: 0, seq: 0 };
@@ -1029,6 +1095,7 @@ impl Key {
 
     /// `MAXLEN ~ cap`, replicated as its exact outcome: `XTRIM key MAXLEN = <length left>`.
     pub fn xtrim_approx(&self, cap: i64) -> Result<(), Refusal> {
+        self.writes();
         let (Some(k), Some(f)) = (self.live(), api!(RedisModule_StreamTrimByLength)) else { return Ok(()) };
         // SAFETY: writable stream key.
         let removed = unsafe { f(k, raw::REDISMODULE_STREAM_TRIM_APPROX as c_int, cap) };
@@ -1047,6 +1114,7 @@ impl Key {
 
     /// The key's expiry, an absolute time in ms; None when it has none (or is absent).
     pub fn expires_at(&self) -> Option<i64> {
+        self.reads();
         let (k, f) = (self.live()?, api!(RedisModule_GetAbsExpire)?);
         // SAFETY: live key handle.
         let at = unsafe { f(k) };
@@ -1055,6 +1123,7 @@ impl Key {
 
     /// The key's expiry dropped: it lives until deleted. Replicated as `PERSIST`.
     pub fn persist(&self) -> Result<(), Refusal> {
+        self.writes();
         let k = self.live().ok_or_else(crate::errors::host_reply)?;
         if let Some(f) = api!(RedisModule_SetAbsExpire) {
             // SAFETY: writable existing key; NO_EXPIRE removes its expiry.
@@ -1065,6 +1134,7 @@ impl Key {
     }
 
     pub fn set_abs_expire(&self, at_ms: i64) -> Result<(), Refusal> {
+        self.writes();
         let k = self.live().ok_or_else(crate::errors::host_reply)?;
         if let Some(f) = api!(RedisModule_SetAbsExpire) {
             // SAFETY: writable existing key.
