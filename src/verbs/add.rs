@@ -293,7 +293,10 @@ impl Verb for Add {
             created = true;
             reply.push(Reply::Int(1));
         }
-        // The replaced holders' logs and alias entries, once every alias of the call is written.
+        // The replaced holders' logs and alias entries, once every alias of the call is written
+        // and the call's handle on the alias hash is closed: deleting its last entry deletes the
+        // hash, which that handle (open whenever a job gives ALIAS, written or not) would read.
+        drop(aliases);
         for c in replaced {
             c.delete();
         }
