@@ -692,8 +692,10 @@ impl Model {
                     (Some(_), Some(o)) if kept.is_some() => o.next,
                     (None, Some(o)) => every_after(o.next, every, off, now),
                     _ => {
-                        let t = if off > 0 { slot_after(now, every, off) } else { now };
-                        if kept.is_none() && off == 0 {
+                        // A phase given (OFFSET 0 included) puts the first time on its next
+                        // slot; none given, the first time is now, and its phase the scheduler's.
+                        let t = if off > 0 || offset.is_some() { slot_after(now, every, off) } else { now };
+                        if kept.is_none() && offset.is_none() && off == 0 {
                             off = t % every;
                         }
                         t
