@@ -4,10 +4,9 @@ import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { withBackend, Queue as BullQueue, Worker as BullWorker, QueueEvents as BullQueueEvents, QueueEventsProducer as BullQueueEventsProducer, UnrecoverableError, DelayedError, WaitingError, type Job } from 'bullmq';
-import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
 import { closeTracked, sleep, track, until } from './helpers.js';
-import { install, modulePath, startServer, stopServer } from './server.js';
+import { freePort, install, modulePath, startServer, stopServer } from './server.js';
 import { withTrafikey } from '../src/index.js';
 
 const port = inject('port');
@@ -28,18 +27,6 @@ const stores: Record<'bullmq' | 'trafikey', { classes: Classes; connection: type
   },
   trafikey: { classes: Trafikey as unknown as Classes, connection: ours },
 };
-
-/** A port nothing listens on. */
-function freePort(): Promise<number> {
-  return new Promise((ok, fail) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => ok(port));
-    });
-    s.on('error', fail);
-  });
-}
 
 let name: string;
 beforeEach(() => {

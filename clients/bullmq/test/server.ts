@@ -18,7 +18,8 @@ export function modulePath(): string {
   return so;
 }
 
-function freePort(): Promise<number> {
+/** A free port on 127.0.0.1 (nothing listens on it once this resolves). */
+export function freePort(): Promise<number> {
   return new Promise((ok, fail) => {
     const s = createServer();
     s.listen(0, '127.0.0.1', () => {
