@@ -571,20 +571,9 @@ fn batch_commands() -> Vec<&'static Command> {
     );
     found
 }
-/// A reply as a person reads it: strings as text, arrays in brackets.
-fn show(r: &Reply) -> String {
-    match r {
-        Reply::Bulk(b) => escape(b),
-        Reply::Simple(s) => format!("+{s}"),
-        Reply::Error(e) => format!("(error) {e}"),
-        Reply::Int(i) => i.to_string(),
-        Reply::Array(a) => format!("[{}]", a.iter().map(show).collect::<Vec<_>>().join(", ")),
-        other => format!("{other:?}"),
-    }
-}
 
 fn shows(rs: &[Reply]) -> String {
-    show(&Reply::Array(rs.to_vec()))
+    reply_text(&Reply::Array(rs.to_vec()))
 }
 
 fn shown(v: &[Vec<u8>]) -> String {
@@ -657,7 +646,11 @@ fn a_bad_entry_anywhere_refuses_the_whole_call_and_writes_nothing() {
                 let r = if sp.restricted { user.call_v(&argv) } else { c.call_v(&argv) };
                 let want = Reply::Error((sp.want)(&at, &bad));
                 if r != want {
-                    wrong.push(format!("{what}\n    answered {}\n    wanted   {}", show(&r), show(&want)));
+                    wrong.push(format!(
+                        "{what}\n    answered {}\n    wanted   {}",
+                        reply_text(&r),
+                        reply_text(&want)
+                    ));
                 } else if events_len(&mut c, &q) != events_before {
                     wrong.push(format!("{what}\n    refused, and appended an event"));
                 } else if digest(&mut c) != digest_before {
@@ -823,7 +816,7 @@ fn an_answered_entry_anywhere_leaves_the_others_as_they_would_be_alone() {
                 let r = in_one_script(&mut c, &calls);
                 let after: Vec<Vec<String>> = qs.iter().map(|q| fingerprint(&mut c, q)).collect();
                 if let Some(e) = r.iter().find(|x| x.err().is_some()) {
-                    wrong.push(format!("{what}\n    refused: {}", show(e)));
+                    wrong.push(format!("{what}\n    refused: {}", reply_text(e)));
                 } else {
                     let (mixed_codes, mixed_jobs) = (b.split)(&r[0]);
                     let (good_codes, good_jobs) = (b.split)(&r[1]);
@@ -838,13 +831,13 @@ fn an_answered_entry_anywhere_leaves_the_others_as_they_would_be_alone() {
                         wrong.push(format!(
                             "{what}\n    alone it answered {}, not {}",
                             shows(&alone_codes),
-                            show(&stated)
+                            reply_text(&stated)
                         ));
                     } else if a.quiet && after[2] != before[2] {
                         let wrote = diff(&after[2], &before[2]);
                         wrong.push(format!(
                             "{what}\n    alone it answered {} and wrote {wrote:?}",
-                            show(&stated)
+                            reply_text(&stated)
                         ));
                     } else if mixed_codes != codes {
                         wrong.push(format!(

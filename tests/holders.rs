@@ -348,17 +348,6 @@ fn at_now(c: &mut Conn, argv: &[Vec<u8>]) -> (i64, Reply) {
     let parts = r.array();
     (parts[0].int(), parts[1].clone())
 }
-/// A reply as a person reads it: strings as text, arrays in brackets.
-fn show(r: &Reply) -> String {
-    match r {
-        Reply::Bulk(b) => escape(b),
-        Reply::Simple(s) => format!("+{s}"),
-        Reply::Error(e) => format!("(error) {e}"),
-        Reply::Int(i) => i.to_string(),
-        Reply::Array(a) => format!("[{}]", a.iter().map(show).collect::<Vec<_>>().join(", ")),
-        other => format!("{other:?}"),
-    }
-}
 
 fn shown(argv: &[Vec<u8>]) -> String {
     argv.iter().map(|a| escape(a)).collect::<Vec<_>>().join(" ")
@@ -488,11 +477,11 @@ fn every_holder_command_answers_each_way_a_token_stands_exactly() {
                 if r != expected {
                     wrong.push(format!(
                         "{what}\n    answered {}\n    wanted   {}",
-                        show(&r),
-                        show(&expected)
+                        reply_text(&r),
+                        reply_text(&expected)
                     ));
                 } else if digest(&mut c) != before {
-                    wrong.push(format!("{what}\n    answered {} and wrote", show(&r)));
+                    wrong.push(format!("{what}\n    answered {} and wrote", reply_text(&r)));
                 }
             }
             Want::Done | Want::Fetches(_) => {
@@ -505,8 +494,8 @@ fn every_holder_command_answers_each_way_a_token_stands_exactly() {
                 if r != expected {
                     wrong.push(format!(
                         "{what}\n    answered {}\n    wanted   {}",
-                        show(&r),
-                        show(&expected)
+                        reply_text(&r),
+                        reply_text(&expected)
                     ));
                 }
             }

@@ -613,6 +613,18 @@ pub fn wait_for(mut f: impl FnMut() -> bool, what: &str) {
     panic!("timed out waiting for {what}");
 }
 
+/// A reply as a person reads it: strings as text, arrays in brackets.
+pub fn reply_text(r: &Reply) -> String {
+    match r {
+        Reply::Bulk(b) => escape(b),
+        Reply::Simple(s) => format!("+{s}"),
+        Reply::Error(e) => format!("(error) {e}"),
+        Reply::Int(i) => i.to_string(),
+        Reply::Array(a) => format!("[{}]", a.iter().map(reply_text).collect::<Vec<_>>().join(", ")),
+        other => format!("{other:?}"),
+    }
+}
+
 /// Bytes as a readable token for failure messages: printable ASCII as it is (but `"` and
 /// `\`), everything else `\xhh`, the empty string as `""`.
 pub fn escape(b: &[u8]) -> String {
