@@ -107,13 +107,6 @@ const PRESENCE: &str = "the row's presence decides the answer (EMQNOJOB), which 
 /// Why a finish opens `wait` and `prio` for update.
 const KEPT: &str = "a kept job made when its holder finishes goes to `wait`, `prio` or `delayed`: both ready sets are opened for update before the job's place is known, and one is pushed to without a read";
 
-/// The found keys src/CONTRACT.md checks for writing alone though the call reads them first,
-/// to choose what it deletes: "the rows retention deletes (write)", "the rows DRAIN looks at
-/// (write, as the rows it deletes …)" (a row's fields name its log, alias entry, DEDUP id and
-/// scheduler), "`scheds` and the scheduler hashes OBLITERATE deletes (write)", and the kept job
-/// "a call finishing the holder reads and deletes (write)". A key of these roles read under a
-/// write check needs write; every other read needs read.
-const READ_UNDER_WRITE: [&str; 3] = ["job", "scheds", "kept"];
 
 /// Option words the table's calls need not use: the command, the word, why.
 const UNCALLED: &[(&str, &str, &str)] = &[(
@@ -199,11 +192,7 @@ struct Touched {
 impl Touched {
     fn new(name: String, declared: Option<(Slot, BTreeSet<String>)>, did: Did) -> Touched {
         let role = role_of(&name);
-        let mut t = Touched { name, role, declared, did };
-        if t.declared.is_none() && READ_UNDER_WRITE.contains(&t.role.as_str()) && t.did.checked == WRITE {
-            t.did.did &= !READ;
-        }
-        t
+        Touched { name, role, declared, did }
     }
 
     fn kind(&self) -> &'static str {

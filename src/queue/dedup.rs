@@ -193,7 +193,7 @@ impl<'a> Claim<'a> {
             };
             let set = delayed.or(own.as_ref());
             if set.and_then(|s| s.zscore(holder.str_ref())).is_some() {
-                let row = x.open_undeclared(Role::Job, holder.bytes(), Access::Write)?;
+                let row = x.open_undeclared(Role::Job, holder.bytes(), Access::Update)?;
                 row.exists_as(Kind::Hash)?;
                 let companions = companions_of(x, holder.bytes(), &row)?;
                 let until = key.expires_at();
@@ -450,7 +450,9 @@ impl Release {
             return Ok(Release::default());
         }
         let next = if x.undeclared_exists(Role::Kept, dedup.bytes())? {
-            let kept = x.open_undeclared(Role::Kept, dedup.bytes(), Access::Write)?;
+            // A finish reads the kept job to make it; a delete drops it unread.
+            let access = if sets.is_some() { Access::Update } else { Access::Write };
+            let kept = x.open_undeclared(Role::Kept, dedup.bytes(), access)?;
             match (kept.kind(), sets) {
                 (Kind::Hash, Some(sets)) => {
                     let job = KeptJob::plan(x, &kept, sets)?;

@@ -72,7 +72,7 @@ impl Retire {
 }
 
 /// The rows of jobs a client deletes (DRAIN, CLEAN, OBLITERATE), found not declared: opened
-/// as the caller for writing, each a hash or absent, before anything is written. Each row
+/// as the caller for update (read, then deleted), each a hash or absent, before anything is written. Each row
 /// goes with its job's log, if it has one, its alias entry, if it still names the job
 /// (neither outlives its row), and its DEDUP id, if it still names the job (TTL or not).
 /// An id met twice (a list holding it twice, or two sets holding it: no verb makes either, a
@@ -94,12 +94,12 @@ pub fn doomed_rows(x: &mut Exec, ids: &[Str]) -> Result<Doomed, Refusal> {
 fn doomed(x: &mut Exec, ids: &[Str], undedup: bool) -> Result<Doomed, Refusal> {
     let mut rows = Vec::with_capacity(ids.len());
     for m in ids {
-        rows.push(x.open_undeclared(Role::Job, m.bytes(), Access::Write)?);
+        rows.push(x.open_undeclared(Role::Job, m.bytes(), Access::Update)?);
     }
     doomed_opened(x, ids, rows, undedup)
 }
 
-/// [`doomed_rows`] for rows the call already opened for writing (`rows[i]` is `ids[i]`'s,
+/// [`doomed_rows`] for rows the call already opened for update (`rows[i]` is `ids[i]`'s,
 /// opened with [`open_doomed`]): DRAIN reads each one's `rs` first.
 pub fn doomed_rows_opened(x: &mut Exec, ids: &[Str], rows: Vec<Key>) -> Result<Doomed, Refusal> {
     if ids.len() != rows.len() {
@@ -118,9 +118,9 @@ pub fn doomed_rows_opened(x: &mut Exec, ids: &[Str], rows: Vec<Key>) -> Result<D
     doomed_opened(x, &ids, rows, true)
 }
 
-/// A row a call may delete, opened as the caller for writing (see [`doomed_rows_opened`]).
+/// A row a call may delete, opened as the caller for update: its fields are read to find what goes with it (see [`doomed_rows_opened`]).
 pub fn open_doomed(x: &mut Exec, id: &[u8]) -> Result<Key, Refusal> {
-    x.open_undeclared(Role::Job, id, Access::Write)
+    x.open_undeclared(Role::Job, id, Access::Update)
 }
 
 fn doomed_opened(x: &mut Exec, ids: &[Str], rows: Vec<Key>, undedup: bool) -> Result<Doomed, Refusal> {
@@ -175,7 +175,7 @@ impl Doomed {
 pub fn log_of(x: &mut Exec, id: &[u8]) -> Result<Option<Companions>, Refusal> {
     let log = x.open_undeclared_existing(Role::Log, id, Access::Write)?;
     let unalias = if x.undeclared_exists(Role::Alias, b"")? {
-        let row = x.open_undeclared(Role::Job, id, Access::Write)?;
+        let row = x.open_undeclared(Role::Job, id, Access::Update)?;
         Unalias::of_row(x, id, &row)?
     } else {
         Unalias::default()

@@ -74,7 +74,7 @@ impl Verb for Obliterate {
         // The queue's job schedulers go first, so that none makes an iteration while the
         // queue is being deleted: `scheds` and the `sched:<id>` hashes it names are found,
         // opened as the caller, each hash counted against the budget.
-        let scheds = x.open_undeclared_existing(Scheds, b"", Access::Write)?;
+        let scheds = x.open_undeclared_existing(Scheds, b"", Access::Update)?;
         let mut sched_ids: Vec<Str> = Vec::new();
         let mut hashes = Vec::new();
         if let Some(z) = &scheds {
