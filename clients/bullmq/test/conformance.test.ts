@@ -5,7 +5,7 @@ import { withBackend, UnrecoverableError, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { closeTracked, sleep, track, until } from './helpers.js';
 import { withTrafikey, createTrafikeyBackend, escapeQueueName, isBranded, mintJobId } from '../src/index.js';
-import { gather } from '../src/backend.js';
+import { gather } from '../src/connection.js';
 
 const port = inject('port');
 const connection = { host: '127.0.0.1', port };
