@@ -22,7 +22,11 @@ const worker = new Worker(
 await queue.waitUntilReady();
 await events.waitUntilReady();
 
-const ok = await queue.add('send', { to: 'ada@example.org' }, { attempts: 3, backoff: { type: 'exponential', delay: 200 } });
+const ok = await queue.add(
+  'send',
+  { to: 'ada@example.org' },
+  { attempts: 3, backoff: { type: 'exponential', delay: 200 } },
+);
 const bad = await queue.add('send', { to: 'bob@invalid' }, { attempts: 2, backoff: { type: 'fixed', delay: 100 } });
 // A custom id makes the add idempotent: the second add finds the first job.
 await queue.add('send', { to: 'carol@example.org' }, { jobId: 'welcome-carol' });

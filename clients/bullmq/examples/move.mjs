@@ -15,7 +15,9 @@ for (let i = 0; i < waiting; i += 1000) {
   const n = Math.min(1000, waiting - i);
   await from.addBulk(Array.from({ length: n }, (_, j) => ({ name: 'send', data: { to: `user${i + j}@example.com` } })));
 }
-await from.addBulk(Array.from({ length: 1000 }, (_, j) => ({ name: 'remind', data: { n: j }, opts: { delay: 3_600_000 + j } })));
+await from.addBulk(
+  Array.from({ length: 1000 }, (_, j) => ({ name: 'remind', data: { n: j }, opts: { delay: 3_600_000 + j } })),
+);
 
 const started = process.hrtime.bigint();
 const report = await moveFromBullMQ(from, to);

@@ -2,6 +2,8 @@
 // switches by changing the module it imports from: `import { Queue, Worker } from
 // 'trafikey-bullmq'` in place of `from 'bullmq'`. Each class is BullMQ's own, constructed with
 // this package's backend; nothing else of it changes.
+/* eslint-disable @typescript-eslint/no-explicit-any -- BullMQ's classes and type rules default their
+   type parameters to any: the bound classes keep those defaults, to be assignable wherever BullMQ's own are */
 import {
   FlowProducer as BullFlowProducer,
   Queue as BullQueue,
@@ -24,7 +26,8 @@ import { createTrafikeyBackend } from './factory.js';
 // BullMQ's own rules for a queue's job types (not among its exported names).
 type ExtractDataType<DataTypeOrJob, Default> = DataTypeOrJob extends Job<infer D, any, any> ? D : Default;
 type ExtractResultType<DataTypeOrJob, Default> = DataTypeOrJob extends Job<any, infer R, any> ? R : Default;
-type ExtractNameType<DataTypeOrJob, Default extends string> = DataTypeOrJob extends Job<any, any, infer N> ? N : Default;
+type ExtractNameType<DataTypeOrJob, Default extends string> =
+  DataTypeOrJob extends Job<any, any, infer N> ? N : Default;
 
 /** Without options, BullMQ connects to 127.0.0.1:6379; so does ioredis with none. */
 const local = () => ({ connection: {} });
@@ -33,7 +36,6 @@ const local = () => ({ connection: {} });
 // is then assignable wherever BullMQ's own class is expected (bull-board's adapters, an
 // application's fields typed by BullMQ), whose defaults name BullMQ's Redis backend. The backend
 // takes the ioredis options or client BullMQ's connection type describes.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- the backend type is left open, as above
 const trafikey = createTrafikeyBackend as unknown as BackendFactory<any, ConnectionOptions>;
 
 /** BullMQ's `Queue` on trafikey. */
@@ -44,7 +46,16 @@ export class Queue<
   DataType = ExtractDataType<DataTypeOrJob, DataTypeOrJob>,
   ResultType = ExtractResultType<DataTypeOrJob, DefaultResultType>,
   NameType extends string = ExtractNameType<DataTypeOrJob, DefaultNameType>,
-> extends BullQueue<DataTypeOrJob, DefaultResultType, DefaultNameType, DataType, ResultType, NameType, any, ConnectionOptions> {
+> extends BullQueue<
+  DataTypeOrJob,
+  DefaultResultType,
+  DefaultNameType,
+  DataType,
+  ResultType,
+  NameType,
+  any,
+  ConnectionOptions
+> {
   constructor(name: string, opts: QueueOptions<ConnectionOptions> = local()) {
     super(name, opts, trafikey);
   }

@@ -78,7 +78,9 @@ type RolesOf<N extends Name> = (typeof COMMANDS)[N]['keys'] extends readonly (in
  * What a call names beyond its queue: the name of each thing its keys name (a job id, a
  * scheduler id, a deduplication id, the state set), and the job ids of its tail (`rows`).
  */
-export type Names<N extends Name> = { readonly [R in Extract<RolesOf<N>, NamedRole>]: string } & ((typeof COMMANDS)[N] extends {
+export type Names<N extends Name> = {
+  readonly [R in Extract<RolesOf<N>, NamedRole>]: string;
+} & ((typeof COMMANDS)[N] extends {
   tail: 'job';
 }
   ? { readonly rows: readonly string[] }

@@ -53,7 +53,11 @@ export function namedAliases(parsed: Entry[]): [string, string][] {
  * The entries in BullMQ's vocabulary. `rev` gives the id BullMQ knows each job by, `payload`
  * the results and progress read from rows (`r:<id>`, `g:<id>`).
  */
-export function translate(parsed: Entry[], rev: Map<string, string>, payload: Map<string, string | null>): [string, string[]][] {
+export function translate(
+  parsed: Entry[],
+  rev: Map<string, string>,
+  payload: Map<string, string | null>,
+): [string, string[]][] {
   const out: [string, string[]][] = [];
   for (const [eid, o] of parsed) {
     if (o.id === undefined) {

@@ -15,6 +15,7 @@ export { moveFromBullMQ, movedId } from './move.js';
 export type { MovableQueue, MoveOptions, MoveReport } from './move.js';
 
 /** BullMQ's `withBackend`, passed in so that this package never loads a second bullmq. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- its classes are typed by the application's bullmq
 export type WithBackend = <B extends IQueueBackend, C>(factory: BackendFactory<B, C>) => any;
 
 /**
@@ -25,8 +26,9 @@ export type WithBackend = <B extends IQueueBackend, C>(factory: BackendFactory<B
  * binding, usable as types too.
  */
 export function withTrafikey<W extends WithBackend>(withBackend: W): ReturnType<W>;
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- bullmq's classes, as the application's bullmq types them
 export function withTrafikey(): Promise<any>;
-export function withTrafikey(withBackend?: WithBackend): any {
+export function withTrafikey(withBackend?: WithBackend): unknown {
   if (withBackend) {
     return withBackend(createTrafikeyBackend);
   }

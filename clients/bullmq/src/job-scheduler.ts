@@ -178,9 +178,7 @@ export abstract class JobSchedulerMethods extends QueueMethods {
       }
     }
     // An iteration's `repeat` shows an offset only when there is one, as BullMQ's do.
-    const offset = opts.every
-      ? Math.floor(Number(opts.offset ?? 0)) % Math.max(1, Math.floor(Number(opts.every)))
-      : 0;
+    const offset = opts.every ? Math.floor(Number(opts.offset ?? 0)) % Math.max(1, Math.floor(Number(opts.every))) : 0;
     if (offset > 0) {
       r.offset = offset;
     }
@@ -249,7 +247,10 @@ export abstract class JobSchedulerMethods extends QueueMethods {
     if (!m) {
       return [null, null];
     }
-    return [Object.entries(this.schedulerHash(m)).flat(), m.next === null || m.next === undefined ? null : String(m.next)];
+    return [
+      Object.entries(this.schedulerHash(m)).flat(),
+      m.next === null || m.next === undefined ? null : String(m.next),
+    ];
   }
 
   async isJobScheduler(id: string): Promise<boolean> {
@@ -265,8 +266,7 @@ export abstract class JobSchedulerMethods extends QueueMethods {
   async getJobSchedulersRange(start: number, end: number, asc: boolean): Promise<string[]> {
     await this.waitUntilReady();
     const list = (await this.send('TRA.SCHEDULERS', {}, 'LIST', start, end, ...(asc ? [] : ['DESC']))) as
-      | unknown[]
-      | null;
+      unknown[] | null;
     return (list ?? []).flatMap(r => {
       const m = pairs(r);
       return [String(m.id), String(m.next)];

@@ -123,7 +123,11 @@ export abstract class JobMethods extends QueueGetters {
     // BullMQ keeps a scheduler's iteration that has not run yet from a direct removal (the
     // module allows it: that iteration is skipped); remove the scheduler instead.
     const [sched, st] = await this.conn.hmget(this.jobKey(id), 'rs', 'st');
-    if (sched && (st === 'wait' || st === 'prio' || st === 'delayed') && (await this.conn.exists(this.key(`sched:${sched}`)))) {
+    if (
+      sched &&
+      (st === 'wait' || st === 'prio' || st === 'delayed') &&
+      (await this.conn.exists(this.key(`sched:${sched}`)))
+    ) {
       throw new Error(`Job ${jobId} belongs to a job scheduler and cannot be removed directly. remove`);
     }
     try {

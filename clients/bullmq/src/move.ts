@@ -6,7 +6,7 @@ interface PendingJob {
   id?: string;
   name: string;
   data: unknown;
-  opts: Record<string, any>;
+  opts: Record<string, unknown>;
   timestamp: number;
   delay: number;
   attemptsMade: number;
@@ -26,7 +26,7 @@ interface Scheduler {
   startDate?: number;
   endDate?: number;
   offset?: number;
-  template?: { data?: unknown; opts?: Record<string, any> };
+  template?: { data?: unknown; opts?: Record<string, unknown> };
 }
 
 /** The calls of BullMQ's `Queue` a move makes: a queue of any backend has them. */
@@ -34,12 +34,12 @@ export interface MovableQueue {
   readonly name: string;
   isPaused(): Promise<boolean>;
   pause(): Promise<void>;
-  getJobs(types?: any, start?: number, end?: number, asc?: boolean): Promise<any[]>;
-  getJobCounts(...types: any[]): Promise<Record<string, number>>;
+  getJobs(types?: unknown, start?: number, end?: number, asc?: boolean): Promise<unknown[]>;
+  getJobCounts(...types: unknown[]): Promise<Record<string, number>>;
   remove(jobId: string): Promise<number>;
-  addBulk(jobs: { name: string; data: any; opts?: any }[]): Promise<any[]>;
-  getJobSchedulers(start?: number, end?: number, asc?: boolean): Promise<any[]>;
-  upsertJobScheduler(id: string, repeat: any, template?: any): Promise<unknown>;
+  addBulk(jobs: { name: string; data: unknown; opts?: unknown }[]): Promise<unknown[]>;
+  getJobSchedulers(start?: number, end?: number, asc?: boolean): Promise<unknown[]>;
+  upsertJobScheduler(id: string, repeat: unknown, template?: unknown): Promise<unknown>;
   removeJobScheduler(id: string): Promise<boolean>;
   getGlobalConcurrency(): Promise<number | null>;
   setGlobalConcurrency(concurrency: number): Promise<number>;
@@ -108,8 +108,7 @@ async function dueTimes(from: MovableQueue, jobs: PendingJob[]): Promise<number[
   const q = from as unknown as { keys?: { delayed?: string }; backend?: { client?: Promise<unknown> } };
   const key = q.keys?.delayed;
   const client = (await q.backend?.client?.catch(() => undefined)) as
-    | { zscore?: (k: string, m: string) => Promise<string | null> }
-    | undefined;
+    { zscore?: (k: string, m: string) => Promise<string | null> } | undefined;
   if (!key || typeof client?.zscore !== 'function') {
     return jobs.map(guess);
   }
@@ -123,11 +122,11 @@ async function dueTimes(from: MovableQueue, jobs: PendingJob[]): Promise<number[
 }
 
 /** The options a job is added with on the new store, keeping what it was and what it had left. */
-function movedOpts(job: PendingJob, id: string, due: number | undefined, now: number): Record<string, any> {
+function movedOpts(job: PendingJob, id: string, due: number | undefined, now: number): Record<string, unknown> {
   // A job's place comes from the order of the move (LIFO already placed it), and its own
   // delay from when it falls due.
   const { jobId: _jobId, lifo: _lifo, delay: _delay, repeat: _repeat, repeatJobKey: _rjk, ...rest } = job.opts ?? {};
-  const opts: Record<string, any> = { ...rest, jobId: id, timestamp: job.timestamp };
+  const opts: Record<string, unknown> = { ...rest, jobId: id, timestamp: job.timestamp };
   if (due !== undefined && due > now) {
     opts.delay = due - now;
   }
@@ -185,7 +184,11 @@ async function moveSchedulers(from: MovableQueue, to: MovableQueue): Promise<Set
  * own on the new store. A job that cannot move (a flow's, a legacy repeatable job's iteration)
  * stays and is listed in `left`.
  */
-export async function moveFromBullMQ(from: MovableQueue, to: MovableQueue, options: MoveOptions = {}): Promise<MoveReport> {
+export async function moveFromBullMQ(
+  from: MovableQueue,
+  to: MovableQueue,
+  options: MoveOptions = {},
+): Promise<MoveReport> {
   const batch = Math.min(1000, Math.max(1, Math.floor(options.batch ?? 250)));
   const report: MoveReport = { moved: 0, renamed: 0, schedulers: 0, paused: false, active: 0, left: [] };
   if (!(await from.isPaused())) {
@@ -197,13 +200,13 @@ export async function moveFromBullMQ(from: MovableQueue, to: MovableQueue, optio
   report.schedulers = schedulers.size;
   const stays = new Set<string>();
   // A delayed job that falls due meanwhile turns up in `wait` again: passes until one moves nothing.
-  for (let movedInPass = -1; movedInPass !== 0; ) {
+  for (let movedInPass = -1; movedInPass !== 0;) {
     movedInPass = 0;
     for (const state of STATES) {
       for (;;) {
-        const page = ((await from.getJobs([state], 0, stays.size + batch - 1, true)) as (PendingJob | undefined)[]).filter(
-          (j): j is PendingJob & { id: string } => !!j && j.id !== undefined && !stays.has(j.id),
-        );
+        const page = (
+          (await from.getJobs([state], 0, stays.size + batch - 1, true)) as (PendingJob | undefined)[]
+        ).filter((j): j is PendingJob & { id: string } => !!j && j.id !== undefined && !stays.has(j.id));
         if (page.length === 0) {
           break;
         }
@@ -216,7 +219,10 @@ export async function moveFromBullMQ(from: MovableQueue, to: MovableQueue, optio
           } else if (f.goes) {
             if ((await from.remove(j.id)) !== 1) {
               stays.add(j.id);
-              report.left.push({ id: j.id, why: 'an iteration of a moved job scheduler, taken by a worker of the old store' });
+              report.left.push({
+                id: j.id,
+                why: 'an iteration of a moved job scheduler, taken by a worker of the old store',
+              });
             }
           } else {
             jobs.push(j);
@@ -228,7 +234,9 @@ export async function moveFromBullMQ(from: MovableQueue, to: MovableQueue, optio
         const due = state === 'delayed' ? await dueTimes(from, jobs) : [];
         const now = Date.now();
         const ids = jobs.map(j => movedId(j.id));
-        const added = await to.addBulk(jobs.map((j, i) => ({ name: j.name, data: j.data, opts: movedOpts(j, ids[i], due[i], now) })));
+        const added = await to.addBulk(
+          jobs.map((j, i) => ({ name: j.name, data: j.data, opts: movedOpts(j, ids[i], due[i], now) })),
+        );
         // The batch's removals are sent together: the old store's client pipelines them.
         const removed = await Promise.all(jobs.map(j => from.remove(j.id)));
         for (const [i, j] of jobs.entries()) {

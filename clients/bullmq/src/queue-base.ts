@@ -5,7 +5,16 @@ import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
 import type { QueueBaseOptions, WorkerOptions } from 'bullmq';
 import { type Arg, type Call, Commands, type Name, type Names, rateArgs } from './commands.js';
-import { acquire, appClient, connected, end, newClient, quiet, release, type TrafikeyConnection } from './connection.js';
+import {
+  acquire,
+  appClient,
+  connected,
+  end,
+  newClient,
+  quiet,
+  release,
+  type TrafikeyConnection,
+} from './connection.js';
 import { escapeQueueName, isBranded } from './keys.js';
 import { pairs, replies } from './reply.js';
 

@@ -15,7 +15,11 @@ const STATES: Record<string, JobState> = {
 };
 
 /** BullMQ's meta fields that are the module's limits, by TRA.LIMITS's names. */
-export const LIMIT_FIELDS: Record<string, string> = { concurrency: 'concurrency', max: 'rate-max', duration: 'rate-ms' };
+export const LIMIT_FIELDS: Record<string, string> = {
+  concurrency: 'concurrency',
+  max: 'rate-max',
+  duration: 'rate-ms',
+};
 
 /**
  * The module's own fields of `meta` but `paused` (its limits in its own form, and the

@@ -218,7 +218,11 @@ export abstract class QueueMethods extends WorkerMethods {
 
   // ---------------------------------------------------------------- administration
 
-  async retryFinishedJobs(state: 'completed' | 'failed' = 'failed', count = 1000, timestamp = Date.now()): Promise<number> {
+  async retryFinishedJobs(
+    state: 'completed' | 'failed' = 'failed',
+    count = 1000,
+    timestamp = Date.now(),
+  ): Promise<number> {
     const ids = await this.conn.zrangebyscore(this.key(state), '-inf', timestamp, 'LIMIT', 0, count);
     if (ids.length === 0) {
       return 0;
@@ -276,7 +280,11 @@ export abstract class QueueMethods extends WorkerMethods {
       }
     } else {
       const role =
-        state === 'wait' || state === 'waiting' || state === 'paused' ? 'wait' : state === 'prioritized' ? 'prio' : state;
+        state === 'wait' || state === 'waiting' || state === 'paused'
+          ? 'wait'
+          : state === 'prioritized'
+            ? 'prio'
+            : state;
       if (role === 'wait' || role === 'prio' || role === 'delayed') {
         out.push(...(await this.cleanReady(role, timestamp, max, custom)));
       }
@@ -288,8 +296,14 @@ export abstract class QueueMethods extends WorkerMethods {
    * cleanJobsByState of a set of jobs not yet run: those added at `timestamp` or before, at
    * most `max`, each by TRA.REMOVE, and one `cleaned` event.
    */
-  private async cleanReady(role: string, timestamp: number, max: number, custom: Map<string, string>): Promise<string[]> {
-    const ids = role === 'wait' ? await this.conn.lrange(this.key('wait'), 0, -1) : await this.conn.zrange(this.key(role), 0, -1);
+  private async cleanReady(
+    role: string,
+    timestamp: number,
+    max: number,
+    custom: Map<string, string>,
+  ): Promise<string[]> {
+    const ids =
+      role === 'wait' ? await this.conn.lrange(this.key('wait'), 0, -1) : await this.conn.zrange(this.key(role), 0, -1);
     await this.customIds(ids, custom);
     const p = this.conn.pipeline();
     for (const id of ids) {

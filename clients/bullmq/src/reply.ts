@@ -49,7 +49,10 @@ export const notHeld = (err: unknown) => errCode(err) === 'EMQLEASE' || moved(er
  * `expected` accepts it (its reply is then `undefined`): a refused command (NOPERM, WRONGTYPE)
  * must not read as an empty answer, nor a refused write pass as done.
  */
-export async function replies(p: ChainableCommander, expected: (err: Error) => boolean = () => false): Promise<unknown[]> {
+export async function replies(
+  p: ChainableCommander,
+  expected: (err: Error) => boolean = () => false,
+): Promise<unknown[]> {
   const res = (await p.exec()) ?? [];
   return res.map(([err, reply]) => {
     if (err && !expected(err)) {

@@ -72,8 +72,7 @@ export abstract class WorkerMethods extends JobMethods {
       return this.handOut(stashed, token);
     }
     const reply = (await this.send('EMQ.CLAIM', {}, token, this.lease, 'COUNT', 1, ...this.claimOpts)) as
-      | unknown[][]
-      | null;
+      unknown[][] | null;
     if (!reply || reply.length === 0) {
       return NONE.slice();
     }
@@ -207,7 +206,13 @@ export abstract class WorkerMethods extends JobMethods {
    * token (`token`, not '0') finds the job held by another (`Lock mismatch`) or not held at
    * all (`Missing lock`); without a token only the state is checked.
    */
-  private finishError(err: unknown, jobId: string, state: string | null, cmd: string, token: string | undefined): Error {
+  private finishError(
+    err: unknown,
+    jobId: string,
+    state: string | null,
+    cmd: string,
+    token: string | undefined,
+  ): Error {
     const code = errCode(err);
     if (code === 'EMQNOJOB') {
       return new Error(`Missing key for job ${jobId}. ${cmd}`);
@@ -371,7 +376,14 @@ export abstract class WorkerMethods extends JobMethods {
     const id = await this.mustResolve(jobId, cmd);
     const sent = this.tokenFor(id, token);
     try {
-      const reply = await this.send('EMQ.FAIL', { job: id }, sent, reason ?? '', ...extra, ...(stack !== undefined ? ['STACK', stack] : []));
+      const reply = await this.send(
+        'EMQ.FAIL',
+        { job: id },
+        sent,
+        reason ?? '',
+        ...extra,
+        ...(stack !== undefined ? ['STACK', stack] : []),
+      );
       this.letGoOf(id, sent);
       return String(reply);
     } catch (err) {

@@ -6,7 +6,13 @@ const { Redis } = require('ioredis');
   const port = Number(process.argv[2]);
   const reference = process.argv[3] === 'reference';
   for (let i = 0; i < 100; i++) {
-    const c = new Redis({ host: '127.0.0.1', port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    const c = new Redis({
+      host: '127.0.0.1',
+      port,
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
     c.on('error', () => undefined);
     try {
       await c.connect();

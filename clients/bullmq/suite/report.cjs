@@ -5,7 +5,11 @@ const fs = require('node:fs');
 
 const [resultsFile, skipFile, ...files] = process.argv.slice(2);
 const rows = fs.existsSync(resultsFile)
-  ? fs.readFileSync(resultsFile, 'utf8').split('\n').filter(Boolean).map(l => JSON.parse(l))
+  ? fs
+      .readFileSync(resultsFile, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map(l => JSON.parse(l))
   : [];
 const per = new Map(files.map(f => [f, { passed: 0, failed: 0, retried: 0, skipped: 0 }]));
 const failures = [];
@@ -30,13 +34,19 @@ const pad = (s, n) => String(s).padEnd(n);
 // The file column fits the longest name.
 const w = Math.max(30, ...[...per.keys()].map(f => f.length + 2));
 const rate = (p, f) => (p + f === 0 ? '-' : ((100 * p) / (p + f)).toFixed(1) + '%');
-console.log(`\n${pad('file', w)}${pad('passed', 8)}${pad('failed', 8)}${pad('retry', 8)}${pad('skipped', 9)}in-scope pass rate`);
+console.log(
+  `\n${pad('file', w)}${pad('passed', 8)}${pad('failed', 8)}${pad('retry', 8)}${pad('skipped', 9)}in-scope pass rate`,
+);
 const tot = { passed: 0, failed: 0, retried: 0, skipped: 0 };
 for (const [f, p] of per) {
-  console.log(`${pad(f, w)}${pad(p.passed, 8)}${pad(p.failed, 8)}${pad(p.retried, 8)}${pad(p.skipped, 9)}${rate(p.passed, p.failed)}`);
+  console.log(
+    `${pad(f, w)}${pad(p.passed, 8)}${pad(p.failed, 8)}${pad(p.retried, 8)}${pad(p.skipped, 9)}${rate(p.passed, p.failed)}`,
+  );
   for (const k of Object.keys(tot)) tot[k] += p[k];
 }
-console.log(`${pad('total', w)}${pad(tot.passed, 8)}${pad(tot.failed, 8)}${pad(tot.retried, 8)}${pad(tot.skipped, 9)}${rate(tot.passed, tot.failed)}`);
+console.log(
+  `${pad('total', w)}${pad(tot.passed, 8)}${pad(tot.failed, 8)}${pad(tot.retried, 8)}${pad(tot.skipped, 9)}${rate(tot.passed, tot.failed)}`,
+);
 
 if (skipFile && fs.existsSync(skipFile)) {
   const reasons = new Map();

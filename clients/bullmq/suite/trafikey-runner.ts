@@ -33,7 +33,7 @@ if (skipFile) {
 function fullName(t: Task): string {
   const names: string[] = [];
   // A file is a suite with a filepath: the name stops below it.
-  for (let s: Task | undefined = t; s && !(s as any).filepath; s = s.suite) {
+  for (let s: Task | undefined = t; s && !(s as { filepath?: string }).filepath; s = s.suite) {
     names.unshift(s.name);
   }
   return names.join(' > ');
@@ -50,7 +50,7 @@ function fileOf(t: Task): string {
 }
 
 export default class TrafikeyRunner extends VitestTestRunner {
-  onCollected(files: any[]): unknown {
+  onCollected(files: Task[]): unknown {
     const walk = (t: Task) => {
       if (t.type === 'test') {
         const reason = skips.get(`${fileOf(t)} | ${fullName(t)}`);
@@ -62,12 +62,11 @@ export default class TrafikeyRunner extends VitestTestRunner {
       t.tasks?.forEach(walk);
     };
     files.forEach(walk);
-    return (super.onCollected as any)?.call(this, files);
+    return super.onCollected?.(files);
   }
 
-  onAfterRunTask(test: any): void {
-    super.onAfterRunTask(test);
-    const t = test as Task;
+  onAfterRunTask(t: Task): void {
+    super.onAfterRunTask(t);
     if (t.type === 'test' && t.mode !== 'skip' && t.mode !== 'todo') {
       record({
         file: fileOf(t),

@@ -9,11 +9,12 @@ import { createTrafikeyBackend } from './trafikey/src/factory';
 const host = '127.0.0.1';
 const port = Number(process.env.REDIS_PORT);
 
-setConnectionFactory(() =>
-  createIORedisClient(new Redis({ host, port, maxRetriesPerRequest: null })),
-);
+setConnectionFactory(() => createIORedisClient(new Redis({ host, port, maxRetriesPerRequest: null })));
 
 process.env.BULLMQ_TEST_BACKEND = 'trafikey';
 
-setDefaultBackendFactory(((name: string, opts: any, options: any) =>
-  createTrafikeyBackend(name, { ...opts, connection: { host, port } }, options)) as any);
+const trafikey: typeof createTrafikeyBackend = (name, opts, options) =>
+  createTrafikeyBackend(name, { ...opts, connection: { host, port } }, options);
+// The checkout's BackendFactory and the one this package is typed with (the bullmq package's)
+// are two copies of one type.
+setDefaultBackendFactory(trafikey as unknown as Parameters<typeof setDefaultBackendFactory>[0]);

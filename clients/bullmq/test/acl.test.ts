@@ -18,14 +18,49 @@ const user = `bullmq-${randomUUID()}`;
 function recipe(u: string, queue: string): string[] {
   const keys = `emq:{${escapeQueueName(queue)}}:*`;
   return [
-    'ACL', 'SETUSER', u, 'reset', 'on', '>pw', 'resetkeys', 'resetchannels',
-    '%R~{emq}:version', `~${keys}`,
-    '-@all', '+@emq',
-    '+hget', '+hmget', '+hgetall', '+hexists', '+hset', '+hsetnx', '+hdel', '+hincrby',
-    '+get', '+set', '+del', '+exists', '+lrange', '+llen', '+ltrim', '+rpush',
-    '+zrange', '+zrevrange', '+zrangebyscore', '+zcount', '+xadd', '+xtrim', '+xrange', '+xrevrange', '+xread',
-    '+multi', '+exec', '+ping', '+info', '+time', '+command|info', '+command|docs',
-    '+client|id', '+client|setname', '+client|setinfo', '+client|unblock',
+    'ACL',
+    'SETUSER',
+    u,
+    'reset',
+    'on',
+    '>pw',
+    'resetkeys',
+    'resetchannels',
+    '%R~{emq}:version',
+    `~${keys}`,
+    '-@all',
+    '+@emq',
+    '+hget',
+    '+hmget',
+    '+hgetall',
+    '+hexists',
+    '+hset',
+    '+hdel',
+    '+get',
+    '+set',
+    '+del',
+    '+exists',
+    '+lrange',
+    '+llen',
+    '+ltrim',
+    '+zrange',
+    '+zrevrange',
+    '+zrangebyscore',
+    '+zcount',
+    '+xadd',
+    '+xtrim',
+    '+xrange',
+    '+xrevrange',
+    '+xread',
+    '+multi',
+    '+exec',
+    '+ping',
+    '+info',
+    '+time',
+    '+client|id',
+    '+client|setname',
+    '+client|setinfo',
+    '+client|unblock',
   ];
 }
 
@@ -59,14 +94,18 @@ describe('an ACL user made by the recipe', () => {
     const events = track(new QueueEvents(name, { connection: connection() }));
     await events.waitUntilReady();
     const worker = track(
-      new Worker(name, async job => {
-        await job.updateProgress(50);
-        await job.log('half way');
-        if (job.data.fail) {
-          throw new Error('no');
-        }
-        return job.data.n * 2;
-      }, { connection: connection(), concurrency: 4 }),
+      new Worker(
+        name,
+        async job => {
+          await job.updateProgress(50);
+          await job.log('half way');
+          if (job.data.fail) {
+            throw new Error('no');
+          }
+          return job.data.n * 2;
+        },
+        { connection: connection(), concurrency: 4 },
+      ),
     );
     const one = await queue.add('double', { n: 21 });
     expect(await one.waitUntilFinished(events)).toBe(42);

@@ -92,7 +92,7 @@ describe('bull-board on trafikey', () => {
   it('lists both queues with the counts of every state', async () => {
     const { status, body } = await api('GET', 'api/queues');
     expect(status).toBe(200);
-    const byName = Object.fromEntries(body.queues.map((q: any) => [q.name, q]));
+    const byName = Object.fromEntries(body.queues.map((q: { name: string }) => [q.name, q]));
     expect(byName.mail.counts).toMatchObject({
       active: 1,
       waiting: 2,
@@ -114,27 +114,49 @@ describe('bull-board on trafikey', () => {
     expect(body).toMatch(/reports\s*\[ Paused \]/);
     expect(body).toContain('2 Jobs');
     // The status tabs add both queues up: 2 + 2 waiting (the paused queue's jobs wait too).
-    for (const [state, n] of [['ACTIVE', 1], ['WAITING', 4], ['PRIORITIZED', 1], ['COMPLETED', 1], ['FAILED', 1], ['DELAYED', 1]]) {
+    for (const [state, n] of [
+      ['ACTIVE', 1],
+      ['WAITING', 4],
+      ['PRIORITIZED', 1],
+      ['COMPLETED', 1],
+      ['FAILED', 1],
+      ['DELAYED', 1],
+    ]) {
       expect(body, state as string).toMatch(new RegExp(`^${state}\\s+${n}$`, 'm'));
     }
     await page.screenshot({ path: join(SHOTS, 'bull-board.png') });
   });
 
-  it('lists a queue\'s jobs in every state', async () => {
+  it("lists a queue's jobs in every state", async () => {
     await page.goto(new URL('queue/mail', board.url).href);
     // active (with its progress), waiting, prioritized, completed, failed, delayed; each card
     // renders on its own: wait for each text rather than read the page once.
-    for (const seen of ['digest', '40%', 'dave@example.org', 'priority 3', 'ada@example.org', 'cannot deliver to bob@invalid', 'grace@example.org']) {
+    for (const seen of [
+      'digest',
+      '40%',
+      'dave@example.org',
+      'priority 3',
+      'ada@example.org',
+      'cannot deliver to bob@invalid',
+      'grace@example.org',
+    ]) {
       await page.getByText(seen).first().waitFor();
     }
     const body = await text();
-    for (const [state, n] of [['ACTIVE', 1], ['WAITING', 2], ['PRIORITIZED', 1], ['COMPLETED', 1], ['FAILED', 1], ['DELAYED', 1]]) {
+    for (const [state, n] of [
+      ['ACTIVE', 1],
+      ['WAITING', 2],
+      ['PRIORITIZED', 1],
+      ['COMPLETED', 1],
+      ['FAILED', 1],
+      ['DELAYED', 1],
+    ]) {
       expect(body, state as string).toMatch(new RegExp(`^${state}\\s+${n}$`, 'm'));
     }
     await page.screenshot({ path: join(SHOTS, 'bull-board-mail.png'), fullPage: true });
   });
 
-  it('shows a job\'s detail', async () => {
+  it("shows a job's detail", async () => {
     const id = demo.completed.id!;
     await page.goto(new URL(`queue/mail/${id}`, board.url).href);
     await page.getByText(id).waitFor();
@@ -148,7 +170,7 @@ describe('bull-board on trafikey', () => {
     await page.screenshot({ path: join(SHOTS, 'bull-board-job.png') });
   });
 
-  it('edits a job\'s data in the UI', async () => {
+  it("edits a job's data in the UI", async () => {
     await page.goto(new URL(`queue/mail/${failed.id}`, board.url).href);
     await page.getByText('cannot deliver to bob@invalid').first().waitFor();
     const edit = page.locator('button:has(svg.lucide-pencil)');
@@ -163,7 +185,9 @@ describe('bull-board on trafikey', () => {
     await page.keyboard.press('Delete');
     await page.keyboard.insertText('{"to": "bob@example.org"}');
     await page.getByRole('button', { name: 'Update', exact: true }).click();
-    await until(async () => JSON.stringify((await demo.queues[0].getJob(failed.id!))!.data) === '{"to":"bob@example.org"}');
+    await until(
+      async () => JSON.stringify((await demo.queues[0].getJob(failed.id!))!.data) === '{"to":"bob@example.org"}',
+    );
     await page.screenshot({ path: join(SHOTS, 'bull-board-update-data.png') });
   });
 
@@ -193,15 +217,16 @@ describe('bull-board on trafikey', () => {
     expect(metrics.status).toBe(200);
     expect(metrics.body.completed.meta.count).toBe(1);
     expect(metrics.body.failed.meta.count).toBe(1);
-    const mail = (await api('GET', 'api/queues')).body.queues.find((q: any) => q.name === 'mail');
+    const mail = (await api('GET', 'api/queues')).body.queues.find((q: { name: string }) => q.name === 'mail');
     expect(mail.counts).toMatchObject({ waiting: 2, prioritized: 1 });
   });
 
   // Last: it changes the demo's jobs. The worker's one slot stays on the held digest, so what
   // the actions make ready stays where they put it.
-  it('acts on trafikey\'s queues: promote, retry, remove, resume and pause, empty', async () => {
+  it("acts on trafikey's queues: promote, retry, remove, resume and pause, empty", async () => {
     const [mail, reports] = demo.queues;
-    const queue = async (name: string) => (await api('GET', 'api/queues')).body.queues.find((q: any) => q.name === name);
+    const queue = async (name: string) =>
+      (await api('GET', 'api/queues')).body.queues.find((q: { name: string }) => q.name === name);
     const state = async (id: string) => (await mail.getJob(id))?.getState();
     const ok = (r: { status: number }) => expect(r.status).toBeLessThan(300);
 
@@ -213,7 +238,14 @@ describe('bull-board on trafikey', () => {
     expect(await state(failed.id!)).toBe('prioritized');
     ok(await api('PUT', `api/queues/mail/${demo.completed.id}/clean`));
     expect(await mail.getJob(demo.completed.id!)).toBeUndefined();
-    expect((await queue('mail')).counts).toMatchObject({ active: 1, waiting: 3, prioritized: 2, delayed: 0, completed: 0, failed: 0 });
+    expect((await queue('mail')).counts).toMatchObject({
+      active: 1,
+      waiting: 3,
+      prioritized: 2,
+      delayed: 0,
+      completed: 0,
+      failed: 0,
+    });
 
     ok(await api('PUT', 'api/queues/reports/resume'));
     expect(await reports.isPaused()).toBe(false);

@@ -34,7 +34,14 @@ interface DocArg {
 
 const names = Object.keys(COMMANDS) as Name[];
 /** A name for each thing a key names, and two rows for a tail. */
-const sample = { job: 'JOB0000000000a', log: 'JOB0000000000a', dedup: 'd1', sched: 's1', set: 'completed', rows: ['JOB0000000000b', 'JOB0000000000c'] };
+const named: Record<string, string> = {
+  job: 'JOB0000000000a',
+  log: 'JOB0000000000a',
+  dedup: 'd1',
+  sched: 's1',
+  set: 'completed',
+};
+const sample = { ...named, rows: ['JOB0000000000b', 'JOB0000000000c'] };
 const cmd = new Commands('emq:{bull:q}');
 
 describe('the command builder against the loaded module', () => {
@@ -47,7 +54,9 @@ describe('the command builder against the loaded module', () => {
   });
 
   it('knows only commands the module registers', async () => {
-    const registered = ((await c.call('COMMAND', 'LIST', 'FILTERBY', 'MODULE', 'trafikey')) as string[]).map(n => n.toUpperCase());
+    const registered = ((await c.call('COMMAND', 'LIST', 'FILTERBY', 'MODULE', 'trafikey')) as string[]).map(n =>
+      n.toUpperCase(),
+    );
     expect(names.filter(n => !registered.includes(n))).toEqual([]);
   });
 
@@ -73,7 +82,11 @@ describe('the command builder against the loaded module', () => {
       expect(tail.map(a => a.name)).toEqual(spec.tail === undefined ? [] : [spec.tail]);
       if (spec.tail !== undefined) {
         expect(args[1 + spec.keys.length]).toMatchObject({ name: 'n', type: 'integer' });
-        expect(args[2 + spec.keys.length]).toMatchObject({ name: spec.tail, type: 'key', key_spec_index: spec.keys.length });
+        expect(args[2 + spec.keys.length]).toMatchObject({
+          name: spec.tail,
+          type: 'key',
+          key_spec_index: spec.keys.length,
+        });
       }
       // COMMAND INFO: key spec i begins at argv 2 + i; a tail's reads its count at argv 2 + k.
       const [info] = (await c.call('COMMAND', 'INFO', name)) as unknown[][];
@@ -86,9 +99,7 @@ describe('the command builder against the loaded module', () => {
       expect(begins).toEqual([...spec.keys.map((_, i) => 2 + i), ...(spec.tail === undefined ? [] : [2 + k])]);
       // The built call: numkeys, then the keys of each role, which the server finds in it.
       expect(built[1]).toBe(k);
-      const roleKeys = spec.keys.map(r =>
-        r in sample ? cmd.named(r as 'job', (sample as Record<string, string>)[r]) : `emq:{bull:q}:${r}`,
-      );
+      const roleKeys = spec.keys.map(r => (r in named ? cmd.named(r as 'job', named[r]) : `emq:{bull:q}:${r}`));
       expect(built.slice(2, 2 + k)).toEqual(roleKeys);
       const rows = spec.tail === undefined ? [] : sample.rows.map(id => cmd.named('job', id));
       if (spec.tail !== undefined) {
@@ -131,6 +142,29 @@ describe('every module call goes through the builder', () => {
       }
     }
     expect(strays).toEqual([]);
+  });
+});
+
+describe("the README's table of backend methods", () => {
+  it("names every method of BullMQ's IQueueBackend", () => {
+    const contract = readFileSync(
+      resolve(__dirname, '../node_modules/bullmq/dist/esm/interfaces/queue-backend.d.ts'),
+      'utf8',
+    );
+    const methods = new Set([...contract.matchAll(/^ {4}([a-zA-Z]+)[<(]/gm)].map(m => m[1]));
+    for (const listener of ['on', 'once', 'removeListener']) {
+      methods.delete(listener);
+    }
+    const readme = readFileSync(resolve(__dirname, '../README.md'), 'utf8');
+    const table = readme.split('## Each backend method and the commands it sends')[1]?.split('\n## ')[0] ?? '';
+    const listed = new Set(
+      table
+        .split('\n')
+        .filter(l => l.startsWith('| `'))
+        .flatMap(l => [...l.split(' | ')[0].matchAll(/`(\w+)`/g)].map(m => m[1])),
+    );
+    expect([...methods].filter(m => !listed.has(m))).toEqual([]);
+    expect([...listed].filter(m => !methods.has(m))).toEqual([]);
   });
 });
 

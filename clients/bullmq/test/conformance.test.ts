@@ -2,6 +2,7 @@
 import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { withBackend, UnrecoverableError, type Job } from 'bullmq';
+import type { EventEmitter } from 'node:events';
 import { Redis } from 'ioredis';
 import { closeTracked, sleep, track, until } from './helpers.js';
 import { withTrafikey, createTrafikeyBackend, escapeQueueName, isBranded, mintJobId } from '../src/index.js';
@@ -133,12 +134,9 @@ describe('adding', () => {
     const other = track(new Queue(`${name}-b`, { connection }));
     await other.waitUntilReady();
     // 40 adds to each queue in one turn: the socket is let go after every 16 calls.
-    const made = await Promise.all(
-      Array.from({ length: 80 }, (_, i) => (i % 2 ? other : queue).add(`j${i}`, { i })),
-    );
+    const made = await Promise.all(Array.from({ length: 80 }, (_, i) => (i % 2 ? other : queue).add(`j${i}`, { i })));
     expect(new Set(made.map(j => j.id)).size).toBe(80);
-    const order = async (q: InstanceType<typeof Queue>) =>
-      (await q.getWaiting(0, -1)).map(j => j.name);
+    const order = async (q: InstanceType<typeof Queue>) => (await q.getWaiting(0, -1)).map(j => j.name);
     const want = (odd: number) => Array.from({ length: 40 }, (_, k) => `j${2 * k + odd}`);
     expect(await order(queue)).toEqual(want(0));
     expect(await order(other)).toEqual(want(1));
@@ -149,7 +147,7 @@ describe('adding', () => {
     await other.obliterate({ force: true });
   });
 
-  it('a call that carries a write\'s worth of jobs leaves with the next call, not at the end of the turn', async () => {
+  it("a call that carries a write's worth of jobs leaves with the next call, not at the end of the turn", async () => {
     // A worker at concurrency 50 ends its jobs in one turn: the server starts on the first
     // TRA.COMPLETESNEXT of 16 while Node still makes the others.
     const c = new Redis(connection);
@@ -175,14 +173,21 @@ describe('adding', () => {
     }
   });
 
-  it('addBulk over one call\'s 250 jobs, with custom ids (one job per id)', async () => {
+  it("addBulk over one call's 250 jobs, with custom ids (one job per id)", async () => {
     const jobs = await queue.addBulk(
-      Array.from({ length: 600 }, (_, i) => ({ name: 'b', data: i, opts: i % 100 === 0 ? { jobId: `bulk-${i}` } : {} })),
+      Array.from({ length: 600 }, (_, i) => ({
+        name: 'b',
+        data: i,
+        opts: i % 100 === 0 ? { jobId: `bulk-${i}` } : {},
+      })),
     );
     expect(jobs).toHaveLength(600);
     expect(jobs[100].id).toBe('bulk-100');
     expect(await queue.count()).toBe(600);
-    const again = await queue.addBulk([{ name: 'b', data: 'x', opts: { jobId: 'bulk-0' } }, { name: 'b', data: 'y' }]);
+    const again = await queue.addBulk([
+      { name: 'b', data: 'x', opts: { jobId: 'bulk-0' } },
+      { name: 'b', data: 'y' },
+    ]);
     expect(again[0].id).toBe('bulk-0');
     expect(await queue.count()).toBe(601);
     expect((await queue.getJob('bulk-0'))!.data).toBe(0);
@@ -241,7 +246,9 @@ describe('workers', () => {
     try {
       const jobs = 3000;
       const tricky = 'named-then-not';
-      await queue.addBulk(Array.from({ length: jobs }, (_, i) => ({ name: 'n', data: { i }, opts: { removeOnComplete: true } })));
+      await queue.addBulk(
+        Array.from({ length: jobs }, (_, i) => ({ name: 'n', data: { i }, opts: { removeOnComplete: true } })),
+      );
       // Names an adapter kept beside the rows on a module without BY: dropped by the first
       // named worker, as they are never read again.
       const pb = `emq:{${escapeQueueName(`bull:${name}`)}}:b:pb`;
@@ -286,16 +293,23 @@ describe('workers', () => {
     const gate = new Promise<void>(ok => (release = ok));
     let running = 0;
     const worker = track(
-      new Worker(name, async () => {
-        running++;
-        await gate;
-      }, { connection, concurrency: 500, lockDuration: 1000, lockRenewTime: 300 }),
+      new Worker(
+        name,
+        async () => {
+          running++;
+          await gate;
+        },
+        { connection, concurrency: 500, lockDuration: 1000, lockRenewTime: 300 },
+      ),
     );
     await queue.addBulk(Array.from({ length: 600 }, (_, i) => ({ name: 'j', data: i })));
     await until(() => running === 500, 20000);
     const failures: string[] = [];
     worker.on('error', err => failures.push(String(err)));
-    worker.on('lockRenewalFailed' as any, (ids: string[]) => failures.push(`renewal failed: ${ids.length}`));
+    // BullMQ's Worker emits it; its typed listener map does not declare it.
+    (worker as unknown as EventEmitter).on('lockRenewalFailed', (ids: string[]) =>
+      failures.push(`renewal failed: ${ids.length}`),
+    );
     // Three lease lengths: without renewals upkeep would reclaim them all.
     await sleep(3000);
     expect(failures).toEqual([]);
@@ -333,14 +347,19 @@ describe('workers', () => {
     expect(await worker.getNextJob('t1')).toBeUndefined();
     const waiting = worker.getNextJob('t1');
     await sleep(50);
-    await queue.addBulk([{ name: 'first', data: {} }, { name: 'second', data: {} }]);
+    await queue.addBulk([
+      { name: 'first', data: {} },
+      { name: 'second', data: {} },
+    ]);
     const first = (await waiting)!;
     expect(first.name).toBe('first');
     expect(await first.extendLock('t1', 5000)).toBe(1);
     expect(await first.extendLock('another', 5000)).toBe(0);
-    await expect(first.moveToCompleted('ok', 'another', false)).rejects.toThrow(`Lock mismatch for job ${first.id}. Cmd moveToFinished from active`);
+    await expect(first.moveToCompleted('ok', 'another', false)).rejects.toThrow(
+      `Lock mismatch for job ${first.id}. Cmd moveToFinished from active`,
+    );
     expect(await first.getState()).toBe('active');
-    const [data, id] = (await first.moveToCompleted('ok', 't1', true)) as [any, string];
+    const [data, id] = (await first.moveToCompleted('ok', 't1', true)) as [{ name: string }, string];
     expect(data.name).toBe('second');
     const second = await queue.getJob(id);
     expect(await second!.extendLock('another', 5000)).toBe(0);
@@ -359,7 +378,10 @@ describe('workers', () => {
     const other = track(new Queue(otherName, { connection }));
     const c = track(new Worker(otherName, null, { connection, autorun: false }));
     await queue.addBulk(Array.from({ length: 6 }, (_, i) => ({ name: `j${i}`, data: {} })));
-    await other.addBulk([{ name: 'o0', data: {} }, { name: 'o1', data: {} }]);
+    await other.addBulk([
+      { name: 'o0', data: {} },
+      { name: 'o1', data: {} },
+    ]);
     const ja = (await a.getNextJob('ta'))!;
     const jb = (await b.getNextJob('tb'))!;
     const jd = (await d.getNextJob('td'))!;
@@ -367,7 +389,9 @@ describe('workers', () => {
     const raw = new Redis(connection);
     const calls = async () => {
       const info = await raw.info('commandstats');
-      return ['completesnext', 'completenext'].map(v => Number(new RegExp(`cmdstat_tra\\.${v}:calls=(\\d+)`).exec(info)?.[1] ?? 0));
+      return ['completesnext', 'completenext'].map(v =>
+        Number(new RegExp(`cmdstat_tra\\.${v}:calls=(\\d+)`).exec(info)?.[1] ?? 0),
+      );
     };
     try {
       const [many, one] = await calls();
@@ -376,7 +400,7 @@ describe('workers', () => {
         jb.moveToCompleted('rb', 'tb', true),
         jd.moveToCompleted('rd', 'td', true),
         jc.moveToCompleted('rc', 'tc', true),
-      ])) as [any, string][];
+      ])) as [{ name: string }, string][];
       // The two workers of one queue and one lease share a call; the other lease's finish and
       // the other queue's have their own.
       expect(await calls()).toEqual([many + 1, one + 2]);
@@ -405,7 +429,8 @@ describe('workers', () => {
       held.push((await worker.getNextJob(`t${i}`))!);
     }
     const raw = new Redis(connection);
-    const calls = async () => Number(/cmdstat_tra\.completesnext:calls=(\d+)/.exec(await raw.info('commandstats'))?.[1] ?? 0);
+    const calls = async () =>
+      Number(/cmdstat_tra\.completesnext:calls=(\d+)/.exec(await raw.info('commandstats'))?.[1] ?? 0);
     try {
       const before = await calls();
       // Three finishes by the holders' tokens and one by a token that is not its holder's.
@@ -417,10 +442,18 @@ describe('workers', () => {
       ]);
       expect(await calls()).toBe(before + 1);
       expect(got[1].status).toBe('rejected');
-      expect(String((got[1] as PromiseRejectedResult).reason?.message)).toContain(`Lock mismatch for job ${held[1].id}. Cmd moveToFinished from active`);
-      const next = [got[0], got[2], got[3]].map(g => (g as PromiseFulfilledResult<any>).value as [any, string]);
+      expect(String((got[1] as PromiseRejectedResult).reason?.message)).toContain(
+        `Lock mismatch for job ${held[1].id}. Cmd moveToFinished from active`,
+      );
+      const next = [got[0], got[2], got[3]].map(
+        g => (g as PromiseFulfilledResult<unknown>).value as [{ name: string }, string],
+      );
       expect(next.map(([data]) => data.name)).toEqual(['j4', 'j5', 'j6']);
-      for (const [i, job] of [[0, held[0]], [2, held[2]], [3, held[3]]] as const) {
+      for (const [i, job] of [
+        [0, held[0]],
+        [2, held[2]],
+        [3, held[3]],
+      ] as const) {
         expect(await job.getState()).toBe('completed');
         expect((await queue.getJob(job.id!))!.returnvalue).toBe(`r${i}`);
       }
@@ -557,19 +590,27 @@ describe('workers', () => {
   it('client decisions on fail: a custom backoff, the stack, retry() keeping the counters', async () => {
     const seen: number[] = [];
     track(
-      new Worker(name, async (job: Job) => {
-        seen.push(Date.now());
-        if (job.attemptsMade < 2 || job.data.fail) {
-          throw new Error(`try ${job.attemptsMade}`);
-        }
-        return 'ok';
-      }, { connection, settings: { backoffStrategy: () => 150 } }),
+      new Worker(
+        name,
+        async (job: Job) => {
+          seen.push(Date.now());
+          if (job.attemptsMade < 2 || job.data.fail) {
+            throw new Error(`try ${job.attemptsMade}`);
+          }
+          return 'ok';
+        },
+        { connection, settings: { backoffStrategy: () => 150 } },
+      ),
     );
     const job = await queue.add('c', {}, { attempts: 3, backoff: { type: 'custom' } });
     await until(async () => (await job.getState()) === 'completed');
     expect(seen[2] - seen[1]).toBeGreaterThanOrEqual(140);
     expect((await queue.getJob(job.id!))!.attemptsMade).toBe(3);
-    const bad = await queue.add('c', { fail: true }, { attempts: 2, backoff: { type: 'fixed', delay: 10, jitter: 0.5 } });
+    const bad = await queue.add(
+      'c',
+      { fail: true },
+      { attempts: 2, backoff: { type: 'fixed', delay: 10, jitter: 0.5 } },
+    );
     await until(async () => (await bad.getState()) === 'failed');
     const failed = (await queue.getJob(bad.id!))!;
     expect(failed.attemptsMade).toBe(2);
@@ -584,7 +625,7 @@ describe('workers', () => {
     await queue.add('c', {});
     const worker = track(new Worker(name, null, { connection, autorun: false }));
     const a = (await worker.getNextJob('t1'))!;
-    const next = (await a.moveToFailed(new Error('x'), 't1', true)) as [any, string];
+    const next = (await a.moveToFailed(new Error('x'), 't1', true)) as [{ name: string } | undefined, string];
     expect(next[0]?.name).toBe('b');
     expect(await a.getState()).toBe('delayed');
     expect(await queue.getJobState(next[1])).toBe('active');
@@ -724,9 +765,15 @@ describe('QueueEvents', () => {
 
 describe('getters and administration', () => {
   it('counts and lists jobs by state', async () => {
-    track(new Worker(name, async (job: Job) => {
-      if (job.data.fail) throw new Error('x');
-    }, { connection }));
+    track(
+      new Worker(
+        name,
+        async (job: Job) => {
+          if (job.data.fail) throw new Error('x');
+        },
+        { connection },
+      ),
+    );
     await queue.add('ok', {});
     await queue.add('bad', { fail: true });
     await until(async () => (await queue.getJobCountByTypes('completed', 'failed')) === 2);
@@ -752,7 +799,10 @@ describe('getters and administration', () => {
 
     let n = 0;
     track(new Worker(name, async () => void n++, { connection }));
-    await queue.addBulk([{ name: 'x', data: 1 }, { name: 'y', data: 2 }]);
+    await queue.addBulk([
+      { name: 'x', data: 1 },
+      { name: 'y', data: 2 },
+    ]);
     await until(() => n === 2);
     await until(async () => (await queue.getCompletedCount()) === 2);
     const cleaned = await queue.clean(0, 10, 'completed');
@@ -771,7 +821,18 @@ describe('getters and administration', () => {
     const q = createTrafikeyBackend(name, { connection });
     try {
       const theirs = mintJobId();
-      expect(await raw.call('EMQ.ENQUEUE', 4, q.key(`job:${theirs}`), q.key('wait'), q.key('prio'), q.key('events'), 'theirs', '{}')).toBe(1);
+      expect(
+        await raw.call(
+          'EMQ.ENQUEUE',
+          4,
+          q.key(`job:${theirs}`),
+          q.key('wait'),
+          q.key('prio'),
+          q.key('events'),
+          'theirs',
+          '{}',
+        ),
+      ).toBe(1);
       expect((await queue.getJob(theirs))!.timestamp).toBeGreaterThan(0);
       expect(await queue.clean(60_000, 10, 'wait')).toEqual([]);
       expect((await queue.clean(0, 10, 'wait')).sort()).toEqual([mine.id, theirs].sort());
@@ -832,6 +893,8 @@ describe('unsupported features say so', () => {
     expect(await queue.getJobSchedulersCount()).toBe(0);
     expect(await queue.getJobSchedulers()).toEqual([]);
     const flow = track(new FlowProducer({ connection }));
-    await expect(flow.add({ name: 'p', queueName: name, children: [{ name: 'c', queueName: name }] })).rejects.toThrow(/flows.*not supported/);
+    await expect(flow.add({ name: 'p', queueName: name, children: [{ name: 'c', queueName: name }] })).rejects.toThrow(
+      /flows.*not supported/,
+    );
   });
 });

@@ -19,7 +19,12 @@ const dedupKey = (id: string) => `emq:{bull:${name}}:dedup:${id}`;
 const keptKey = (id: string) => `emq:{bull:${name}}:kept:${id}`;
 const adapterKept = () => `emq:{bull:${name}}:b:dn`;
 
-eachQueue('dedup', n => new Queue(n, { connection }), connection, t => ({ name, queue, raw } = t));
+eachQueue(
+  'dedup',
+  n => new Queue(n, { connection }),
+  connection,
+  t => ({ name, queue, raw } = t),
+);
 
 /**
  * keepLastIfActive's holder (seq 1), taken by a worker that then dies (lease 300 ms), and a
@@ -92,12 +97,16 @@ describe('deduplication', () => {
     const gate = new Promise<void>(ok => (release = ok));
     const seen: unknown[] = [];
     track(
-      new Worker(name, async (job: Job) => {
-        seen.push(job.data);
-        if (seen.length === 1) {
-          await gate;
-        }
-      }, { connection, concurrency: 5 }),
+      new Worker(
+        name,
+        async (job: Job) => {
+          seen.push(job.data);
+          if (seen.length === 1) {
+            await gate;
+          }
+        },
+        { connection, concurrency: 5 },
+      ),
     );
     const first = await queue.add('x', { seq: 1 }, { deduplication: { id: 'kl', keepLastIfActive: true } });
     await until(() => seen.length === 1);

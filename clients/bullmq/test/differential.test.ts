@@ -3,7 +3,17 @@
 import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { withBackend, Queue as BullQueue, Worker as BullWorker, QueueEvents as BullQueueEvents, QueueEventsProducer as BullQueueEventsProducer, UnrecoverableError, DelayedError, WaitingError, type Job } from 'bullmq';
+import {
+  withBackend,
+  Queue as BullQueue,
+  Worker as BullWorker,
+  QueueEvents as BullQueueEvents,
+  QueueEventsProducer as BullQueueEventsProducer,
+  UnrecoverableError,
+  DelayedError,
+  WaitingError,
+  type Job,
+} from 'bullmq';
 import { Redis } from 'ioredis';
 import { closeTracked, sleep, track, until } from './helpers.js';
 import { freePort, install, modulePath, startServer, stopServer } from './server.js';
@@ -22,7 +32,12 @@ type Classes = {
 };
 const stores: Record<'bullmq' | 'trafikey', { classes: Classes; connection: typeof ours }> = {
   bullmq: {
-    classes: { Queue: BullQueue, Worker: BullWorker, QueueEvents: BullQueueEvents, QueueEventsProducer: BullQueueEventsProducer },
+    classes: {
+      Queue: BullQueue,
+      Worker: BullWorker,
+      QueueEvents: BullQueueEvents,
+      QueueEventsProducer: BullQueueEventsProducer,
+    },
     connection: theirs,
   },
   trafikey: { classes: Trafikey as unknown as Classes, connection: ours },
@@ -59,7 +74,10 @@ async function both<T>(scenario: (s: Store) => Promise<T>): Promise<{ bullmq: T;
  * Ends once the `waiting` of job `last` is seen. The module's own events that BullMQ has no
  * name for (`priority`) pass through the backend as they are, and are left out here.
  */
-async function eventsOf({ c, connection, q, w }: Store, act: (q: BullQueue, w: BullWorker) => Promise<void>): Promise<[string, Record<string, unknown>][]> {
+async function eventsOf(
+  { c, connection, q, w }: Store,
+  act: (q: BullQueue, w: BullWorker) => Promise<void>,
+): Promise<[string, Record<string, unknown>][]> {
   const qe = track(new c.QueueEvents(name, { connection }));
   await qe.waitUntilReady();
   const seen: [string, Record<string, unknown>][] = [];
@@ -92,7 +110,7 @@ async function take(w: BullWorker, token: string): Promise<Job> {
 }
 
 describe('QueueEvents', () => {
-  it('tells a job\'s life in the same events, with the same facts, in the same order', async () => {
+  it("tells a job's life in the same events, with the same facts, in the same order", async () => {
     const r = await both(s =>
       eventsOf(s, async (q, w) => {
         await q.add('a', { v: 1 }, { jobId: 'a' });
@@ -134,7 +152,15 @@ describe('QueueEvents', () => {
       }),
     );
     expect(r.bullmq.map(([e]) => e)).toContain('retries-exhausted');
-    expect(r.bullmq.filter(([e]) => e === 'delayed').map(([, a]) => a.delay)).toEqual(['in 60 s', 'in 0 s', 'in 0 s', 'in 50 s', 'in 40 s', 'in 30 s', 'in 30 s']);
+    expect(r.bullmq.filter(([e]) => e === 'delayed').map(([, a]) => a.delay)).toEqual([
+      'in 60 s',
+      'in 0 s',
+      'in 0 s',
+      'in 50 s',
+      'in 40 s',
+      'in 30 s',
+      'in 30 s',
+    ]);
     expect(r.trafikey).toEqual(r.bullmq);
   });
 });
@@ -160,7 +186,13 @@ describe('jobs', () => {
       };
       await q.add('a', { x: 1 }, { jobId: 'a', attempts: 2, priority: 3 });
       await q.add('b', { y: 'z' }, { jobId: 'b', delay: 60000, lifo: true });
-      await q.add('c', [1, 2], { jobId: 'c', delay: 60000, attempts: 3, backoff: { type: 'exponential', delay: 5 }, removeOnComplete: 5 });
+      await q.add('c', [1, 2], {
+        jobId: 'c',
+        delay: 60000,
+        attempts: 3,
+        backoff: { type: 'exponential', delay: 5 },
+        removeOnComplete: 5,
+      });
       await look('added');
       const a = await take(w, 't1');
       await look('taken');
@@ -198,7 +230,13 @@ describe('options', () => {
       const one = await q.add('plain', {});
       const [bulk] = await q.addBulk([{ name: 'plain bulk', data: {} }]);
       const some = await q.add('some', {}, { attempts: 1 });
-      return Promise.all([one, bulk, some].map(async j => [j.opts, (await q.getJob(j.id!))!.opts, (await q.getJob(j.id!))!.asJSON().opts]));
+      return Promise.all(
+        [one, bulk, some].map(async j => [
+          j.opts,
+          (await q.getJob(j.id!))!.opts,
+          (await q.getJob(j.id!))!.asJSON().opts,
+        ]),
+      );
     });
     // (toEqual passes over the keys BullMQ's Job leaves undefined.)
     expect(r.bullmq).toEqual([
@@ -220,7 +258,11 @@ describe('getters', () => {
       await q.add('p3', {}, { priority: 3 });
       await q.add('p1', {}, { priority: 1 });
       await q.add('p2', {}, { priority: 2 });
-      for (const [n, delay] of [['d2', 70000], ['d1', 60000], ['d3', 80000]] as const) {
+      for (const [n, delay] of [
+        ['d2', 70000],
+        ['d1', 60000],
+        ['d3', 80000],
+      ] as const) {
         await q.add(n, {}, { delay });
       }
       const held: Record<string, Job> = {};
@@ -231,7 +273,11 @@ describe('getters', () => {
         // finished sets.
         await sleep(5);
       }
-      for (const [n, t] of [['a', 't1'], ['e', 't5'], ['c', 't3']]) {
+      for (const [n, t] of [
+        ['a', 't1'],
+        ['e', 't5'],
+        ['c', 't3'],
+      ]) {
         await held[n].moveToCompleted(n, t, false);
         await sleep(5);
       }
@@ -244,9 +290,18 @@ describe('getters', () => {
         perPriority: await q.getCountsPerPriority([0, 1, 2, 3, 4]),
       };
       for (const type of states) {
-        for (const [start, end] of [[0, 0], [0, 1], [1, 2], [2, 5], [0, -1], [1, -1]]) {
+        for (const [start, end] of [
+          [0, 0],
+          [0, 1],
+          [1, 2],
+          [2, 5],
+          [0, -1],
+          [1, -1],
+        ]) {
           for (const asc of [false, true]) {
-            out[`${type} ${start}..${end} ${asc ? 'asc' : 'desc'}`] = (await q.getJobs(type, start, end, asc)).map(j => j.name);
+            out[`${type} ${start}..${end} ${asc ? 'asc' : 'desc'}`] = (await q.getJobs(type, start, end, asc)).map(
+              j => j.name,
+            );
           }
         }
       }
@@ -342,7 +397,8 @@ describe('adding, deduplication and administration', () => {
   it('answer and count as BullMQ does', async () => {
     const r = await both(async ({ q }) => {
       const out: Record<string, unknown> = {};
-      const ids = (jobs: { id?: string; name: string }[]) => jobs.map(j => [j.id && !j.id.startsWith('JOB') ? j.id : 'minted', j.name]);
+      const ids = (jobs: { id?: string; name: string }[]) =>
+        jobs.map(j => [j.id && !j.id.startsWith('JOB') ? j.id : 'minted', j.name]);
       out.bulk = ids(
         await q.addBulk([
           { name: 'a', data: {}, opts: { jobId: 'a' } },
@@ -397,7 +453,14 @@ describe('logs', () => {
       for (let i = 1; i <= 6; i++) {
         out.push(await job.log(`line ${i}`));
       }
-      for (const [start, end] of [[0, 0], [0, 2], [2, 4], [1, -1], [0, -1], [4, 9]]) {
+      for (const [start, end] of [
+        [0, 0],
+        [0, 2],
+        [2, 4],
+        [1, -1],
+        [0, -1],
+        [4, 9],
+      ]) {
         for (const asc of [true, false]) {
           out.push([start, end, asc, await q.getJobLogs(job.id!, start, end, asc)]);
         }
@@ -459,7 +522,13 @@ describe('queue meta', () => {
         out[step] = {
           concurrency: await q.getGlobalConcurrency(),
           rate: await q.getGlobalRateLimit(),
-          meta: { concurrency: meta.concurrency, max: meta.max, duration: meta.duration, paused: meta.paused, mine: meta.mine },
+          meta: {
+            concurrency: meta.concurrency,
+            max: meta.max,
+            duration: meta.duration,
+            paused: meta.paused,
+            mine: meta.mine,
+          },
         };
       };
       await look('fresh');
@@ -489,7 +558,11 @@ describe('queue meta', () => {
 });
 
 /** A worker of the store's class that runs `processor`, tracked to be closed after the test. */
-function running({ c, connection }: Store, processor: (job: Job) => Promise<unknown>, opts: Record<string, unknown> = {}): BullWorker {
+function running(
+  { c, connection }: Store,
+  processor: (job: Job) => Promise<unknown>,
+  opts: Record<string, unknown> = {},
+): BullWorker {
   return track(new c.Worker(name, processor, { connection, concurrency: 1, ...opts }));
 }
 
@@ -541,7 +614,9 @@ describe('a running worker', () => {
         settings: { backoffStrategy: (made: number) => (made >= 2 ? -1 : 0) },
       });
       for (const ev of ['completed', 'failed', 'progress'] as const) {
-        w.on(ev, (job: Job | undefined, x: unknown) => seen.push([ev, job?.name, ev === 'failed' ? (x as Error).message : x]));
+        w.on(ev, (job: Job | undefined, x: unknown) =>
+          seen.push([ev, job?.name, ev === 'failed' ? (x as Error).message : x]),
+        );
       }
       await q.add('ok', { v: 1 }, { jobId: 'ok' });
       await q.add('twice', {}, { jobId: 'twice', attempts: 3 });
@@ -549,7 +624,10 @@ describe('a running worker', () => {
       await q.add('unrecoverable', {}, { jobId: 'unrecoverable', attempts: 5 });
       await q.add('custom', {}, { jobId: 'custom', attempts: 9, backoff: { type: 'custom' } });
       await q.add('gone', {}, { jobId: 'gone', removeOnComplete: true });
-      await until(async () => (await q.getJobCounts('completed', 'failed')).failed === 3 && (await q.getCompletedCount()) === 2, 10000);
+      await until(
+        async () => (await q.getJobCounts('completed', 'failed')).failed === 3 && (await q.getCompletedCount()) === 2,
+        10000,
+      );
       await until(() => !w.isRunning() || seen.filter(e => (e as string[])[0] === 'completed').length === 3);
       await w.close();
       const jobs: Record<string, unknown> = {};
@@ -594,7 +672,10 @@ describe('a running worker', () => {
         // A job's id names its key in BullMQ's store: `wait` would be the wait list's.
         await q.add(n, {}, { jobId: `j-${n}`, attempts: 3 });
       }
-      await until(async () => (await q.getCompletedCount()) === 3 && (await q.getFailedCount()) === 0 && (await q.getDelayedCount()) === 1);
+      await until(
+        async () =>
+          (await q.getCompletedCount()) === 3 && (await q.getFailedCount()) === 0 && (await q.getDelayedCount()) === 1,
+      );
       await q.add('limited', {}, { jobId: 'j-limited', attempts: 3 });
       await until(async () => (await q.getJobCounts('waiting')).waiting === 1 && (await q.getRateLimitTtl()) > 0);
       const ttl = await q.getRateLimitTtl();
@@ -629,7 +710,9 @@ describe('a running worker', () => {
       );
       const workers: number[] = [];
       w.on('active', async () => workers.push((await q.getWorkersCount()) > 0 ? 1 : 0));
-      await q.addBulk(Array.from({ length: 24 }, (_, i) => ({ name: `j${i}`, data: { i }, opts: { jobId: `j${i}`, attempts: 2 } })));
+      await q.addBulk(
+        Array.from({ length: 24 }, (_, i) => ({ name: `j${i}`, data: { i }, opts: { jobId: `j${i}`, attempts: 2 } })),
+      );
       await until(async () => {
         const c = await q.getJobCounts('completed', 'failed');
         return c.completed + c.failed === 24;
@@ -641,7 +724,11 @@ describe('a running worker', () => {
           return [j.id, await j.getState(), j.returnvalue, j.failedReason, j.attemptsMade, j.attemptsStarted];
         }),
       );
-      return { jobs, counts: await q.getJobCounts('completed', 'failed', 'waiting', 'active', 'delayed'), workersSeen: workers.length > 0 && workers.every(x => x === 1) };
+      return {
+        jobs,
+        counts: await q.getJobCounts('completed', 'failed', 'waiting', 'active', 'delayed'),
+        workersSeen: workers.length > 0 && workers.every(x => x === 1),
+      };
     });
     expect(r.bullmq.counts).toEqual({ completed: 20, failed: 4, waiting: 0, active: 0, delayed: 0 });
     expect(r.trafikey).toEqual(r.bullmq);
@@ -654,7 +741,11 @@ describe('a running worker', () => {
       const dead = track(new c.Worker(name, null, { connection, autorun: false, lockDuration: 300 }));
       await q.add('once', {}, { jobId: 'once' });
       await dead.getNextJob('dead-1');
-      const w = running(s, async (job: Job) => `done ${job.name} ${job.stalledCounter}`, { stalledInterval: 200, maxStalledCount: 1, lockDuration: 300 });
+      const w = running(s, async (job: Job) => `done ${job.name} ${job.stalledCounter}`, {
+        stalledInterval: 200,
+        maxStalledCount: 1,
+        lockDuration: 300,
+      });
       w.on('stalled', (id: string, prev: string) => seen.push(['stalled', id, prev]));
       w.on('completed', (job: Job, v: unknown) => seen.push(['completed', job.id, v]));
       w.on('failed', (job: Job | undefined, e: Error) => seen.push(['failed', job?.id, e.message]));
@@ -681,12 +772,25 @@ describe('a running worker', () => {
           // The times as what they must be: the id's time `every` apart from the first's, a
           // delay the wait from the job's creation until that time (the first has none; BullMQ
           // reads its clock twice, a few ms apart).
-          opts: { ...job.opts, jobId: (at - first) % 150, timestamp: typeof job.opts.timestamp, delay: !job.opts.delay ? 'none' : Math.abs(at - job.opts.delay - job.opts.timestamp!) <= 5 ? 'until then' : job.opts.delay },
+          opts: {
+            ...job.opts,
+            jobId: (at - first) % 150,
+            timestamp: typeof job.opts.timestamp,
+            delay: !job.opts.delay
+              ? 'none'
+              : Math.abs(at - job.opts.delay - job.opts.timestamp!) <= 5
+                ? 'until then'
+                : job.opts.delay,
+          },
           repeatJobKey: job.repeatJobKey,
         });
         return jobs.length;
       });
-      await q.upsertJobScheduler('tick', { every: 150, limit: 3 }, { name: 'tock', data: { v: 1 }, opts: { attempts: 2, removeOnComplete: 10 } });
+      await q.upsertJobScheduler(
+        'tick',
+        { every: 150, limit: 3 },
+        { name: 'tock', data: { v: 1 }, opts: { attempts: 2, removeOnComplete: 10 } },
+      );
       await until(async () => (await q.getCompletedCount()) === 3);
       await sleep(400);
       await w.close();
@@ -755,7 +859,11 @@ describe('a running worker', () => {
       }
       await q.add('own', {}, { jobId: 'own', removeOnComplete: false });
       await q.add('aged', {}, { jobId: 'aged', removeOnComplete: { age: 3600 } });
-      await until(async () => (await q.getJobCounts('waiting', 'active')).waiting + (await q.getActiveCount()) === 0 && (await q.getJob('aged'))?.finishedOn !== undefined);
+      await until(
+        async () =>
+          (await q.getJobCounts('waiting', 'active')).waiting + (await q.getActiveCount()) === 0 &&
+          (await q.getJob('aged'))?.finishedOn !== undefined,
+      );
       await w.close();
       const logs: Record<string, unknown> = {};
       for (const j of [...(await q.getCompleted()), ...(await q.getFailed())]) {
@@ -821,7 +929,10 @@ describe('a running worker', () => {
         // Five finishes: one completed, one failed then completed, one failed twice.
         await until(async () => seen.filter(([e]) => e !== 'progress').length === 5, 15000);
         await w.close();
-        out[tag] = { seen: seen.sort(), jobs: await Promise.all(['ok', 'retried', 'failed'].map(n => finished(q, `${tag}-${n}`))) };
+        out[tag] = {
+          seen: seen.sort(),
+          jobs: await Promise.all(['ok', 'retried', 'failed'].map(n => finished(q, `${tag}-${n}`))),
+        };
       }
       return out;
     });
@@ -872,7 +983,15 @@ describe('a running worker', () => {
         predicates: await Promise.all(
           ['held', 'ok', 'bad', 'later', 'prio'].map(async id => {
             const j = (await q.getJob(id))!;
-            return [id, await j.isActive(), await j.isCompleted(), await j.isFailed(), await j.isDelayed(), await j.isWaiting(), await j.isWaitingChildren()];
+            return [
+              id,
+              await j.isActive(),
+              await j.isCompleted(),
+              await j.isFailed(),
+              await j.isDelayed(),
+              await j.isWaiting(),
+              await j.isWaitingChildren(),
+            ];
           }),
         ),
         workers: (await q.getWorkers()).map(x => x.rawname ?? x.name).sort(),
@@ -946,7 +1065,11 @@ describe('deduplication with a running worker', () => {
         const j = await q.add(name, {}, { deduplication: ttl ? { id, ttl } : { id } });
         return (await q.getJob(j.id!))?.name ?? null;
       };
-      out.addedAgain = [await again('simple2', 'simple'), await again('ttl2', 'ttl', 60000), await again('bad2', 'bad')];
+      out.addedAgain = [
+        await again('simple2', 'simple'),
+        await again('ttl2', 'ttl', 60000),
+        await again('bad2', 'bad'),
+      ];
       await until(() => done.length === 5);
       await w.close();
       out.done = [...done].sort();
@@ -987,7 +1110,10 @@ describe('deduplication with a running worker', () => {
       await w.close();
       return { again, whileActive, done, deduplicated, holder: (await q.getDeduplicationJobId('last')) === null };
     });
-    expect(r.bullmq.done).toEqual([['a', { seq: 1 }], ['a', { seq: 4 }]]);
+    expect(r.bullmq.done).toEqual([
+      ['a', { seq: 1 }],
+      ['a', { seq: 4 }],
+    ]);
     expect(r.trafikey).toEqual(r.bullmq);
   });
 });
@@ -1056,7 +1182,12 @@ describe('delayed jobs', () => {
   it('list by due time, move with changeDelay, and all come out with promoteJobs', async () => {
     const r = await both(async ({ q }) => {
       const out: Record<string, unknown> = {};
-      for (const [n, delay] of [['d3', 90000], ['d1', 30000], ['d2', 60000], ['p', 45000]] as const) {
+      for (const [n, delay] of [
+        ['d3', 90000],
+        ['d1', 30000],
+        ['d2', 60000],
+        ['p', 45000],
+      ] as const) {
         await q.add(n, {}, { jobId: n, delay, priority: n === 'p' ? 2 : undefined });
       }
       out.byDue = (await q.getDelayed()).map(j => j.id);
@@ -1085,12 +1216,19 @@ describe('more pages and moves', () => {
       await qe.waitUntilReady();
       const removed: unknown[] = [];
       qe.on('removed', ({ jobId, prev }) => removed.push([jobId, prev]));
-      for (const [n, lifo] of [['f1', false], ['l1', true], ['f2', false], ['l2', true]] as const) {
+      for (const [n, lifo] of [
+        ['f1', false],
+        ['l1', true],
+        ['f2', false],
+        ['l2', true],
+      ] as const) {
         await q.add(n, {}, { jobId: n, lifo });
       }
-      out.pages = [await q.getJobs('waiting', 0, -1, true), await q.getJobs('waiting', 0, 1, false), await q.getJobs('waiting', 1, 2, true)].map(p =>
-        p.map(j => j.id),
-      );
+      out.pages = [
+        await q.getJobs('waiting', 0, -1, true),
+        await q.getJobs('waiting', 0, 1, false),
+        await q.getJobs('waiting', 1, 2, true),
+      ].map(p => p.map(j => j.id));
       for (const t of ['t1', 't2', 't3']) {
         const j = (await w.getNextJob(t))!;
         await j.moveToCompleted(`done ${j.id}`, t, false);
@@ -1118,7 +1256,20 @@ describe('custom ids', () => {
   it('take the same ids and refuse the same ones', async () => {
     const r = await both(async ({ q, w }) => {
       const out: [string, string][] = [];
-      for (const id of ['plain', 'with space', 'ünïcødé', 'x'.repeat(200), 'y'.repeat(300), 'z'.repeat(4096), '123', '12a', 'a:b', '-1', '0', 'JOB8ydNHDKcywZ']) {
+      for (const id of [
+        'plain',
+        'with space',
+        'ünïcødé',
+        'x'.repeat(200),
+        'y'.repeat(300),
+        'z'.repeat(4096),
+        '123',
+        '12a',
+        'a:b',
+        '-1',
+        '0',
+        'JOB8ydNHDKcywZ',
+      ]) {
         try {
           const j = await q.add('n', { id }, { jobId: id });
           const back = await q.getJob(j.id!);
@@ -1228,7 +1379,9 @@ describe('QueueEvents started late', () => {
       const qe = track(new c.QueueEvents(name, { connection, lastEventId: '0-0' }));
       const seen: [string, unknown][] = [];
       for (const e of ['added', 'waiting', 'active', 'completed', 'failed'] as const) {
-        qe.on(e, (a: { jobId: string }) => seen.push([e, a.jobId.startsWith('JOB') || /^\d+$/.test(a.jobId) ? 'minted' : a.jobId]));
+        qe.on(e, (a: { jobId: string }) =>
+          seen.push([e, a.jobId.startsWith('JOB') || /^\d+$/.test(a.jobId) ? 'minted' : a.jobId]),
+        );
       }
       await until(() => seen.filter(([e]) => e === 'completed' || e === 'failed').length === 4);
       return seen;
@@ -1261,7 +1414,11 @@ describe('QueueEvents started late', () => {
       await w.close();
       return seen;
     });
-    expect(r.bullmq).toEqual([['completed', 'kept'], ['completed', 'gone'], ['failed', 'bad']]);
+    expect(r.bullmq).toEqual([
+      ['completed', 'kept'],
+      ['completed', 'gone'],
+      ['failed', 'bad'],
+    ]);
     expect(r.trafikey).toEqual(r.bullmq);
   });
 });
@@ -1294,7 +1451,10 @@ describe('connections', () => {
         await stopServer(server);
       }
     }
-    expect(out.bullmq).toEqual({ first: 'added first', down: "Stream isn't writeable and enableOfflineQueue options is false" });
+    expect(out.bullmq).toEqual({
+      first: 'added first',
+      down: "Stream isn't writeable and enableOfflineQueue options is false",
+    });
     expect(out.trafikey).toEqual(out.bullmq);
   });
 
@@ -1302,7 +1462,10 @@ describe('connections', () => {
     const port = await freePort();
     const out: Record<string, unknown> = {};
     const printed: string[] = [];
-    const writes = { stdout: process.stdout.write.bind(process.stdout), stderr: process.stderr.write.bind(process.stderr) };
+    const writes = {
+      stdout: process.stdout.write.bind(process.stdout),
+      stderr: process.stderr.write.bind(process.stderr),
+    };
     const capture = (chunk: unknown) => {
       printed.push(String(chunk));
       return true;
@@ -1331,7 +1494,10 @@ describe('connections', () => {
         process.stderr.write = writes.stderr;
         client.disconnect();
       }
-      out[store] = { errorsOnEach: Object.values(errors).every(n => n > 0), printed: printed.filter(p => /ECONNREFUSED|ioredis/.test(p)) };
+      out[store] = {
+        errorsOnEach: Object.values(errors).every(n => n > 0),
+        printed: printed.filter(p => /ECONNREFUSED|ioredis/.test(p)),
+      };
     }
     expect(out.bullmq).toEqual({ errorsOnEach: true, printed: [] });
     expect(out.trafikey).toEqual(out.bullmq);

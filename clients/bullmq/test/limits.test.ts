@@ -25,12 +25,22 @@ async function limits(): Promise<Record<string, unknown>> {
   return o;
 }
 
-eachQueue('lim', n => new Queue(n, { connection }), connection, t => ({ name, queue, raw } = t));
+eachQueue(
+  'lim',
+  n => new Queue(n, { connection }),
+  connection,
+  t => ({ name, queue, raw } = t),
+);
 
 describe('rate limits', () => {
   it("a worker's limiter is its queue's rate limit: a full window claims nothing more", async () => {
     const done: string[] = [];
-    const worker = track(new Worker(name, async (job: Job) => void done.push(job.id!), { connection, limiter: { max: 2, duration: 60000 } }));
+    const worker = track(
+      new Worker(name, async (job: Job) => void done.push(job.id!), {
+        connection,
+        limiter: { max: 2, duration: 60000 },
+      }),
+    );
     await worker.waitUntilReady();
     expect(await limits()).toMatchObject({ 'rate-max': 2, 'rate-ms': 60000 });
     await queue.addBulk(Array.from({ length: 5 }, (_, i) => ({ name: 'j', data: i })));
@@ -70,11 +80,15 @@ describe('rate limits', () => {
     await queue.add('a', {});
     let runs = 0;
     const worker = track(
-      new Worker(name, async () => {
-        runs++;
-        await queue.rateLimit(60000);
-        throw Worker.RateLimitError();
-      }, { connection }),
+      new Worker(
+        name,
+        async () => {
+          runs++;
+          await queue.rateLimit(60000);
+          throw Worker.RateLimitError();
+        },
+        { connection },
+      ),
     );
     await until(async () => runs === 1 && (await queue.getWaitingCount()) === 1);
     const [job] = await queue.getWaiting();

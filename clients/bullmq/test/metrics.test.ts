@@ -16,7 +16,12 @@ let raw: Redis;
 
 const key = (role: string) => `emq:{bull:${name}}:${role}`;
 
-eachQueue('met', n => new Queue(n, { connection }), connection, t => ({ name, queue, raw } = t));
+eachQueue(
+  'met',
+  n => new Queue(n, { connection }),
+  connection,
+  t => ({ name, queue, raw } = t),
+);
 
 /** A worker with metrics that completes jobs whose data is `ok` and fails the others for good. */
 function worker(done: { n: number }, metrics = true) {
@@ -31,7 +36,9 @@ function worker(done: { n: number }, metrics = true) {
       },
       { connection, ...(metrics ? { metrics: { maxDataPoints: 60 } } : {}) },
     ),
-  ).on('completed', () => done.n++).on('failed', () => done.n++);
+  )
+    .on('completed', () => done.n++)
+    .on('failed', () => done.n++);
 }
 
 describe('metrics', () => {
@@ -78,6 +85,10 @@ describe('metrics', () => {
     worker(done, false);
     await queue.add('j', 'ok');
     await until(() => done.n === 1);
-    expect(await queue.getMetrics('completed')).toEqual({ meta: { count: 0, prevTS: 0, prevCount: 0 }, data: [], count: 0 });
+    expect(await queue.getMetrics('completed')).toEqual({
+      meta: { count: 0, prevTS: 0, prevCount: 0 },
+      data: [],
+      count: 0,
+    });
   });
 });

@@ -2,7 +2,13 @@
 // already runs: the module loaded beside BullMQ's keys, in the same database.
 import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
-import { withBackend, Queue as BullQueue, Worker as BullWorker, FlowProducer as BullFlowProducer, type Job } from 'bullmq';
+import {
+  withBackend,
+  Queue as BullQueue,
+  Worker as BullWorker,
+  FlowProducer as BullFlowProducer,
+  type Job,
+} from 'bullmq';
 import { Redis } from 'ioredis';
 import { closeTracked, track, until } from './helpers.js';
 import { escapeQueueName, moveFromBullMQ, movedId, withTrafikey } from '../src/index.js';
@@ -90,14 +96,23 @@ describe('moveFromBullMQ', () => {
     await from.upsertJobScheduler('tick', { every: 3_600_000 }, { name: 'tick', data: { t: 1 } });
     await from.setGlobalConcurrency(3);
     await from.setGlobalRateLimit(100, 1000);
-    const due = { later: await dueOnBullMQ(later.id!), soon: await dueOnBullMQ(soon.id!), retried: await dueOnBullMQ(retried.id!) };
+    const due = {
+      later: await dueOnBullMQ(later.id!),
+      soon: await dueOnBullMQ(soon.id!),
+      retried: await dueOnBullMQ(retried.id!),
+    };
 
     const report = await moveFromBullMQ(from, to);
     const movedAt = Date.now();
 
     expect(report).toEqual({ moved: 9, renamed: 8, schedulers: 1, paused: true, active: 0, left: [] });
     // Nothing pending is left on the old store, which stays paused.
-    expect(await from.getJobCounts('wait', 'prioritized', 'delayed', 'active')).toEqual({ wait: 0, prioritized: 0, delayed: 0, active: 0 });
+    expect(await from.getJobCounts('wait', 'prioritized', 'delayed', 'active')).toEqual({
+      wait: 0,
+      prioritized: 0,
+      delayed: 0,
+      active: 0,
+    });
     expect(await from.getJobSchedulersCount()).toBe(0);
     expect(await from.isPaused()).toBe(true);
 
@@ -159,7 +174,11 @@ describe('moveFromBullMQ', () => {
     // The worker takes nothing more; the job it holds runs on.
     await oldWorker.pause(true);
     const flow = track(new BullFlowProducer({ connection }));
-    const tree = await flow.add({ name: 'parent', queueName: `${name}-parents`, children: [{ name: 'child', queueName: name, data: {} }] });
+    const tree = await flow.add({
+      name: 'parent',
+      queueName: `${name}-parents`,
+      children: [{ name: 'child', queueName: name, data: {} }],
+    });
     const child = tree.children![0].job;
     const rest = await from.add('rest', {});
 
@@ -182,7 +201,11 @@ describe('moveFromBullMQ', () => {
       { name: 'b', data: {} },
     ]);
     const report = await moveFromBullMQ(racedOn(a.id!), to);
-    expect(report).toMatchObject({ moved: 1, active: 1, left: [{ id: a.id, why: expect.stringContaining('during the move') }] });
+    expect(report).toMatchObject({
+      moved: 1,
+      active: 1,
+      left: [{ id: a.id, why: expect.stringContaining('during the move') }],
+    });
     expect(await from.getJobState(a.id!)).toBe('active');
     expect(await to.getJob(movedId(a.id!))).toBeUndefined();
     expect((await to.getJob(movedId(b.id!)))?.name).toBe('b');
@@ -199,7 +222,11 @@ describe('moveFromBullMQ', () => {
   it('a move that stopped half way moves the rest when run again, none twice', async () => {
     const jobs = await from.addBulk(Array.from({ length: 7 }, (_, i) => ({ name: `j${i}`, data: { i } })));
     // As a move that stopped after adding two jobs to trafikey, before removing them here.
-    await to.addBulk(jobs.slice(0, 2).map(j => ({ name: j.name, data: j.data, opts: { jobId: movedId(j.id!), timestamp: j.timestamp } })));
+    await to.addBulk(
+      jobs
+        .slice(0, 2)
+        .map(j => ({ name: j.name, data: j.data, opts: { jobId: movedId(j.id!), timestamp: j.timestamp } })),
+    );
     const report = await moveFromBullMQ(from, to, { batch: 3 });
     expect(report).toMatchObject({ moved: 7, left: [] });
     expect(await to.count()).toBe(7);

@@ -28,7 +28,10 @@ import { withTrafikey } from '../src/index.js';
 type Classes = { Queue: typeof BullQueue; Worker: typeof BullWorker; QueueEvents: typeof BullQueueEvents };
 type StoreName = 'bullmq' | 'trafikey';
 const stores: Record<StoreName, { classes: Classes; port: number }> = {
-  bullmq: { classes: { Queue: BullQueue, Worker: BullWorker, QueueEvents: BullQueueEvents }, port: inject('plainPort') },
+  bullmq: {
+    classes: { Queue: BullQueue, Worker: BullWorker, QueueEvents: BullQueueEvents },
+    port: inject('plainPort'),
+  },
   // BullMQ's classes on the trafikey backend: their types are BullMQ's.
   trafikey: { classes: withTrafikey(withBackend) as unknown as Classes, port: inject('port') },
 };
@@ -106,7 +109,12 @@ type End = { kind: EndKind; ms: number; via: 'worker' | 'queue' };
 type Run = { steps: Step[]; end: End };
 type Plan = {
   id: string;
-  opts: { attempts: number; backoff?: { type: 'fixed' | 'exponential'; delay: number }; lifo?: boolean; priority?: number };
+  opts: {
+    attempts: number;
+    backoff?: { type: 'fixed' | 'exponential'; delay: number };
+    lifo?: boolean;
+    priority?: number;
+  };
   runs: Run[];
 };
 /** Runs a plan draws; any run after them completes, so that every job ends. */
@@ -155,7 +163,12 @@ function planJob(seed: number, i: number): Plan {
   // Each job from a stream of its own: its plan does not depend on the others'.
   const r = prng((seed ^ Math.imul(i + 1, 0x9e3779b1)) >>> 0);
   const b = r();
-  const backoff = b < 0.6 ? undefined : b < 0.8 ? { type: 'fixed' as const, delay: int(r, 5, 30) } : { type: 'exponential' as const, delay: int(r, 5, 10) };
+  const backoff =
+    b < 0.6
+      ? undefined
+      : b < 0.8
+        ? { type: 'fixed' as const, delay: int(r, 5, 30) }
+        : { type: 'exponential' as const, delay: int(r, 5, 10) };
   const opts: Plan['opts'] = { attempts: int(r, 1, 4), ...(backoff ? { backoff } : {}) };
   if (r() < 0.15) {
     opts.lifo = true;
@@ -163,7 +176,9 @@ function planJob(seed: number, i: number): Plan {
   if (r() < 0.15) {
     opts.priority = int(r, 1, 5);
   }
-  const stepWeights = Object.fromEntries(Object.entries(STEPS).map(([k, s]) => [k, s.enabled ? s.weight : 0])) as Record<StepKind, number>;
+  const stepWeights = Object.fromEntries(
+    Object.entries(STEPS).map(([k, s]) => [k, s.enabled ? s.weight : 0]),
+  ) as Record<StepKind, number>;
   const runs: Run[] = [];
   for (let k = 0; k < PLANNED_RUNS; k++) {
     const steps: Step[] = [];
@@ -172,7 +187,10 @@ function planJob(seed: number, i: number): Plan {
       steps.push({ kind, value: kind === 'sleep' ? int(r, 0, 12) : int(r, 1, 1000) });
     }
     const kind = pick(r, ENDS);
-    runs.push({ steps, end: { kind, ms: kind === 'delay' ? int(r, 5, 60) : int(r, 5, 40), via: r() < 0.5 ? 'worker' : 'queue' } });
+    runs.push({
+      steps,
+      end: { kind, ms: kind === 'delay' ? int(r, 5, 60) : int(r, 5, 40), via: r() < 0.5 ? 'worker' : 'queue' },
+    });
   }
   if (r() < LONG_RUN.share) {
     const k = int(r, 0, 2);
@@ -186,7 +204,7 @@ function scenario(seed: number): Scenario {
   const plans = Array.from({ length: JOBS }, (_, i) => planJob(seed, i));
   const concurrency = [int(r, 2, 8), int(r, 2, 8), int(r, 2, 8)];
   const batches: [number, number][] = [];
-  for (let left = JOBS; left > 0; ) {
+  for (let left = JOBS; left > 0;) {
     const n = Math.min(left, int(r, 1, 6));
     batches.push([n, int(r, 0, 80)]);
     left -= n;
@@ -269,20 +287,37 @@ async function runOn(store: StoreName, s: Scenario): Promise<Outcome> {
   const connection = { host: '127.0.0.1', port };
   const name = `race-${s.seed}-${randomUUID()}`;
   const plans = new Map(s.plans.map(p => [p.id, p]));
-  const seen: Seen = { claims: new Map(), completed: new Map(), failed: new Map(), finals: new Map(), story: new Map(), errors: [], kills: 0, closes: 0 };
+  const seen: Seen = {
+    claims: new Map(),
+    completed: new Map(),
+    failed: new Map(),
+    finals: new Map(),
+    story: new Map(),
+    errors: [],
+    kills: 0,
+    closes: 0,
+  };
   const queue = track(new c.Queue(name, { connection }));
   await queue.waitUntilReady();
   const events = track(new c.QueueEvents(name, { connection }));
   events.on('completed', ({ jobId }) => listOf(seen.finals, jobId).push('completed'));
   events.on('failed', ({ jobId }) => listOf(seen.finals, jobId).push('failed'));
   for (const e of ['active', 'waiting', 'delayed', 'stalled', 'completed', 'failed'] as const) {
-    events.on(e, (a: { jobId: string; prev?: string }) => listOf(seen.story, a.jobId).push(a.prev ? `${e}<${a.prev}` : e));
+    events.on(e, (a: { jobId: string; prev?: string }) =>
+      listOf(seen.story, a.jobId).push(a.prev ? `${e}<${a.prev}` : e),
+    );
   }
   await events.waitUntilReady();
   // A read already waiting: the first event is not missed.
   await sleep(50);
 
-  const common = { connection, maxStalledCount: s.maxStalledCount, lockDuration: LOCK_MS, stalledInterval: 500, drainDelay: 1 };
+  const common = {
+    connection,
+    maxStalledCount: s.maxStalledCount,
+    lockDuration: LOCK_MS,
+    stalledInterval: 500,
+    drainDelay: 1,
+  };
   /** The runs of each worker (by its name) whose finish has not landed yet. */
   const inFlight = new Map<string, Map<Job, RunClaim>>();
   let started = 0;
@@ -315,7 +350,11 @@ async function runOn(store: StoreName, s: Scenario): Promise<Outcome> {
       chaos.push(
         dead.getNextJob(`dead-${randomUUID()}`).then(job => {
           if (job) {
-            listOf(seen.claims, job.id!).push({ kind: 'dead', started: job.attemptsStarted, stalled: job.stalledCounter });
+            listOf(seen.claims, job.id!).push({
+              kind: 'dead',
+              started: job.attemptsStarted,
+              stalled: job.stalledCounter,
+            });
           }
         }),
       );
@@ -331,7 +370,15 @@ async function runOn(store: StoreName, s: Scenario): Promise<Outcome> {
       const id = job.id!;
       const claims = listOf(seen.claims, id);
       const k = claims.filter(x => x.kind === 'run').length;
-      const claim: RunClaim = { kind: 'run', k, made: job.attemptsMade, started: job.attemptsStarted, stalled: job.stalledCounter, worker: tag, ...(killed.has(tag) ? { orphaned: true } : {}) };
+      const claim: RunClaim = {
+        kind: 'run',
+        k,
+        made: job.attemptsMade,
+        started: job.attemptsStarted,
+        stalled: job.stalledCounter,
+        worker: tag,
+        ...(killed.has(tag) ? { orphaned: true } : {}),
+      };
       claims.push(claim);
       mine.set(job, claim);
       runs++;
@@ -399,7 +446,9 @@ async function runOn(store: StoreName, s: Scenario): Promise<Outcome> {
         }
       }
     };
-    const w: BullWorker = track(new c.Worker(name, processor, { ...common, name: tag, concurrency: s.concurrency[slot] }));
+    const w: BullWorker = track(
+      new c.Worker(name, processor, { ...common, name: tag, concurrency: s.concurrency[slot] }),
+    );
     w.on('completed', (job: Job) => {
       seen.completed.set(job.id!, (seen.completed.get(job.id!) ?? 0) + 1);
       mine.delete(job);
@@ -421,7 +470,11 @@ async function runOn(store: StoreName, s: Scenario): Promise<Outcome> {
   const t0 = Date.now();
   let added = 0;
   for (const [n, pause] of s.batches) {
-    await queue.addBulk(s.plans.slice(added, added + n).map(p => ({ name: p.id, data: { i: Number(p.id.slice(1)) }, opts: { jobId: p.id, ...p.opts } })));
+    await queue.addBulk(
+      s.plans
+        .slice(added, added + n)
+        .map(p => ({ name: p.id, data: { i: Number(p.id.slice(1)) }, opts: { jobId: p.id, ...p.opts } })),
+    );
     added += n;
     await sleep(pause);
   }
@@ -534,7 +587,9 @@ function check(store: StoreName, p: Plan, claims: Claim[], maxStalled: number, o
   claims.forEach((c, n) => {
     const at = c.kind === 'run' ? `run ${c.k}` : `dead claim (claim ${n + 1})`;
     if (ended) {
-      early.push(`${at} came after its plan ended it (${ended} at run ${endedAt}): it ran more often than its attempts allow`);
+      early.push(
+        `${at} came after its plan ended it (${ended} at run ${endedAt}): it ran more often than its attempts allow`,
+      );
     }
     if (c.started > n + 1 + unrun && c.stalled === stalls && DIFFERENCES[store].closeClaims && unrun < o.seen.closes) {
       // A closing worker's claim, given back unrun (see DIFFERENCES).
@@ -546,7 +601,9 @@ function check(store: StoreName, p: Plan, claims: Claim[], maxStalled: number, o
     }
     const want = stalls + (mustStall ? 1 : 0);
     if (c.stalled !== want) {
-      early.push(`${at} saw stalledCounter ${c.stalled}, expected ${want}${c.stalled > want ? ' (a stall with its holder alive)' : ''}`);
+      early.push(
+        `${at} saw stalledCounter ${c.stalled}, expected ${want}${c.stalled > want ? ' (a stall with its holder alive)' : ''}`,
+      );
     }
     stalls = c.stalled;
     mustStall = false;
@@ -628,7 +685,10 @@ function check(store: StoreName, p: Plan, claims: Claim[], maxStalled: number, o
       reason = DIFFERENCES[store].stallFailure.reason;
     }
   }
-  const bad = [...early.slice(0, 3), ...(early.length > 3 ? [`(${early.length - 3} more departures of its claims)`] : [])];
+  const bad = [
+    ...early.slice(0, 3),
+    ...(early.length > 3 ? [`(${early.length - 3} more departures of its claims)`] : []),
+  ];
   if (!ended) {
     bad.push(`its ${claims.length} claims do not end it, yet it is ${f?.state ?? 'gone'}`);
   } else if (!f) {
@@ -650,9 +710,19 @@ function check(store: StoreName, p: Plan, claims: Claim[], maxStalled: number, o
     expectIt('attemptsStarted', f.started, f.started === started, started);
     expectIt('stalledCounter', f.stalled, f.stalled === stalls, stalls);
     expectIt('logs', f.logs, f.logs >= logs[0] && f.logs <= logs[1], logs[0] === logs[1] ? logs[0] : logs);
-    expectIt('progress', f.progress, progress.some(v => same(v, f.progress)), progress.length === 1 ? progress[0] : progress);
+    expectIt(
+      'progress',
+      f.progress,
+      progress.some(v => same(v, f.progress)),
+      progress.length === 1 ? progress[0] : progress,
+    );
     if (STEPS.updateData.enabled) {
-      expectIt('data', f.data, data.some(v => same(v, f.data)), data.length === 1 ? data[0] : data);
+      expectIt(
+        'data',
+        f.data,
+        data.some(v => same(v, f.data)),
+        data.length === 1 ? data[0] : data,
+      );
     }
     // A completed job keeps the reason of its last failed attempt, if any; a failed one has no value.
     expectIt('failedReason', f.failedReason, f.failedReason === reason, reason);
@@ -682,7 +752,11 @@ function check(store: StoreName, p: Plan, claims: Claim[], maxStalled: number, o
   if (bad.length === 0) {
     return [];
   }
-  return [`${p.id} ${JSON.stringify(p.opts)}: ${bad.join('; ')}`, `  trace: ${claims.map(c => traced(p, c)).join(' ')}`, `  events: ${(o.seen.story.get(p.id) ?? []).join(' ')}`];
+  return [
+    `${p.id} ${JSON.stringify(p.opts)}: ${bad.join('; ')}`,
+    `  trace: ${claims.map(c => traced(p, c)).join(' ')}`,
+    `  events: ${(o.seen.story.get(p.id) ?? []).join(' ')}`,
+  ];
 }
 
 function problems(store: StoreName, s: Scenario, o: Outcome): string[] {
@@ -720,36 +794,44 @@ function summary(store: StoreName, s: Scenario, o: Outcome): string {
       killed += c.kind === 'run' && c.orphaned ? 1 : 0;
     }
   }
-  const stalledOut = [...o.finals.values()].filter(f => f?.failedReason === DIFFERENCES[store].stallFailure.reason).length;
+  const stalledOut = [...o.finals.values()].filter(
+    f => f?.failedReason === DIFFERENCES[store].stallFailure.reason,
+  ).length;
   return `claims ${JSON.stringify(ends)}, ${killed} runs killed in ${o.seen.kills} kills, ${stalledOut} failed for stalls, ${o.seen.errors.length} worker errors${o.allowed.length ? `; allowed: ${o.allowed.join(', ')}` : ''}`;
 }
 
-console.log(`race seeds: ${SEEDS.join(',')} (${JOBS} jobs each; replay one: RACE_SEED=<seed> npx vitest run test/race.test.ts)`);
+console.log(
+  `race seeds: ${SEEDS.join(',')} (${JOBS} jobs each; replay one: RACE_SEED=<seed> npx vitest run test/race.test.ts)`,
+);
 
 afterEach(closeTracked);
 
 describe('randomised concurrency (seeded)', () => {
-  it.each(SEEDS)('seed %i: every job ends once, as its attempts decide, on both stores', async seed => {
-    const s = scenario(seed);
-    const out: Partial<Record<StoreName, Outcome>> = {};
-    const report: string[] = [];
-    const done: string[] = [];
-    for (const store of STORES) {
-      const o = (out[store] = await runOn(store, s));
-      await closeTracked();
-      report.push(...problems(store, s, o).map(p => `[${store}] ${p}`));
-      done.push(`${store}: ${summary(store, s, o)}`);
-    }
-    const theirs = new Set((out.bullmq?.seen.errors ?? []).map(kind));
-    for (const e of out.trafikey?.seen.errors ?? []) {
-      if (!theirs.has(kind(e))) {
-        report.push(`[trafikey] worker error stock BullMQ did not show: ${e}`);
+  it.each(SEEDS)(
+    'seed %i: every job ends once, as its attempts decide, on both stores',
+    async seed => {
+      const s = scenario(seed);
+      const out: Partial<Record<StoreName, Outcome>> = {};
+      const report: string[] = [];
+      const done: string[] = [];
+      for (const store of STORES) {
+        const o = (out[store] = await runOn(store, s));
+        await closeTracked();
+        report.push(...problems(store, s, o).map(p => `[${store}] ${p}`));
+        done.push(`${store}: ${summary(store, s, o)}`);
       }
-    }
-    if (process.env.RACE_VERBOSE) {
-      console.log(`seed ${seed}\n${done.join('\n')}`);
-    }
-    const plan = `${JOBS} jobs, concurrency ${s.concurrency.join('/')}, maxStalledCount ${s.maxStalledCount}, chaos ${s.chaos.map(c => `${c.kind} at run ${c.after}`).join(', ')}`;
-    expect(report, `RACE_SEED=${seed} (${plan})\n${done.join('\n')}\n${report.join('\n')}\n`).toEqual([]);
-  }, 120000);
+      const theirs = new Set((out.bullmq?.seen.errors ?? []).map(kind));
+      for (const e of out.trafikey?.seen.errors ?? []) {
+        if (!theirs.has(kind(e))) {
+          report.push(`[trafikey] worker error stock BullMQ did not show: ${e}`);
+        }
+      }
+      if (process.env.RACE_VERBOSE) {
+        console.log(`seed ${seed}\n${done.join('\n')}`);
+      }
+      const plan = `${JOBS} jobs, concurrency ${s.concurrency.join('/')}, maxStalledCount ${s.maxStalledCount}, chaos ${s.chaos.map(c => `${c.kind} at run ${c.after}`).join(', ')}`;
+      expect(report, `RACE_SEED=${seed} (${plan})\n${done.join('\n')}\n${report.join('\n')}\n`).toEqual([]);
+    },
+    120000,
+  );
 });

@@ -29,13 +29,17 @@ it('a queue, a worker and its events carry on across a server restart (AOF)', as
   let open!: () => void;
   const gate = new Promise<void>(r => (open = r));
   const worker = track(
-    new Worker('restart', async job => {
-      ran.push(job.name);
-      if (job.name === 'held') {
-        await gate;
-      }
-      return job.name;
-    }, { connection }),
+    new Worker(
+      'restart',
+      async job => {
+        ran.push(job.name);
+        if (job.name === 'held') {
+          await gate;
+        }
+        return job.name;
+      },
+      { connection },
+    ),
   );
   // The clients report the lost connection as `error` events; unhandled, they would throw.
   queue.on('error', () => undefined);

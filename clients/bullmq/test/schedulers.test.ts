@@ -32,7 +32,11 @@ afterEach(async () => {
 
 describe('job schedulers', () => {
   it('upsert makes one scheduler, read back in BullMQ fields, with its pending iteration', async () => {
-    const job = await queue.upsertJobScheduler('cron', { pattern: '0 0 3 * * *', tz: 'Europe/Paris' }, { name: 'report', data: { kind: 'daily' }, opts: { priority: 2, attempts: 3 } });
+    const job = await queue.upsertJobScheduler(
+      'cron',
+      { pattern: '0 0 3 * * *', tz: 'Europe/Paris' },
+      { name: 'report', data: { kind: 'daily' }, opts: { priority: 2, attempts: 3 } },
+    );
     expect(job!.id).toMatch(/^repeat:cron:\d+$/);
     const at = Number(job!.id!.split(':')[2]);
     expect(at).toBeGreaterThan(Date.now());
@@ -67,7 +71,8 @@ describe('job schedulers', () => {
     const now = Date.now();
     await queue.upsertJobScheduler('s', { every: 60_000, startDate: now + 120_000 }, { name: 'later' });
     await queue.upsertJobScheduler('cron', { every: 60_000, startDate: now + 60_000 }, { name: 'sooner' });
-    const keys = async (start: number, end: number, asc: boolean) => (await queue.getJobSchedulers(start, end, asc)).map(x => x.key);
+    const keys = async (start: number, end: number, asc: boolean) =>
+      (await queue.getJobSchedulers(start, end, asc)).map(x => x.key);
     expect(await keys(0, -1, true)).toEqual(['cron', 's']);
     expect(await keys(0, -1, false)).toEqual(['s', 'cron']);
     expect(await keys(0, 0, true)).toEqual(['cron']);
@@ -91,7 +96,9 @@ describe('job schedulers', () => {
       expect(j.data).toEqual({ n: 1 });
     }
     // Each iteration's number, as BullMQ's repeat.count: the first is 1, in time order.
-    const counts = [...done].sort((a, b) => Number(a.id!.split(':')[2]) - Number(b.id!.split(':')[2])).map(j => (j.opts as JobSchedulerJobOptions).repeat!.count);
+    const counts = [...done]
+      .sort((a, b) => Number(a.id!.split(':')[2]) - Number(b.id!.split(':')[2]))
+      .map(j => (j.opts as JobSchedulerJobOptions).repeat!.count);
     expect(counts[0]).toBe(1);
     for (let i = 1; i < counts.length; i++) {
       expect(counts[i]).toBeGreaterThan(counts[i - 1]!);
@@ -163,9 +170,11 @@ describe('job schedulers', () => {
         name,
         async () => {
           await queue.removeJobScheduler('cron');
-          await queue.upsertJobScheduler('cron', { pattern: '0 0 1 1 *' }, { data: { foo: 'baz' } }).catch((e: Error) => {
-            refusal = e.message;
-          });
+          await queue
+            .upsertJobScheduler('cron', { pattern: '0 0 1 1 *' }, { data: { foo: 'baz' } })
+            .catch((e: Error) => {
+              refusal = e.message;
+            });
         },
         { connection },
       ),

@@ -45,11 +45,21 @@ export async function startServer(args: string[], at?: { port: number; dir: stri
   const bin = execFileSync(join(repo, 'scripts/valkey-server-path'), { encoding: 'utf8' }).trim();
   const port = at?.port ?? (await freePort());
   const dir = at?.dir ?? mkdtempSync(join(tmpdir(), 'trafikey-bullmq-'));
-  const proc = spawn(bin, ['--bind', '127.0.0.1', '--port', String(port), '--save', '', '--appendonly', 'no', '--dir', dir, ...args], {
-    stdio: 'ignore',
-  });
+  const proc = spawn(
+    bin,
+    ['--bind', '127.0.0.1', '--port', String(port), '--save', '', '--appendonly', 'no', '--dir', dir, ...args],
+    {
+      stdio: 'ignore',
+    },
+  );
   for (let i = 0; i < 100; i++) {
-    const c = new Redis({ host: '127.0.0.1', port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    const c = new Redis({
+      host: '127.0.0.1',
+      port,
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
     c.on('error', () => undefined);
     try {
       await c.connect();
