@@ -78,13 +78,11 @@ type RolesOf<N extends Name> = (typeof COMMANDS)[N]['keys'] extends readonly (in
  * What a call names beyond its queue: the name of each thing its keys name (a job id, a
  * scheduler id, a deduplication id, the state set), and the job ids of its tail (`rows`).
  */
-export type Names<N extends Name> = {
-  readonly [R in Extract<RolesOf<N>, NamedRole>]: string;
-} & ((typeof COMMANDS)[N] extends {
-  tail: 'job';
-}
+export type Names<N extends Name> = { readonly [R in Extract<RolesOf<N>, NamedRole>]: string } & TailOf<N>;
+
+type TailOf<N extends Name> = (typeof COMMANDS)[N] extends { tail: 'job' }
   ? { readonly rows: readonly string[] }
-  : unknown);
+  : unknown;
 
 const QUEUE_ROLES: readonly QueueRole[] = [
   'wait',
@@ -122,9 +120,9 @@ export class Commands {
     }
     const call: Call = [name, spec.keys.length];
     // `Names<N>` gives each named role of `name` its name; read here by role.
-    const given = names as Readonly<Record<string, string>> & { rows?: readonly string[] };
+    const given = names as Partial<Record<NamedRole, string>> & { readonly rows?: readonly string[] };
     for (const role of spec.keys) {
-      call.push(this.queueKeys.get(role) ?? this.named(role as NamedRole, given[role]));
+      call.push(this.queueKeys.get(role) ?? this.named(role as NamedRole, given[role as NamedRole] as string));
     }
     if (spec.tail !== undefined) {
       const rows = given.rows ?? [];

@@ -8,7 +8,7 @@ import { createTrafikeyBackend } from './factory.js';
 export * from 'bullmq';
 export { Queue, Worker, QueueEvents, QueueEventsProducer, FlowProducer } from './bound.js';
 export { createTrafikeyBackend } from './factory.js';
-export { TrafikeyBackend, NotSupportedError, WIRE, MODULE_MAJOR, keepArgs } from './backend.js';
+export { TrafikeyBackend, NotSupportedError, WIRE, MODULE_MAJOR, MODULE_VERSION, keepArgs } from './backend.js';
 export type { TrafikeyConnection } from './backend.js';
 export { escapeQueueName, isBranded, mintJobId } from './keys.js';
 export { moveFromBullMQ, movedId } from './move.js';

@@ -536,7 +536,7 @@ async function runOn(store: StoreName, s: Scenario): Promise<Outcome> {
  *
  * `closeClaims`: claims a closing worker may make and give back unrun, counted in
  * attemptsStarted. A worker closing while its blocking `EMQ.CLAIM … BLOCK` takes a job puts the
- * job back with EMQ.REQUEUE (backend.ts, `waitForJob`), which leaves the claim counted:
+ * job back with EMQ.REQUEUE (worker.ts, `waitForJob`), which leaves the claim counted:
  * attemptsStarted is one more than the job's runs, and QueueEvents tells `active`, then
  * `waiting`, for a run that never was. Stock BullMQ blocks on a marker and claims nothing
  * then. Not in the README: a difference to mend, allowed here so that a run is stable. Set it
