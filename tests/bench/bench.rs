@@ -224,14 +224,15 @@ fn parse_args() -> Result<Opts, String> {
         o.notebook = false;
     }
     if o.short {
-        o.n = 2_000;
-        o.mem = 2_000;
+        o.n = 500;
+        o.mem = 500;
         o.wait_jobs = 200;
-        o.idle_window = Duration::from_secs(2);
+        o.idle_window = Duration::from_millis(500);
         o.phase_limit = Duration::from_secs(20);
         o.notebook = false;
         o.quiet_wait = Duration::ZERO;
         o.repeat = 1;
+        load::NEVER_WAIT.store(true, std::sync::atomic::Ordering::Relaxed);
     }
     o.n = n.unwrap_or(o.n).max(CONNS as u64);
     o.mem = mem.unwrap_or(o.mem).max(1);
@@ -791,7 +792,7 @@ fn round_waiting(
     let upkeep = queue::config_get(c, "trafikey.upkeep")?;
     for (what, (how, leases, off)) in report::IDLE.iter().zip(setups) {
         fresh(c)?;
-        say(&format!("trafikey idle {:.0} s, {CONNS} connections: {what}", o.idle_window.as_secs_f64()));
+        say(&format!("trafikey idle {} s, {CONNS} connections: {what}", o.idle_window.as_secs_f64()));
         let r = (if leases { waiting::hold_leases(srv, LEASES) } else { Ok(()) })
             .and_then(|()| if off { queue::config_set(c, "trafikey.upkeep", "no") } else { Ok(()) })
             .and_then(|()| waiting::idle(srv, how, CONNS, o.idle_window));
@@ -1500,7 +1501,14 @@ fn round_modes(
                 bins.scratch,
                 &["--appendonly", "yes", "--appendfsync", "everysec"],
             ),
-            _ => Server::start_replicated(bins.server, bins.module, bins.scratch),
+            // The short mode's primary starts the replica's sync at once, without the 5 s a
+            // primary waits by default for more replicas to share a diskless sync.
+            _ => Server::start_replicated(
+                bins.server,
+                bins.module,
+                bins.scratch,
+                if o.short { &["--repl-diskless-sync-delay", "0"] } else { &[] },
+            ),
         };
         let srv = match started {
             Ok(s) => s,

@@ -402,7 +402,12 @@ fn calls_pass(
 
 /// The longest event-loop cycle while upkeep catches up over `leases` lapsed leases and `due`
 /// due delayed jobs (beside `waiting` waiting jobs), then after a `DEBUG RELOAD`.
-fn catchup(c: &mut Conn, pid: u32, waiting: u64, leases: u64, due: u64) -> Result<Vec<Catchup>, String> {
+fn catchup(
+    c: &mut Conn,
+    pid: u32,
+    (waiting, leases, due): (u64, u64, u64),
+    floor: Duration,
+) -> Result<Vec<Catchup>, String> {
     ok(c.call(&[b"FLUSHALL", b"SYNC"]), "FLUSHALL")?;
     ok(c.call(&[b"CONFIG", b"SET", b"trafikey.upkeep", b"no"]), "CONFIG SET")?;
     ok(c.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), "INSTALL")?;
@@ -421,19 +426,19 @@ fn catchup(c: &mut Conn, pid: u32, waiting: u64, leases: u64, due: u64) -> Resul
     let upkept = |c: &mut Conn| {
         num(c, "trafikey", "trafikey_upkeep_promoted") + num(c, "trafikey", "trafikey_upkeep_reclaimed")
     };
-    // The floor: the same keyspace, upkeep off, read the same way for 3 s — what the machine
-    // and the server's own cron give, upkeep aside.
+    // The floor: the same keyspace, upkeep off, read the same way for `floor` — what the
+    // machine and the server's own cron give, upkeep aside.
     load::wait_quiet(pid, 0.15, Duration::from_secs(30));
     ok(c.call(&[b"CONFIG", b"RESETSTAT"]), "RESETSTAT")?;
     let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(3) {
+    while t0.elapsed() < floor {
         upkept(c);
         sleep(Duration::from_millis(5));
     }
     out.push(Catchup {
-        what: "floor: upkeep off, the same keyspace, 3 s of the same readings".to_string(),
+        what: format!("floor: upkeep off, the same keyspace, {} s of the same readings", floor.as_secs_f64()),
         jobs: 0,
-        seconds: 3.0,
+        seconds: floor.as_secs_f64(),
         ticks: 0,
         eventloop_max_us: vec![num(c, "debug", "eventloop_duration_max")],
         tick_max_us: vec![],
@@ -539,6 +544,8 @@ pub fn run(bin: &Path, module: &Path, scratch: &Path, short: bool, repeat: usize
     }
     drop((c, u, srv));
     let (waiting, leases, due) = if short { (10_000, 1_000, 2_000) } else { (1_000_000, 100_000, 200_000) };
+    // The floor's readings: 3 s; the short mode's half a second checks the same code.
+    let floor = Duration::from_millis(if short { 500 } else { 3_000 });
     eprintln!("bench: upkeep catching up: {leases} lapsed leases, {due} due jobs, {waiting} waiting");
     let mut catchups: Vec<Catchup> = Vec::new();
     for p in 0..repeat.max(1) {
@@ -546,7 +553,7 @@ pub fn run(bin: &Path, module: &Path, scratch: &Path, short: bool, repeat: usize
         // A server of its own each pass: upkeep's longest tick counts from its start.
         let srv = Server::start_with(bin, module, scratch, &["--enable-debug-command", "local"])?;
         let mut c = srv.conn()?;
-        for (i, x) in catchup(&mut c, srv.pid(), waiting, leases, due)?.into_iter().enumerate() {
+        for (i, x) in catchup(&mut c, srv.pid(), (waiting, leases, due), floor)?.into_iter().enumerate() {
             eprintln!(
                 "  {}: {:.1} s, {} ticks, {} steps, longest event-loop cycle {:.0} µs, longest tick {:?} µs ({:?} µs CPU), ticks over 2 ms {:?}",
                 x.what,

@@ -1424,7 +1424,7 @@ BullMQ on trafikey, {} {}: {}",
         if self.idle.is_empty() {
             return;
         }
-        let _ = writeln!(s, "\nIdle cost: the server's CPU (`used_cpu_user + used_cpu_sys` deltas) over {:.0} s with {} connections on an empty queue, every waiter blocked before the window opens (`INFO clients` `blocked_clients`); upkeep on (`trafikey.upkeep-tick-ms` {}: the longest its timer sleeps) unless the row says otherwise; the leases are {} jobs claimed with a 600 s lease by another connection and left active. Each row is the pass with the median CPU.\n", w.idle_secs, w.idle_conns, w.tick_ms, w.leases);
+        let _ = writeln!(s, "\nIdle cost: the server's CPU (`used_cpu_user + used_cpu_sys` deltas) over {} s with {} connections on an empty queue, every waiter blocked before the window opens (`INFO clients` `blocked_clients`); upkeep on (`trafikey.upkeep-tick-ms` {}: the longest its timer sleeps) unless the row says otherwise; the leases are {} jobs claimed with a 600 s lease by another connection and left active. Each row is the pass with the median CPU.\n", w.idle_secs, w.idle_conns, w.tick_ms, w.leases);
         let _ = writeln!(s, "| {} connections | server CPU, % of a core | above the idle server, % of a core | each pass, % | CLAIMs/s | upkeep ticks/s | clients (cores) | other load (cores) |", w.idle_conns);
         let _ = writeln!(s, "|---|--:|--:|--:|--:|--:|--:|--:|");
         let base = self

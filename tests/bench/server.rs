@@ -102,11 +102,16 @@ impl Server {
         ))
     }
 
-    /// A primary with one replica attached: a second server (the module loaded too, as a
-    /// replica that may be promoted would have it) started as `--replicaof` it, in sync before
-    /// this returns.
-    pub fn start_replicated(bin: &Path, module: &Path, scratch: &Path) -> Result<Server, String> {
-        let mut p = Server::start(bin, module, scratch)?;
+    /// A primary (with `primary_extra` arguments) with one replica attached: a second server
+    /// (the module loaded too, as a replica that may be promoted would have it) started as
+    /// `--replicaof` it, in sync before this returns.
+    pub fn start_replicated(
+        bin: &Path,
+        module: &Path,
+        scratch: &Path,
+        primary_extra: &[&str],
+    ) -> Result<Server, String> {
+        let mut p = Server::start_with(bin, module, scratch, primary_extra)?;
         let port = p.port.to_string();
         let r = Server::start_with(bin, module, scratch, &["--replicaof", "127.0.0.1", &port])?;
         let mut c = r.conn()?;
