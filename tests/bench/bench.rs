@@ -1637,7 +1637,13 @@ fn sh(cmd: &str, args: &[&str]) -> Option<String> {
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-fn machine(c: &mut Conn, module_version: &str, bull_dir: &Path, bull_ran: bool) -> Vec<(String, String)> {
+fn machine(
+    c: &mut Conn,
+    module_version: &str,
+    build: &str,
+    bull_dir: &Path,
+    bull_ran: bool,
+) -> Vec<(String, String)> {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
         .lines()
@@ -1661,7 +1667,7 @@ fn machine(c: &mut Conn, module_version: &str, bull_dir: &Path, bull_ran: bool) 
         ("CPU".to_string(), format!("{model}, nproc {nproc} — shared by the server, the 50 client connections and (for BullMQ) Node")),
         ("memory".to_string(), memtotal),
         ("Valkey".to_string(), format!("{valkey} (allocator {alloc}, io-threads {io_threads}), 127.0.0.1, `--save ''`")),
-        ("trafikey".to_string(), format!("{module_version}, release build, at {commit}")),
+        ("trafikey".to_string(), format!("{module_version}, {build}, at {commit}")),
         ("date".to_string(), sh("date", &["-u", "+%Y-%m-%d %H:%M UTC"]).unwrap_or_else(|| "?".into())),
     ];
     if bull_ran {
@@ -1898,7 +1904,10 @@ fn run(o: &Opts) -> Result<bool, String> {
         scale,
         wait,
         machine: {
-            let mut m = machine(&mut c, &module_version, &bull_dir, bull_ran);
+            // The short mode loads whichever build scripts/bench made for it (it checks the
+            // tool, not speed): the row names the file.
+            let build = if o.short { module.display().to_string() } else { "release build".into() };
+            let mut m = machine(&mut c, &module_version, &build, &bull_dir, bull_ran);
             if chq.ran {
                 m.push((
                     "ChasquiMQ".into(),
