@@ -35,9 +35,11 @@
 //! --short never touches tests/bench/RESULTS.md.
 //! Environment: TRAFIKEY_MODULE (the .so), VALKEY_SERVER, BENCH_BULLMQ_DIR (BullMQ installed
 //! with bench.mjs), BENCH_BULLMQ_WHY (the note when BullMQ is skipped), BENCH_CHASQUIMQ (the
-//! ChasquiMQ driver's binary), BENCH_CHASQUIMQ_WHY (the note when it is skipped), BENCH_SCRATCH (where
-//! the server's data dir goes), BENCH_TRAFIKEY_BULLMQ (clients/bullmq's built dist/index.js, for
-//! BullMQ on trafikey), BENCH_TRAFIKEY_BULLMQ_WHY (the note when that is skipped).
+//! ChasquiMQ driver's binary, or the stand-in the short mode runs in its place),
+//! BENCH_CHASQUIMQ_STANDIN (set when it is the stand-in: why), BENCH_CHASQUIMQ_WHY (the note
+//! when it is skipped), BENCH_SCRATCH (where the server's data dir goes), BENCH_TRAFIKEY_BULLMQ
+//! (clients/bullmq's built dist/index.js, for BullMQ on trafikey), BENCH_TRAFIKEY_BULLMQ_WHY (the
+//! note when that is skipped).
 // A test may panic: that is how it fails. The module's own rules are for src/.
 #![allow(
     clippy::unwrap_used,
@@ -1809,6 +1811,9 @@ fn run(o: &Opts) -> Result<bool, String> {
             skipped_memory.push((Who::ChasquiMq, Err("skipped".into())));
         }
     } else if let Some(b) = chasquimq::binary() {
+        if let Some(why) = chasquimq::standin() {
+            say(&why);
+        }
         chq.bin = Some(b);
     } else {
         let s = "ChasquiMQ's driver is not built (scripts/bench builds it into target/bench/chasquimq and names it in BENCH_CHASQUIMQ): skipped.".to_string();
@@ -1837,7 +1842,9 @@ fn run(o: &Opts) -> Result<bool, String> {
     memory.extend(skipped_memory);
     let lanes_ran = rows.iter().any(|r| r.workload == DROP);
     let bull_ran = bull.ran;
-    if chq.ran {
+    if chq.ran && chasquimq::standin().is_some() {
+        notes.extend(chasquimq::standin());
+    } else if chq.ran {
         notes.push("ChasquiMQ 1.3.0 (crates.io, sha256 pinned in scripts/bench) does not run on stock Valkey: it sends `XADD … IDMP` (Redis 8.6), `XREADGROUP … CLAIM` (Redis 8.4) and `XACKDEL` (Redis 8.2). tests/bench/chasquimq/valkey.patch makes it run: `XADD` without `IDMP` (no producer-side dedup, none of its per-producer dedup state in the server), `XREADGROUP` without `CLAIM` (no reclaim of idle entries in the same call), and the ack flusher's `XACKDEL` as `XACK` + `XDEL` of the same ids in one pipeline (its Lua scripts for retries, the DLQ and stored results likewise, not used here). Each change removes work or state the unpatched engine has on Redis, so ChasquiMQ's figures are a lower bound on its cost. Driven through its own `Producer` (`add`, `add_bulk`; default pool of 8 connections) and one `Consumer` with its recommended worker settings (batch 256, concurrency 100, ack batch 256; its delayed-job promoter and scheduler on, as by default), a no-op handler, by tests/bench/chasquimq/ (a binary of its own, JSON lines). Its process phase counts the consumer's start (connections, `XGROUP CREATE`) inside the measured part; a phase ends when every job has been handled and its entry acked and deleted (`XLEN` 0, polled every ms). Its lifecycle latency is `add` sent → the handler runs (acks are batched after it); its process phase has no latency figure. Events off: `events_enabled = false`.".into());
     }
     if rows.iter().any(|r| r.ok() && report::split(r.workload).1 != "default") {
@@ -1908,7 +1915,9 @@ fn run(o: &Opts) -> Result<bool, String> {
             // tool, not speed): the row names the file.
             let build = if o.short { module.display().to_string() } else { "release build".into() };
             let mut m = machine(&mut c, &module_version, &build, &bull_dir, bull_ran);
-            if chq.ran {
+            if chq.ran && chasquimq::standin().is_some() {
+                m.push(("ChasquiMQ".into(), chasquimq::STANDIN.into()));
+            } else if chq.ran {
                 m.push((
                     "ChasquiMQ".into(),
                     "1.3.0 (crates.io), patched for Valkey by tests/bench/chasquimq/valkey.patch".into(),
