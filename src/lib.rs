@@ -1,7 +1,7 @@
 //! trafikey: EchoMQ wire 6 — the `EMQ.*` job queue — as a native Valkey module.
 //!
-//! `lib.rs` only declares the module: its name, configs, ACL category and init, and hands the
-//! command table down to the host. The layers, each using only those below it:
+//! `lib.rs` only declares the module: its configs, ACL category and init (its name and version
+//! are `about`'s), and hands the command table down to the host. The layers, each using only those below it:
 //! `verbs` (the commands and their table) → `queue`, `bus` (their shared mechanics) → `host`
 //! (the server glue, the only `unsafe`) → `domain`, `keyspace`, `errors`, `config` (pure).
 //! Only `host` holds the server's pointers: above it a server string is a `host::StrRef`
@@ -20,6 +20,7 @@
     )
 )]
 
+pub mod about;
 pub mod bus;
 pub mod config;
 pub mod domain;
@@ -34,33 +35,6 @@ pub mod verbs;
 
 use valkey_module::{Context, InfoContext, Status, ValkeyResult, ValkeyString};
 use valkey_module_macros::info_command_handler;
-
-pub const MODULE_NAME: &str = "trafikey";
-pub const MODULE_VERSION: &str = env!("CARGO_PKG_VERSION");
-
-/// Evaluated when the module is compiled, on cargo's own version digits.
-#[allow(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
-const fn parse_u32(s: &str) -> u32 {
-    let b = s.as_bytes();
-    let mut i = 0;
-    let mut v = 0u32;
-    while i < b.len() {
-        v = v * 10 + (b[i] - b'0') as u32;
-        i += 1;
-    }
-    v
-}
-
-pub const MODULE_MAJOR: u32 = parse_u32(env!("CARGO_PKG_VERSION_MAJOR"));
-const MODULE_MINOR: u32 = parse_u32(env!("CARGO_PKG_VERSION_MINOR"));
-const MODULE_PATCH: u32 = parse_u32(env!("CARGO_PKG_VERSION_PATCH"));
-const MODULE_VER: i32 = module_ver(MODULE_MAJOR, MODULE_MINOR, MODULE_PATCH);
-
-/// `MODULE LIST`'s `ver`: major·10000 + minor·100 + patch.
-#[allow(clippy::arithmetic_side_effects)]
-const fn module_ver(major: u32, minor: u32, patch: u32) -> i32 {
-    (major * 10_000 + minor * 100 + patch) as i32
-}
 
 /// Before anything is registered: a server the module cannot serve is refused, with one log
 /// line saying what was found and what is needed, and keeps running.
@@ -107,7 +81,8 @@ fn info(ctx: &InfoContext, _for_crash_report: bool) -> ValkeyResult<()> {
 /// which clippy.toml keeps to `host`: it expands here, apart.
 #[allow(clippy::disallowed_types)]
 mod entry {
-    use super::{host, init, preload, MODULE_NAME, MODULE_VER};
+    use super::about::{MODULE_NAME, MODULE_VER};
+    use super::{host, init, preload};
     use valkey_module::valkey_module;
 
     valkey_module! {
@@ -119,19 +94,5 @@ mod entry {
         init: init,
         acl_categories: ["emq"]
         commands: [],
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    // Parts of several digits, and a major and a patch other than 0: a version such as
-    // 0.3.0 cannot tell `v * 10` from `v / 10`, nor `+ patch` from `- patch`.
-    #[test]
-    fn the_version_s_numbers() {
-        assert_eq!(super::parse_u32("0"), 0);
-        assert_eq!(super::parse_u32("7"), 7);
-        assert_eq!(super::parse_u32("307"), 307);
-        assert_eq!(super::module_ver(1, 2, 3), 10_203);
-        assert_eq!(super::module_ver(0, 3, 0), 300);
     }
 }

@@ -36,9 +36,9 @@ use crate::host::command::{opt, q, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{self, timer, ArgStr, Ctx, Exec, Kind, Reply, Str, Verb};
 use crate::keyspace::{self, Role, Role::*};
 use crate::metrics;
+use crate::queue::stall;
 use crate::queue::{Events, Expiry, Found, Promotion, Ready, Row, Sets, State};
 use crate::registry::{self, Queue};
-use crate::verbs::stalled;
 
 const KEYS: Keys = Keys::of(&[
     q(Delayed, Take),
@@ -80,56 +80,7 @@ impl Verb for Upkeep {
         let queue: registry::Queue = (timer::selected(x.ctx()), x.queue.to_vec());
         // Every key checked before the first write; each phase closes its keys before the
         // next opens them again (an emptied set is deleted when its handle closes).
-        let (promoted, lapsed, expired) = {
-            let ready = Ready::open(x)?;
-            let delayed = x.open_as(Delayed, Kind::ZSet)?;
-            let active = x.open_as(Active, Kind::ZSet)?;
-            x.open_as(Failed, Kind::ZSet)?;
-            let events = Events::open(x)?;
-            // A lease has run out: the reclaim below has work.
-            let lapsed = !active.zrange(f64::NEG_INFINITY, now.saturating_sub(1) as f64, 1).is_empty();
-            let promotion = Promotion::read(x, &delayed, now, budget)?;
-            // Waiting jobs whose EXPIRE time has come (the index in memory says which).
-            let mut expiring: Vec<(Found, State)> = Vec::new();
-            for id in registry::take_expired(&queue, now, budget) {
-                if promotion.jobs.iter().any(|p| p.id.bytes() == id.as_slice()) {
-                    continue;
-                }
-                let Some(s) = x.ctx().string(&id) else { continue };
-                let job = Found::taken(x, s)?;
-                let state = Row(&job.row).state();
-                match state {
-                    Some(st @ (State::Wait | State::Prio | State::Delayed)) if job.expired && !job.orphan => {
-                        // Deep in a long wait list it is left for the CLAIM that reaches it.
-                        if st == State::Wait && !ready.wait.near_tail(job.id.str_ref(), WAIT_WINDOW)? {
-                            registry::note_expiry(queue.0, x.queue, &id, now.saturating_add(RETRY_MS));
-                            continue;
-                        }
-                        expiring.push((job, st));
-                    }
-                    _ => {}
-                }
-            }
-            let sets = Sets { ready: Some(&ready), delayed: Some(&delayed) };
-            let expiry =
-                Expiry::plan(x, promotion.expired().chain(expiring.iter().map(|(j, _)| j)).collect(), sets)?;
-            let promoted = promotion.apply(x, &ready, &delayed, &events)?;
-            for (job, st) in &expiring {
-                match st {
-                    State::Wait => {
-                        ready.wait.lrem_from_tail(job.id.str_ref())?;
-                    }
-                    State::Prio => {
-                        ready.prio.zrem_many(&[job.id.str_ref()]);
-                    }
-                    _ => {
-                        delayed.zrem_many(&[job.id.str_ref()]);
-                    }
-                }
-            }
-            let expired = expiry.apply(x, &events, sets)?;
-            (promoted, lapsed, expired)
-        };
+        let (promoted, lapsed, expired) = promote_and_expire(x, &queue, now, budget)?;
         let left = budget.saturating_sub(usize::try_from(promoted.saturating_add(expired)).unwrap_or(budget));
         // Job schedulers whose next iteration's time has come: each makes it, ready, in one
         // step with its next time.
@@ -144,28 +95,14 @@ impl Verb for Upkeep {
         };
         let left = left.saturating_sub(fired);
         let reclaimed = if left > 0 && lapsed {
-            let max_stalls = stalled::max_stalls_of(&x.read(Meta)?)?;
+            let max_stalls = stall::max_stalls_of(&x.read(Meta)?)?;
             let count = left.min(domain::STALLED_COUNT_MAX as usize) as i64;
-            let (requeued, failed) = stalled::reclaim(x, max_stalls, count)?;
+            let (requeued, failed) = stall::reclaim(x, max_stalls, count)?;
             requeued.len().saturating_add(failed.len()) as i64
         } else {
             0
         };
-        let first = |role: Role| -> Result<Option<i64>, Refusal> {
-            let k = x.read(role)?;
-            Ok(k.zrange(f64::NEG_INFINITY, f64::INFINITY, 1).first().map(|(_, s)| *s as i64))
-        };
-        let reopen = limit_reopens(x, now)?;
-        let next = [first(Delayed)?, first(Active)?, first(Scheds)?, reopen]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(-1);
-        let mut gone = true;
-        for role in [Delayed, Wait, Prio, Active, Failed, Events, Completed, Meta, Scheds] {
-            gone &= x.read(role)?.kind() == Kind::Empty;
-        }
-        let next = if gone { -2 } else { next };
+        let next = next_due(x, now)?;
         Ok(Reply::Array(vec![
             Reply::Int(promoted as i64),
             Reply::Int(reclaimed),
@@ -174,6 +111,81 @@ impl Verb for Upkeep {
             Reply::Int(fired as i64),
         ]))
     }
+}
+
+/// The visit's first phase: due delayed jobs promoted, and waiting jobs whose EXPIRE time has
+/// come (the index in memory says which) failed, within `budget`. Returns how many were
+/// promoted, whether a lease has run out (the reclaim then has work), and how many expired.
+fn promote_and_expire(
+    x: &mut Exec<'_>,
+    queue: &registry::Queue,
+    now: i64,
+    budget: usize,
+) -> Result<(u64, bool, u64), Refusal> {
+    let ready = Ready::open(x)?;
+    let delayed = x.open_as(Delayed, Kind::ZSet)?;
+    let active = x.open_as(Active, Kind::ZSet)?;
+    x.open_as(Failed, Kind::ZSet)?;
+    let events = Events::open(x)?;
+    // A lease has run out: the reclaim below has work.
+    let lapsed = !active.zrange(f64::NEG_INFINITY, now.saturating_sub(1) as f64, 1).is_empty();
+    let promotion = Promotion::read(x, &delayed, now, budget)?;
+    // Waiting jobs whose EXPIRE time has come (the index in memory says which).
+    let mut expiring: Vec<(Found, State)> = Vec::new();
+    for id in registry::take_expired(queue, now, budget) {
+        if promotion.jobs.iter().any(|p| p.id.bytes() == id.as_slice()) {
+            continue;
+        }
+        let Some(s) = x.ctx().string(&id) else { continue };
+        let job = Found::taken(x, s)?;
+        let state = Row(&job.row).state();
+        match state {
+            Some(st @ (State::Wait | State::Prio | State::Delayed)) if job.expired && !job.orphan => {
+                // Deep in a long wait list it is left for the CLAIM that reaches it.
+                if st == State::Wait && !ready.wait.near_tail(job.id.str_ref(), WAIT_WINDOW)? {
+                    registry::note_expiry(queue.0, x.queue, &id, now.saturating_add(RETRY_MS));
+                    continue;
+                }
+                expiring.push((job, st));
+            }
+            _ => {}
+        }
+    }
+    let sets = Sets { ready: Some(&ready), delayed: Some(&delayed) };
+    let expiry = Expiry::plan(x, promotion.expired().chain(expiring.iter().map(|(j, _)| j)).collect(), sets)?;
+    let promoted = promotion.apply(x, &ready, &delayed, &events)?;
+    for (job, st) in &expiring {
+        match st {
+            State::Wait => {
+                ready.wait.lrem_from_tail(job.id.str_ref())?;
+            }
+            State::Prio => {
+                ready.prio.zrem_many(&[job.id.str_ref()]);
+            }
+            _ => {
+                delayed.zrem_many(&[job.id.str_ref()]);
+            }
+        }
+    }
+    let expired = expiry.apply(x, &events, sets)?;
+    Ok((promoted, lapsed, expired))
+}
+
+/// The earliest due time, lease deadline, scheduler time or limit's end still pending in the
+/// queue (ms); -1 when nothing is, -2 when none of its keys is left.
+fn next_due(x: &mut Exec<'_>, now: i64) -> Result<i64, Refusal> {
+    let first = |role: Role| -> Result<Option<i64>, Refusal> {
+        let k = x.read(role)?;
+        Ok(k.zrange(f64::NEG_INFINITY, f64::INFINITY, 1).first().map(|(_, s)| *s as i64))
+    };
+    let reopen = limit_reopens(x, now)?;
+    let next =
+        [first(Delayed)?, first(Active)?, first(Scheds)?, reopen].into_iter().flatten().min().unwrap_or(-1);
+    let mut gone = true;
+    for role in [Delayed, Wait, Prio, Active, Failed, Events, Completed, Meta, Scheds] {
+        gone &= x.read(role)?.kind() == Kind::Empty;
+    }
+    Ok(if gone { -2 } else { next })
 }
 
 /// A limited queue's rate window or manual limit: while it holds, when it ends (upkeep comes

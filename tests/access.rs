@@ -107,7 +107,6 @@ const PRESENCE: &str = "the row's presence decides the answer (EMQNOJOB), which 
 /// Why a finish opens `wait` and `prio` for update.
 const KEPT: &str = "a kept job made when its holder finishes goes to `wait`, `prio` or `delayed`: both ready sets are opened for update before the job's place is known, and one is pushed to without a read";
 
-
 /// Option words the table's calls need not use: the command, the word, why.
 const UNCALLED: &[(&str, &str, &str)] = &[(
     "TRA.SCHEDULER",

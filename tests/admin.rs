@@ -365,7 +365,7 @@ fn clean_deletes_what_finished_grace_ago_or_earlier() {
     let (one, zero) = (clean(b"1"), clean(b"0"));
     // One transaction, one clock: the job finishes at the ms both cleans read.
     assert_eq!(c.call(&[b"MULTI"]), Reply::Simple("OK".into()));
-    let done = q.cmd("EMQ.COMPLETE", &ids[0], keys_of("EMQ.COMPLETE"), &[b"w", b"ok", b"KEEP", b"-1"]);
+    let done = q.cmd("EMQ.COMPLETE", &ids[0], &keys_of("EMQ.COMPLETE"), &[b"w", b"ok", b"KEEP", b"-1"]);
     for cmd in [&done, &one, &zero] {
         let cmd: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
         assert_eq!(c.call(&cmd), Reply::Simple("QUEUED".into()));

@@ -216,8 +216,10 @@ const DUE: &[&str] = &[
 ];
 
 /// Lines those phrases find that set no time, each with why.
-const NOT_DUE: &[(&str, &str)] =
-    &[("leaves nothing in `delayed`", "the `drained` event reads `delayed`; it sets no time")];
+const NOT_DUE: &[(&str, &str)] = &[
+    ("leaves nothing in `delayed`", "the `drained` event reads `delayed`; it sets no time"),
+    ("`tests/agenda.rs`", "\"Adding a verb\" names this test; it sets no time"),
+];
 
 fn contract() -> String {
     std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/CONTRACT.md")).expect("src/CONTRACT.md")

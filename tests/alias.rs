@@ -42,7 +42,7 @@ fn event_of(c: &mut Conn, q: &Q, name: &str, id: &str) -> Vec<String> {
 }
 
 fn remove(c: &mut Conn, q: &Q, id: &str) -> Reply {
-    c.call_v(&q.cmd("TRA.REMOVE", id, keys_of("TRA.REMOVE"), &[]))
+    c.call_v(&q.cmd("TRA.REMOVE", id, &keys_of("TRA.REMOVE"), &[]))
 }
 
 /// The `name` of every argument doc in a `COMMAND DOCS` reply, depth first.

@@ -15,10 +15,14 @@ use trafikey::domain::gone_at_once;
 #[test]
 fn keep_zero_takes_every_finishing_job_and_nothing_else() {
     let ids = [Some(&b"JOB3"[..]), None, Some(b"JOB1")];
-    assert_eq!(gone_at_once(&ids, 0, true), [true, false, true]);
-    assert_eq!(gone_at_once(&ids, 0, false), [false, false, false]);
-    assert_eq!(gone_at_once(&ids, 1, false), [false, false, true], "the lowest id first");
-    assert_eq!(gone_at_once(&ids, 9, false), [true, false, true], "never one that does not finish");
+    assert_eq!(gone_at_once(&ids, 0, true).as_slice(), [true, false, true]);
+    assert_eq!(gone_at_once(&ids, 0, false).as_slice(), [false, false, false]);
+    assert_eq!(gone_at_once(&ids, 1, false).as_slice(), [false, false, true], "the lowest id first");
+    assert_eq!(
+        gone_at_once(&ids, 9, false).as_slice(),
+        [true, false, true],
+        "never one that does not finish"
+    );
 }
 
 proptest! {

@@ -62,7 +62,7 @@ fn a_million_jobs_and_every_call_bounded_by_its_work() {
         let mut args: Vec<&[u8]> =
             vec![b"n", b"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"];
         args.extend_from_slice(prio);
-        batch.push(q.cmd("EMQ.ENQUEUE", &jid(n), keys_of("EMQ.ENQUEUE"), &args));
+        batch.push(q.cmd("EMQ.ENQUEUE", &jid(n), &keys_of("EMQ.ENQUEUE"), &args));
         if batch.len() == 1000 {
             for r in c.pipeline(&batch) {
                 assert_eq!(r, Reply::Int(1));

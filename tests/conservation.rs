@@ -55,7 +55,7 @@ fn claim_for(q: &Q, tok: &str, lease_ms: u64, count: u64, block: Option<u64>) ->
     if block.is_some() {
         a.extend([&b"BLOCK"[..], b.as_bytes()]);
     }
-    q.cmd("EMQ.CLAIM", "", keys_of("EMQ.CLAIM"), &a)
+    q.cmd("EMQ.CLAIM", "", &keys_of("EMQ.CLAIM"), &a)
 }
 
 fn granted(r: &Reply) -> Vec<(String, i64)> {
@@ -103,7 +103,7 @@ fn every_job_ends_exactly_once_while_workers_die_holding_jobs() {
                 q.cmd(
                     "EMQ.ENQUEUE",
                     &jid(n),
-                    keys_of("EMQ.ENQUEUE"),
+                    &keys_of("EMQ.ENQUEUE"),
                     &[b"job", b"{}", b"ATTEMPTS", b"2", b"PRIORITY", p.as_bytes()],
                 )
             })
@@ -286,8 +286,9 @@ fn sixteen_claimers_never_share_a_live_lease() {
     let mut admin = s.conn();
     assert_eq!(admin.call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
     let q = Q::new("share");
-    let cmds: Vec<Vec<Vec<u8>>> =
-        (1..=JOBS).map(|n| q.cmd("EMQ.ENQUEUE", &jid(n), keys_of("EMQ.ENQUEUE"), &[b"job", b"{}"])).collect();
+    let cmds: Vec<Vec<Vec<u8>>> = (1..=JOBS)
+        .map(|n| q.cmd("EMQ.ENQUEUE", &jid(n), &keys_of("EMQ.ENQUEUE"), &[b"job", b"{}"]))
+        .collect();
     assert!(admin.pipeline(&cmds).iter().all(|r| *r == Reply::Int(1)));
     let epoch = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));

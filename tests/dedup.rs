@@ -149,7 +149,7 @@ fn the_id_goes_with_every_finish_and_every_deletion() {
     assert!(!live(&mut c, "x"));
     // TRA.REMOVE.
     let a = next(&mut c, "r", &[]);
-    assert_eq!(c.call_v(&q.cmd("TRA.REMOVE", &a, keys_of("TRA.REMOVE"), &[])), Reply::Int(1));
+    assert_eq!(c.call_v(&q.cmd("TRA.REMOVE", &a, &keys_of("TRA.REMOVE"), &[])), Reply::Int(1));
     assert!(!live(&mut c, "r"));
     // TRA.DRAIN.
     next(&mut c, "dr", &[]);
@@ -183,7 +183,7 @@ fn only_an_id_that_still_names_the_job_is_released() {
     let (_s, mut c, q) = queue_on_quiet_server("other");
     q.enqueue(&mut c, &jid(1), &[b"DEDUP", b"d"]);
     c.call(&[b"SET", dkey(&q, "d").as_bytes(), jid(9).as_bytes()]);
-    assert_eq!(c.call_v(&q.cmd("TRA.REMOVE", &jid(1), keys_of("TRA.REMOVE"), &[])), Reply::Int(1));
+    assert_eq!(c.call_v(&q.cmd("TRA.REMOVE", &jid(1), &keys_of("TRA.REMOVE"), &[])), Reply::Int(1));
     assert_eq!(holder(&mut c, &q, "d"), Some(jid(9)));
 }
 
@@ -693,7 +693,7 @@ fn every_finish_makes_the_kept_job_and_every_delete_drops_it() {
     complete(&q, &mut c, &b, "t", &[]);
     // STALLED's final failure, after the lease ran out.
     let (a, b) = held(&mut c, "st", &[]);
-    c.call_v(&q.cmd("EMQ.EXTEND", &a, keys_of("EMQ.EXTEND"), &[b"t", b"1"]));
+    c.call_v(&q.cmd("EMQ.EXTEND", &a, &keys_of("EMQ.EXTEND"), &[b"t", b"1"]));
     std::thread::sleep(std::time::Duration::from_millis(5));
     let r = q.run(&mut c, "EMQ.STALLED", "", &[b"MAXSTALLS", b"0"]);
     assert_eq!(r.array()[1].strings(), std::slice::from_ref(&a));
@@ -702,7 +702,7 @@ fn every_finish_makes_the_kept_job_and_every_delete_drops_it() {
     complete(&q, &mut c, &b, "t", &[]);
     // A client's delete of the holder drops the kept job with the id: TRA.REMOVE …
     let (a, b) = held(&mut c, "r", &[]);
-    let r = c.call_v(&q.cmd("TRA.REMOVE", &a, keys_of("TRA.REMOVE"), &[b"FORCE"]));
+    let r = c.call_v(&q.cmd("TRA.REMOVE", &a, &keys_of("TRA.REMOVE"), &[b"FORCE"]));
     assert_eq!(r, Reply::Int(1));
     assert_eq!((kept(&mut c, &q, "r"), holder(&mut c, &q, "r")), (None, None));
     assert!(!q.check_invariant(&mut c).rows.contains_key(&b));

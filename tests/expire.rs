@@ -193,8 +193,9 @@ fn upkeep_leaves_an_expired_job_deep_in_a_long_wait_list_to_claim() {
     let q = Q::new("deep");
     let at = (server_ms(&mut c) + 400).to_string();
     assert_eq!(q.enqueue(&mut c, &jid(1), &[b"EXPIRE", at.as_bytes()]), Reply::Int(1));
-    let calls: Vec<Vec<Vec<u8>>> =
-        (2..=1201).map(|i| q.cmd("EMQ.ENQUEUE", &jid(i), keys_of("EMQ.ENQUEUE"), &[b"job", b"{}"])).collect();
+    let calls: Vec<Vec<Vec<u8>>> = (2..=1201)
+        .map(|i| q.cmd("EMQ.ENQUEUE", &jid(i), &keys_of("EMQ.ENQUEUE"), &[b"job", b"{}"]))
+        .collect();
     assert!(c.pipeline(&calls).iter().all(|r| *r == Reply::Int(1)));
     assert_eq!(q.enqueue(&mut c, &jid(1202), &[b"EXPIRE", at.as_bytes()]), Reply::Int(1));
     // Both expire at the same moment, so one tick decides both.

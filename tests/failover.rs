@@ -351,7 +351,7 @@ fn sentinel_worker(world: Arc<World>, q: Q, w: usize, stop: Arc<AtomicBool>) -> 
     // On stop, the job in hand is finished first (its COMPLETE may be a retry).
     while !stop.load(Ordering::Relaxed) || pending.is_some() {
         if let Some((id, tok, claimed_on)) = pending.clone() {
-            let cmd = q.cmd("EMQ.COMPLETE", &id, keys_of("EMQ.COMPLETE"), &[tok.as_bytes(), b"ok"]);
+            let cmd = q.cmd("EMQ.COMPLETE", &id, &keys_of("EMQ.COMPLETE"), &[tok.as_bytes(), b"ok"]);
             match exchange(&mut c, &cmd) {
                 // 0: this token completed it already (a reply lost on the way).
                 Some(Reply::Int(1 | 0)) => {
@@ -386,7 +386,7 @@ fn sentinel_worker(world: Arc<World>, q: Q, w: usize, stop: Arc<AtomicBool>) -> 
         }
         seq += 1;
         let tok = format!("s{w}-{seq}");
-        let cmd = q.cmd("EMQ.CLAIM", "", keys_of("EMQ.CLAIM"), &[tok.as_bytes(), b"2000", b"BLOCK", b"200"]);
+        let cmd = q.cmd("EMQ.CLAIM", "", &keys_of("EMQ.CLAIM"), &[tok.as_bytes(), b"2000", b"BLOCK", b"200"]);
         match exchange(&mut c, &cmd) {
             Some(Reply::Array(jobs)) => {
                 world.succeeded(port);
@@ -427,7 +427,7 @@ fn producer(world: Arc<World>, q: Q, p: u64, stop: Arc<AtomicBool>, after_max: u
     while !stop.load(Ordering::Relaxed) && made.after.len() < after_max {
         k += 1;
         let id = jid(p * 1_000_000 + k);
-        let cmd = q.cmd("EMQ.ENQUEUE", &id, keys_of("EMQ.ENQUEUE"), &[b"job", b"{}"]);
+        let cmd = q.cmd("EMQ.ENQUEUE", &id, &keys_of("EMQ.ENQUEUE"), &[b"job", b"{}"]);
         match exchange(&mut c, &cmd) {
             Some(Reply::Int(1)) if port == world.first_primary => {
                 match exchange(&mut c, &[b"WAIT".to_vec(), b"1".to_vec(), b"1000".to_vec()]) {

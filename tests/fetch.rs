@@ -202,7 +202,7 @@ fn completenext_leaves_a_refused_claim_to_the_next_claim() {
     assert_eq!(c.call(&[b"DEL", row.as_bytes()]), Reply::Int(1));
     assert_eq!(c.call(&[b"SET", row.as_bytes(), b"x"]), Reply::Simple("OK".into()));
     let mut call = vec![b"EVAL".to_vec(), b"return server.pcall(unpack(ARGV))".to_vec(), b"0".to_vec()];
-    call.extend(q.cmd("TRA.COMPLETENEXT", &jid(2), keys_of("TRA.COMPLETENEXT"), &[b"w1", b"ok", b"30000"]));
+    call.extend(q.cmd("TRA.COMPLETENEXT", &jid(2), &keys_of("TRA.COMPLETENEXT"), &[b"w1", b"ok", b"30000"]));
     let call: Vec<&[u8]> = call.iter().map(Vec::as_slice).collect();
     assert_eq!(c.call(&call), Reply::Array(vec![Reply::Int(1), Reply::Array(vec![])]));
     assert_eq!(q.snapshot(&mut c).state_of(&jid(2)).as_deref(), Some("completed"));
@@ -505,8 +505,12 @@ fn a_claim_by_a_worker_records_its_name() {
 
     // A claim that waited (BLOCK) records its BY when it takes the job.
     let mut w = primary.conn();
-    let v =
-        q.cmd("EMQ.CLAIM", "", keys_of("EMQ.CLAIM"), &[b"w7", b"30000", b"BLOCK", b"10000", b"BY", b"delta"]);
+    let v = q.cmd(
+        "EMQ.CLAIM",
+        "",
+        &keys_of("EMQ.CLAIM"),
+        &[b"w7", b"30000", b"BLOCK", b"10000", b"BY", b"delta"],
+    );
     w.send(&v.iter().map(Vec::as_slice).collect::<Vec<_>>()).expect("send");
     wait_for(|| info_field(&mut c, "clients", "blocked_clients") == "1", "the claim waits");
     assert_eq!(q.enqueue(&mut c, &jid(10), &[]), Reply::Int(1));

@@ -201,7 +201,7 @@ fn every_checked_example_is_what_a_real_server_answers() {
 }
 
 fn claim_block(q: &Q) -> Vec<Vec<u8>> {
-    q.cmd("EMQ.CLAIM", "", keys_of("EMQ.CLAIM"), &[b"w1", b"30000", b"BLOCK", b"0"])
+    q.cmd("EMQ.CLAIM", "", &keys_of("EMQ.CLAIM"), &[b"w1", b"30000", b"BLOCK", b"0"])
 }
 
 fn send(c: &mut Conn, argv: &[Vec<u8>]) {

@@ -224,7 +224,7 @@ fn a_row_held_by_the_token_but_not_in_active_is_not_held() {
         c.call(&[b"EMQ.EXTENDS", b"1", q.k("active").as_bytes(), b"5000", id.as_bytes(), b"t"])
     });
     assert_eq!(r, Reply::Array(vec![Reply::Int(0)]), "EXTENDS");
-    let v = q.cmd("TRA.COMPLETES", "", keys_of("TRA.COMPLETES"), &[id.as_bytes(), b"t", b"r"]);
+    let v = q.cmd("TRA.COMPLETES", "", &keys_of("TRA.COMPLETES"), &[id.as_bytes(), b"t", b"r"]);
     let v: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
     assert_eq!(unchanged(&mut c, |c| c.call(&v)), Reply::Array(vec![Reply::Int(-1)]), "TRA.COMPLETES");
     // The entry back: held again, and each verb that keeps the lease goes through.
@@ -289,7 +289,7 @@ fn a_reclaimed_job_refuses_its_late_worker() {
         jid(2).into(),
         jid(3).into(),
     ];
-    v.extend(q.cmd("EMQ.STALLED", "", keys_of("EMQ.STALLED"), &[]));
+    v.extend(q.cmd("EMQ.STALLED", "", &keys_of("EMQ.STALLED"), &[]));
     let r = c.call_v(&v);
     assert_eq!(r.array()[0].strings(), [jid(3)], "at its deadline a lease still holds");
 }
@@ -822,7 +822,7 @@ fn age_retires_only_jobs_finished_before_the_cutoff() {
     for (id, opts) in [(&ids[0], &[&b"KEEP"[..], b"-1"][..]), (&ids[1], &[b"KEEP", b"-1", b"AGE", b"0"])] {
         let mut a: Vec<&[u8]> = vec![b"w", b"ok"];
         a.extend_from_slice(opts);
-        let v = q.cmd("EMQ.COMPLETE", id, keys_of("EMQ.COMPLETE"), &a);
+        let v = q.cmd("EMQ.COMPLETE", id, &keys_of("EMQ.COMPLETE"), &a);
         let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
         assert_eq!(c.call(&refs), Reply::Simple("QUEUED".into()));
     }
@@ -987,7 +987,7 @@ fn extends_renews_only_what_is_in_active() {
     let v = q.cmd(
         "EMQ.EXTENDS",
         "",
-        keys_of("EMQ.EXTENDS"),
+        &keys_of("EMQ.EXTENDS"),
         &[b"60000", jid(1).as_bytes(), b"w", jid(2).as_bytes(), b"w"],
     );
     let v: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();

@@ -54,7 +54,7 @@ fn send_claim(c: &mut Conn, q: &Q, token: &str, block_ms: &str) {
     let v = q.cmd(
         "EMQ.CLAIM",
         "",
-        keys_of("EMQ.CLAIM"),
+        &keys_of("EMQ.CLAIM"),
         &[token.as_bytes(), b"60000", b"BLOCK", block_ms.as_bytes()],
     );
     let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();

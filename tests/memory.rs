@@ -42,8 +42,11 @@ fn producers(q: &Q, bus: &Q, n: u64) -> Vec<(&'static str, Vec<Vec<u8>>)> {
     let msg = id_of("MSG", n);
     let fails = format!("emq:{{{}}}:fails:{msg}", bus.0);
     vec![
-        ("EMQ.ENQUEUE", q.cmd("EMQ.ENQUEUE", &job, keys_of("EMQ.ENQUEUE"), &[b"job", b"{}"])),
-        ("EMQ.SCHEDULE", q.cmd("EMQ.SCHEDULE", &sched, keys_of("EMQ.SCHEDULE"), &[b"+60000", b"job", b"{}"])),
+        ("EMQ.ENQUEUE", q.cmd("EMQ.ENQUEUE", &job, &keys_of("EMQ.ENQUEUE"), &[b"job", b"{}"])),
+        (
+            "EMQ.SCHEDULE",
+            q.cmd("EMQ.SCHEDULE", &sched, &keys_of("EMQ.SCHEDULE"), &[b"+60000", b"job", b"{}"]),
+        ),
         (
             "EMQ.APPEND",
             vec![
@@ -105,7 +108,7 @@ fn a_full_server_refuses_producers_and_still_drains() {
         n += 200;
         let cmds: Vec<Vec<Vec<u8>>> = batch
             .iter()
-            .map(|id| q.cmd("EMQ.ENQUEUE", id, keys_of("EMQ.ENQUEUE"), &[b"job", &data, b"ATTEMPTS", b"2"]))
+            .map(|id| q.cmd("EMQ.ENQUEUE", id, &keys_of("EMQ.ENQUEUE"), &[b"job", &data, b"ATTEMPTS", b"2"]))
             .collect();
         for (id, r) in batch.iter().zip(c.pipeline(&cmds)) {
             match r {
@@ -199,7 +202,7 @@ fn a_full_server_refuses_producers_and_still_drains() {
         let cmds: Vec<Vec<Vec<u8>>> = got
             .iter()
             .map(|id| {
-                q.cmd("EMQ.COMPLETE", id, keys_of("EMQ.COMPLETE"), &[tok.as_bytes(), b"ok", b"KEEP", b"0"])
+                q.cmd("EMQ.COMPLETE", id, &keys_of("EMQ.COMPLETE"), &[tok.as_bytes(), b"ok", b"KEEP", b"0"])
             })
             .collect();
         for (id, r) in got.iter().zip(c.pipeline(&cmds)) {
@@ -235,7 +238,7 @@ fn the_callers_user_handle_is_freed_with_each_call() {
     let s = Server::quiet();
     let mut c = s.conn();
     let q = Q::new("leak");
-    let claim = q.cmd("EMQ.CLAIM", "", keys_of("EMQ.CLAIM"), &[b"w", b"1000"]);
+    let claim = q.cmd("EMQ.CLAIM", "", &keys_of("EMQ.CLAIM"), &[b"w", b"1000"]);
     let batch: Vec<Vec<Vec<u8>>> = vec![claim; 1000];
     // Once, so that every buffer the calls use exists before the first reading.
     assert!(c.pipeline(&batch).iter().all(|r| *r == Reply::Array(vec![])));
@@ -289,7 +292,7 @@ fn what_the_module_keeps_counts_as_the_servers_memory() {
     for chunk in queues.chunks(1000) {
         let calls: Vec<Vec<Vec<u8>>> = chunk
             .iter()
-            .map(|q| q.cmd("EMQ.ENQUEUE", &jid(1), keys_of("EMQ.ENQUEUE"), &[b"job", b"{}"]))
+            .map(|q| q.cmd("EMQ.ENQUEUE", &jid(1), &keys_of("EMQ.ENQUEUE"), &[b"job", b"{}"]))
             .collect();
         assert!(c.pipeline(&calls).iter().all(|r| *r == Reply::Int(1)));
         let dels: Vec<Vec<Vec<u8>>> = chunk

@@ -67,7 +67,7 @@ fn steps(name: &str) -> Vec<Vec<Vec<Vec<u8>>>> {
     let j = |n| jid(n);
     let v = |verb: &str, id: &str, args: &[&str]| {
         let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
-        q.cmd(verb, id, keys_of(verb), &a)
+        q.cmd(verb, id, &keys_of(verb), &a)
     };
     let bus = |verb: &str, args: &[&str]| {
         let mut out = argv(&[verb, "2", &q.k("bus"), &q.k("seen")]);
@@ -94,7 +94,7 @@ fn steps(name: &str) -> Vec<Vec<Vec<Vec<u8>>>> {
             bus("EMQ.PUBLISH", &[&id_of("MSG", 2), "p2", "MAXLEN", "100"]),
             fails.clone(),
             fails,
-            empty.cmd("EMQ.CLAIM", "", keys_of("EMQ.CLAIM"), &[b"w0", b"60000", b"BLOCK", b"50"]),
+            empty.cmd("EMQ.CLAIM", "", &keys_of("EMQ.CLAIM"), &[b"w0", b"60000", b"BLOCK", b"50"]),
         ],
         vec![
             v("EMQ.CLAIM", "", &["t1", "60000", "COUNT", "3"]),

@@ -202,7 +202,7 @@ fn count_cap(c: &mut Conn, v: Vec<Vec<u8>>) -> String {
 const TOO_MANY: &[u8] = b"999999999999";
 
 fn claim(q: &Q, lease: &str, count: &str) -> Vec<Vec<u8>> {
-    q.cmd("EMQ.CLAIM", "", keys_of("EMQ.CLAIM"), &[b"w", lease.as_bytes(), b"COUNT", count.as_bytes()])
+    q.cmd("EMQ.CLAIM", "", &keys_of("EMQ.CLAIM"), &[b"w", lease.as_bytes(), b"COUNT", count.as_bytes()])
 }
 
 /// `EMQ.EXTENDS` of these held jobs (each `[id name data attempt]`).
@@ -213,7 +213,7 @@ fn extends(q: &Q, held: &[Reply]) -> Vec<Vec<u8>> {
         a.push(b"w".to_vec());
     }
     let refs: Vec<&[u8]> = a.iter().map(Vec::as_slice).collect();
-    q.cmd("EMQ.EXTENDS", "", keys_of("EMQ.EXTENDS"), &refs)
+    q.cmd("EMQ.EXTENDS", "", &keys_of("EMQ.EXTENDS"), &refs)
 }
 
 #[test]
@@ -223,14 +223,14 @@ fn no_call_does_more_than_its_cap_at_the_defaults_and_at_every_cap() {
     let q = Q::new("big");
     let t0 = Instant::now();
     let data: &[u8] = b"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-    let jobs = (1..=JOBS).map(|n| q.cmd("EMQ.ENQUEUE", &jid(n), keys_of("EMQ.ENQUEUE"), &[b"n", data]));
+    let jobs = (1..=JOBS).map(|n| q.cmd("EMQ.ENQUEUE", &jid(n), &keys_of("EMQ.ENQUEUE"), &[b"n", data]));
     pipelined(&mut c, jobs.collect());
     eprintln!("{JOBS} jobs enqueued in {:?}", t0.elapsed());
     let mut m = Meter { seen: Vec::new() };
 
     // Promotion: 30 000 due delayed jobs; one CLAIM promotes a batch, at the default and the cap.
     let due = (1..=30_000u64)
-        .map(|n| q.cmd("EMQ.SCHEDULE", &jid(2_000_000 + n), keys_of("EMQ.SCHEDULE"), &[b"1", b"n", data]));
+        .map(|n| q.cmd("EMQ.SCHEDULE", &jid(2_000_000 + n), &keys_of("EMQ.SCHEDULE"), &[b"1", b"n", data]));
     pipelined(&mut c, due.collect());
     m.run(&mut c, "CLAIM promoting promote-batch (default)", &claim(&q, "600000", "1"));
     let cap = set_to_cap(&mut c, "promote-batch");
@@ -239,7 +239,7 @@ fn no_call_does_more_than_its_cap_at_the_defaults_and_at_every_cap() {
     // CLAIM at its largest COUNT, and at it while promoting at promote-batch's cap: the most
     // one CLAIM does.
     let cap =
-        count_cap(&mut c, q.cmd("EMQ.CLAIM", "", keys_of("EMQ.CLAIM"), &[b"w", b"1", b"COUNT", TOO_MANY]));
+        count_cap(&mut c, q.cmd("EMQ.CLAIM", "", &keys_of("EMQ.CLAIM"), &[b"w", b"1", b"COUNT", TOO_MANY]));
     m.run(&mut c, &format!("CLAIM COUNT {cap} (cap) promoting (cap)"), &claim(&q, "600000", &cap));
     // The due jobs all promoted, then a CLAIM at the cap with nothing to promote.
     while c.call_v(&claim(&q, "600000", "1")).array().len() == 1
@@ -257,7 +257,7 @@ fn no_call_does_more_than_its_cap_at_the_defaults_and_at_every_cap() {
         if let Some(n) = count {
             a.extend([b"COUNT".as_slice(), n]);
         }
-        q.cmd("EMQ.STALLED", "", keys_of("EMQ.STALLED"), &a)
+        q.cmd("EMQ.STALLED", "", &keys_of("EMQ.STALLED"), &a)
     };
     let r = m.run(&mut c, "STALLED (default COUNT)", &stalled(None));
     let reclaimed = |r: &Reply| r.array().iter().map(|l| l.array().len()).sum::<usize>() as i64;
@@ -329,14 +329,14 @@ fn no_call_does_more_than_its_cap_at_the_defaults_and_at_every_cap() {
     for _ in 0..600 {
         for j in c.call_v(&claim(&q, "600000", "1000")).array() {
             let id = j.array()[0].str();
-            done.push(q.cmd("EMQ.COMPLETE", &id, keys_of("EMQ.COMPLETE"), &[b"w", b"ok", b"KEEP", b"-1"]));
+            done.push(q.cmd("EMQ.COMPLETE", &id, &keys_of("EMQ.COMPLETE"), &[b"w", b"ok", b"KEEP", b"-1"]));
         }
     }
     pipelined(&mut c, done);
     let last = c.call_v(&claim(&q, "600000", "2"));
     let ids: Vec<String> = last.array().iter().map(|j| j.array()[0].str()).collect();
     let complete =
-        |id: &str| q.cmd("EMQ.COMPLETE", id, keys_of("EMQ.COMPLETE"), &[b"w", b"ok", b"KEEP", b"1"]);
+        |id: &str| q.cmd("EMQ.COMPLETE", id, &keys_of("EMQ.COMPLETE"), &[b"w", b"ok", b"KEEP", b"1"]);
     m.run(&mut c, "COMPLETE KEEP 1 (retention-batch default)", &complete(&ids[0]));
     let cap = set_to_cap(&mut c, "retention-batch");
     m.run(&mut c, &format!("COMPLETE KEEP 1 (retention-batch {cap}, cap)"), &complete(&ids[1]));
@@ -353,7 +353,7 @@ fn no_call_does_more_than_its_cap_at_the_defaults_and_at_every_cap() {
     m.run(
         &mut c,
         "TRA.REMOVE the last waiting job",
-        &q.cmd("TRA.REMOVE", &jid(JOBS), keys_of("TRA.REMOVE"), &[]),
+        &q.cmd("TRA.REMOVE", &jid(JOBS), &keys_of("TRA.REMOVE"), &[]),
     );
     m.run(&mut c, &format!("TRA.DRAIN COUNT {n} (cap)"), &drain(n.as_bytes()));
     let all = ["wait", "prio", "active", "delayed", "completed", "failed", "meta", "events"];
@@ -397,7 +397,9 @@ fn a_restricted_user_pays_for_a_batch_what_any_user_does() {
     let q = Q::new("acl");
     pipelined(
         &mut c,
-        (1..=1000).map(|n| q.cmd("EMQ.ENQUEUE", &jid(n), keys_of("EMQ.ENQUEUE"), &[b"job", b"{}"])).collect(),
+        (1..=1000)
+            .map(|n| q.cmd("EMQ.ENQUEUE", &jid(n), &keys_of("EMQ.ENQUEUE"), &[b"job", b"{}"]))
+            .collect(),
     );
     let held: Vec<Reply> =
         (0..20).flat_map(|_| c.call_v(&claim(&q, "600000", "1000")).array().to_vec()).collect();

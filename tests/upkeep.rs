@@ -80,7 +80,7 @@ fn a_waiting_worker_gets_a_scheduled_job_when_it_falls_due() {
     let s = Server::installed();
     let (mut c, mut w) = (s.conn(), s.conn());
     let q = Q::new("sched");
-    let v = q.cmd("EMQ.CLAIM", "", keys_of("EMQ.CLAIM"), &[b"w", b"30000", b"BLOCK", b"5000"]);
+    let v = q.cmd("EMQ.CLAIM", "", &keys_of("EMQ.CLAIM"), &[b"w", b"30000", b"BLOCK", b"5000"]);
     let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
     w.send(&refs).expect("send");
     wait_for(|| info_field(&mut c, "clients", "blocked_clients") == "1", "the worker waits");
@@ -353,7 +353,7 @@ fn one_tick_stops_at_its_time_budget() {
     let n = 20_000;
     for chunk in (1..=n).collect::<Vec<u64>>().chunks(500) {
         for &i in chunk {
-            let v = q.cmd("EMQ.SCHEDULE", &jid(i), keys_of("EMQ.SCHEDULE"), &[b"1", b"n", b"d"]);
+            let v = q.cmd("EMQ.SCHEDULE", &jid(i), &keys_of("EMQ.SCHEDULE"), &[b"1", b"n", b"d"]);
             let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
             c.send(&refs).expect("send");
         }
@@ -479,7 +479,7 @@ fn workers_that_wait_and_die_need_no_sweeper() {
                     let r = c.call_v(&q.cmd(
                         "EMQ.CLAIM",
                         "",
-                        keys_of("EMQ.CLAIM"),
+                        &keys_of("EMQ.CLAIM"),
                         &[t.as_bytes(), b"1000", b"BLOCK", b"200"],
                     ));
                     let Some(job) = r.array().first() else { continue };
@@ -504,7 +504,7 @@ fn workers_that_wait_and_die_need_no_sweeper() {
                     let fails = id.ends_with('0') && attempt == 1;
                     let (verb, arg): (&str, &[u8]) =
                         if fails { ("EMQ.FAIL", b"boom") } else { ("EMQ.COMPLETE", b"ok") };
-                    let r = c.call_v(&q.cmd(verb, &id, keys_of(verb), &[t.as_bytes(), arg]));
+                    let r = c.call_v(&q.cmd(verb, &id, &keys_of(verb), &[t.as_bytes(), arg]));
                     match r {
                         Reply::Int(1) => outcomes.push((id, "completed")),
                         Reply::Simple(ref s) if s == "retry" => {}

@@ -20,7 +20,7 @@ use trafikey_support::*;
 fn send_claim(c: &mut Conn, q: &Q, token: &str, extra: &[&[u8]]) {
     let mut args: Vec<&[u8]> = vec![token.as_bytes(), b"30000"];
     args.extend_from_slice(extra);
-    let v = q.cmd("EMQ.CLAIM", "", keys_of("EMQ.CLAIM"), &args);
+    let v = q.cmd("EMQ.CLAIM", "", &keys_of("EMQ.CLAIM"), &args);
     let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
     c.send(&refs).expect("send");
 }
@@ -177,7 +177,7 @@ fn several_jobs_arriving_at_once_fill_a_waiters_count() {
     // One transaction makes three jobs ready: the waiter runs once, after it.
     admin.call(&[b"MULTI"]);
     for n in 1..=3 {
-        let v = q.cmd("EMQ.ENQUEUE", &jid(n), keys_of("EMQ.ENQUEUE"), &[b"n", b"d"]);
+        let v = q.cmd("EMQ.ENQUEUE", &jid(n), &keys_of("EMQ.ENQUEUE"), &[b"n", b"d"]);
         let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
         admin.call(&refs);
     }
@@ -226,7 +226,7 @@ fn many_waiters_and_many_jobs_hand_out_each_job_once() {
                         let v = q.cmd(
                             "EMQ.COMPLETE",
                             &id,
-                            keys_of("EMQ.COMPLETE"),
+                            &keys_of("EMQ.COMPLETE"),
                             &[format!("w{i}").as_bytes(), b"ok"],
                         );
                         let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
@@ -261,7 +261,7 @@ fn multi_and_scripts_never_block() {
     let s = Server::installed();
     let mut c = s.conn();
     let q = Q::new("tx");
-    let v = q.cmd("EMQ.CLAIM", "", keys_of("EMQ.CLAIM"), &[b"w", b"1000", b"BLOCK", b"0"]);
+    let v = q.cmd("EMQ.CLAIM", "", &keys_of("EMQ.CLAIM"), &[b"w", b"1000", b"BLOCK", b"0"]);
     let refs: Vec<&[u8]> = v.iter().map(Vec::as_slice).collect();
     c.call(&[b"MULTI"]);
     assert_eq!(c.call(&refs), Reply::Simple("QUEUED".into()));

@@ -253,105 +253,150 @@ pub fn options<S: Copy + AsRef<[u8]>>(args: &[S], allowed: &[Opt]) -> Result<Opt
             return Err(Refusal::Shape(format!("option {} given twice", opt.word())));
         }
         seen |= bit;
-        let at = i;
-        let value = |k: usize| -> Result<S, Refusal> {
-            args.get(at.saturating_add(1).saturating_add(k))
-                .copied()
-                .ok_or_else(|| Refusal::Shape(format!("option {} needs a value", opt.word())))
-        };
-        let num = |k: usize| -> Result<i64, Refusal> { number(value(k)?.as_ref(), opt.word()) };
-        i = at.saturating_add(1);
-        match opt {
-            Opt::Lifo => o.lifo = true,
-            Opt::Final => o.final_ = true,
-            Opt::Rev => o.rev = true,
-            Opt::Force => o.force = true,
-            Opt::Delayed => o.delayed = true,
-            Opt::Echo => o.echo = true,
-            Opt::Row => o.row = true,
-            Opt::Retry => o.retry = true,
-            Opt::KeepMade => o.keep_made = true,
-            Opt::KeepStarted => o.keep_started = true,
-            Opt::KeepProgress => o.keep_progress = true,
-            Opt::Extend => dedup_words(&mut o).extend = true,
-            Opt::Replace => dedup_words(&mut o).replace = true,
-            Opt::KeepLast => dedup_words(&mut o).keep_last = true,
-            Opt::Opts | Opt::Stack | Opt::FromSet => {
-                let v = Some(value(0)?);
-                match opt {
-                    Opt::Opts => o.opts = v,
-                    Opt::Stack => o.stack = v,
-                    _ => o.from_set = v,
-                }
-                i = i.saturating_add(1);
-            }
-            Opt::Delay => {
-                o.delay = Some(when(value(0)?.as_ref())?);
-                i = i.saturating_add(1);
-            }
-            Opt::Alias | Opt::Dedup | Opt::By => {
-                let v = Some(value(0)?);
-                match opt {
-                    Opt::Alias => o.alias = v,
-                    Opt::By => o.by = v,
-                    _ => dedup_words(&mut o).id = v,
-                }
-                i = i.saturating_add(1);
-            }
-            Opt::Expire => {
-                o.expire = Some(
-                    when(value(0)?.as_ref())
-                        .map_err(|_| Refusal::Shape("EXPIRE takes <ms> or +<ms>".into()))?,
-                );
-                i = i.saturating_add(1);
-            }
-            Opt::Backoff => {
-                let kind = value(0)?;
-                let kind = kind.as_ref();
-                let ms = num(1)?;
-                o.backoff = Some(if kind.eq_ignore_ascii_case(b"FIXED") {
-                    Backoff::Fixed(ms)
-                } else if kind.eq_ignore_ascii_case(b"EXP") {
-                    Backoff::Exp(ms)
-                } else {
-                    return Err(Refusal::Shape("BACKOFF takes FIXED or EXP".into()));
-                });
-                i = i.saturating_add(2);
-            }
-            Opt::Priority
-            | Opt::Attempts
-            | Opt::Keep
-            | Opt::Age
-            | Opt::Count
-            | Opt::MaxStalls
-            | Opt::MaxLen
-            | Opt::Ttl
-            | Opt::Block
-            | Opt::From
-            | Opt::Grace
-            | Opt::Metrics
-            | Opt::DedupTtl => {
-                let v = Some(num(0)?);
-                match opt {
-                    Opt::Priority => o.priority = v,
-                    Opt::Attempts => o.attempts = v,
-                    Opt::Keep => o.keep = v,
-                    Opt::Age => o.age = v,
-                    Opt::Count => o.count = v,
-                    Opt::MaxStalls => o.max_stalls = v,
-                    Opt::MaxLen => o.max_len = v,
-                    Opt::Block => o.block = v,
-                    Opt::From => o.from = v,
-                    Opt::Grace => o.grace = v,
-                    Opt::Metrics => o.metrics = v,
-                    Opt::DedupTtl => dedup_words(&mut o).ttl = v,
-                    _ => o.ttl = v,
-                }
-                i = i.saturating_add(1);
-            }
-        }
+        i = i.saturating_add(1).saturating_add(take(&mut o, opt, args, i)?);
     }
     Ok(o)
+}
+
+/// Sets option `opt`, met at `args[at]`, from the values after it; returns how many values it
+/// took.
+#[inline(always)]
+fn take<S: Copy + AsRef<[u8]>>(
+    o: &mut Options<S>,
+    opt: Opt,
+    args: &[S],
+    at: usize,
+) -> Result<usize, Refusal> {
+    let value = |k: usize| -> Result<S, Refusal> {
+        args.get(at.saturating_add(1).saturating_add(k))
+            .copied()
+            .ok_or_else(|| Refusal::Shape(format!("option {} needs a value", opt.word())))
+    };
+    let num = |k: usize| -> Result<i64, Refusal> { number(value(k)?.as_ref(), opt.word()) };
+    match opt {
+        Opt::Lifo
+        | Opt::Final
+        | Opt::Rev
+        | Opt::Force
+        | Opt::Delayed
+        | Opt::Echo
+        | Opt::Row
+        | Opt::Retry
+        | Opt::KeepMade
+        | Opt::KeepStarted
+        | Opt::KeepProgress
+        | Opt::Extend
+        | Opt::Replace
+        | Opt::KeepLast => {
+            set_flag(o, opt);
+            Ok(0)
+        }
+        Opt::Opts | Opt::Stack | Opt::FromSet | Opt::Alias | Opt::Dedup | Opt::By => {
+            set_text(o, opt, value(0)?);
+            Ok(1)
+        }
+        Opt::Delay => {
+            o.delay = Some(when(value(0)?.as_ref())?);
+            Ok(1)
+        }
+        Opt::Expire => {
+            let w =
+                when(value(0)?.as_ref()).map_err(|_| Refusal::Shape("EXPIRE takes <ms> or +<ms>".into()))?;
+            o.expire = Some(w);
+            Ok(1)
+        }
+        Opt::Backoff => {
+            let kind = value(0)?;
+            let kind = kind.as_ref();
+            let ms = num(1)?;
+            o.backoff = Some(if kind.eq_ignore_ascii_case(b"FIXED") {
+                Backoff::Fixed(ms)
+            } else if kind.eq_ignore_ascii_case(b"EXP") {
+                Backoff::Exp(ms)
+            } else {
+                return Err(Refusal::Shape("BACKOFF takes FIXED or EXP".into()));
+            });
+            Ok(2)
+        }
+        Opt::Priority
+        | Opt::Attempts
+        | Opt::Keep
+        | Opt::Age
+        | Opt::Count
+        | Opt::MaxStalls
+        | Opt::MaxLen
+        | Opt::Ttl
+        | Opt::Block
+        | Opt::From
+        | Opt::Grace
+        | Opt::Metrics
+        | Opt::DedupTtl => {
+            set_int(o, opt, num(0)?);
+            Ok(1)
+        }
+    }
+}
+
+/// A word that takes no value.
+#[inline(always)]
+fn set_flag<S>(o: &mut Options<S>, opt: Opt) {
+    match opt {
+        Opt::Lifo => o.lifo = true,
+        Opt::Final => o.final_ = true,
+        Opt::Rev => o.rev = true,
+        Opt::Force => o.force = true,
+        Opt::Delayed => o.delayed = true,
+        Opt::Echo => o.echo = true,
+        Opt::Row => o.row = true,
+        Opt::Retry => o.retry = true,
+        Opt::KeepMade => o.keep_made = true,
+        Opt::KeepStarted => o.keep_started = true,
+        Opt::KeepProgress => o.keep_progress = true,
+        Opt::Extend => dedup_words(o).extend = true,
+        Opt::Replace => dedup_words(o).replace = true,
+        Opt::KeepLast => dedup_words(o).keep_last = true,
+        // Not of this kind: `take` sends each option to its kind's setter only.
+        _ => {}
+    }
+}
+
+/// An option whose value is kept as given.
+#[inline(always)]
+fn set_text<S>(o: &mut Options<S>, opt: Opt, v: S) {
+    let v = Some(v);
+    match opt {
+        Opt::Opts => o.opts = v,
+        Opt::Stack => o.stack = v,
+        Opt::FromSet => o.from_set = v,
+        Opt::Alias => o.alias = v,
+        Opt::By => o.by = v,
+        Opt::Dedup => dedup_words(o).id = v,
+        // Not of this kind: `take` sends each option to its kind's setter only.
+        _ => {}
+    }
+}
+
+/// An option whose value is an integer.
+#[inline(always)]
+fn set_int<S>(o: &mut Options<S>, opt: Opt, v: i64) {
+    let v = Some(v);
+    match opt {
+        Opt::Priority => o.priority = v,
+        Opt::Attempts => o.attempts = v,
+        Opt::Keep => o.keep = v,
+        Opt::Age => o.age = v,
+        Opt::Count => o.count = v,
+        Opt::MaxStalls => o.max_stalls = v,
+        Opt::MaxLen => o.max_len = v,
+        Opt::Block => o.block = v,
+        Opt::From => o.from = v,
+        Opt::Grace => o.grace = v,
+        Opt::Metrics => o.metrics = v,
+        Opt::DedupTtl => dedup_words(o).ttl = v,
+        Opt::Ttl => o.ttl = v,
+        // Not of this kind: `take` sends each option to its kind's setter only.
+        _ => {}
+    }
 }
 
 #[cfg(test)]

@@ -214,8 +214,11 @@ pub fn expired(at: Option<i64>, now: i64) -> bool {
 /// one with `all` (KEEP 0), else the `n` lowest ids among those finishing (`Some`) — with one
 /// finish time for the whole call, the lowest ids are the oldest jobs, the ones retention
 /// would take first.
-pub fn gone_at_once(ids: &[Option<&[u8]>], n: u64, all: bool) -> Vec<bool> {
-    let mut gone: Vec<bool> = ids.iter().map(|id| all && id.is_some()).collect();
+pub fn gone_at_once(ids: &[Option<&[u8]>], n: u64, all: bool) -> smallvec::SmallVec<[bool; 8]> {
+    let mut gone: smallvec::SmallVec<[bool; 8]> = ids.iter().map(|id| all && id.is_some()).collect();
+    if n == 0 {
+        return gone;
+    }
     let mut finishing: Vec<(usize, &[u8])> =
         ids.iter().enumerate().filter_map(|(i, id)| id.map(|b| (i, b))).collect();
     finishing.sort_by(|a, b| a.1.cmp(b.1));

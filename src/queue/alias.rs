@@ -8,7 +8,7 @@ use crate::errors::Refusal;
 use crate::host::{Access, Exec, Key, Kind, Str, StrRef};
 use crate::keyspace::Role;
 
-use super::field;
+use super::{field, NewJob};
 
 /// Longest alias, in bytes. A client's own id may be a URL or a composite key: BullMQ takes
 /// any length, and 4 KiB holds what such ids are in practice.
@@ -129,5 +129,17 @@ impl Unalias {
         if let (Some(key), false) = (&self.key, self.fields.is_empty()) {
             key.hdel_at(&self.fields.iter().map(Str::str_ref).collect::<Vec<_>>());
         }
+    }
+}
+/// The job's ALIAS already names a job of the queue.
+pub fn live_alias(aliases: Option<&Aliases>, job: &NewJob) -> bool {
+    matches!((aliases, job.alias), (Some(h), Some(a)) if h.live(a.str_ref()))
+}
+
+/// Record the job's ALIAS (when it has one) as naming `id`.
+pub fn name_alias(aliases: Option<&Aliases>, job: &NewJob, id: &Str) -> Result<(), Refusal> {
+    match (aliases, job.alias) {
+        (Some(h), Some(a)) => h.set(a.str_ref(), id.str_ref()),
+        _ => Ok(()),
     }
 }

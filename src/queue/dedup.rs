@@ -26,7 +26,7 @@ use crate::errors::Refusal;
 use crate::host::{one, Access, ArgStr, Exec, Key, Kind, Lit, Str, StrRef};
 use crate::keyspace::Role;
 
-use super::{companions_of, field, Aliases, Companions, End, Event, Events, NewJob, Ready, Row, State};
+use super::{companions_of, field, Aliases, Companions, End, Event, Events, NewJob, Ready, Row, Sets, State};
 
 /// Longest deduplication id, in bytes (as an ALIAS).
 pub const DEDUP_MAX: usize = 256;
@@ -147,7 +147,7 @@ pub struct Keeping<'j, 'a> {
 }
 
 /// A producer's DEDUP planned: the id's key opened as the caller, the verdict taken.
-pub struct Claim<'a> {
+pub struct DedupClaim<'a> {
     d: Dedup<'a>,
     key: Key,
     pub verdict: Verdict,
@@ -158,7 +158,7 @@ pub struct Claim<'a> {
     later_extend: Option<i64>,
 }
 
-impl<'a> Claim<'a> {
+impl<'a> DedupClaim<'a> {
     /// `delayed`: the call's declared delayed set, if it has one (a second handle on it
     /// would go stale when the first empties it). `ours`: ids the call writes rows for,
     /// which a REPLACE must not delete under them, and which are not active.
@@ -167,14 +167,14 @@ impl<'a> Claim<'a> {
         d: Dedup<'a>,
         delayed: Option<&Key>,
         ours: &dyn Fn(&[u8]) -> bool,
-    ) -> Result<Claim<'a>, Refusal> {
+    ) -> Result<DedupClaim<'a>, Refusal> {
         let key = x.open_undeclared(Role::Dedup, d.id.bytes(), Access::Update)?;
         if !key.exists_as(Kind::String)? {
-            return Ok(Claim { d, key, verdict: Verdict::Fresh, delayed: None, later_extend: None });
+            return Ok(DedupClaim { d, key, verdict: Verdict::Fresh, delayed: None, later_extend: None });
         }
         let holder = x.string(key.string().unwrap_or_default())?;
         if ours(holder.bytes()) {
-            return Ok(Claim {
+            return Ok(DedupClaim {
                 d,
                 key,
                 verdict: Verdict::Duplicate(holder),
@@ -198,7 +198,7 @@ impl<'a> Claim<'a> {
                 let companions = companions_of(x, holder.bytes(), &row)?;
                 let until = key.expires_at();
                 let verdict = Verdict::Replace { old: holder, row, companions, until };
-                return Ok(Claim { d, key, verdict, delayed: own, later_extend: None });
+                return Ok(DedupClaim { d, key, verdict, delayed: own, later_extend: None });
             }
         }
         if d.keep_last {
@@ -206,7 +206,7 @@ impl<'a> Claim<'a> {
             if row.kind() == Kind::Hash && Row(&row).state() == Some(State::Active) {
                 let kept = x.open_undeclared(Role::Kept, d.id.bytes(), Access::Write)?;
                 kept.exists_as(Kind::Hash)?;
-                return Ok(Claim {
+                return Ok(DedupClaim {
                     d,
                     key,
                     verdict: Verdict::Keep { holder, kept },
@@ -215,7 +215,7 @@ impl<'a> Claim<'a> {
                 });
             }
         }
-        Ok(Claim { d, key, verdict: Verdict::Duplicate(holder), delayed: None, later_extend: None })
+        Ok(DedupClaim { d, key, verdict: Verdict::Duplicate(holder), delayed: None, later_extend: None })
     }
 
     /// The holder's id when the id is live and nothing is to be created (KEEPLAST's kept
@@ -255,7 +255,7 @@ impl<'a> Claim<'a> {
     }
 
     /// A duplicate: the TTL restarted under EXTEND, the `deduplicated` event on the holder
-    /// (`refused`: the id the producer gave). KEEPLAST's duplicate is [`Claim::keep`]'s.
+    /// (`refused`: the id the producer gave). KEEPLAST's duplicate is [`DedupClaim::keep`]'s.
     pub fn refuse(&self, x: &Exec, events: &Events, refused: &Str) -> Result<(), Refusal> {
         let Verdict::Duplicate(holder) = &self.verdict else { return Ok(()) };
         if let (true, Some(ttl)) = (self.d.extend, self.d.ttl) {
@@ -355,7 +355,7 @@ pub fn produce(
     keeping: &Keeping,
 ) -> Result<Produced, Refusal> {
     let own = x.id;
-    let claim = Claim::plan(x, d, delayed, &|h| h == own)?;
+    let claim = DedupClaim::plan(x, d, delayed, &|h| h == own)?;
     let id = x.string(x.id)?;
     match &claim.verdict {
         Verdict::Duplicate(_) => claim.refuse(x, events, &id)?,
@@ -366,14 +366,6 @@ pub fn produce(
         Verdict::Duplicate(holder) | Verdict::Keep { holder, .. } => Ok(Produced::Duplicate(holder)),
         _ => Err(crate::errors::host_reply()),
     }
-}
-
-/// The ready sets a finishing call has open, through which a kept job it brings in goes;
-/// those it lacks are found, opened as the caller.
-#[derive(Clone, Copy, Default)]
-pub struct Sets<'k> {
-    pub ready: Option<&'k Ready>,
-    pub delayed: Option<&'k Key>,
 }
 
 /// A row's deduplication id, released with it: planned and opened as the caller before
@@ -410,6 +402,11 @@ struct KeptJob {
 }
 
 impl Release {
+    /// Nothing to release: the job had no DEDUP id, or the id no longer names it.
+    pub fn is_empty(&self) -> bool {
+        self.key.is_none() && self.next.is_none()
+    }
+
     /// A job finishing (completed, failed for good, expired): its id is released unless it
     /// has a TTL, which it then lives out; a job kept for the id is planned, to be created
     /// through `sets`.

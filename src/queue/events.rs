@@ -160,8 +160,51 @@ impl Events {
     /// Append `e` for job `id` (no id for queue-wide events), then trim to the cap.
     pub fn emit(&self, x: &Exec, id: Option<StrRef<'_>>, e: Event<'_>) -> Result<(), Refusal> {
         let Some(key) = &self.key else { return Ok(()) };
-        // Up to three facts, and an alias (a string) after them.
-        let (name, facts, alias): (&Lit, Facts, Option<StrRef>) = match e {
+        let (name, facts, alias) = e.facts();
+        let mut own: [Option<Str>; 3] = [None, None, None];
+        let mut argv: [StrRef; 12] = [StrRef::MISSING; 12];
+        let mut n = 0;
+        let mut push = |p| {
+            if let Some(slot) = argv.get_mut(n) {
+                *slot = p;
+                n = n.saturating_add(1);
+            }
+        };
+        push(word::EVENT.str_ref());
+        push(name.str_ref());
+        if let Some(id) = id {
+            push(word::ID.str_ref());
+            push(id);
+        }
+        for (fact, slot) in facts.into_iter().zip(own.iter_mut()) {
+            let Some((k, v)) = fact else { continue };
+            push(k.str_ref());
+            let p = match v {
+                Val::Lit(l) => l.str_ref(),
+                Val::Str(p) => p,
+                Val::Int(0) => word::ZERO.str_ref(),
+                Val::Int(i) => slot.insert(x.int(i)?).str_ref(),
+            };
+            push(p);
+        }
+        if let Some(a) = alias {
+            push(word::ALIAS.str_ref());
+            push(a);
+        }
+        let fields = argv.get(..n).unwrap_or(&[]);
+        if fields.iter().any(|p| p.is_missing()) {
+            return Err(errors::host_reply());
+        }
+        key.xadd_quiet(fields)?;
+        key.xtrim_approx(self.cap)
+    }
+}
+
+impl<'s> Event<'s> {
+    /// The event's name, up to three facts, and an alias (a string) after them.
+    #[inline(always)]
+    fn facts(self) -> (&'static Lit, Facts<'static, 's>, Option<StrRef<'s>>) {
+        match self {
             Event::Added { name, prio, alias } => (
                 &word::ADDED,
                 [Some((&word::NAME, Val::Str(name))), Some((&word::PRIO, Val::Int(prio))), None],
@@ -224,42 +267,6 @@ impl Events {
                 ],
                 alias,
             ),
-        };
-        let mut own: [Option<Str>; 3] = [None, None, None];
-        let mut argv: [StrRef; 12] = [StrRef::MISSING; 12];
-        let mut n = 0;
-        let mut push = |p| {
-            if let Some(slot) = argv.get_mut(n) {
-                *slot = p;
-                n = n.saturating_add(1);
-            }
-        };
-        push(word::EVENT.str_ref());
-        push(name.str_ref());
-        if let Some(id) = id {
-            push(word::ID.str_ref());
-            push(id);
         }
-        for (fact, slot) in facts.into_iter().zip(own.iter_mut()) {
-            let Some((k, v)) = fact else { continue };
-            push(k.str_ref());
-            let p = match v {
-                Val::Lit(l) => l.str_ref(),
-                Val::Str(p) => p,
-                Val::Int(0) => word::ZERO.str_ref(),
-                Val::Int(i) => slot.insert(x.int(i)?).str_ref(),
-            };
-            push(p);
-        }
-        if let Some(a) = alias {
-            push(word::ALIAS.str_ref());
-            push(a);
-        }
-        let fields = argv.get(..n).unwrap_or(&[]);
-        if fields.iter().any(|p| p.is_missing()) {
-            return Err(errors::host_reply());
-        }
-        key.xadd_quiet(fields)?;
-        key.xtrim_approx(self.cap)
     }
 }

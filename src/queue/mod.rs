@@ -1,29 +1,37 @@
 //! The queue's shared mechanics, in the wire's terms, one concept a file: the job row and its
-//! fields (`row`), making jobs ready and promotion (`ready`), events (`events`), finishing
-//! and retention (`retention`), the holder's lease (`holder`); and below, what the queue
-//! tells upkeep's agenda. Verbs compose these, opening each key by its role.
+//! fields (`row`), making jobs ready and promotion (`ready`), taking jobs (`claim`),
+//! finishing them for good (`finish`) and retention (`retention`), reclaiming lapsed leases
+//! (`stall`), the holder's lease (`holder`), events (`events`), and the options' own
+//! mechanics (`alias`, `dedup`, `limit`, `sched`, `tally`, `log`, `progress`, `view`); and
+//! below, what the queue tells upkeep's agenda. Verbs compose these, opening each key by its
+//! role; what two verbs share lives here, never in a verb's file.
 
 #![forbid(unsafe_code)]
 
 pub mod alias;
+pub mod claim;
 pub mod dedup;
 pub mod events;
+pub mod finish;
 pub mod holder;
 pub mod limit;
+pub mod log;
+pub mod progress;
 pub mod ready;
 pub mod retention;
 pub mod row;
 pub mod sched;
+pub mod stall;
 pub mod tally;
+pub mod view;
 
 pub use alias::Aliases;
-pub use dedup::{Claim, Release, Sets};
+pub use dedup::{DedupClaim, Release};
 pub use events::{Event, Events};
 pub use holder::Holder;
-pub use ready::{drains, End, Expiry, Promotion, Ready};
+pub use ready::{drains, End, Expiry, Promotion, Ready, Sets};
 pub use retention::{
-    age, companions_of, doomed_rows, doomed_rows_opened, finish, keep_for, log_of, open_doomed, Companions,
-    Retire,
+    age, companions_of, doomed_rows, doomed_rows_opened, keep_for, log_of, open_doomed, Companions, Retire,
 };
 pub(crate) use row::Pairs;
 pub use row::{existing_row, field, meta, Found, NewJob, Row, State};

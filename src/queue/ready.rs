@@ -2,14 +2,13 @@
 //! past their EXPIRE time, failed instead of being promoted or handed out.
 
 use crate::config;
-use crate::domain::{self, Keep};
 use crate::errors::Refusal;
 use crate::host::{Access, Exec, Key, Kind, StrRef};
 use crate::keyspace::Role;
 use crate::metrics;
 
 use super::events::word;
-use super::{field, finish, keep_for, log_of, Event, Events, Found, Retire, Row, State};
+use super::{field, keep_for, Event, Events, Found, Row, State};
 
 /// The two ready sets of a queue, type-checked.
 pub struct Ready {
@@ -108,71 +107,50 @@ impl Promotion {
     }
 }
 
+/// The ready and delayed sets a call has open, through which a job it makes ready or delayed
+/// on the way (a kept job its finish brings in) goes; those it lacks are found, opened as the
+/// caller.
+#[derive(Clone, Copy, Default)]
+pub struct Sets<'k> {
+    pub ready: Option<&'k Ready>,
+    pub delayed: Option<&'k Key>,
+}
+
 /// Jobs a call found past their EXPIRE time, failed for good with error `expired` (under
 /// `keep-failed`) instead of being promoted or handed out. Planned before anything is
 /// written: the failed set (found, not declared, by CLAIM: opened as the caller), the
 /// retention the failures cause, the logs of rows deleted at once.
 pub struct Expiry<'f> {
     jobs: Vec<&'f Found>,
-    plan: Option<ExpiryPlan>,
-}
-
-struct ExpiryPlan {
-    failed: Key,
-    retire: Retire,
-    keep: Keep,
-    /// Per job: deleted at once (keep-failed 0, or beyond the cap), with its log.
-    at_once: Vec<Option<Option<super::Companions>>>,
-    /// The jobs' DEDUP ids released.
-    releases: Vec<super::Release>,
+    plan: Option<(Key, super::finish::Ending)>,
 }
 
 impl<'f> Expiry<'f> {
     /// `sets`: the call's ready and delayed sets, through which a job kept for an expiring
     /// job's DEDUP id is made.
-    pub fn plan(x: &mut Exec, jobs: Vec<&'f Found>, sets: super::dedup::Sets) -> Result<Expiry<'f>, Refusal> {
+    pub fn plan(x: &mut Exec, jobs: Vec<&'f Found>, sets: Sets) -> Result<Expiry<'f>, Refusal> {
         if jobs.is_empty() {
             return Ok(Expiry { jobs, plan: None });
         }
         let keep = keep_for(None, &config::KEEP_FAILED)?;
         let failed = x.open_undeclared(Role::Failed, b"", Access::Update)?;
         failed.exists_as(Kind::ZSet)?;
-        let adding = if keep == Keep::None { 0 } else { jobs.len() as u64 };
         let expiring: Vec<&[u8]> = jobs.iter().map(|j| j.id.bytes()).collect();
-        let retire = Retire::plan(x, &failed, adding, x.now(), keep, None, &expiring)?;
-        let ids: Vec<Option<&[u8]>> = expiring.iter().copied().map(Some).collect();
-        let gone = domain::gone_at_once(&ids, retire.drop_new, keep == Keep::None);
-        let mut at_once = Vec::with_capacity(jobs.len());
-        let mut releases = Vec::with_capacity(jobs.len());
-        for (job, gone) in jobs.iter().zip(gone) {
-            at_once.push(if gone { Some(log_of(x, job.id.bytes())?) } else { None });
-            releases.push(super::Release::finishing(x, job.id.bytes(), &job.row, sets)?);
-        }
-        Ok(Expiry { jobs, plan: Some(ExpiryPlan { failed, retire, keep, at_once, releases }) })
+        let ending = jobs.iter().map(|j| Some((j.id.bytes(), j.row.hget(&field::DEDUP)))).collect();
+        let ending = super::finish::Ending::plan(x, &failed, keep, None, ending, &expiring, None, sets)?;
+        Ok(Expiry { jobs, plan: Some((failed, ending)) })
     }
 
     /// Each job, already out of the set it waited in: failed, its `failed` event. Returns how
     /// many.
-    pub fn apply(self, x: &Exec, events: &Events, sets: super::dedup::Sets) -> Result<u64, Refusal> {
-        let Some(p) = self.plan else { return Ok(0) };
-        for (job, at_once) in self.jobs.iter().zip(p.at_once) {
+    pub fn apply(self, x: &Exec, events: &Events, sets: Sets) -> Result<u64, Refusal> {
+        let Some((failed, mut ending)) = self.plan else { return Ok(0) };
+        for (i, job) in self.jobs.iter().enumerate() {
+            // Read before the row is written, or deleted at once.
             let made = Row(&job.row).int(&field::MADE, 0);
             let attempts = Row(&job.row).int(&field::ATTEMPTS, 1);
-            let (keep, log) = match at_once {
-                Some(log) => (Keep::None, log),
-                None => (p.keep, None),
-            };
-            let alias = super::Companions::alias_of(x, log.as_ref())?;
-            finish(
-                x,
-                &job.row,
-                &p.failed,
-                &job.id,
-                State::Failed,
-                keep,
-                &[(&field::ERROR, word::EXPIRED.str_ref())],
-                log,
-            )?;
+            let fields = [(&field::ERROR, word::EXPIRED.str_ref())];
+            let alias = ending.end(x, i, &job.row, &failed, &job.id, State::Failed, &fields)?;
             events.emit(
                 x,
                 Some(job.id.str_ref()),
@@ -184,24 +162,21 @@ impl<'f> Expiry<'f> {
                 },
             )?;
         }
-        for r in &p.releases {
-            r.apply(x, events, sets)?;
-        }
-        p.retire.apply(&p.failed);
+        ending.close(x, &failed, events, sets)?;
         let n = self.jobs.len() as u64;
         metrics::add(&metrics::EXPIRED, n);
         Ok(n)
     }
 }
 
-/// Whether finishing the one job left in `active` drains the queue: nothing ready in `wait`
-/// or `prio` and nothing else active. Asked before the finish writes, so that its `drained`
+/// Whether finishing `finishing` jobs, the last ones in `active`, drains the queue: nothing
+/// ready in `wait` or `prio` and nothing else active. Asked before the finish writes, so that its `drained`
 /// event follows the finish. The finishing verbs do not declare `wait` and `prio`: they are
-/// found keys, read as the caller, and read only when `active` holds this job alone; a caller
+/// found keys, read as the caller, and read only when `active` holds these jobs alone; a caller
 /// who may not read them gets no `drained` event (never a refusal: the event is a courtesy
 /// to event readers, the finish is what was asked).
-pub fn drains(x: &mut Exec, active: &Key) -> bool {
-    if active.len() != 1 {
+pub fn drains(x: &mut Exec, active: &Key, finishing: usize) -> bool {
+    if active.len() != finishing as u64 {
         return false;
     }
     let empty = |x: &mut Exec, role: Role| {

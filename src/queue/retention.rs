@@ -216,11 +216,12 @@ impl Companions {
     }
 }
 
-/// Finish a job for good: into `set` (completed or failed, score = now) with its state,
+/// A finished job's row, written for `finish::Ending` alone: into `set` (completed or failed,
+/// score = now) with its state,
 /// finish time and `fields`, the token cleared unless the job completed (COMPLETE keeps it
 /// for its idempotent repeat) — or, under KEEP 0, the row deleted at once.
 #[allow(clippy::too_many_arguments)]
-pub fn finish(
+pub(super) fn write_finished(
     x: &Exec,
     row: &Key,
     set: &Key,

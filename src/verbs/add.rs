@@ -17,10 +17,10 @@
 use crate::domain::{self, args::Opt, args::Options, fnv::FnvMap, fnv::FnvSet};
 use crate::errors::Refusal;
 use crate::host::command::{block, q, val, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
+use crate::host::{ArgStr, Exec, Key, Kind, Reply, Str, StrRef, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::dedup::Keeping;
-use crate::queue::{self, Aliases, Claim, End, Event, Events, NewJob, Ready, State};
+use crate::queue::{self, Aliases, DedupClaim, End, Event, Events, NewJob, Ready, State};
 
 pub const KEYS: Keys = Keys::of(&[q(Wait, Insert), q(Prio, Insert), q(Delayed, Insert), q(Events, Append)]);
 pub const ARGS: &[Arg] = &[block(
@@ -72,11 +72,11 @@ enum Fate<'a> {
     /// Not created: its row exists, an earlier job has its id, or its ALIAS is live.
     Exists,
     /// Created, holding its DEDUP id when it gives one.
-    New(Option<Box<Claim<'a>>>),
+    New(Option<Box<DedupClaim<'a>>>),
     /// Its DEDUP id is live: the holder's id. `claim`: the id's key when this job is the
     /// first of the call to find it live, or the last to keep a job for it (the EXTENDs of
     /// the call's later jobs for the id restart the TTL through it).
-    Dup { holder: Vec<u8>, claim: Option<Box<Claim<'a>>> },
+    Dup { holder: Vec<u8>, claim: Option<Box<DedupClaim<'a>>> },
 }
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
@@ -138,160 +138,43 @@ impl Verb for Add {
     }
 
     fn run<'a>(x: &mut Exec<'a>, jobs: Vec<Job<'a>>) -> Result<Reply, Refusal> {
-        let rows: Vec<_> = x.tail().collect();
-        for (_, id) in &rows {
-            domain::job_id(id)?;
-        }
-        domain::ADD_ROWS.check(i64::try_from(rows.len()).unwrap_or(i64::MAX))?;
+        let rows: Vec<(StrRef<'a>, &'a [u8])> = x.tail().collect();
         let now = x.now();
-        // Every row of the call is created at the same instant: one string for all.
-        let created_at = x.int(now)?;
-        let mut checked = Vec::with_capacity(jobs.len());
-        for j in &jobs {
-            let job = NewJob::check(j.name, j.data, &j.o, now)?;
-            let due = j.o.delay.map(|w| domain::due(w, now)).transpose()?;
-            checked.push((job, due, j.o.lifo));
-        }
+        let checked = check(&rows, &jobs, now)?;
         let ready = Ready::open(x)?;
         let delayed = x.open_as(Delayed, Kind::ZSet)?;
         let events = Events::open(x)?;
         let aliases =
-            if checked.iter().any(|(j, ..)| j.alias.is_some()) { Some(Aliases::open(x)?) } else { None };
-
-        // Decide each job before the first write: every row opened and type-checked, every
-        // DEDUP id's key opened as the caller.
-        // The call's ids, which a REPLACE leaves alone: gathered only when a job gives DEDUP.
-        let tail_ids: FnvSet<&[u8]> = if checked.iter().any(|(j, ..)| j.dedup.is_some()) {
-            rows.iter().map(|(_, id)| *id).collect()
-        } else {
-            FnvSet::default()
-        };
-        let mut keys = Vec::with_capacity(rows.len());
-        let mut fates = Vec::with_capacity(rows.len());
-        let mut ids: FnvSet<&[u8]> = FnvSet::with_capacity_and_hasher(rows.len(), Default::default());
-        let mut named: FnvSet<&[u8]> = FnvSet::default();
-        // DEDUP ids decided by an earlier job of the call.
-        let mut held: FnvMap<&[u8], Held> = FnvMap::default();
-        // DEDUP ids a job of the call gives KEEPLAST: the first job to meet one live plans the
-        // keep, and the claim passes to each later job with KEEPLAST, so that the last is kept.
-        let keeps: FnvSet<&[u8]> = checked
-            .iter()
-            .filter_map(|(j, ..)| j.dedup.as_deref().filter(|d| d.keep_last).map(|d| d.id.bytes()))
-            .collect();
-        for ((name, id), (job, ..)) in rows.iter().zip(&checked) {
-            let row = x.open_tail(*name, true);
-            let exists = row.exists_as(Kind::Hash)?;
-            let alias_free = match (job.alias, &aliases) {
-                (Some(a), Some(h)) => !named.contains(a.bytes()) && !h.live(a.str_ref()),
-                _ => true,
-            };
-            let new = !exists && !ids.contains(id) && alias_free;
-            let fate = match (new, job.dedup.as_deref().copied()) {
-                (false, _) => Fate::Exists,
-                (true, None) => Fate::New(None),
-                (true, Some(d)) => match held.get_mut(d.id.bytes()) {
-                    Some(Held { holder, keeper, claim_at }) => {
-                        let claim = match (*keeper, d.keep_last) {
-                            (Some(i), true) => {
-                                *keeper = Some(fates.len());
-                                *claim_at = fates.len();
-                                match fates.get_mut(i) {
-                                    Some(Fate::Dup { claim, .. }) => claim.take().map(Claim::handed_on),
-                                    _ => None,
-                                }
-                            }
-                            _ => {
-                                if let Some(Fate::Dup { claim: Some(c), .. } | Fate::New(Some(c))) =
-                                    fates.get_mut(*claim_at)
-                                {
-                                    c.extend_later(&d);
-                                }
-                                None
-                            }
-                        };
-                        Fate::Dup { holder: holder.clone(), claim }
-                    }
-                    None => {
-                        let plan = queue::dedup::Dedup { keep_last: keeps.contains(d.id.bytes()), ..d };
-                        let claim =
-                            Box::new(Claim::plan(x, plan, Some(&delayed), &|h| tail_ids.contains(h))?);
-                        let holder = claim.duplicate().map(|h| h.bytes().to_vec());
-                        let keeper = claim.keeps().then_some(fates.len());
-                        let holder_id = holder.clone().unwrap_or_else(|| id.to_vec());
-                        held.insert(d.id.bytes(), Held { holder: holder_id, keeper, claim_at: fates.len() });
-                        match holder {
-                            Some(holder) => Fate::Dup { holder, claim: Some(claim) },
-                            None => Fate::New(Some(claim)),
-                        }
-                    }
-                },
-            };
-            if matches!(fate, Fate::New(_)) {
-                ids.insert(id);
-                named.extend(job.alias.map(|a| a.bytes()));
-            }
-            keys.push(row);
-            fates.push(fate);
-        }
+            if checked.iter().any(|c| c.job.alias.is_some()) { Some(Aliases::open(x)?) } else { None };
+        let (keys, fates) = decide(x, &rows, &checked, aliases.as_ref(), &delayed)?;
 
         // Write.
+        let w = Writing { ready: &ready, delayed: &delayed, events: &events, aliases: aliases.as_ref() };
+        // Every row of the call is created at the same instant: one string for all.
+        let created_at = x.int(now)?;
         let mut created = false;
         let mut reply = Vec::with_capacity(rows.len());
         let mut replaced = Vec::new();
-        for ((((_, id), (job, due, lifo)), row), fate) in rows.iter().zip(&checked).zip(&keys).zip(fates) {
-            if matches!(fate, Fate::Exists) {
-                reply.push(Reply::Int(0));
-                continue;
-            }
-            let id_s = x.string(id)?;
-            let claim = match fate {
-                Fate::Exists => continue,
-                Fate::Dup { holder, claim } => {
-                    let keep_last = job.dedup.as_deref().is_some_and(|d| d.keep_last);
-                    match (claim, job.dedup.as_deref()) {
-                        (Some(c), _) if c.keeps() && keep_last => {
-                            c.keep(x, &events, &id_s, &Keeping { job, lifo: *lifo, due: *due })?
-                        }
-                        (Some(c), _) if !c.keeps() => c.refuse(x, &events, &id_s)?,
-                        (_, Some(d)) => {
-                            let holder = x.string(&holder)?;
-                            events.emit(
-                                x,
-                                Some(holder.str_ref()),
-                                d.event(Some(id_s.str_ref()), false, None),
-                            )?;
-                        }
-                        (_, None) => {}
-                    }
-                    reply.push(Reply::Bulk(holder));
+        for ((((_, id), c), row), fate) in rows.iter().zip(&checked).zip(&keys).zip(fates) {
+            let id_s = match fate {
+                Fate::Exists => {
+                    reply.push(Reply::Int(0));
                     continue;
                 }
-                Fate::New(claim) => claim,
+                _ => x.string(id)?,
             };
-            if let Some(c) = claim {
-                replaced.extend(c.take(x, &events, &id_s, Some(&delayed))?);
-            }
-            let alias = job.alias.map(|a| a.str_ref());
-            match due {
-                None => {
-                    let state = if job.priority == 0 { State::Wait } else { State::Prio };
-                    job.create(x, row, id, state, created_at.str_ref())?;
-                    super::enqueue::name_alias(aliases.as_ref(), job, &id_s)?;
-                    ready.put(id_s.str_ref(), job.priority, End::lifo(*lifo))?;
-                    let name = job.name.str_ref();
-                    events.emit(x, Some(id_s.str_ref()), Event::Added { name, prio: job.priority, alias })?;
-                }
-                Some(due) => {
-                    job.create(x, row, id, State::Delayed, created_at.str_ref())?;
-                    super::enqueue::name_alias(aliases.as_ref(), job, &id_s)?;
-                    delayed.zadd(*due, id_s.str_ref())?;
-                    let name = job.name.str_ref();
-                    events.emit(x, Some(id_s.str_ref()), Event::Scheduled { due: *due, name, alias })?;
-                    queue::due_at(x, *due);
+            match fate {
+                Fate::Exists => {}
+                Fate::Dup { holder, claim } => reply.push(w.duplicate(x, c, &id_s, holder, claim)?),
+                Fate::New(claim) => {
+                    if let Some(claim) = claim {
+                        replaced.extend(claim.take(x, &events, &id_s, Some(&delayed))?);
+                    }
+                    w.create(x, c, row, id, &id_s, &created_at)?;
+                    created = true;
+                    reply.push(Reply::Int(1));
                 }
             }
-            created = true;
-            reply.push(Reply::Int(1));
         }
         // The replaced holders' logs and alias entries, once every alias of the call is written
         // and the call's handle on the alias hash is closed: deleting its last entry deletes the
@@ -304,5 +187,212 @@ impl Verb for Add {
             queue::exists(x);
         }
         Ok(Reply::Array(reply))
+    }
+}
+
+/// A job of the call, its values checked: the job, its due time (DELAY), LIFO.
+struct Checked<'a> {
+    job: NewJob<'a>,
+    due: Option<i64>,
+    lifo: bool,
+}
+
+/// The domain step's checks, before any key is opened: every row key's id, their count, then
+/// each job's values.
+fn check<'a>(
+    rows: &[(StrRef<'a>, &'a [u8])],
+    jobs: &[Job<'a>],
+    now: i64,
+) -> Result<Vec<Checked<'a>>, Refusal> {
+    for (_, id) in rows {
+        domain::job_id(id)?;
+    }
+    domain::ADD_ROWS.check(i64::try_from(rows.len()).unwrap_or(i64::MAX))?;
+    let mut checked = Vec::with_capacity(jobs.len());
+    for j in jobs {
+        let job = NewJob::check(j.name, j.data, &j.o, now)?;
+        let due = j.o.delay.map(|w| domain::due(w, now)).transpose()?;
+        checked.push(Checked { job, due, lifo: j.o.lifo });
+    }
+    Ok(checked)
+}
+
+/// Decides each job before the first write: every row opened and type-checked, every DEDUP
+/// id's key opened as the caller. Returns the rows' handles and the jobs' fates.
+fn decide<'a>(
+    x: &mut Exec<'a>,
+    rows: &[(StrRef<'a>, &'a [u8])],
+    checked: &[Checked<'a>],
+    aliases: Option<&Aliases>,
+    delayed: &Key,
+) -> Result<(Vec<Key>, Vec<Fate<'a>>), Refusal> {
+    let mut d = Deciding {
+        // The call's ids, which a REPLACE leaves alone: gathered only when a job gives DEDUP.
+        tail_ids: if checked.iter().any(|c| c.job.dedup.is_some()) {
+            rows.iter().map(|(_, id)| *id).collect()
+        } else {
+            FnvSet::default()
+        },
+        held: FnvMap::default(),
+        // DEDUP ids a job of the call gives KEEPLAST: the first job to meet one live plans
+        // the keep, and the claim passes to each later job with KEEPLAST, so that the last
+        // is kept.
+        keeps: checked
+            .iter()
+            .filter_map(|c| c.job.dedup.as_deref().filter(|d| d.keep_last).map(|d| d.id.bytes()))
+            .collect(),
+        fates: Vec::with_capacity(rows.len()),
+    };
+    let mut keys = Vec::with_capacity(rows.len());
+    let mut ids: FnvSet<&[u8]> = FnvSet::with_capacity_and_hasher(rows.len(), Default::default());
+    let mut named: FnvSet<&[u8]> = FnvSet::default();
+    for ((name, id), c) in rows.iter().zip(checked) {
+        let row = x.open_tail(*name, true);
+        let exists = row.exists_as(Kind::Hash)?;
+        let alias_free = match (c.job.alias, aliases) {
+            (Some(a), Some(h)) => !named.contains(a.bytes()) && !h.live(a.str_ref()),
+            _ => true,
+        };
+        let new = !exists && !ids.contains(id) && alias_free;
+        let fate = match (new, c.job.dedup.as_deref().copied()) {
+            (false, _) => Fate::Exists,
+            (true, None) => Fate::New(None),
+            (true, Some(dedup)) => d.dedup(x, id, dedup, delayed)?,
+        };
+        if matches!(fate, Fate::New(_)) {
+            ids.insert(id);
+            named.extend(c.job.alias.map(|a| a.bytes()));
+        }
+        keys.push(row);
+        d.fates.push(fate);
+    }
+    Ok((keys, d.fates))
+}
+
+/// What [`decide`] knows of the call's DEDUP ids as it goes.
+struct Deciding<'a> {
+    tail_ids: FnvSet<&'a [u8]>,
+    /// DEDUP ids decided by an earlier job of the call.
+    held: FnvMap<&'a [u8], Held>,
+    keeps: FnvSet<&'a [u8]>,
+    fates: Vec<Fate<'a>>,
+}
+
+impl<'a> Deciding<'a> {
+    /// The fate of a new job giving DEDUP `d`: decided by an earlier job of the call, or
+    /// planned now against the id's key.
+    fn dedup(
+        &mut self,
+        x: &mut Exec,
+        id: &[u8],
+        d: queue::dedup::Dedup<'a>,
+        delayed: &Key,
+    ) -> Result<Fate<'a>, Refusal> {
+        let here = self.fates.len();
+        if let Some(Held { holder, keeper, claim_at }) = self.held.get_mut(d.id.bytes()) {
+            let claim = match (*keeper, d.keep_last) {
+                (Some(i), true) => {
+                    *keeper = Some(here);
+                    *claim_at = here;
+                    match self.fates.get_mut(i) {
+                        Some(Fate::Dup { claim, .. }) => claim.take().map(DedupClaim::handed_on),
+                        _ => None,
+                    }
+                }
+                _ => {
+                    if let Some(Fate::Dup { claim: Some(c), .. } | Fate::New(Some(c))) =
+                        self.fates.get_mut(*claim_at)
+                    {
+                        c.extend_later(&d);
+                    }
+                    None
+                }
+            };
+            return Ok(Fate::Dup { holder: holder.clone(), claim });
+        }
+        let plan = queue::dedup::Dedup { keep_last: self.keeps.contains(d.id.bytes()), ..d };
+        let tail_ids = &self.tail_ids;
+        let claim = Box::new(DedupClaim::plan(x, plan, Some(delayed), &|h| tail_ids.contains(h))?);
+        let holder = claim.duplicate().map(|h| h.bytes().to_vec());
+        let keeper = claim.keeps().then_some(here);
+        let holder_id = holder.clone().unwrap_or_else(|| id.to_vec());
+        self.held.insert(d.id.bytes(), Held { holder: holder_id, keeper, claim_at: here });
+        Ok(match holder {
+            Some(holder) => Fate::Dup { holder, claim: Some(claim) },
+            None => Fate::New(Some(claim)),
+        })
+    }
+}
+
+/// The keys the writes go through.
+struct Writing<'k> {
+    ready: &'k Ready,
+    delayed: &'k Key,
+    events: &'k Events,
+    aliases: Option<&'k Aliases>,
+}
+
+impl Writing<'_> {
+    /// A job whose DEDUP id is live: kept (KEEPLAST), refused with its event, or named in the
+    /// holder's `deduplicated` event. Replies the holder's id.
+    fn duplicate(
+        &self,
+        x: &Exec,
+        c: &Checked,
+        id_s: &Str,
+        holder: Vec<u8>,
+        claim: Option<Box<DedupClaim>>,
+    ) -> Result<Reply, Refusal> {
+        let dedup = c.job.dedup.as_deref();
+        let keep_last = dedup.is_some_and(|d| d.keep_last);
+        match (claim, dedup) {
+            (Some(claim), _) if claim.keeps() && keep_last => {
+                claim.keep(x, self.events, id_s, &Keeping { job: &c.job, lifo: c.lifo, due: c.due })?
+            }
+            (Some(claim), _) if !claim.keeps() => claim.refuse(x, self.events, id_s)?,
+            (_, Some(d)) => {
+                let holder = x.string(&holder)?;
+                self.events.emit(x, Some(holder.str_ref()), d.event(Some(id_s.str_ref()), false, None))?;
+            }
+            (_, None) => {}
+        }
+        Ok(Reply::Bulk(holder))
+    }
+
+    /// A new job: its row, its ALIAS, its place (ready, or delayed until its due time), its
+    /// event.
+    fn create(
+        &self,
+        x: &Exec,
+        c: &Checked,
+        row: &Key,
+        id: &[u8],
+        id_s: &Str,
+        created_at: &Str,
+    ) -> Result<(), Refusal> {
+        let job = &c.job;
+        let alias = job.alias.map(|a| a.str_ref());
+        let name = job.name.str_ref();
+        match c.due {
+            None => {
+                let state = if job.priority == 0 { State::Wait } else { State::Prio };
+                job.create(x, row, id, state, created_at.str_ref())?;
+                queue::alias::name_alias(self.aliases, job, id_s)?;
+                self.ready.put(id_s.str_ref(), job.priority, End::lifo(c.lifo))?;
+                self.events.emit(
+                    x,
+                    Some(id_s.str_ref()),
+                    Event::Added { name, prio: job.priority, alias },
+                )?;
+            }
+            Some(due) => {
+                job.create(x, row, id, State::Delayed, created_at.str_ref())?;
+                queue::alias::name_alias(self.aliases, job, id_s)?;
+                self.delayed.zadd(due, id_s.str_ref())?;
+                self.events.emit(x, Some(id_s.str_ref()), Event::Scheduled { due, name, alias })?;
+                queue::due_at(x, due);
+            }
+        }
+        Ok(())
     }
 }

@@ -14,7 +14,7 @@ use crate::keyspace::Role::*;
 use crate::queue::existing_row;
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Read), q(Log, Append)]);
-pub const ARGS: &[Arg] = &[val("line", Ty::Str), super::log::KEEP];
+pub const ARGS: &[Arg] = &[val("line", Ty::Str), super::options::LOG_KEEP];
 
 pub const COMMAND: Command = Command::new::<AddLog>("TRA.ADDLOG")
     .keys(KEYS)
@@ -44,9 +44,9 @@ impl Verb for AddLog {
     }
 
     fn run<'a>(x: &mut Exec<'a>, a: Args<'a>) -> Result<Reply, Refusal> {
-        let keep = super::log::checked(x, &a.line, a.keep)?;
+        let keep = crate::queue::log::checked(x, &a.line, a.keep)?;
         existing_row(x)?;
         let log = x.open_as(Log, Kind::List)?;
-        super::log::append(&log, a.line, keep)
+        crate::queue::log::append(&log, a.line, keep)
     }
 }

@@ -1,9 +1,9 @@
 //! `TRA.CAPABILITIES`: the facts of this build, as eight pairs in a fixed order.
 
+use crate::about::{MODULE_NAME, MODULE_VERSION};
 use crate::errors::Refusal;
 use crate::host::command::{Arg, Command, Keys};
 use crate::host::{ArgStr, Exec, Reply, Verb};
-use crate::{MODULE_NAME, MODULE_VERSION};
 
 pub const KEYS: Keys = Keys::of(&[]);
 pub const ARGS: &[Arg] = &[];

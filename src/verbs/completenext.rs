@@ -17,10 +17,11 @@ use crate::errors::Refusal;
 use crate::host::command::{flag, opt, q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{Event, Events, Ready, Sets};
+use crate::queue::finish::{self, Drained, Finishing, Held, Writes};
+use crate::queue::{Events, Holder, Ready, Sets};
 
-use super::claim::{Opened, Pass, Take};
-use super::complete::{finish_leaving, Drained, Finish, Left, AGE, ECHO, KEEP, METRICS};
+use super::options::{AGE, BY, ECHO, KEEP, METRICS};
+use crate::queue::claim::{Claiming, Opened, Pass};
 
 pub const KEYS: Keys = Keys::of(&[
     q(Job, Update),
@@ -42,7 +43,7 @@ pub const ARGS: &[Arg] = &[
     METRICS,
     opt("count", "COUNT", "n", Ty::Int).range(domain::CLAIM_COUNT),
     flag("row", "ROW"),
-    super::claim::BY,
+    BY,
 ];
 
 pub const COMMAND: Command = Command::new::<CompleteNext>("TRA.COMPLETENEXT")
@@ -56,7 +57,9 @@ pub const COMMAND: Command = Command::new::<CompleteNext>("TRA.COMPLETENEXT")
 pub struct CompleteNext;
 
 pub struct Args<'a> {
-    finish: Finish<'a>,
+    token: ArgStr<'a>,
+    result: ArgStr<'a>,
+    how: Finishing,
     take: (i64, Option<i64>, bool, Option<ArgStr<'a>>),
 }
 
@@ -71,7 +74,8 @@ impl Verb for CompleteNext {
                     rest,
                     &[Opt::Keep, Opt::Age, Opt::Echo, Opt::Metrics, Opt::Count, Opt::Row, Opt::By],
                 )?;
-                Ok(Args { finish: Finish::of(*token, *result, &o), take: (lease, o.count, o.row, o.by) })
+                let how = Finishing::of(&o);
+                Ok(Args { token: *token, result: *result, how, take: (lease, o.count, o.row, o.by) })
             }
             _ => Err(Refusal::Usage),
         }
@@ -79,22 +83,34 @@ impl Verb for CompleteNext {
 
     fn run<'a>(x: &mut Exec<'a>, a: Args<'a>) -> Result<Reply, Refusal> {
         let (lease, count, row, by) = a.take;
-        crate::domain::job_id(x.id)?;
-        let take = Take::check(a.finish.token, lease, count, row, by)?;
+        finish::check_entries(&[x.id], std::iter::once((&a.token, &a.result)), |_| Ok(()))?;
+        let take = Claiming::check(a.token, lease, count, row, by)?;
+        let checked = a.how.check(&crate::config::KEEP_COMPLETED)?;
         // Every declared key of the claim type-checked before the finish writes, and kept
         // open for the claim: the finish writes none of them but `active` and the events
-        // stream, and hands those back open.
+        // stream, through the handles the claim then uses.
         let ready = Ready::open(x)?;
         let delayed = x.open_as(Delayed, Kind::ZSet)?;
         let meta = x.read(Meta)?;
         meta.exists_as(Kind::Hash)?;
+        let job = Holder::open(x)?;
+        let completed = x.open_as(Completed, Kind::ZSet)?;
+        let events = Events::open(x)?;
         let sets = Sets { ready: Some(&ready), delayed: Some(&delayed) };
-        let (done, Left { active, events }) = finish_leaving(x, a.finish, Drained::Leave, sets)?;
-        let opened = Opened { meta, pass: Pass { ready, delayed, active, events } };
+        let mut held = [Held { id: job.id, row: job.row, exists: true, token: a.token, result: a.result }];
+        let into = Writes { active: &job.active, completed: &completed, events: &events };
+        let fates = finish::finish_held(x, &mut held, &a.how, checked, into, sets, Drained::Leave)?;
+        let done = match fates.first().copied() {
+            Some(finish::DONE) => 1,
+            Some(finish::REPEAT) => 0,
+            _ => return Err(crate::errors::lease(x.id)),
+        };
+        drop((held, completed));
+        let opened = Opened { meta, pass: Pass { ready, delayed, active: job.active, events } };
         let jobs = match take.run(x, Some(opened)) {
             Ok((jobs, _, _)) => {
                 if jobs.is_empty() {
-                    drained_if_idle(x)?;
+                    finish::drained_if_idle(x)?;
                 }
                 jobs.reply()
             }
@@ -103,25 +119,6 @@ impl Verb for CompleteNext {
             // CLAIM, which writes nothing either, answers its error.
             Err(_) => Reply::Array(Vec::new()),
         };
-        Ok(Reply::Array(vec![Reply::Int(done.into()), jobs]))
+        Ok(Reply::Array(vec![Reply::Int(done), jobs]))
     }
-}
-
-/// After a finish and a claim that found nothing: `drained` when nothing is ready, active or
-/// delayed. A worker that fetches is drained only when no job will come to it without a new
-/// one: a retry waiting out its backoff, or a scheduler's next iteration, is work to come.
-/// (COMPLETE, which fetches nothing, does not look at `delayed`.) The sets are opened again
-/// for this alone, the claim having closed its handles.
-pub fn drained_if_idle(x: &mut Exec) -> Result<(), Refusal> {
-    let events = Events::open(x)?;
-    let (ready, active) = (Ready::open(x)?, x.open_as(Active, Kind::ZSet)?);
-    if events.on()
-        && active.len() == 0
-        && ready.wait.len() == 0
-        && ready.prio.len() == 0
-        && x.open_as(Delayed, Kind::ZSet)?.len() == 0
-    {
-        events.emit(x, None, Event::Drained)?;
-    }
-    Ok(())
 }

@@ -18,11 +18,11 @@ use crate::errors::Refusal;
 use crate::host::command::{block, flag, q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
+use crate::queue::finish::{self, Drained, Finishing, Held, Writes};
 use crate::queue::{Events, Ready, Sets};
 
-use super::claim::{Opened, Pass, Take};
-use super::complete::{AGE, ECHO, KEEP, METRICS};
-use super::completes::{finish_many, Finishing, Held};
+use super::options::{AGE, BY, ECHO, KEEP, METRICS};
+use crate::queue::claim::{Claiming, Opened, Pass};
 
 pub const KEYS: Keys = Keys::of(&[
     q(Wait, Update),
@@ -42,7 +42,7 @@ pub const ARGS: &[Arg] = &[
     ECHO,
     METRICS,
     flag("row", "ROW"),
-    super::claim::BY,
+    BY,
 ];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
@@ -74,7 +74,7 @@ fn args<'a>(args: &[ArgStr<'a>], keys: usize) -> Result<Args<'a>, Refusal> {
     let lease = domain::args::number(lease, "lease_ms")?;
     let o = domain::args::options(rest, &[Opt::Keep, Opt::Age, Opt::Echo, Opt::Metrics, Opt::Row, Opt::By])?;
     let pairs = pairs.chunks_exact(2).filter_map(|p| Some([*p.first()?, *p.get(1)?])).collect();
-    let how = Finishing { keep: o.keep, age: o.age, echo: o.echo, metrics: o.metrics };
+    let how = Finishing::of(&o);
     Ok(Args { pairs, token: *token, lease, how, row: o.row, by: o.by })
 }
 
@@ -93,25 +93,12 @@ impl Verb for CompletesNext {
 
     fn run<'a>(x: &mut Exec<'a>, a: Args<'a>) -> Result<Reply, Refusal> {
         let rows: Vec<_> = x.tail().collect();
-        for (_, id) in &rows {
-            domain::job_id(id)?;
-        }
-        domain::FINISH_ROWS.check(i64::try_from(rows.len()).unwrap_or(i64::MAX))?;
-        let payload_max = config::max_payload();
-        for [token, result] in &a.pairs {
-            domain::token(token)?;
-            domain::payload(result, payload_max, "result")?;
-        }
-        let mut ids: Vec<&[u8]> = rows.iter().map(|(_, id)| *id).collect();
-        ids.sort_unstable();
-        if ids.windows(2).any(|w| w.first() == w.get(1)) {
-            return Err(Refusal::Arg("an id given twice".into()));
-        }
+        let ids: Vec<&[u8]> = rows.iter().map(|(_, id)| *id).collect();
+        let count = |n: usize| domain::FINISH_ROWS.check(i64::try_from(n).unwrap_or(i64::MAX)).map(drop);
+        finish::check_entries(&ids, a.pairs.iter().map(|[token, result]| (token, result)), count)?;
         let count = i64::try_from(rows.len()).unwrap_or(i64::MAX);
-        let take = Take::check(a.token, a.lease, Some(count), a.row, a.by)?;
-        crate::queue::keep_for(a.how.keep, &config::KEEP_COMPLETED)?;
-        crate::queue::age(a.how.age)?;
-        crate::queue::tally::check(a.how.metrics)?;
+        let take = Claiming::check(a.token, a.lease, Some(count), a.row, a.by)?;
+        let checked = a.how.check(&config::KEEP_COMPLETED)?;
         // Every declared key type-checked before the first write, and kept open for the
         // claim, which then meets `active` and the events stream as the finishes left them.
         let ready = Ready::open(x)?;
@@ -128,8 +115,9 @@ impl Verb for CompletesNext {
             held.push(Held { id: x.string(id)?, row, exists, token: *token, result: *result });
         }
         let sets = Sets { ready: Some(&ready), delayed: Some(&delayed) };
-        let fates = finish_many(x, &mut held, a.how, &active, &completed, &events, sets)?;
-        drop(held);
+        let into = Writes { active: &active, completed: &completed, events: &events };
+        let fates = finish::finish_held(x, &mut held, &a.how, checked, into, sets, Drained::Leave)?;
+        drop((held, completed));
         let wanted = fates.iter().filter(|f| **f >= 0).count();
         let codes = Reply::Array(fates.into_iter().map(Reply::Int).collect());
         if wanted == 0 {
@@ -140,7 +128,7 @@ impl Verb for CompletesNext {
         let jobs = match take.run(x, Some(opened)) {
             Ok((jobs, _, _)) => {
                 if jobs.is_empty() {
-                    super::completenext::drained_if_idle(x)?;
+                    finish::drained_if_idle(x)?;
                 }
                 jobs.reply()
             }

@@ -11,58 +11,17 @@
 //! `deduplicated` event; with KEEPLAST, while that job is active, the job is kept and created
 //! when it finishes.
 
-use crate::domain::{
-    self,
-    args::{options, Opt, Options},
-};
+use super::options::{job_args, ALIAS, ATTEMPTS, BACKOFF, DEDUP, EXPIRE, OPTS, PRIORITY};
+use crate::domain::args::{Opt, Options};
 use crate::errors::Refusal;
-use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{ArgStr, Exec, Kind, Reply, Str, Verb};
+use crate::host::command::{flag, q, val, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
+use crate::queue::alias::{live_alias, name_alias};
 use crate::queue::dedup::{self, Keeping, Produced};
 use crate::queue::{Aliases, End, Event, Events, NewJob, Ready, State};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Insert), q(Wait, Insert), q(Prio, Insert), q(Events, Append)]);
-
-/// The creation options ENQUEUE and SCHEDULE share.
-pub const PRIORITY: Arg = opt("priority", "PRIORITY", "p", Ty::Int).range(domain::PRIORITY);
-pub const ATTEMPTS: Arg = opt("attempts", "ATTEMPTS", "n", Ty::Int).range(domain::ATTEMPTS);
-pub const BACKOFF: Arg = block(
-    "backoff",
-    Some("BACKOFF"),
-    &[one_of("kind", None, &[word("FIXED"), word("EXP")]), val("ms", Ty::Int).range(domain::BACKOFF)],
-)
-.optional();
-pub const OPTS: Arg = opt("opts", "OPTS", "blob", Ty::Str);
-/// A job no CLAIM has taken by `when` (`ms`, or `+ms` from now) fails with `expired`.
-pub const EXPIRE: Arg = opt("expire", "EXPIRE", "when", Ty::Str).range(domain::EXPIRE);
-/// The client's own id for the job, unique in the queue while the job exists.
-pub const ALIAS: Arg = opt("alias", "ALIAS", "key", Ty::Str);
-/// Deduplication: the id, its TTL (a duplicate restarting it) or a duplicate kept while the
-/// holder is active, a duplicate replacing a delayed holder. Shown nested as the rules of
-/// `queue::dedup::shape` have it; parsed as options, in any order.
-pub const DEDUP: Arg = block(
-    "dedup",
-    Some("DEDUP"),
-    &[
-        val("id", Ty::Str),
-        one_of(
-            "lifetime",
-            None,
-            &[
-                block(
-                    "dedupttl",
-                    Some("DEDUPTTL"),
-                    &[val("ms", Ty::Int).range(domain::DEDUP_TTL), flag("extend", "EXTEND")],
-                ),
-                word("KEEPLAST"),
-            ],
-        )
-        .optional(),
-        flag("replace", "REPLACE"),
-    ],
-)
-.optional();
 
 pub const ARGS: &[Arg] = &[
     val("name", Ty::Str),
@@ -96,34 +55,6 @@ pub struct Args<'a> {
     name: ArgStr<'a>,
     data: ArgStr<'a>,
     o: Options<ArgStr<'a>>,
-}
-
-/// Splits `name data [options]`, the form ENQUEUE and SCHEDULE share.
-pub fn job_args<'a>(
-    args: &[ArgStr<'a>],
-    allowed: &[Opt],
-) -> Result<(ArgStr<'a>, ArgStr<'a>, Options<ArgStr<'a>>), Refusal> {
-    match args {
-        [name, data, rest @ ..] => {
-            let o = options(rest, allowed)?;
-            crate::queue::dedup::shape(&o)?;
-            Ok((*name, *data, o))
-        }
-        _ => Err(Refusal::Usage),
-    }
-}
-
-/// The job's ALIAS already names a job of the queue.
-pub fn live_alias(aliases: Option<&Aliases>, job: &NewJob) -> bool {
-    matches!((aliases, job.alias), (Some(h), Some(a)) if h.live(a.str_ref()))
-}
-
-/// Record the job's ALIAS (when it has one) as naming `id`.
-pub fn name_alias(aliases: Option<&Aliases>, job: &NewJob, id: &Str) -> Result<(), Refusal> {
-    match (aliases, job.alias) {
-        (Some(h), Some(a)) => h.set(a.str_ref(), id.str_ref()),
-        _ => Ok(()),
-    }
 }
 
 impl Verb for Enqueue {

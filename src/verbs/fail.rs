@@ -11,17 +11,16 @@
 //! reply `delayed`. METRICS max: a job failed for good is counted by the minute in
 //! `metrics:failed` (`queue::tally`); a retried or delayed one is not.
 
-use super::complete::{AGE, KEEP, METRICS};
+use super::options::{AGE, KEEP, METRICS};
 use crate::config;
 use crate::domain::args::When;
-use crate::domain::{self, args::Opt, AfterFail, Keep};
+use crate::domain::{self, args::Opt, AfterFail, Backoff, Keep};
 use crate::errors::Refusal;
 use crate::host::command::{block, flag, one_of, opt, q, val, word, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{ArgStr, Exec, Kind, Lit, Reply, Verb};
+use crate::host::{ArgStr, Exec, Key, Kind, Lit, Reply, Str, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{
-    self, field, End, Event, Events, Holder, Ready, Release, Retire, Row, Sets, State, Tallied, Tally,
-};
+use crate::queue::finish::{Ending, Finishing};
+use crate::queue::{self, field, End, Event, Events, Holder, Ready, Row, Sets, State, Tallied, Tally};
 
 pub const KEYS: Keys = Keys::of(&[
     q(Job, Update),
@@ -67,11 +66,9 @@ pub struct Fail;
 pub struct Args<'a> {
     token: ArgStr<'a>,
     error: ArgStr<'a>,
-    keep: Option<i64>,
-    age: Option<i64>,
+    how: Finishing,
     decision: Decision,
     stack: Option<ArgStr<'a>>,
-    metrics: Option<i64>,
 }
 
 /// What the caller decided, over the job's attempts and backoff.
@@ -115,15 +112,7 @@ impl Verb for Fail {
                 if o.lifo && !o.retry {
                     return Err(Refusal::Shape("LIFO goes with RETRY".into()));
                 }
-                Ok(Args {
-                    token: *token,
-                    error: *error,
-                    keep: o.keep,
-                    age: o.age,
-                    decision,
-                    stack: o.stack,
-                    metrics: o.metrics,
-                })
+                Ok(Args { token: *token, error: *error, how: Finishing::of(&o), decision, stack: o.stack })
             }
             _ => Err(Refusal::Usage),
         }
@@ -133,8 +122,7 @@ impl Verb for Fail {
         domain::job_id(x.id)?;
         domain::token(&a.token)?;
         domain::payload(&a.error, config::max_payload(), "error")?;
-        let keep = queue::keep_for(a.keep, &config::KEEP_FAILED)?;
-        let age = queue::age(a.age)?;
+        let (keep, age) = a.how.check(&config::KEEP_FAILED)?;
         let chosen_due = match a.decision {
             Decision::Delay(when) => Some(domain::due(when, x.now())?),
             _ => None,
@@ -142,7 +130,6 @@ impl Verb for Fail {
         if let Some(stack) = &a.stack {
             domain::payload(stack, config::max_payload(), "STACK")?;
         }
-        queue::tally::check(a.metrics)?;
         let job = Holder::open(x)?;
         let ready = Ready::open(x)?;
         let delayed = x.open_as(Delayed, Kind::ZSet)?;
@@ -150,50 +137,34 @@ impl Verb for Fail {
         let events = Events::open(x)?;
         job.check(&a.token)?;
         let (row, id) = (&job.row, &job.id);
-        let r = Row(row);
         // Attempts made and allowed, and the DEDUP id, in one read of the row.
         let [made, attempts, dedup, ..] = row.hget_many(&[&field::MADE, &field::ATTEMPTS, &field::DEDUP]);
         let int =
             |v: Option<crate::host::Str>, d: i64| v.and_then(|v| domain::args::int(v.bytes())).unwrap_or(d);
         let (made, attempts) = (int(made, 0).saturating_add(1), int(attempts, 1));
         let now = x.now();
-        // The caller's decision wins over attempts and backoff; a delay is then its due time.
-        let next = match (a.decision, chosen_due) {
-            (Decision::Retry { .. }, _) => AfterFail::Retry,
-            (Decision::Delay(_), Some(due)) => AfterFail::Delay(due.saturating_sub(now)),
-            (d, _) => domain::after_fail(made, attempts, d == Decision::Final, r.backoff()),
-        };
-        let lifo = matches!(a.decision, Decision::Retry { lifo: true });
-        let retire = match next {
+        let next = a.decision.next(made, attempts, chosen_due, now, Row(row).backoff());
+        let sets = Sets { ready: Some(&ready), delayed: Some(&delayed) };
+        let mut ending = match next {
             AfterFail::Fail => {
-                Some(Retire::plan(x, &failed, u64::from(keep != Keep::None), now, keep, age, &[x.id])?)
+                let tally = Tally::open(x, Tallied::Failed, a.how.metrics, 1)?;
+                let ending = smallvec::smallvec![Some((x.id, dedup))];
+                Some(Ending::plan(x, &failed, keep, age, ending, &[x.id], tally, sets)?)
             }
             _ => None,
         };
-        let id_bytes = x.id;
-        let mut log =
-            if next == AfterFail::Fail && keep == Keep::None { queue::log_of(x, id_bytes)? } else { None };
-        let release = if next == AfterFail::Fail {
-            Release::finishing_of(x, id_bytes, dedup, Sets { ready: Some(&ready), delayed: Some(&delayed) })?
-        } else {
-            Release::default()
-        };
-        let tally =
-            if next == AfterFail::Fail { Tally::open(x, Tallied::Failed, a.metrics, 1)? } else { None };
 
+        // Write.
         job.active.zrem(id.str_ref());
         job.active.signal_ready();
         let (error, made_s) = (a.error.str_ref(), x.int(made)?);
         let mut fields: queue::Pairs =
             smallvec::smallvec![(&field::ERROR, error), (&field::MADE, made_s.str_ref())];
         fields.extend(a.stack.map(|s| (&field::STACK, s.str_ref())));
-        // Leaving active clears the token, and the stack of an earlier failure without STACK.
-        let cleared: &[&Lit] =
-            if a.stack.is_some() { &[&field::TOKEN] } else { &[&field::TOKEN, &field::STACK] };
-        let reply = match next {
-            AfterFail::Fail => {
-                let alias = queue::Companions::alias_of(x, log.as_ref())?;
-                queue::finish(x, row, &failed, id, State::Failed, keep, &fields, log.take())?;
+        let reply = match (next, ending.as_mut()) {
+            (AfterFail::Fail, Some(ending)) => {
+                let alias = ending.end(x, 0, row, &failed, id, State::Failed, &fields)?;
+                // The row holds the last failure's stack: an earlier one goes.
                 if a.stack.is_none() && keep != Keep::None {
                     row.hdel(&[&field::STACK])?;
                 }
@@ -203,34 +174,84 @@ impl Verb for Fail {
                     Some(id.str_ref()),
                     Event::Failed { error, attempt: made, attempts, alias },
                 )?;
-                release.apply(x, &events, Sets { ready: Some(&ready), delayed: Some(&delayed) })?;
-                if let Some(t) = &tally {
-                    t.apply(x)?;
-                }
                 c"failed"
             }
-            AfterFail::Retry => {
-                let state = ready.put(id.str_ref(), r.priority(), End::lifo(lifo))?;
-                fields.push((&field::STATE, state.lit().str_ref()));
-                row.hset(&fields)?;
-                row.hdel(cleared)?;
-                events.emit(x, Some(id.str_ref()), Event::Waiting { prev: State::Active })?;
-                c"retry"
-            }
-            AfterFail::Delay(d) => {
-                let due = now.saturating_add(d).min(domain::TIME_MAX);
-                delayed.zadd(due, id.str_ref())?;
-                fields.push((&field::STATE, State::Delayed.lit().str_ref()));
-                row.hset(&fields)?;
-                row.hdel(cleared)?;
-                events.emit(x, Some(id.str_ref()), Event::Delayed { due })?;
-                queue::due_at(x, due);
-                c"delayed"
+            (AfterFail::Fail, None) => return Err(crate::errors::host_reply()),
+            (back, _) => {
+                let lifo = matches!(a.decision, Decision::Retry { lifo: true });
+                let to = Back { row, id, ready: &ready, delayed: &delayed, events: &events };
+                to.put(x, back, fields, a.stack.is_some(), lifo, now)?
             }
         };
-        if let Some(retire) = retire {
-            retire.apply(&failed);
+        if let Some(ending) = ending {
+            ending.close(x, &failed, &events, sets)?;
         }
         Ok(Reply::Simple(reply))
+    }
+}
+
+impl Decision {
+    /// What follows the failure: the caller's decision wins over attempts and backoff; a
+    /// delay is then its due time.
+    fn next(
+        self,
+        made: i64,
+        attempts: i64,
+        chosen_due: Option<i64>,
+        now: i64,
+        backoff: Option<Backoff>,
+    ) -> AfterFail {
+        match (self, chosen_due) {
+            (Decision::Retry { .. }, _) => AfterFail::Retry,
+            (Decision::Delay(_), Some(due)) => AfterFail::Delay(due.saturating_sub(now)),
+            (d, _) => domain::after_fail(made, attempts, d == Decision::Final, backoff),
+        }
+    }
+}
+
+/// A failed job going back: ready again, or delayed.
+struct Back<'k> {
+    row: &'k Key,
+    id: &'k Str,
+    ready: &'k Ready,
+    delayed: &'k Key,
+    events: &'k Events,
+}
+
+impl Back<'_> {
+    /// Writes the row (`fields`, its new state; leaving active clears the token, and the
+    /// stack of an earlier failure unless this one gives STACK), its set and its event.
+    /// Replies `retry` or `delayed`.
+    fn put(
+        &self,
+        x: &Exec,
+        next: AfterFail,
+        mut fields: queue::Pairs,
+        stack: bool,
+        lifo: bool,
+        now: i64,
+    ) -> Result<&'static std::ffi::CStr, Refusal> {
+        let cleared: &[&Lit] = if stack { &[&field::TOKEN] } else { &[&field::TOKEN, &field::STACK] };
+        let id = self.id.str_ref();
+        match next {
+            AfterFail::Delay(d) => {
+                let due = now.saturating_add(d).min(domain::TIME_MAX);
+                self.delayed.zadd(due, id)?;
+                fields.push((&field::STATE, State::Delayed.lit().str_ref()));
+                self.row.hset(&fields)?;
+                self.row.hdel(cleared)?;
+                self.events.emit(x, Some(id), Event::Delayed { due })?;
+                queue::due_at(x, due);
+                Ok(c"delayed")
+            }
+            _ => {
+                let state = self.ready.put(id, Row(self.row).priority(), End::lifo(lifo))?;
+                fields.push((&field::STATE, state.lit().str_ref()));
+                self.row.hset(&fields)?;
+                self.row.hdel(cleared)?;
+                self.events.emit(x, Some(id), Event::Waiting { prev: State::Active })?;
+                Ok(c"retry")
+            }
+        }
     }
 }

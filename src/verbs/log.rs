@@ -6,19 +6,17 @@
 //! job by every path that deletes a row: retention, KEEP 0, REMOVE, DRAIN, CLEAN, OBLITERATE.
 //! Fenced.
 
-use crate::config;
 use crate::domain::{self, args::Opt};
 use crate::errors::{lease, Refusal};
-use crate::host::command::{opt, q, val, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{ArgStr, Exec, Key, Kind, Reply, Verb};
+use crate::host::command::{q, val, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
+use crate::queue::log::{append, checked};
 use crate::queue::{existing_row, Row};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Read), q(Log, Append)]);
-pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("line", Ty::Str), KEEP];
+pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("line", Ty::Str), super::options::LOG_KEEP];
 /// `KEEP n`: the log's newest n lines stay (TRA.ADDLOG's too).
-pub const KEEP: Arg = opt("keep", "KEEP", "n", Ty::Int).range(domain::LOG_KEEP);
-
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.
 pub const COMMAND: Command = Command::new::<AppendLog>("TRA.LOG")
@@ -60,22 +58,4 @@ impl Verb for AppendLog {
         }
         append(&log, a.line, keep)
     }
-}
-
-/// The line range-checked and its KEEP decided: the job's log, its keys checked.
-pub fn checked<'a>(x: &Exec<'a>, line: &ArgStr<'a>, keep: Option<i64>) -> Result<i64, Refusal> {
-    domain::job_id(x.id)?;
-    domain::payload(line, config::max_payload(), "line")?;
-    domain::LOG_KEEP.check(keep.unwrap_or(config::get(&config::LOG_KEEP)))
-}
-
-/// Appends `line` to `log`, keeping its newest `keep` lines; replies the log's length.
-pub fn append(log: &Key, line: ArgStr, keep: i64) -> Result<Reply, Refusal> {
-    if line.str_ref().is_missing() {
-        return Err(crate::errors::host_reply());
-    }
-    log.rpush(line.str_ref())?;
-    let over = log.len().saturating_sub(u64::try_from(keep).unwrap_or(u64::MAX));
-    log.lpop_drop(usize::try_from(over).unwrap_or(usize::MAX));
-    Ok(Reply::Int(i64::try_from(log.len()).unwrap_or(i64::MAX)))
 }

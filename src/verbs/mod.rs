@@ -40,6 +40,9 @@ pub const WIRE_TOKENS: [&str; 17] = [
     "publish",
 ];
 
+/// The arguments several verbs share (not a verb: no command of its own).
+pub mod options;
+
 // The verb files, declared as modules outside the list: tools that read the module tree
 // without expanding macros (cargo-mutants) then find them.
 pub mod add;
@@ -190,13 +193,14 @@ mod tests {
         let mut declared: Vec<&str> = text
             .lines()
             .filter_map(|l| l.strip_prefix("pub mod ").and_then(|m| m.strip_suffix(';')))
+            .filter(|m| *m != "options")
             .collect();
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/verbs");
         let mut files: Vec<String> = std::fs::read_dir(dir)
             .expect("src/verbs")
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
             .filter_map(|f| f.strip_suffix(".rs").map(str::to_string))
-            .filter(|f| f != "mod")
+            .filter(|f| f != "mod" && f != "options")
             .collect();
         assert_eq!(listed.len(), COMMANDS.len(), "one line a command");
         listed.sort_unstable();

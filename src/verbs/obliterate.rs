@@ -12,7 +12,7 @@
 use crate::domain::{self, args::Opt};
 use crate::errors::Refusal;
 use crate::host::command::{flag, opt, q, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{timer, Access, ArgStr, Exec, Kind, Reply, Str, Verb};
+use crate::host::{timer, Access, ArgStr, Exec, Key, Kind, Reply, Str, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::doomed_rows;
 use crate::registry;
@@ -72,21 +72,9 @@ impl Verb for Obliterate {
             return Err(Refusal::State(format!("queue has {active_len} active jobs: give FORCE")));
         }
         // The queue's job schedulers go first, so that none makes an iteration while the
-        // queue is being deleted: `scheds` and the `sched:<id>` hashes it names are found,
-        // opened as the caller, each hash counted against the budget.
-        let scheds = x.open_undeclared_existing(Scheds, b"", Access::Update)?;
-        let mut sched_ids: Vec<Str> = Vec::new();
-        let mut hashes = Vec::new();
-        if let Some(z) = &scheds {
-            z.exists_as(Kind::ZSet)?;
-            for (sid, _) in z.zrange(f64::NEG_INFINITY, f64::INFINITY, budget) {
-                if domain::sched::scheduler_id(sid.bytes()).is_ok() {
-                    hashes.push(x.open_undeclared(Sched, sid.bytes(), Access::Write)?);
-                }
-                sched_ids.push(sid);
-            }
-        }
-        budget = budget.saturating_sub(sched_ids.len());
+        // queue is being deleted.
+        let schedulers = Schedulers::read(x, budget)?;
+        budget = budget.saturating_sub(schedulers.ids.len());
         // Read first: the ids whose rows go in this call, and those rows, as the caller.
         let from_wait: Vec<Vec<u8>> = match budget.min(usize::try_from(wait.len()).unwrap_or(usize::MAX)) {
             0 => Vec::new(),
@@ -108,16 +96,7 @@ impl Verb for Obliterate {
         let rows = doomed_rows(x, &doomed)?;
         // Write: the schedulers, the rows and their entries; the queue's own keys once no job
         // is left.
-        for h in &hashes {
-            h.delete();
-        }
-        let scheds_left = match &scheds {
-            Some(z) => {
-                z.zrem_many(&sched_ids.iter().map(Str::str_ref).collect::<Vec<_>>());
-                z.len()
-            }
-            None => 0,
-        };
+        let scheds_left = schedulers.delete();
         wait.rpop_drop(from_wait.len());
         for ((_, set), taken) in zsets.iter().zip(&from_sets) {
             set.zrem_many(&taken.iter().map(Str::str_ref).collect::<Vec<_>>());
@@ -125,27 +104,17 @@ impl Verb for Obliterate {
         rows.delete();
         let alias = x.open_undeclared_existing(Alias, b"", Access::Write)?;
         let jobs_left = zsets.iter().fold(wait.len(), |n, (_, k)| n.saturating_add(k.len()));
-        let own: Vec<&crate::host::Key> = std::iter::once(&wait)
+        let own: Vec<&Key> = std::iter::once(&wait)
             .chain(zsets.iter().map(|(_, k)| k))
             .chain([&meta, &events])
             .chain(&alias)
             .chain(&metrics)
             .collect();
-        let mut keys_left = 0u64;
-        if jobs_left == 0 {
-            for k in own {
-                if k.kind() != Kind::Empty {
-                    if budget > 0 {
-                        k.delete();
-                        budget = budget.saturating_sub(1);
-                    } else {
-                        keys_left = keys_left.saturating_add(1);
-                    }
-                }
-            }
+        let keys_left = if jobs_left == 0 {
+            delete_within(&own, &mut budget)
         } else {
-            keys_left = own.iter().filter(|k| k.kind() != Kind::Empty).count() as u64;
-        }
+            own.iter().filter(|k| k.kind() != Kind::Empty).count() as u64
+        };
         let left = jobs_left.saturating_add(keys_left).saturating_add(scheds_left);
         if left == 0 {
             registry::forget(&(timer::selected(x.ctx()), x.queue.to_vec()));
@@ -155,10 +124,66 @@ impl Verb for Obliterate {
 }
 
 /// The queue's METRICS keys that exist, opened as the caller (found, not declared).
-fn metrics_keys(x: &mut Exec<'_>) -> Result<Vec<crate::host::Key>, Refusal> {
+fn metrics_keys(x: &mut Exec<'_>) -> Result<Vec<Key>, Refusal> {
     let mut keys = Vec::new();
     for suffix in [&b"completed"[..], b"completed:data", b"failed", b"failed:data"] {
         keys.extend(x.open_undeclared_existing(Metrics, suffix, Access::Write)?);
     }
     Ok(keys)
+}
+
+/// `scheds` and the `sched:<id>` hashes it names, found and opened as the caller, each
+/// hash counted against the call's budget.
+struct Schedulers {
+    scheds: Option<Key>,
+    ids: Vec<Str>,
+    hashes: Vec<Key>,
+}
+
+impl Schedulers {
+    fn read(x: &mut Exec<'_>, budget: usize) -> Result<Schedulers, Refusal> {
+        let scheds = x.open_undeclared_existing(Scheds, b"", Access::Update)?;
+        let (mut ids, mut hashes) = (Vec::new(), Vec::new());
+        if let Some(z) = &scheds {
+            z.exists_as(Kind::ZSet)?;
+            for (sid, _) in z.zrange(f64::NEG_INFINITY, f64::INFINITY, budget) {
+                if domain::sched::scheduler_id(sid.bytes()).is_ok() {
+                    hashes.push(x.open_undeclared(Sched, sid.bytes(), Access::Write)?);
+                }
+                ids.push(sid);
+            }
+        }
+        Ok(Schedulers { scheds, ids, hashes })
+    }
+
+    /// Deletes them; returns how many schedulers are left for a later call.
+    fn delete(&self) -> u64 {
+        for h in &self.hashes {
+            h.delete();
+        }
+        match &self.scheds {
+            Some(z) => {
+                z.zrem_many(&self.ids.iter().map(Str::str_ref).collect::<Vec<_>>());
+                z.len()
+            }
+            None => 0,
+        }
+    }
+}
+
+/// Deletes each of the queue's own keys that exists while `budget` lasts; returns how many
+/// are left.
+fn delete_within(own: &[&Key], budget: &mut usize) -> u64 {
+    let mut left = 0u64;
+    for k in own {
+        if k.kind() != Kind::Empty {
+            if *budget > 0 {
+                k.delete();
+                *budget = budget.saturating_sub(1);
+            } else {
+                left = left.saturating_add(1);
+            }
+        }
+    }
+    left
 }

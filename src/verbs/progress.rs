@@ -4,16 +4,17 @@
 //! event carries the report (`progress`). Replies 1; `EMQLEASE` when the job is not held with
 //! this token. Fenced.
 
-use crate::domain::{self, args::Opt};
+use super::options::ECHO;
+use crate::domain::{self};
 use crate::errors::Refusal;
-use crate::host::command::{flag, q, val, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{ArgStr, Exec, Key, Reply, Verb};
+use crate::host::command::{q, val, Arg, Command, Keys, Spec::*, Ty};
+use crate::host::{ArgStr, Exec, Reply, Verb};
 use crate::keyspace::Role::*;
-use crate::queue::{field, Event, Events, Holder};
+use crate::queue::progress::Report;
+use crate::queue::{Events, Holder};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Update), q(Active, Read), q(Events, Append)]);
 /// ECHO: the `progress` event carries the report.
-pub const ECHO: Arg = flag("echo", "ECHO");
 pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("progress", Ty::Str), ECHO];
 
 pub const COMMAND: Command = Command::new::<Progress>("TRA.PROGRESS")
@@ -30,33 +31,6 @@ pub struct Progress;
 pub struct Args<'a> {
     token: ArgStr<'a>,
     report: Report<'a>,
-}
-
-/// A progress report and whether its event carries it.
-#[derive(Clone, Copy)]
-pub struct Report<'a> {
-    pub value: ArgStr<'a>,
-    pub echo: bool,
-}
-
-impl<'a> Report<'a> {
-    pub fn shape(value: ArgStr<'a>, rest: &[ArgStr<'a>]) -> Result<Report<'a>, Refusal> {
-        Ok(Report { value, echo: domain::args::options(rest, &[Opt::Echo])?.echo })
-    }
-
-    pub fn check(&self) -> Result<(), Refusal> {
-        domain::payload(&self.value, domain::PROGRESS_MAX, "progress")
-    }
-
-    /// Stores the report in `row` and writes its event.
-    pub fn write(&self, x: &Exec, row: &Key, id: &crate::host::Str, events: &Events) -> Result<(), Refusal> {
-        let value = self.value.str_ref();
-        if value.is_missing() {
-            return Err(crate::errors::host_reply());
-        }
-        row.hset(&[(&field::PROGRESS, value)])?;
-        events.emit(x, Some(id.str_ref()), Event::Progress { value: self.echo.then_some(value) })
-    }
 }
 
 impl Verb for Progress {

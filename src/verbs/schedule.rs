@@ -10,14 +10,13 @@
 //! holder's id); a job KEEPLAST keeps is due, once made, as long after its holder finishes
 //! as it was due after the call.
 
-use super::enqueue::{
-    job_args, live_alias, name_alias, ALIAS, ATTEMPTS, BACKOFF, DEDUP, EXPIRE, OPTS, PRIORITY,
-};
+use super::options::{job_args, ALIAS, ATTEMPTS, BACKOFF, DEDUP, EXPIRE, OPTS, PRIORITY};
 use crate::domain::{self, args::Opt, args::Options, When};
 use crate::errors::Refusal;
 use crate::host::command::{q, val, Arg, Command, Keys, Spec::*, Ty};
 use crate::host::{ArgStr, Exec, Kind, Reply, Verb};
 use crate::keyspace::Role::*;
+use crate::queue::alias::{live_alias, name_alias};
 use crate::queue::dedup::{self, Keeping, Produced};
 use crate::queue::{Aliases, Event, Events, NewJob, State};
 

@@ -24,7 +24,7 @@ use crate::keyspace::Role::*;
 use crate::queue::sched::{self as qs, sfield, Template};
 use crate::queue::{companions_of, field, meta, Aliases, Companions, Event, Events, NewJob, Row, State};
 
-use super::enqueue::{job_args, ATTEMPTS, BACKOFF, OPTS, PRIORITY};
+use super::options::{job_args, ATTEMPTS, BACKOFF, OPTS, PRIORITY};
 
 pub const KEYS: Keys =
     Keys::of(&[q(Sched, Update), q(Scheds, Update), q(Delayed, Update), q(Events, Append)]);
@@ -248,25 +248,8 @@ impl Pending {
 
 fn set(x: &mut Exec, s: SetArgs) -> Result<Reply, Refusal> {
     let now = x.now();
-    // Ranges: the rule, its bounds, the template.
-    let repeat = match (s.every, s.pattern) {
-        (Some(every), _) => sched::every(every, s.offset)?,
-        (None, Some(p)) => {
-            let cron = Box::new(sched::cron(&p)?);
-            if !sched::ever_matches(&cron, sched::year_of(now)) {
-                return Err(Refusal::Arg(format!("PATTERN {} never matches", printable(&p))));
-            }
-            let tz = s.tz.map(|t| sched::tz(&t)).transpose()?.unwrap_or(chrono_tz::Tz::UTC);
-            Repeat::Pattern { cron, tz }
-        }
-        (None, None) => return Err(Refusal::Usage),
-    };
-    sched::bounds(s.start, s.end, s.limit, now)?;
-    if s.immediately && s.start.is_some() {
-        return Err(Refusal::Arg("IMMEDIATELY and START exclude each other".into()));
-    }
+    let mut spec = rule(&s, now)?;
     let job = NewJob::check(s.name, s.data, &s.o, now)?;
-    let mut spec = Spec { repeat, start: s.start, end: s.end, limit: s.limit, immediately: s.immediately };
 
     // The keys, and the scheduler as it is.
     let h = x.open_as(Sched, Kind::Hash)?;
@@ -282,31 +265,7 @@ fn set(x: &mut Exec, s: SetArgs) -> Result<Reply, Refusal> {
     let count = if exists { qs::count_of(&h) } else { 0 };
     let pending = if exists { Pending::find(x, &h, &delayed, true)? } else { None };
 
-    // The pending iteration's time: kept by an EVERY scheduler whose interval and phase
-    // stay; the one after the last iteration when that one is already ready; else the new
-    // rule's first.
-    let kept_phase = match (&old, &spec.repeat) {
-        (
-            Some(Spec { repeat: Repeat::Every { every: a, offset: o }, .. }),
-            Repeat::Every { every: b, offset: p },
-        ) if a == b && (s.offset.is_none() || o == p) => Some(*o),
-        _ => None,
-    };
-    if let (Some(o), Repeat::Every { offset, .. }) = (kept_phase, &mut spec.repeat) {
-        *offset = o;
-    }
-    let at = match (pending.is_some(), old_next) {
-        (true, Some(t)) if kept_phase.is_some() => Some(t),
-        (false, Some(t)) if old.is_some() => spec.after(t, now),
-        _ => {
-            // A phase given stays, OFFSET 0 included (times k·ms); none given is the first's.
-            let first = spec.first_phased(now, s.offset.is_some());
-            if let (Some(t), None, None) = (first, kept_phase, s.offset) {
-                spec.settle_offset(t);
-            }
-            first
-        }
-    };
+    let at = first_time(&mut spec, old.as_ref(), pending.is_some(), old_next, s.offset, now);
     let at =
         at.ok_or_else(|| Refusal::Arg("the scheduler has no time to come (PATTERN, START, END)".into()))?;
     let made = if pending.is_some() { count.saturating_sub(1) } else { count };
@@ -349,6 +308,63 @@ fn set(x: &mut Exec, s: SetArgs) -> Result<Reply, Refusal> {
     qs::advance(x, &h, made.saturating_add(1), &it)?;
     scheds.zadd(qs::score_after(&spec, &it, now), sid.str_ref())?;
     Ok(Reply::Array(vec![Reply::Str(it.id), Reply::Int(it.at)]))
+}
+
+/// SET's ranges: the rule (EVERY, or a PATTERN that matches some time, with its TZ), its
+/// bounds, the template's IMMEDIATELY.
+fn rule(s: &SetArgs, now: i64) -> Result<Spec, Refusal> {
+    let repeat = match (s.every, s.pattern) {
+        (Some(every), _) => sched::every(every, s.offset)?,
+        (None, Some(p)) => {
+            let cron = Box::new(sched::cron(&p)?);
+            if !sched::ever_matches(&cron, sched::year_of(now)) {
+                return Err(Refusal::Arg(format!("PATTERN {} never matches", printable(&p))));
+            }
+            let tz = s.tz.map(|t| sched::tz(&t)).transpose()?.unwrap_or(chrono_tz::Tz::UTC);
+            Repeat::Pattern { cron, tz }
+        }
+        (None, None) => return Err(Refusal::Usage),
+    };
+    sched::bounds(s.start, s.end, s.limit, now)?;
+    if s.immediately && s.start.is_some() {
+        return Err(Refusal::Arg("IMMEDIATELY and START exclude each other".into()));
+    }
+    Ok(Spec { repeat, start: s.start, end: s.end, limit: s.limit, immediately: s.immediately })
+}
+
+/// The pending iteration's time: kept by an EVERY scheduler whose interval and phase stay
+/// (`spec` then takes the old phase); the one after the last iteration when that one is
+/// already ready; else the new rule's first. None: the rule has no time to come.
+fn first_time(
+    spec: &mut Spec,
+    old: Option<&Spec>,
+    pending: bool,
+    old_next: Option<i64>,
+    offset: Option<i64>,
+    now: i64,
+) -> Option<i64> {
+    let kept_phase = match (old, &spec.repeat) {
+        (
+            Some(Spec { repeat: Repeat::Every { every: a, offset: o }, .. }),
+            Repeat::Every { every: b, offset: p },
+        ) if a == b && (offset.is_none() || o == p) => Some(*o),
+        _ => None,
+    };
+    if let (Some(o), Repeat::Every { offset, .. }) = (kept_phase, &mut spec.repeat) {
+        *offset = o;
+    }
+    match (pending, old_next) {
+        (true, Some(t)) if kept_phase.is_some() => Some(t),
+        (false, Some(t)) if old.is_some() => spec.after(t, now),
+        _ => {
+            // A phase given stays, OFFSET 0 included (times k·ms); none given is the first's.
+            let first = spec.first_phased(now, offset.is_some());
+            if let (Some(t), None, None) = (first, kept_phase, offset) {
+                spec.settle_offset(t);
+            }
+            first
+        }
+    }
 }
 
 /// The template as the scheduler hash keeps it: the row's encodings, defaults not stored.

@@ -11,9 +11,10 @@
 use crate::domain::{self, Backoff};
 use crate::errors::Refusal;
 use crate::host::command::{block, flag, one_of, q, val, word, Arg, Command, Keys, Spec::*, Ty};
-use crate::host::{Access, ArgStr, Exec, Key, Kind, Lit, Reply, Str, Verb};
+use crate::host::{Access, ArgStr, Exec, Key, Kind, Lit, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::sched::sfield;
+use crate::queue::view::{int, text};
 
 pub const KEYS: Keys = Keys::of(&[q(Scheds, Read)]);
 pub const ARGS: &[Arg] = &[one_of(
@@ -115,17 +116,6 @@ fn view(x: &mut Exec, id: &[u8]) -> Result<Reply, Refusal> {
         return Ok(Reply::Null);
     }
     Ok(map(id, &h))
-}
-
-fn text(s: Option<Str>) -> Reply {
-    s.map_or(Reply::Null, Reply::Str)
-}
-
-fn int(s: Option<Str>, default: Option<i64>) -> Reply {
-    match s.and_then(|s| domain::args::int(s.bytes())).or(default) {
-        Some(v) => Reply::Int(v),
-        None => Reply::Null,
-    }
 }
 
 fn map(id: &[u8], h: &Key) -> Reply {

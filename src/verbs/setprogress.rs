@@ -11,7 +11,8 @@ use crate::host::{ArgStr, Exec, Reply, Verb};
 use crate::keyspace::Role::*;
 use crate::queue::{existing_row, Events};
 
-use super::progress::{Report, ECHO};
+use super::options::ECHO;
+use crate::queue::progress::Report;
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Update), q(Events, Append)]);
 pub const ARGS: &[Arg] = &[val("progress", Ty::Str), ECHO];

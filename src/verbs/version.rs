@@ -1,9 +1,10 @@
 //! `EMQ.VERSION`: which build serves the node. Read-only, reads no key, runs no fence.
 
+use crate::about::{MODULE_MAJOR, MODULE_NAME, MODULE_VERSION};
 use crate::errors::Refusal;
 use crate::host::command::{Arg, Command, Keys};
 use crate::host::{ArgStr, Exec, Reply, Verb};
-use crate::{keyspace, MODULE_MAJOR, MODULE_NAME, MODULE_VERSION};
+use crate::keyspace;
 
 pub const KEYS: Keys = Keys::of(&[]);
 pub const ARGS: &[Arg] = &[];

@@ -30,7 +30,7 @@ const WIRE: [&str; 17] = [
 ];
 
 fn enqueue_cmd(q: &Q, id: &str) -> Vec<Vec<u8>> {
-    q.cmd("EMQ.ENQUEUE", id, keys_of("EMQ.ENQUEUE"), &[b"job", b"{}"])
+    q.cmd("EMQ.ENQUEUE", id, &keys_of("EMQ.ENQUEUE"), &[b"job", b"{}"])
 }
 
 pub fn version_is_the_six_entry_map_in_both_protocols() {
@@ -342,7 +342,7 @@ pub fn enqueue_refuses_bad_input_with_its_class_and_writes_nothing() {
         assert!(e.error().starts_with("EMQID"), "{bad}: {e:?}");
     }
     // layout: wrong role, two queues, empty suffix, not a queue key
-    let base = q.cmd("EMQ.ENQUEUE", &id, keys_of("EMQ.ENQUEUE"), &[b"job", b"d"]);
+    let base = q.cmd("EMQ.ENQUEUE", &id, &keys_of("EMQ.ENQUEUE"), &[b"job", b"d"]);
     let other = Q::new("other");
     for (pos, key) in [
         (3usize, q.k("prio")),

@@ -674,7 +674,7 @@ impl Call {
             }
             Call::Limit(_) => vec!["meta"],
             Call::Limits => vec!["meta", "active"],
-            _ => keys_of(self.verb()).to_vec(),
+            _ => keys_of(self.verb()),
         };
         let mut v = vec![self.verb().as_bytes().to_vec(), roles.len().to_string().into_bytes()];
         if let Call::Add { jobs } = self {

@@ -446,7 +446,7 @@ impl Q {
     }
 
     pub fn run(&self, c: &mut Conn, verb: &str, id: &str, args: &[&[u8]]) -> Reply {
-        c.call_v(&self.cmd(verb, id, keys_of(verb), args))
+        c.call_v(&self.cmd(verb, id, &keys_of(verb), args))
     }
 
     /// The queue's events stream, oldest first: each entry's fields and values in order.
@@ -576,30 +576,21 @@ impl Snapshot {
     }
 }
 
-/// The key roles of each verb, in order (src/CONTRACT.md, "Calling convention").
-pub fn keys_of(verb: &str) -> &'static [&'static str] {
-    match verb.to_ascii_uppercase().as_str() {
-        "EMQ.ENQUEUE" => &["job", "wait", "prio", "events"],
-        "EMQ.CLAIM" => &["wait", "prio", "active", "delayed", "meta", "events"],
-        "EMQ.EXTEND" => &["job", "active"],
-        "EMQ.EXTENDS" => &["active"],
-        "TRA.COMPLETES" => &["active", "completed", "events"],
-        "EMQ.COMPLETE" => &["job", "active", "completed", "events"],
-        "EMQ.SCHEDULE" => &["job", "delayed", "events"],
-        "EMQ.PROMOTE" => &["job", "delayed", "wait", "prio", "events"],
-        "EMQ.RESCHEDULE" => &["job", "delayed", "events"],
-        "EMQ.DELAY" => &["job", "active", "delayed", "events"],
-        "EMQ.FAIL" => &["job", "active", "wait", "prio", "delayed", "failed", "events"],
-        "EMQ.REPROCESS" => &["job", "completed", "failed", "wait", "prio", "events"],
-        "EMQ.REQUEUE" => &["job", "active", "wait", "prio", "events"],
-        "EMQ.STALLED" => &["active", "wait", "prio", "failed", "events"],
-        "TRA.PROGRESS" => &["job", "active", "events"],
-        "TRA.SETPROGRESS" => &["job", "events"],
-        "TRA.SETDATA" => &["job"],
-        "TRA.COMPLETENEXT" => &["job", "wait", "prio", "active", "delayed", "completed", "meta", "events"],
-        "TRA.REMOVE" => &["job", "wait", "prio", "active", "delayed", "completed", "failed", "events"],
-        other => panic!("no key roles for {other}"),
-    }
+/// The key roles of each verb, in order, as the command table declares them (each a queue
+/// key's role word: `job`, `wait`, …).
+pub fn keys_of(verb: &str) -> Vec<&'static str> {
+    use trafikey::host::command::KeyRole;
+    let cmd = trafikey::verbs::COMMANDS
+        .iter()
+        .find(|c| c.name.eq_ignore_ascii_case(verb))
+        .unwrap_or_else(|| panic!("no command {verb} in the table"));
+    cmd.keys
+        .into_iter()
+        .map(|slot| match slot.role {
+            KeyRole::Queue(r) => r.word().trim_end_matches(':'),
+            other => panic!("{verb}: a key of role {other:?} is not a queue key"),
+        })
+        .collect()
 }
 
 pub fn wait_for(mut f: impl FnMut() -> bool, what: &str) {

@@ -406,7 +406,7 @@ impl Worker {
     }
 
     fn cmd(&self, verb: &str, id: &str, args: &[&[u8]]) -> Vec<Vec<u8>> {
-        self.q.cmd(verb, id, keys_of(verb), args)
+        self.q.cmd(verb, id, &keys_of(verb), args)
     }
 
     fn fail_here(&self, what: String) -> ! {
