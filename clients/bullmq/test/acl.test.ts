@@ -47,6 +47,7 @@ function recipe(u: string, queue: string): string[] {
     '+zrevrange',
     '+zrangebyscore',
     '+zcount',
+    '+pttl',
     '+xadd',
     '+xtrim',
     '+xrange',
@@ -131,6 +132,10 @@ describe('an ACL user made by the recipe', () => {
     await worker.close();
     await failed.retry();
     expect(await failed.getState()).toBe('waiting');
+    // A rate limit set by hand, read back as its time to live (PTTL of the limiter key).
+    await queue.rateLimit(60_000);
+    expect(await queue.getRateLimitTtl()).toBeGreaterThan(0);
+    await queue.removeRateLimitKey();
     await queue.pause();
     expect(await queue.isPaused()).toBe(true);
     await queue.resume();
