@@ -177,76 +177,7 @@ fn one(ctx: &Context, cmd: &Command, callback: super::Callback) -> Result<(), St
         if handle.is_null() {
             return Err(format!("cannot find {}", cmd.name));
         }
-        let mut specs: Vec<raw::RedisModuleCommandKeySpec> = cmd
-            .keys
-            .iter()
-            .enumerate()
-            .map(|(i, slot)| raw::RedisModuleCommandKeySpec {
-                notes: ptr::null_mut(),
-                flags: spec_flags(slot.spec),
-                begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX,
-                bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
-                    index: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 {
-                        pos: (i as c_int).saturating_add(2),
-                    },
-                },
-                find_keys_type: raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
-                fk: raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
-                    range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
-                        lastkey: 0,
-                        keystep: 1,
-                        limit: 0,
-                    },
-                },
-            })
-            .collect();
-        // The tail: its count at `n` (right after the declared keys), then that many keys.
-        if let Some(t) = cmd.tail {
-            specs.push(raw::RedisModuleCommandKeySpec {
-                notes: ptr::null_mut(),
-                flags: spec_flags(t.spec),
-                begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX,
-                bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
-                    index: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 {
-                        pos: (cmd.keys.len() as c_int).saturating_add(2),
-                    },
-                },
-                find_keys_type: raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM,
-                fk: raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
-                    keynum: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_2 {
-                        keynumidx: 0,
-                        firstkey: 1,
-                        keystep: 1,
-                    },
-                },
-            });
-        }
-        let after_keys = match cmd.form {
-            Form::Keys => (cmd.keys.len() as c_int).saturating_add(2),
-            Form::Bare => 1,
-        };
-        for access in [Access::Read, Access::Update, Access::Write] {
-            let (mark, flags) = access.found();
-            specs.push(raw::RedisModuleCommandKeySpec {
-                notes: FOUND_NOTE.as_ptr(),
-                flags: u64::from(flags),
-                begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_KEYWORD,
-                bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
-                    keyword: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_2 {
-                        keyword: mark.as_ptr(),
-                        startfrom: after_keys,
-                    },
-                },
-                find_keys_type: raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
-                fk: raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
-                    range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
-                        lastkey: 0,
-                        keystep: 1,
-                        limit: 0,
-                    },
-                },
-            });
-        }
+        let mut specs = key_specs(cmd);
         // The array ends with a zeroed spec.
         specs.push(MaybeUninit::zeroed().assume_init());
         let summary = cstr(cmd.summary)?;
@@ -274,6 +205,83 @@ fn one(ctx: &Context, cmd: &Command, callback: super::Callback) -> Result<(), St
         }
     }
     Ok(())
+}
+
+/// The key specs of `cmd` as the server takes them: one per declared key (its index), the
+/// tail's (its count, then that many keys), and the three that find a key the module checks
+/// behind a marker word (read, update, write). The caller ends the array.
+fn key_specs(cmd: &Command) -> Vec<raw::RedisModuleCommandKeySpec> {
+    let mut specs: Vec<raw::RedisModuleCommandKeySpec> = cmd
+        .keys
+        .iter()
+        .enumerate()
+        .map(|(i, slot)| raw::RedisModuleCommandKeySpec {
+            notes: ptr::null_mut(),
+            flags: spec_flags(slot.spec),
+            begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX,
+            bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
+                index: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 {
+                    pos: (i as c_int).saturating_add(2),
+                },
+            },
+            find_keys_type: raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
+            fk: raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
+                range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
+                    lastkey: 0,
+                    keystep: 1,
+                    limit: 0,
+                },
+            },
+        })
+        .collect();
+    // The tail: its count at `n` (right after the declared keys), then that many keys.
+    if let Some(t) = cmd.tail {
+        specs.push(raw::RedisModuleCommandKeySpec {
+            notes: ptr::null_mut(),
+            flags: spec_flags(t.spec),
+            begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX,
+            bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
+                index: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 {
+                    pos: (cmd.keys.len() as c_int).saturating_add(2),
+                },
+            },
+            find_keys_type: raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM,
+            fk: raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
+                keynum: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_2 {
+                    keynumidx: 0,
+                    firstkey: 1,
+                    keystep: 1,
+                },
+            },
+        });
+    }
+    let after_keys = match cmd.form {
+        Form::Keys => (cmd.keys.len() as c_int).saturating_add(2),
+        Form::Bare => 1,
+    };
+    for access in [Access::Read, Access::Update, Access::Write] {
+        let (mark, flags) = access.found();
+        specs.push(raw::RedisModuleCommandKeySpec {
+            notes: FOUND_NOTE.as_ptr(),
+            flags: u64::from(flags),
+            begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_KEYWORD,
+            bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
+                keyword: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_2 {
+                    keyword: mark.as_ptr(),
+                    startfrom: after_keys,
+                },
+            },
+            find_keys_type: raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
+            fk: raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
+                range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
+                    lastkey: 0,
+                    keystep: 1,
+                    limit: 0,
+                },
+            },
+        });
+    }
+    specs
 }
 
 /// Registers `table`, entry `i` serving command `i`. Called once, at load.
