@@ -56,6 +56,12 @@ const CASES: &[Case] = &[
         anchors: &["created in `delayed` as SCHEDULE"],
         run: add_delay,
     },
+    Case {
+        name: "TRA.ADD of several delays, the soonest first, last or between: each promoted in time",
+        rows: &[],
+        anchors: &["created in `delayed` as SCHEDULE"],
+        run: add_delays,
+    },
     Case { name: "RESCHEDULE sooner: promoted", rows: &["RESCHEDULE"], anchors: &[], run: reschedule },
     Case { name: "DELAY +100: promoted", rows: &["DELAY"], anchors: &[], run: delay },
     Case {
@@ -248,6 +254,19 @@ fn due_rows(contract: &str) -> Vec<String> {
         .collect()
 }
 
+/// The cases whose due time the call gives as `when`, run again with a time already past.
+/// A case's body.
+type Run = fn(&mut Bench);
+
+const DUE_NOW: &[(&str, Run)] = &[
+    ("SCHEDULE", schedule),
+    ("SCHEDULE REPLACE", schedule_replace),
+    ("TRA.ADD DELAY", add_delay),
+    ("RESCHEDULE", reschedule),
+    ("DELAY", delay),
+    ("FAIL DELAY", fail_delay),
+];
+
 #[test]
 fn every_due_time_in_the_contract_has_a_case() {
     let text = contract();
@@ -286,7 +305,7 @@ fn each_due_time_is_kept_by_upkeep_alone() {
     let s =
         Server::start(Opts { module_args: vec!["upkeep-tick-ms".into(), "60000".into()], ..Opts::default() });
     assert_eq!(s.conn().call(&[b"EMQ.INSTALL", b"1", b"{emq}:version"]), Reply::Int(1));
-    let mut b = Bench { c: s.conn(), w: s.conn(), n: 0, q: String::new() };
+    let mut b = Bench { c: s.conn(), w: s.conn(), n: 0, q: String::new(), soon: "+100" };
     let t0 = Instant::now();
     for case in CASES {
         let t = Instant::now();
@@ -295,7 +314,16 @@ fn each_due_time_is_kept_by_upkeep_alone() {
         (case.run)(&mut b);
         eprintln!("{}: {:?}", case.name, t.elapsed());
     }
-    eprintln!("{} cases in {:?}", CASES.len(), t0.elapsed());
+    // A time already past is a due time too: the job still goes through `delayed`, and
+    // nothing but upkeep moves it on.
+    b.soon = "0";
+    for (name, run) in DUE_NOW {
+        b.n += 1;
+        b.q = format!("agenda{}", b.n);
+        run(&mut b);
+        eprintln!("{name}, when 0: done");
+    }
+    eprintln!("{} cases in {:?}", CASES.len() + DUE_NOW.len(), t0.elapsed());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -306,6 +334,9 @@ struct Bench {
     w: Conn,
     n: u64,
     q: String,
+    /// The `when` the due-time cases give: soon (`+100`), or a time already past (`0`),
+    /// which is due at once and still goes through `delayed`.
+    soon: &'static str,
 }
 
 /// How long a case waits for what is due in 100 to 400 ms.
@@ -422,34 +453,55 @@ impl Bench {
 // The cases. Each ends with the call that sets the due time; only reads follow.
 
 fn schedule(b: &mut Bench) {
-    let id = b.id();
-    b.ok("EMQ.SCHEDULE", &id, &["+100", "n", "d"]);
+    let (id, soon) = (b.id(), b.soon);
+    b.ok("EMQ.SCHEDULE", &id, &[soon, "n", "d"]);
     b.ready(&id, "the scheduled job promoted");
 }
 
 fn schedule_replace(b: &mut Bench) {
     let (old, new) = (b.id(), b.id());
     b.ok("EMQ.SCHEDULE", &old, &["+600000", "n", "d", "DEDUP", "d"]);
-    b.ok("EMQ.SCHEDULE", &new, &["+100", "n", "d", "DEDUP", "d", "REPLACE"]);
+    let soon = b.soon;
+    b.ok("EMQ.SCHEDULE", &new, &[soon, "n", "d", "DEDUP", "d", "REPLACE"]);
     b.ready(&new, "the replacing job promoted");
 }
 
 fn add_delay(b: &mut Bench) {
-    let id = b.id();
-    b.add(&id, &["DELAY", "+100"]);
+    let (id, soon) = (b.id(), b.soon);
+    b.add(&id, &["DELAY", soon]);
     b.ready(&id, "the delayed job of TRA.ADD promoted");
+}
+
+/// One call that sets several due times keeps the soonest, wherever it stands among them.
+fn add_delays(b: &mut Bench) {
+    for order in
+        [["+100", "+600000", "+600000"], ["+600000", "+100", "+600000"], ["+600000", "+600000", "+100"]]
+    {
+        let ids = [b.id(), b.id(), b.id()];
+        let rows: Vec<String> = ids.iter().map(|id| b.key(&format!("job:{id}"))).collect();
+        let mut args = vec!["3"];
+        args.extend(rows.iter().map(String::as_str));
+        for when in &order {
+            args.extend(["n", "d", "2", "DELAY", when]);
+        }
+        let v = b.argv("TRA.ADD", "", &args);
+        assert_eq!(b.c.call_v(&v), Reply::Array(vec![Reply::Int(1); 3]));
+        let soonest = order.iter().position(|w| *w == "+100").unwrap_or(0);
+        b.ready(&ids[soonest], "the soonest job of a bulk add promoted");
+    }
 }
 
 fn reschedule(b: &mut Bench) {
     let id = b.id();
     b.ok("EMQ.SCHEDULE", &id, &["+600000", "n", "d"]);
-    b.ok("EMQ.RESCHEDULE", &id, &["+100"]);
+    let soon = b.soon;
+    b.ok("EMQ.RESCHEDULE", &id, &[soon]);
     b.ready(&id, "the rescheduled job promoted at its new time");
 }
 
 fn delay(b: &mut Bench) {
-    let id = b.held(&[]);
-    b.ok("EMQ.DELAY", &id, &["t", "+100"]);
+    let (id, soon) = (b.held(&[]), b.soon);
+    b.ok("EMQ.DELAY", &id, &["t", soon]);
     b.ready(&id, "the delayed job promoted");
 }
 
@@ -460,8 +512,8 @@ fn fail_backoff(b: &mut Bench, kind: &str) {
 }
 
 fn fail_delay(b: &mut Bench) {
-    let id = b.held(&[]);
-    assert_eq!(b.ok("EMQ.FAIL", &id, &["t", "boom", "DELAY", "+100"]).str(), "delayed");
+    let (id, soon) = (b.held(&[]), b.soon);
+    assert_eq!(b.ok("EMQ.FAIL", &id, &["t", "boom", "DELAY", soon]).str(), "delayed");
     b.ready(&id, "the failed job promoted at its DELAY");
 }
 

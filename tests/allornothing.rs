@@ -909,3 +909,53 @@ fn a_bulk_add_replacing_the_last_aliased_job_leaves_no_handle_on_the_deleted_ali
     assert_eq!(snap.state_of(&jid(2)).as_deref(), Some("wait"));
     assert_eq!(c.call(&[b"PING"]), Reply::Simple("PONG".into()));
 }
+
+/// A batch command given one entry more than its cap, every entry good and held: refused with
+/// its error, nothing written — the cap is checked before the first entry is, not on the way.
+/// (TRA.ADD's and TRA.COMPLETESNEXT's caps are their tails' counts, tried by `edges`.)
+#[test]
+fn one_entry_past_the_cap_refuses_the_whole_call_and_writes_nothing() {
+    let s = Server::quiet();
+    let mut c = s.conn();
+    let caps: [(&str, usize, String); 2] = [
+        (
+            "EMQ.EXTENDS",
+            trafikey::domain::EXTENDS_PAIRS_MAX,
+            format!("EMQARG at most {} pairs", trafikey::domain::EXTENDS_PAIRS_MAX),
+        ),
+        (
+            "TRA.COMPLETES",
+            trafikey::domain::CLAIM_PER_CALL as usize,
+            format!("EMQARG at most {} jobs", trafikey::domain::CLAIM_PER_CALL),
+        ),
+    ];
+    for (name, cap, error) in caps {
+        let q = Q::new(&format!("cap{}", name.len()));
+        let ids: Vec<String> = (1..=cap as u64 + 1).map(jid).collect();
+        for chunk in ids.chunks(trafikey::domain::CLAIM_PER_CALL as usize) {
+            for id in chunk {
+                assert_eq!(c.call_v(&enqueue(&q, id, &[])), Reply::Int(1));
+            }
+            assert_eq!(c.call_v(&claim(&q, "w", "600000", chunk.len())).array().len(), chunk.len());
+        }
+        let cmd = COMMANDS.iter().find(|c| c.name == name).expect("a command of the table");
+        let mut call = head(cmd, &q);
+        let width = if name == "EMQ.EXTENDS" {
+            call.extend(argv(&["1234567"]));
+            2
+        } else {
+            3
+        };
+        for id in &ids {
+            call.extend(argv(&[id.as_str(), "w", "ok"][..width]));
+        }
+        let before = digest(&mut c);
+        let events = events_len(&mut c, &q);
+        assert_eq!(c.call_v(&call).err(), Some(error.as_str()), "{name} with {} entries", cap + 1);
+        assert_eq!(digest(&mut c), before, "{name}: one entry past the cap wrote nothing");
+        assert_eq!(events_len(&mut c, &q), events, "{name}: no event");
+        // The cap itself is taken.
+        call.truncate(call.len() - width);
+        assert_eq!(c.call_v(&call).err(), None, "{name} with {cap} entries");
+    }
+}

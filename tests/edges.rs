@@ -225,6 +225,43 @@ fn configs_at_their_edges() {
     }
 }
 
+/// Each field of `meta` a client writes and the module reads back within a range
+/// (`queue::meta::STORED`), and its case: at both ends of the range it takes effect; one past,
+/// it is ignored and the config stands in.
+/// A stored field's case.
+type StoredCase = fn(&mut Lab, Range);
+
+const STORED: &[(&str, StoredCase)] = &[("max-stalls", stored_max_stalls)];
+
+#[test]
+fn stored_fields_at_their_edges() {
+    let mut lab = Lab::quiet();
+    for (field, r) in trafikey::queue::meta::STORED.iter() {
+        let name = String::from_utf8_lossy(field.bytes()).into_owned();
+        let (_, case) =
+            STORED.iter().find(|(n, _)| *n == name).unwrap_or_else(|| panic!("meta {name}: no case"));
+        case(&mut lab, *r);
+    }
+}
+
+/// STALLED without MAXSTALLS (and upkeep) reads `meta`'s `max-stalls`: a job whose stall
+/// reaches it is requeued, one past it failed; a value past the range leaves the config's
+/// (default 1) in force.
+fn stored_max_stalls(lab: &mut Lab, r: Range) {
+    // (the value in meta, the job's stalls before, requeued)
+    for (v, before, requeued) in
+        [(r.lo, 0, false), (r.hi, r.hi - 1, true), (r.hi, r.hi, false), (r.hi + 1, r.hi, false)]
+    {
+        let q = lab.q();
+        lab.raw(&["HSET", &key(&q, "meta"), "max-stalls", &v.to_string()]);
+        let ids = lapsed(lab, &q, 1);
+        lab.raw(&["HSET", &key(&q, &format!("job:{}", ids[0])), "sc", &before.to_string()]);
+        let s = lab.ok(&argv("EMQ.STALLED", &q, "", &[]));
+        let at = if requeued { 0 } else { 1 };
+        assert_eq!(s.array()[at].strings(), ids, "meta max-stalls {v}, stalls {before}: requeued {requeued}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The lab: one quiet server (no upkeep: nothing moves but the calls made), a queue per use.
 
@@ -649,6 +686,19 @@ fn dedup_ttl(lab: &mut Lab, cmd: &str, r: Range) {
             assert_eq!(dup.str(), first, "a duplicate answers the holder");
         }
     }
+    // The same top on a duplicate's EXTEND: the id's life restarts from that call.
+    let (q, first, dup) = (lab.q(), lab.id(), lab.id());
+    let dkey = key(&q, "dedup:d");
+    assert_eq!(lab.ok(&produce_argv(cmd, &q, &first, &["DEDUP", "d", "DEDUPTTL", "60000"])), Reply::Int(1));
+    let top = r.hi.to_string();
+    let (now, reply, _) =
+        lab.at_now(&produce_argv(cmd, &q, &dup, &["DEDUP", "d", "DEDUPTTL", &top, "EXTEND"]), &[]);
+    assert_eq!(reply.str(), first, "{cmd}: the duplicate answers the holder");
+    assert_eq!(
+        lab.raw(&["PEXPIRETIME", &dkey]).int(),
+        now + r.hi,
+        "{cmd} DEDUPTTL {top} EXTEND restarts the id's life"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

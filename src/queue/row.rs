@@ -88,6 +88,10 @@ pub mod meta {
     /// `hold-until` (ms).
     pub static CONCURRENCY: Lit = Lit::new(c"concurrency");
     pub static HOLD_UNTIL: Lit = Lit::new(c"hold-until");
+    /// The fields clients write by hand that the module reads back within a range, each with
+    /// it: a value outside is ignored (the config stands in). `tests/edges.rs` takes each to
+    /// both ends of its range and one past.
+    pub static STORED: [(&Lit, crate::domain::Range); 1] = [(&MAX_STALLS, crate::domain::MAX_STALLS)];
 }
 
 /// Where a job is: each state names the set that holds it, and is written in its row.

@@ -82,7 +82,7 @@ pub fn calls(cmd: &Command) -> Vec<Vec<Vec<u8>>> {
         "EMQ.EXTENDS" => vec![with(QUEUE, "", "", &["60000", &j(3), "t3", &j(4), "t4"])],
         "EMQ.COMPLETE" => vec![
             with(QUEUE, &j(4), "", &["t4", "ok"]),
-            with(QUEUE, &j(20), "", &["t20", "ok", "KEEP", "0", "AGE", "600000", "ECHO", "METRICS", "10"]),
+            with(QUEUE, &j(20), "", &["t20", "ok", "KEEP", "0", "AGE", "600000", "ECHO", "METRICS", "100"]),
             with(QUEUE, &j(21), "", &["t21", "ok"]),
         ],
         "TRA.COMPLETES" => vec![with(QUEUE, "", "", &[&j(3), "t3", "ok", &j(4), "t4", "ok"])],
@@ -112,7 +112,12 @@ pub fn calls(cmd: &Command) -> Vec<Vec<Vec<u8>>> {
             with(QUEUE, &j(8), "", &["t8", "boom"]),
             with(QUEUE, &j(15), "", &["t15", "boom", "DELAY", "+1000", "STACK", "at x"]),
             with(QUEUE, &j(16), "", &["t16", "boom", "RETRY", "LIFO"]),
-            with(QUEUE, &j(19), "", &["t19", "boom", "FINAL", "KEEP", "2", "AGE", "600000", "METRICS", "10"]),
+            with(
+                QUEUE,
+                &j(19),
+                "",
+                &["t19", "boom", "FINAL", "KEEP", "2", "AGE", "600000", "METRICS", "100"],
+            ),
         ],
         "EMQ.REPROCESS" => vec![
             with(QUEUE, &j(9), "", &["FROM", "completed"]),
@@ -174,7 +179,7 @@ pub fn calls(cmd: &Command) -> Vec<Vec<Vec<u8>>> {
                 "",
                 &[
                     "2", &r3, &r4, "t3", "ok", "t4", "ok", "c9", "60000", "KEEP", "-1", "AGE", "600000",
-                    "ECHO", "METRICS", "10", "ROW", "BY", "w3",
+                    "ECHO", "METRICS", "100", "ROW", "BY", "w3",
                 ],
             )]
         }
@@ -192,7 +197,7 @@ pub fn calls(cmd: &Command) -> Vec<Vec<Vec<u8>>> {
                 "",
                 &[
                     "t24", "ok", "60000", "COUNT", "10", "KEEP", "-1", "AGE", "600000", "ECHO", "METRICS",
-                    "10", "ROW", "BY", "w2",
+                    "100", "ROW", "BY", "w2",
                 ],
             ),
         ],
@@ -325,6 +330,18 @@ pub fn populate(c: &mut Conn) {
     assert_eq!(c.call(&[b"EMQ.FAILURES", b"1", fails.as_bytes()]), Reply::Int(1));
     assert_eq!(c.call(&[b"SET", b"cache:row", b"v0000000000009 frame"]), Reply::Simple("OK".into()));
     assert_eq!(c.call(&[b"SET", b"cache:row2", b"v0000000000001 frame"]), Reply::Simple("OK".into()));
+    // Each METRICS counter's minute ended 70 minutes ago, its series holding three points: a
+    // finish given METRICS 100 ends that minute and, the gap past 64 minutes, rebuilds the
+    // series from its tail, reading the points that stay.
+    let now = trafikey_support::reliability::server_ms(c);
+    let ended = (now - 70 * 60_000).to_string();
+    for kind in ["completed", "failed"] {
+        let (counter, series) = (q.k(&format!("metrics:{kind}")), q.k(&format!("metrics:{kind}:data")));
+        let set: [&[u8]; 8] =
+            [b"HSET", counter.as_bytes(), b"count", b"5", b"prevTS", ended.as_bytes(), b"prevCount", b"2"];
+        assert_eq!(c.call(&set), Reply::Int(3));
+        assert_eq!(c.call(&[b"RPUSH", series.as_bytes(), b"1", b"2", b"3"]), Reply::Int(3));
+    }
     q.check_invariant(c);
 }
 
