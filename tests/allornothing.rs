@@ -450,6 +450,21 @@ fn batch(name: &str) -> Option<Batch> {
                     },
                     |_, _| WRONGTYPE.into(),
                 ),
+                // A key an entry makes the call find, of another type.
+                spoiler(
+                    "KEEPLAST on a DEDUP id whose active holder's kept key holds a string",
+                    |at, e| {
+                        let holder = jid(810);
+                        let kept = keyspace::key(at.q.0.as_bytes(), Role::Kept, b"kp");
+                        let setup = vec![
+                            enqueue(at.q, &holder, &["DEDUP", "kp"]),
+                            claim(at.q, "h", "600000", 1),
+                            [argv(&["SET"]), vec![kept], argv(&["not a job"])].concat(),
+                        ];
+                        (e.with_opts(&["DEDUP", "kp", "KEEPLAST"]), setup)
+                    },
+                    |_, _| WRONGTYPE.into(),
+                ),
                 string_row(),
                 no_access(),
             ],
