@@ -19,8 +19,11 @@ static PAYLOAD: Lit = Lit::new(c"payload");
 
 /// The keys and arguments of APPEND and PUBLISH.
 pub const KEYS: Keys = Keys::of(&[q(Bus, Append), q(Seen, Update)]);
-pub const ARGS: &[Arg] =
-    &[val("id", Ty::Str), val("payload", Ty::Str), opt("maxlen", "MAXLEN", "n", Ty::Int).range(bus::MAXLEN)];
+pub const ARGS: &[Arg] = &[
+    val("id", Ty::Str),
+    val("payload", Ty::Str).payload(),
+    opt("maxlen", "MAXLEN", "n", Ty::Int).range(bus::MAXLEN),
+];
 
 /// The arguments of APPEND and PUBLISH, shaped.
 pub struct Message<'a> {

@@ -1632,6 +1632,7 @@ fn cfg_max_payload(lab: &mut Lab, c: &config::Int) {
     lab.set_config(c.name, &c.default.to_string());
     let id = lab.id();
     lab.refused(&argv("EMQ.ENQUEUE", &q, &id, &["n", &big]), "EMQARG data must be 0..=1048576 bytes");
+    payloads_at_the_top(lab, c);
 }
 
 fn cfg_bus_window(lab: &mut Lab, c: &config::Int) {
@@ -1739,4 +1740,97 @@ fn cfg_upkeep_batch(_: &mut Lab, c: &config::Int) {
         }
     }
     lab.set_config(c.name, &c.default.to_string());
+}
+
+/// Every argument the table marks bounded by `trafikey.max-payload` (`Arg::payload`), named
+/// as `declared` names them.
+fn payload_args() -> Vec<String> {
+    fn walk(cmd: &str, path: &mut Vec<&'static str>, args: &'static [Arg], out: &mut Vec<String>) {
+        for a in args {
+            path.push(a.name);
+            if a.payload {
+                out.push(format!("{cmd} {}", path.join(".")));
+            }
+            if let Shape::OneOf(inner) | Shape::Block(inner) = a.shape {
+                walk(cmd, path, inner, out);
+            }
+            path.pop();
+        }
+    }
+    let mut out = Vec::new();
+    for c in COMMANDS.iter() {
+        walk(c.name, &mut Vec::new(), c.args, &mut out);
+    }
+    out
+}
+
+/// A valid call giving `blob` as one payload-bounded argument, on queue `q` (each makes the job
+/// it needs), and the argument's name in the refusal.
+type PayloadCall = fn(&mut Lab, &str, &str) -> Vec<Vec<u8>>;
+
+/// Every argument `payload_args` finds, and its call.
+const PAYLOADS: &[(&str, &str, PayloadCall)] = &[
+    ("EMQ.ENQUEUE data", "data", |lab, q, b| argv("EMQ.ENQUEUE", q, &lab.id(), &["n", b])),
+    ("EMQ.ENQUEUE opts", "OPTS", |lab, q, b| argv("EMQ.ENQUEUE", q, &lab.id(), &["n", "d", "OPTS", b])),
+    ("EMQ.SCHEDULE data", "data", |lab, q, b| argv("EMQ.SCHEDULE", q, &lab.id(), &["0", "n", b])),
+    ("EMQ.SCHEDULE opts", "OPTS", |lab, q, b| {
+        argv("EMQ.SCHEDULE", q, &lab.id(), &["0", "n", "d", "OPTS", b])
+    }),
+    ("TRA.ADD job.data", "data", |lab, q, b| tail_argv("TRA.ADD", q, &[&lab.id()], &["n", b, "0"])),
+    ("TRA.SETDATA data", "data", |lab, q, b| {
+        let id = lab.id();
+        lab.enqueue(q, &id, &[]);
+        argv("TRA.SETDATA", q, &id, &[b])
+    }),
+    ("TRA.SCHEDULER action.set.job.data", "data", |_, q, b| {
+        argv("TRA.SCHEDULER", q, "s", &["SET", "EVERY", "600000", "JOB", "n", b])
+    }),
+    ("TRA.SCHEDULER action.set.job.opts", "OPTS", |_, q, b| {
+        argv("TRA.SCHEDULER", q, "s", &["SET", "EVERY", "600000", "JOB", "n", "d", "OPTS", b])
+    }),
+    ("EMQ.COMPLETE result", "result", |lab, q, b| argv("EMQ.COMPLETE", q, &lab.held(q), &["t", b])),
+    ("TRA.COMPLETES job.result", "result", |lab, q, b| argv("TRA.COMPLETES", q, "", &[&lab.held(q), "t", b])),
+    ("TRA.COMPLETENEXT result", "result", |lab, q, b| {
+        argv("TRA.COMPLETENEXT", q, &lab.held(q), &["t", b, "60000"])
+    }),
+    ("TRA.COMPLETESNEXT job.result", "result", |lab, q, b| {
+        tail_argv("TRA.COMPLETESNEXT", q, &[&lab.held(q)], &["t", b, "t2", "60000"])
+    }),
+    ("EMQ.FAIL error", "error", |lab, q, b| argv("EMQ.FAIL", q, &lab.held(q), &["t", b])),
+    ("EMQ.FAIL stack", "STACK", |lab, q, b| argv("EMQ.FAIL", q, &lab.held(q), &["t", "boom", "STACK", b])),
+    ("TRA.LOG line", "line", |lab, q, b| argv("TRA.LOG", q, &lab.held(q), &["t", b])),
+    ("TRA.ADDLOG line", "line", |lab, q, b| argv("TRA.ADDLOG", q, &lab.held(q), &[b])),
+    ("EMQ.APPEND payload", "payload", |lab, q, b| {
+        lab.id();
+        argv("EMQ.APPEND", q, "", &[&id_of("MSG", lab.n), b])
+    }),
+    ("EMQ.PUBLISH payload", "payload", |lab, q, b| {
+        lab.id();
+        argv("EMQ.PUBLISH", q, "", &[&id_of("MSG", lab.n), b])
+    }),
+];
+
+/// Every argument the table bounds by `trafikey.max-payload`, tried under the config's top
+/// with one byte past its default (taken) and under the default (refused, nothing written):
+/// a bound that ignores the config, or keeps the default's, on any of them fails here.
+fn payloads_at_the_top(lab: &mut Lab, c: &config::Int) {
+    let found = payload_args();
+    for name in &found {
+        assert!(PAYLOADS.iter().any(|(n, ..)| n == name), "{name}: bounded by max-payload, with no case");
+    }
+    for (name, ..) in PAYLOADS {
+        assert!(found.iter().any(|n| n == name), "{name}: a case for no argument the table bounds");
+    }
+    let big = "x".repeat(c.default as usize + 1);
+    for (name, what, call) in PAYLOADS {
+        lab.set_config(c.name, &c.max.to_string());
+        let q = lab.q();
+        let v = call(lab, &q, &big);
+        lab.ok(&v);
+        lab.set_config(c.name, &c.default.to_string());
+        let q = lab.q();
+        let v = call(lab, &q, &big);
+        lab.refused(&v, &format!("EMQARG {what} must be 0..={} bytes", c.default));
+        eprintln!("{name}: taken at the top, refused at the default");
+    }
 }

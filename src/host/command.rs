@@ -175,10 +175,13 @@ pub struct Arg {
     /// A numeric value's accepted values: the same constant the domain step checks it
     /// against, so tests read every edge from here.
     pub range: Option<Range>,
+    /// A string the domain step bounds by `trafikey.max-payload` (data, a result, an error, a
+    /// stack, OPTS, a bus payload, a log line), so tests take the config's every edge to it.
+    pub payload: bool,
 }
 
 const fn arg(name: &'static str, display: &'static str, token: Option<&'static str>, shape: Shape) -> Arg {
-    Arg { name, display, token, shape, optional: false, multiple: false, range: None }
+    Arg { name, display, token, shape, optional: false, multiple: false, range: None, payload: false }
 }
 
 /// A required value.
@@ -229,6 +232,12 @@ impl Arg {
     /// The values it accepts (a number, or a `when` once resolved).
     pub const fn range(mut self, r: Range) -> Arg {
         self.range = Some(r);
+        self
+    }
+
+    /// Bounded by `trafikey.max-payload`.
+    pub const fn payload(mut self) -> Arg {
+        self.payload = true;
         self
     }
 

@@ -28,7 +28,7 @@ pub const ARGS: &[Arg] = &[block(
     None,
     &[
         val("name", Ty::Str),
-        val("data", Ty::Str),
+        val("data", Ty::Str).payload(),
         val("k", Ty::Int).range(OPTION_WORDS),
         val("option", Ty::Str).optional().multiple(),
     ],

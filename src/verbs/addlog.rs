@@ -14,7 +14,7 @@ use crate::keyspace::Role::*;
 use crate::queue::existing_row;
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Read), q(Log, Append)]);
-pub const ARGS: &[Arg] = &[val("line", Ty::Str), super::options::LOG_KEEP];
+pub const ARGS: &[Arg] = &[val("line", Ty::Str).payload(), super::options::LOG_KEEP];
 
 pub const COMMAND: Command = Command::new::<AddLog>("TRA.ADDLOG")
     .keys(KEYS)

@@ -23,7 +23,7 @@ use crate::queue::finish::{self, Drained, Finishing, Held, Writes};
 use crate::queue::{Events, Holder, Sets};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Update), q(Active, Take), q(Completed, Update), q(Events, Append)]);
-pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("result", Ty::Str), KEEP, AGE, ECHO, METRICS];
+pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("result", Ty::Str).payload(), KEEP, AGE, ECHO, METRICS];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.

@@ -35,7 +35,7 @@ pub const KEYS: Keys = Keys::of(&[
 ]);
 pub const ARGS: &[Arg] = &[
     val("token", Ty::Str),
-    val("result", Ty::Str),
+    val("result", Ty::Str).payload(),
     val("lease_ms", Ty::Int).range(domain::LEASE),
     KEEP,
     AGE,

@@ -19,7 +19,8 @@ use crate::queue::{Events, Sets};
 
 pub const KEYS: Keys = Keys::of(&[q(Active, Take), q(Completed, Update), q(Events, Append)]);
 pub const ARGS: &[Arg] =
-    &[block("job", None, &[val("id", Ty::Str), val("token", Ty::Str), val("result", Ty::Str)]).multiple()];
+    &[block("job", None, &[val("id", Ty::Str), val("token", Ty::Str), val("result", Ty::Str).payload()])
+        .multiple()];
 
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.

@@ -34,7 +34,7 @@ pub const KEYS: Keys = Keys::of(&[
     q(Events, Append),
 ]);
 pub const ARGS: &[Arg] = &[
-    block("job", None, &[val("token", Ty::Str), val("result", Ty::Str)]).multiple(),
+    block("job", None, &[val("token", Ty::Str), val("result", Ty::Str).payload()]).multiple(),
     val("claim_token", Ty::Str),
     val("lease_ms", Ty::Int).range(domain::LEASE),
     KEEP,

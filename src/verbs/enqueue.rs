@@ -25,7 +25,7 @@ pub const KEYS: Keys = Keys::of(&[q(Job, Insert), q(Wait, Insert), q(Prio, Inser
 
 pub const ARGS: &[Arg] = &[
     val("name", Ty::Str),
-    val("data", Ty::Str),
+    val("data", Ty::Str).payload(),
     PRIORITY,
     ATTEMPTS,
     BACKOFF,

@@ -33,7 +33,7 @@ pub const KEYS: Keys = Keys::of(&[
 ]);
 pub const ARGS: &[Arg] = &[
     val("token", Ty::Str),
-    val("error", Ty::Str),
+    val("error", Ty::Str).payload(),
     KEEP,
     AGE,
     one_of(
@@ -46,7 +46,7 @@ pub const ARGS: &[Arg] = &[
         ],
     )
     .optional(),
-    opt("stack", "STACK", "blob", Ty::Str),
+    opt("stack", "STACK", "blob", Ty::Str).payload(),
     METRICS,
 ];
 

@@ -15,7 +15,7 @@ use crate::queue::log::{append, checked};
 use crate::queue::{existing_row, Row};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Read), q(Log, Append)]);
-pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("line", Ty::Str), super::options::LOG_KEEP];
+pub const ARGS: &[Arg] = &[val("token", Ty::Str), val("line", Ty::Str).payload(), super::options::LOG_KEEP];
 /// `KEEP n`: the log's newest n lines stay (TRA.ADDLOG's too).
 /// The command, declared whole: registration, ACL, `COMMAND DOCS` and the reference take it
 /// from here.

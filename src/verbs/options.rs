@@ -15,7 +15,7 @@ pub const BACKOFF: Arg = block(
     &[one_of("kind", None, &[word("FIXED"), word("EXP")]), val("ms", Ty::Int).range(domain::BACKOFF)],
 )
 .optional();
-pub const OPTS: Arg = opt("opts", "OPTS", "blob", Ty::Str);
+pub const OPTS: Arg = opt("opts", "OPTS", "blob", Ty::Str).payload();
 /// A job no CLAIM has taken by `when` (`ms`, or `+ms` from now) fails with `expired`.
 pub const EXPIRE: Arg = opt("expire", "EXPIRE", "when", Ty::Str).range(domain::EXPIRE);
 /// The client's own id for the job, unique in the queue while the job exists.

@@ -24,7 +24,7 @@ pub const KEYS: Keys = Keys::of(&[q(Job, Insert), q(Delayed, Insert), q(Events, 
 pub const ARGS: &[Arg] = &[
     val("when", Ty::Str).range(domain::WHEN),
     val("name", Ty::Str),
-    val("data", Ty::Str),
+    val("data", Ty::Str).payload(),
     PRIORITY,
     ATTEMPTS,
     BACKOFF,

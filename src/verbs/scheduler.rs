@@ -62,7 +62,14 @@ pub const ARGS: &[Arg] = &[one_of(
                 block(
                     "job",
                     Some("JOB"),
-                    &[val("name", Ty::Str), val("data", Ty::Str), PRIORITY, ATTEMPTS, BACKOFF, OPTS],
+                    &[
+                        val("name", Ty::Str),
+                        val("data", Ty::Str).payload(),
+                        PRIORITY,
+                        ATTEMPTS,
+                        BACKOFF,
+                        OPTS,
+                    ],
                 ),
             ],
         ),

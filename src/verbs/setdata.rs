@@ -16,7 +16,7 @@ use crate::keyspace::Role::*;
 use crate::queue::{existing_row, field};
 
 pub const KEYS: Keys = Keys::of(&[q(Job, Update)]);
-pub const ARGS: &[Arg] = &[val("data", Ty::Str)];
+pub const ARGS: &[Arg] = &[val("data", Ty::Str).payload()];
 
 pub const COMMAND: Command = Command::new::<SetData>("TRA.SETDATA")
     .keys(KEYS)
