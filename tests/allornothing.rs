@@ -95,6 +95,7 @@ struct At<'a> {
 
 type Spoil = Box<dyn Fn(&At, Entry) -> (Entry, Vec<Argv>)>;
 type Want = Box<dyn Fn(&At, &Entry) -> String>;
+type Undo = Box<dyn Fn(&At) -> Vec<Argv>>;
 /// Calls in phases: the clock runs on between two.
 type Phases = Box<dyn Fn(&Q, &Entry) -> Vec<Vec<Argv>>>;
 
@@ -106,6 +107,9 @@ struct Spoiler {
     spoil: Spoil,
     want: Want,
     restricted: bool,
+    /// The calls that put the world back after each position, where the spoil broke what
+    /// the cases after it need (a key of another type where the queue keeps its own).
+    undo: Option<Undo>,
 }
 
 fn spoiler(
@@ -113,7 +117,7 @@ fn spoiler(
     spoil: impl Fn(&At, Entry) -> (Entry, Vec<Argv>) + 'static,
     want: impl Fn(&At, &Entry) -> String + 'static,
 ) -> Spoiler {
-    Spoiler { what: what.into(), spoil: Box::new(spoil), want: Box::new(want), restricted: false }
+    Spoiler { what: what.into(), spoil: Box::new(spoil), want: Box::new(want), restricted: false, undo: None }
 }
 
 /// A spoiler that changes the entry alone, refused with `error`.
@@ -295,12 +299,72 @@ fn string_row() -> Spoiler {
     )
 }
 
+/// REPLACE of a delayed holder whose row holds a string: found by the call, checked before
+/// the first job is written. The holder goes again after each position.
+fn replace_holder_string() -> Spoiler {
+    let holder = || jid(811);
+    let mut sp = spoiler(
+        "REPLACE of a delayed holder whose row holds a string",
+        move |at, e| {
+            let row = at.q.job(&holder()).into_bytes();
+            let schedule = [
+                argv(&["EMQ.SCHEDULE", "3"]),
+                [at.q.job(&holder()), at.q.k("delayed"), at.q.k("events")].map(String::into_bytes).to_vec(),
+                argv(&["+600000", "job", "{}", "DEDUP", "rp"]),
+            ]
+            .concat();
+            let setup = vec![
+                schedule,
+                [argv(&["DEL"]), vec![row.clone()]].concat(),
+                [argv(&["SET"]), vec![row], argv(&["not a row"])].concat(),
+            ];
+            (e.with_opts(&["DEDUP", "rp", "REPLACE"]), setup)
+        },
+        |_, _| WRONGTYPE.into(),
+    );
+    sp.undo = Some(Box::new(move |at| {
+        vec![
+            [
+                argv(&["DEL"]),
+                vec![at.q.job(&holder()).into_bytes(), keyspace::key(at.q.0.as_bytes(), Role::Dedup, b"rp")],
+            ]
+            .concat(),
+            [argv(&["ZREM"]), vec![at.q.k("delayed").into_bytes(), holder().into_bytes()]].concat(),
+        ]
+    }));
+    sp
+}
+
+/// An ALIAS where the queue's alias hash is a string: the hash the call finds, checked before
+/// the first job is written. The queue's own hash is set aside meanwhile, and put back.
+fn alias_string() -> Spoiler {
+    const SET_ASIDE: &str =
+        "if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('RENAME', KEYS[1], KEYS[2]) end \
+                             redis.call('SET', KEYS[1], 'not a hash')";
+    const PUT_BACK: &str = "redis.call('DEL', KEYS[1]) \
+                            if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('RENAME', KEYS[2], KEYS[1]) end";
+    let keys = |at: &At| [at.q.k("alias").into_bytes(), b"aside:alias".to_vec()];
+    let mut sp = spoiler(
+        "an ALIAS where the queue's alias hash holds a string",
+        move |at, e| {
+            (
+                e.with_opts(&["ALIAS", "al-s"]),
+                vec![[argv(&["EVAL", SET_ASIDE, "2"]), keys(at).to_vec()].concat()],
+            )
+        },
+        |_, _| WRONGTYPE.into(),
+    );
+    sp.undo = Some(Box::new(move |at| vec![[argv(&["EVAL", PUT_BACK, "2"]), keys(at).to_vec()].concat()]));
+    sp
+}
+
 fn no_access() -> Spoiler {
     Spoiler {
         what: "a row the caller may not touch".into(),
         spoil: Box::new(|_, e| (e, vec![])),
         want: Box::new(|_, _| NOPERM.into()),
         restricted: true,
+        undo: None,
     }
 }
 
@@ -465,6 +529,8 @@ fn batch(name: &str) -> Option<Batch> {
                     },
                     |_, _| WRONGTYPE.into(),
                 ),
+                replace_holder_string(),
+                alias_string(),
                 string_row(),
                 no_access(),
             ],
@@ -670,6 +736,10 @@ fn a_bad_entry_anywhere_refuses_the_whole_call_and_writes_nothing() {
                     wrong.push(format!("{what}\n    refused, and appended an event"));
                 } else if digest(&mut c) != digest_before {
                     wrong.push(format!("{what}\n    refused, and wrote"));
+                }
+                for r in sp.undo.as_ref().map(|u| u(&at)).unwrap_or_default() {
+                    let reply = c.call_v(&r);
+                    assert!(reply.err().is_none(), "{}: {} answered {reply:?}", cmd.name, shown(&r));
                 }
                 calls += 1;
             }
