@@ -215,45 +215,24 @@ fn key_specs(cmd: &Command) -> Vec<raw::RedisModuleCommandKeySpec> {
         .keys
         .iter()
         .enumerate()
-        .map(|(i, slot)| raw::RedisModuleCommandKeySpec {
-            notes: ptr::null_mut(),
-            flags: spec_flags(slot.spec),
-            begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX,
-            bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
-                index: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 {
-                    pos: (i as c_int).saturating_add(2),
-                },
-            },
-            find_keys_type: raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
-            fk: raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
-                range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
-                    lastkey: 0,
-                    keystep: 1,
-                    limit: 0,
-                },
-            },
+        .map(|(i, slot)| {
+            spec(ptr::null_mut(), spec_flags(slot.spec), at_index((i as c_int).saturating_add(2)), one_key())
         })
         .collect();
     // The tail: its count at `n` (right after the declared keys), then that many keys.
     if let Some(t) = cmd.tail {
-        specs.push(raw::RedisModuleCommandKeySpec {
-            notes: ptr::null_mut(),
-            flags: spec_flags(t.spec),
-            begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX,
-            bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
-                index: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 {
-                    pos: (cmd.keys.len() as c_int).saturating_add(2),
-                },
-            },
-            find_keys_type: raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM,
-            fk: raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
+        let (fk_type, fk) = (
+            raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM,
+            raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
                 keynum: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_2 {
                     keynumidx: 0,
                     firstkey: 1,
                     keystep: 1,
                 },
             },
-        });
+        );
+        let pos = (cmd.keys.len() as c_int).saturating_add(2);
+        specs.push(spec(ptr::null_mut(), spec_flags(t.spec), at_index(pos), (fk_type, fk)));
     }
     let after_keys = match cmd.form {
         Form::Keys => (cmd.keys.len() as c_int).saturating_add(2),
@@ -261,27 +240,61 @@ fn key_specs(cmd: &Command) -> Vec<raw::RedisModuleCommandKeySpec> {
     };
     for access in [Access::Read, Access::Update, Access::Write] {
         let (mark, flags) = access.found();
-        specs.push(raw::RedisModuleCommandKeySpec {
-            notes: FOUND_NOTE.as_ptr(),
-            flags: u64::from(flags),
-            begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_KEYWORD,
-            bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
+        let bs = (
+            raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_KEYWORD,
+            raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
                 keyword: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_2 {
                     keyword: mark.as_ptr(),
                     startfrom: after_keys,
                 },
             },
-            find_keys_type: raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
-            fk: raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
-                range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
-                    lastkey: 0,
-                    keystep: 1,
-                    limit: 0,
-                },
-            },
-        });
+        );
+        specs.push(spec(FOUND_NOTE.as_ptr(), u64::from(flags), bs, one_key()));
     }
     specs
+}
+
+type BeginSearch = (raw::RedisModuleKeySpecBeginSearchType, raw::RedisModuleCommandKeySpec__bindgen_ty_1);
+type FindKeys = (raw::RedisModuleKeySpecFindKeysType, raw::RedisModuleCommandKeySpec__bindgen_ty_2);
+
+fn spec(
+    notes: *const std::ffi::c_char,
+    flags: u64,
+    (bs_type, bs): BeginSearch,
+    (fk_type, fk): FindKeys,
+) -> raw::RedisModuleCommandKeySpec {
+    raw::RedisModuleCommandKeySpec {
+        notes,
+        flags,
+        begin_search_type: bs_type,
+        bs,
+        find_keys_type: fk_type,
+        fk,
+    }
+}
+
+/// The search starts at argv index `pos`.
+fn at_index(pos: c_int) -> BeginSearch {
+    (
+        raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX,
+        raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
+            index: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 { pos },
+        },
+    )
+}
+
+/// The key found is the one argument there.
+fn one_key() -> FindKeys {
+    (
+        raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
+        raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
+            range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
+                lastkey: 0,
+                keystep: 1,
+                limit: 0,
+            },
+        },
+    )
 }
 
 /// Registers `table`, entry `i` serving command `i`. Called once, at load.
